@@ -1,0 +1,12 @@
+"""Jobsite's no-op task; the worker imports this module with `--tasks bench.peers.jobsite_tasks`."""
+
+from __future__ import annotations
+
+from engine import task
+
+from bench import probe
+
+
+@task(name="bench.noop")
+async def noop(t_enqueued: float) -> None:
+    probe.hit(t_enqueued)

@@ -1,0 +1,110 @@
+"""Process lifecycle: the private redis-server and the worker process groups.
+
+Every child runs in its own session (so its own process group) and is stopped by pgid:
+SIGTERM first, SIGKILL after a grace period. Nothing is ever matched by name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+
+
+@dataclass(frozen=True)
+class RedisServer:
+    port: int
+    proc: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_redis(run_dir: Path, timeout_s: float = 10.0) -> RedisServer:
+    port = free_port()
+    if port == 6379:
+        port = free_port()
+    argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
+    argv += ["--appendonly", "no", "--dir", str(run_dir), "--loglevel", "warning"]
+    log = (run_dir / "redis-server.log").open("wb")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    log.close()
+    server = RedisServer(port, proc)
+    deadline = time.monotonic() + timeout_s
+    client = redis.Redis.from_url(server.url)
+    try:
+        while True:
+            try:
+                client.ping()
+                return server
+            except redis.ConnectionError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    stop_group(proc)
+                    raise RuntimeError(f"redis-server did not start: see {run_dir}") from None
+                time.sleep(0.05)
+    finally:
+        client.close()
+
+
+def start_group(argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> bool:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _group_alive(pgid: int) -> bool:
+    return _signal_group(pgid, signal.Signals(0))
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
+    """SIGTERM the process group led by proc, SIGKILL whatever is left after grace_s."""
+    pgid = proc.pid
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        proc.poll()
+        if proc.returncode is not None and not _group_alive(pgid):
+            return
+        time.sleep(0.05)
+    _signal_group(pgid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+
+
+def stop_groups(procs: list[subprocess.Popen[bytes]], grace_s: float = 10.0) -> None:
+    for proc in procs:
+        _signal_group(proc.pid, signal.SIGTERM)
+    for proc in procs:
+        stop_group(proc, grace_s)
+
+
+def wait_exit(procs: list[subprocess.Popen[bytes]], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if all(proc.poll() is not None for proc in procs):
+            return True
+        time.sleep(0.05)
+    return False

@@ -1,0 +1,190 @@
+"""The client: enqueue, get, wait, dead-letter queue, counts."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from redis.asyncio import Redis
+
+from .connection import CONNECTION_ERRORS, connect
+from .errors import DuplicateJob, JobNotFound, JobTimeout, RedisUnavailable
+from .job import TERMINAL_STATES, Job, JobState
+from .keys import QueueKeys, queues_key
+from .scripts import Scripts
+from .settings import EngineSettings
+from .task import Task, json_args
+
+# Hash fields the submit script writes itself.
+_SCRIPT_FIELDS = frozenset(("state", "submitted_at_ms", "run_at_ms"))
+_LIVE = ("submitted", "scheduled", "blocked", "started", "dlq")
+
+
+class Client:
+    """Talk to the engine's Redis: submit jobs and inspect them."""
+
+    def __init__(self, settings: EngineSettings, redis: Redis | None = None) -> None:
+        self.settings = settings
+        self.redis = redis if redis is not None else connect(settings)
+        self.scripts = Scripts(self.redis)
+        self._known_queues: set[str] = set()
+
+    def keys(self, queue: str) -> QueueKeys:
+        """Return the keys of `queue`."""
+        return QueueKeys(self.settings.prefix, queue)
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self.redis.aclose()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def enqueue(self, task: Task, *args: Any, **kwargs: Any) -> Job:
+        """Submit one call of `task`; use `task.using(...)` for per-call options."""
+        return (await self.enqueue_many([task.call(*args, **kwargs)]))[0]
+
+    async def enqueue_many(self, jobs: Iterable[Job]) -> list[Job]:
+        """Submit jobs in one script call per queue; validate all before writing any.
+
+        Raises DuplicateJob (after the others were written) when a job id already exists.
+        """
+        jobs = list(jobs)
+        by_queue: dict[str, list[Any]] = defaultdict(list)
+        members: dict[str, list[Job]] = defaultdict(list)
+        limit = self.settings.max_payload_bytes
+        for job in jobs:
+            args, kwargs = json_args(job, limit)
+            fields = job.to_hash()
+            fields["args"], fields["kwargs"] = args, kwargs
+            flat: list[Any] = []
+            for name, value in fields.items():
+                if name not in _SCRIPT_FIELDS:
+                    flat += (name, value)
+            by_queue[job.queue] += (
+                job.id,
+                "" if job.delay_ms is None else job.delay_ms,
+                "" if job.run_at_ms is None else job.run_at_ms,
+                job.priority,
+                len(flat) // 2,
+                *flat,
+            )
+            members[job.queue].append(job)
+        duplicates: list[str] = []
+        for queue, argv in by_queue.items():
+            codes = await self._submit(queue, argv, len(members[queue]))
+            for job, code in zip(members[queue], codes, strict=True):
+                if code == -4:
+                    duplicates.append(job.id)
+                else:
+                    job.state = JobState.SUBMITTED if code == 1 else JobState.SCHEDULED
+        if duplicates:
+            raise DuplicateJob(f"job ids already exist: {', '.join(duplicates)}")
+        return jobs
+
+    async def _submit(self, queue: str, argv: list[Any], count: int) -> list[int]:
+        keys = self.keys(queue)
+        try:
+            if queue not in self._known_queues:
+                await self.redis.sadd(queues_key(self.settings.prefix), queue)
+                self._known_queues.add(queue)
+            codes: list[int] = await self.scripts.submit(
+                [keys.submitted, keys.scheduled, keys.events, keys.marker, keys.seq],
+                [keys.job_prefix, self.settings.events_maxlen, count, *argv],
+            )
+        except CONNECTION_ERRORS as exc:
+            raise RedisUnavailable(
+                f"cannot reach Redis at {self.settings.redacted_url}: {exc}"
+            ) from None
+        return codes
+
+    async def queues(self) -> list[str]:
+        """Return the names of every queue a client has submitted to."""
+        return sorted(await self.redis.smembers(queues_key(self.settings.prefix)))
+
+    async def get(self, job_id: str, queue: str | None = None) -> Job:
+        """Return the job with this id, searching every known queue when `queue` is None."""
+        for name in [queue] if queue else await self.queues():
+            fields = await self.redis.hgetall(self.keys(name).job(job_id))
+            if fields:
+                return Job.from_hash(fields)
+        raise JobNotFound(f"no job with id {job_id!r}")
+
+    async def wait(self, job_id: str, timeout_s: float, queue: str | None = None) -> Job:
+        """Wait until the job reaches a terminal state; raise JobTimeout after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        pause_s = 0.002
+        while True:
+            job = await self.get(job_id, queue)
+            queue = job.queue
+            if job.state in TERMINAL_STATES:
+                return job
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise JobTimeout(f"job {job_id} still {job.state} after {timeout_s}s")
+            await asyncio.sleep(min(pause_s, left))
+            pause_s = min(pause_s * 2, 0.1)
+
+    async def counts(self, queue: str) -> dict[str, int]:
+        """Return live counts per state, DLQ size, and totals of terminal states reached."""
+        keys = self.keys(queue)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zcard(keys.submitted)
+            pipe.zcard(keys.scheduled)
+            pipe.scard(keys.blocked)
+            pipe.zcard(keys.started)
+            pipe.zcard(keys.dlq)
+            pipe.hgetall(keys.stats)
+            *sizes, stats = await pipe.execute()
+        out = dict(zip(_LIVE, sizes, strict=True))
+        for state in sorted(TERMINAL_STATES):
+            out[f"{state}_total"] = int(stats.get(state, 0))
+        return out
+
+    async def dlq(self, queue: str, offset: int = 0, limit: int = 100) -> list[Job]:
+        """Return jobs in the DLQ of `queue`, oldest first."""
+        keys = self.keys(queue)
+        ids = await self.redis.zrange(keys.dlq, offset, offset + limit - 1)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hgetall(keys.job(job_id))
+            rows = await pipe.execute()
+        return [Job.from_hash(row) for row in rows if row]
+
+    async def resubmit(self, queue: str, job_ids: Iterable[str]) -> int:
+        """Resubmit finished jobs by id as new attempt series; return how many were resubmitted."""
+        keys = self.keys(queue)
+        ids = list(job_ids)
+        done = 0
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            codes = await self.scripts.resubmit(
+                [keys.dlq, keys.done, keys.submitted, keys.events, keys.marker, keys.seq],
+                [keys.job_prefix, self.settings.events_maxlen, *chunk],
+            )
+            done += sum(1 for code in codes if code == 0)
+        return done
+
+    async def resubmit_dlq(self, queue: str, task: str | None = None) -> int:
+        """Resubmit every DLQ job of `queue`, or only those of `task`; return the count."""
+        keys = self.keys(queue)
+        total = 0
+        cursor = 0
+        while True:
+            cursor, page = await self.redis.zscan(keys.dlq, cursor, count=500)
+            ids = [job_id for job_id, _ in page]
+            if task is not None and ids:
+                async with self.redis.pipeline(transaction=False) as pipe:
+                    for job_id in ids:
+                        pipe.hget(keys.job(job_id), "task")
+                    names = await pipe.execute()
+                ids = [i for i, name in zip(ids, names, strict=True) if name == task]
+            total += await self.resubmit(queue, ids)
+            if cursor == 0:
+                return total

@@ -1,0 +1,86 @@
+"""Exceptions raised by the engine, and the table mapping script return codes onto them."""
+
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    """Base class of every error the engine raises."""
+
+
+class ConfigError(EngineError, ValueError):
+    """A setting or task option is invalid."""
+
+
+class SerializationError(EngineError, TypeError):
+    """A payload or result is not JSON."""
+
+
+class PayloadTooLarge(SerializationError):
+    """A payload exceeds `EngineSettings.max_payload_bytes`."""
+
+    def __init__(self, size_bytes: int, limit_bytes: int) -> None:
+        super().__init__(f"payload is {size_bytes} bytes, over the limit of {limit_bytes} bytes")
+        self.size_bytes = size_bytes
+        self.limit_bytes = limit_bytes
+
+
+class InvalidArguments(EngineError, TypeError):
+    """The arguments do not bind to the task function's signature."""
+
+
+class UnknownTask(EngineError, LookupError):
+    """No task is registered under that name and version."""
+
+
+class RedisUnavailable(EngineError, ConnectionError):
+    """Redis could not be reached in time."""
+
+
+class JobTimeout(EngineError, TimeoutError):
+    """A wait for a job's terminal state timed out."""
+
+
+class JobNotFound(EngineError, LookupError):
+    """No job has this id (never "pending")."""
+
+
+class LeaseLost(EngineError):
+    """The job's lease token changed: another worker owns it now."""
+
+
+class WrongState(EngineError):
+    """The job is not in a state this transition accepts."""
+
+
+class DuplicateJob(EngineError):
+    """A job with this id already exists in the queue."""
+
+
+class Retry(Exception):  # noqa: N818 - raised by task code, read as a verb
+    """Raise from a task to retry it, optionally after `delay_s` seconds."""
+
+    def __init__(self, delay_s: float | None = None, message: str = "") -> None:
+        super().__init__(message or f"retry requested (delay_s={delay_s})")
+        self.delay_s = delay_s
+
+
+class RetryableError(Exception):
+    """Raise from a task with an error `code`; `retry_on` and `no_retry_on` decide a retry."""
+
+    def __init__(self, code: str, message: str = "") -> None:
+        super().__init__(message or code)
+        self.code = code
+
+
+# Negative codes returned by the Lua scripts (see engine/lua/*.lua headers).
+SCRIPT_ERRORS: dict[int, type[EngineError]] = {
+    -1: JobNotFound,
+    -2: LeaseLost,
+    -3: WrongState,
+    -4: DuplicateJob,
+}
+
+
+def error_for(code: int, job_id: str) -> EngineError:
+    """Return the exception for a negative script code."""
+    return SCRIPT_ERRORS.get(code, EngineError)(f"job {job_id}: script returned {code}")

@@ -1,0 +1,182 @@
+"""Job, JobState and the mapping between a Job and its Redis hash (unknown keys are kept)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from . import serializer
+
+
+class JobState(StrEnum):
+    """The states of SPEC section 1, stored as lowercase strings."""
+
+    UNSUBMITTED = "unsubmitted"
+    SCHEDULED = "scheduled"
+    BLOCKED = "blocked"
+    SUBMITTED = "submitted"
+    STARTED = "started"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    STALLED = "stalled"
+    DROPPED = "dropped"
+    EXPIRED = "expired"
+
+    @property
+    def is_terminal(self) -> bool:
+        """Tell whether no transition leaves this state except a manual retry."""
+        return self in TERMINAL_STATES
+
+
+TERMINAL_STATES: frozenset[JobState] = frozenset(
+    {
+        JobState.COMPLETED,
+        JobState.FAILED,
+        JobState.CANCELLED,
+        JobState.STALLED,
+        JobState.DROPPED,
+        JobState.EXPIRED,
+    }
+)
+
+# Per-call option overrides stored on the job hash when given; the worker prefers them.
+OPTION_FIELDS: tuple[str, ...] = (
+    "max_retries",
+    "retry_delay_s",
+    "backoff",
+    "max_retry_delay_s",
+    "timeout_s",
+    "dead_letter_policy",
+    "result_ttl_s",
+)
+TIMESTAMP_FIELDS: tuple[str, ...] = (
+    "sent_at_ms",
+    "submitted_at_ms",
+    "claimed_at_ms",
+    "started_at_ms",
+    "retried_at_ms",
+    "heartbeat_at_ms",
+    "completed_at_ms",
+    "run_at_ms",
+)
+_JSON_FIELDS = ("args", "kwargs", "result", "errors", "options")
+_INT_FIELDS = ("version", "priority", "attempt", *TIMESTAMP_FIELDS)
+_STR_FIELDS = ("id", "task", "queue", "state", "worker", "token")
+_KNOWN = frozenset((*_JSON_FIELDS, *_INT_FIELDS, *_STR_FIELDS))
+
+
+@dataclass(slots=True)
+class Job:
+    """A job as stored in Redis; `extra` keeps hash fields this version does not know."""
+
+    id: str
+    task: str
+    queue: str = "default"
+    version: int = 1
+    state: JobState = JobState.UNSUBMITTED
+    args: list[Any] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    priority: int = 0
+    attempt: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
+    result: Any = None
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    worker: str | None = None
+    token: str | None = None
+    sent_at_ms: int | None = None
+    submitted_at_ms: int | None = None
+    claimed_at_ms: int | None = None
+    started_at_ms: int | None = None
+    retried_at_ms: int | None = None
+    heartbeat_at_ms: int | None = None
+    completed_at_ms: int | None = None
+    run_at_ms: int | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+    # Client side only: wait this long after submission (counted on Redis server time).
+    delay_ms: int | None = None
+
+    @property
+    def finished_at_ms(self) -> int | None:
+        """Return when the job reached a terminal state (alias of completed_at_ms)."""
+        return self.completed_at_ms
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        """Return the last attempt's error, if any."""
+        return self.errors[-1] if self.errors else None
+
+    def to_hash(self) -> dict[str, str | bytes]:
+        """Return the Redis hash fields of this job (only fields that are set)."""
+        out: dict[str, str | bytes] = {
+            "id": self.id,
+            "task": self.task,
+            "queue": self.queue,
+            "version": str(self.version),
+            "state": str(self.state),
+            "args": serializer.dumps(self.args),
+            "kwargs": serializer.dumps(self.kwargs),
+            "priority": str(self.priority),
+        }
+        if self.attempt:
+            out["attempt"] = str(self.attempt)
+        if self.options:
+            out["options"] = serializer.dumps(self.options)
+        if self.result is not None:
+            out["result"] = serializer.dumps(self.result)
+        if self.errors:
+            out["errors"] = serializer.dumps(self.errors)
+        for name in ("worker", "token", *TIMESTAMP_FIELDS):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = str(value)
+        out.update(self.extra)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict of every field, unknown keys included at top level."""
+        skip = ("extra", "delay_ms")
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip}
+        data["state"] = str(self.state)
+        data.update(self.extra)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Job:
+        """Build a Job from `to_dict` output; keys it does not know go to `extra`."""
+        names = {f.name for f in dataclasses.fields(cls)} - {"extra", "delay_ms"}
+        known = {k: v for k, v in data.items() if k in names}
+        extra = {k: str(v) for k, v in data.items() if k not in names}
+        known["state"] = JobState(known.get("state", JobState.UNSUBMITTED))
+        return cls(**known, extra=extra)
+
+    @classmethod
+    def from_hash(cls, fields: Mapping[str, str] | Iterable[str]) -> Job:
+        """Build a Job from HGETALL output (a mapping, or a flat field/value list)."""
+        if not isinstance(fields, Mapping):
+            flat = list(fields)
+            fields = dict(zip(flat[::2], flat[1::2], strict=True))
+        values: dict[str, Any] = {}
+        extra: dict[str, str] = {}
+        for name, raw in fields.items():
+            if name not in _KNOWN:
+                extra[name] = raw
+            elif name in _INT_FIELDS:
+                values[name] = int(raw)
+            elif name in _JSON_FIELDS:
+                values[name] = _loads_or_raw(raw)
+            else:
+                values[name] = raw
+        values["state"] = JobState(values.get("state", JobState.UNSUBMITTED))
+        return cls(**values, extra=extra)
+
+
+def _loads_or_raw(raw: str) -> Any:
+    """Decode a JSON field; keep undecodable text as it is (a poison payload stays inspectable)."""
+    try:
+        return serializer.loads(raw)
+    except serializer.SerializationError:
+        return raw

@@ -1,0 +1,45 @@
+--[[
+  Submit a batch of jobs: each becomes `submitted`, or `scheduled` when it has a future run time.
+  KEYS[1] submitted ZSET   KEYS[2] scheduled ZSET   KEYS[3] events STREAM
+  KEYS[4] marker ZSET      KEYS[5] seq counter
+  ARGV[1] job key prefix   ARGV[2] events maxlen    ARGV[3] number of jobs
+  then per job: id, delay_ms ('' for none), run_at_ms ('' for none), priority, n, then n field/value pairs
+  Returns: one code per job: 1 submitted, 2 scheduled, -4 duplicate id (nothing written for it).
+  Events: unsubmitted -> submitted | scheduled.
+]]
+--@include common
+local submitted, scheduled, events, marker, seqkey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local prefix, maxlen, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local now = now_ms()
+local seq = rcall('INCRBY', seqkey, count) - count
+local out = {}
+local i = 4
+local woke = false
+for j = 1, count do
+  local id, delay, run_at, priority, n = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4])
+  local first, last = i + 5, i + 4 + 2 * n
+  i = last + 1
+  local key = prefix .. id
+  if rcall('EXISTS', key) == 1 then
+    out[j] = -4
+  else
+    local due = nil
+    if delay ~= '' then due = now + tonumber(delay) end
+    if run_at ~= '' then due = tonumber(run_at) end
+    local state = 'submitted'
+    if due and due > now then state = 'scheduled' end
+    rcall('HSET', key, 'state', state, 'submitted_at_ms', fmt(now), unpack(ARGV, first, last))
+    if state == 'scheduled' then
+      rcall('HSET', key, 'run_at_ms', fmt(due))
+      rcall('ZADD', scheduled, fmt(due), id)
+      out[j] = 2
+    else
+      rcall('ZADD', submitted, ready_score(priority, seq + j), id)
+      woke = true
+      out[j] = 1
+    end
+    emit(events, maxlen, id, 'unsubmitted', state, now, 0)
+  end
+end
+if woke then rcall('ZADD', marker, 0, '0') end
+return out

@@ -1,0 +1,156 @@
+"""Run one claimed job and classify what happened: complete, retry, fail or drop."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+import traceback
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Literal
+
+from . import backoff, serializer
+from .context import JobContext
+from .errors import InvalidArguments, Retry, RetryableError, SerializationError
+from .job import Job
+from .result import TaskResult
+from .task import Registry, Task, TaskOptions
+
+Kind = Literal["complete", "retry", "failed", "dropped"]
+_TRACEBACK_LIMIT = 16_000
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What the worker must write for a job: a kind plus its data."""
+
+    job: Job
+    kind: Kind
+    result: bytes = b"null"
+    error: dict[str, Any] | None = None
+    # Seconds before the retry; None re-queues at once.
+    delay_s: float | None = None
+    save_dlq: bool = True
+    result_ttl_s: int = 86_400
+
+
+def options_for(task: Task, job: Job) -> TaskOptions:
+    """Return the task's options with the job's per-call overrides applied."""
+    if not job.options:
+        return task.options
+    allowed = {f.name for f in dataclasses.fields(TaskOptions)}
+    return dataclasses.replace(task.options, **{k: v for k, v in job.options.items() if k in allowed})
+
+
+def error_info(job: Job, exc: BaseException | None, kind: str, message: str, **more: Any) -> dict[str, Any]:
+    """Return the JSON error record of one attempt."""
+    info: dict[str, Any] = {
+        "attempt": job.attempt,
+        "type": kind,
+        "message": message[:2000],
+        "at_ms": int(time.time() * 1000),
+    }
+    if exc is not None:
+        tb = "".join(traceback.format_exception(exc))
+        info["traceback"] = tb[-_TRACEBACK_LIMIT:]
+    info.update(more)
+    return info
+
+
+class Runner:
+    """Execute jobs for a worker: async functions on the loop, sync ones in a thread pool."""
+
+    def __init__(self, registry: Registry, worker_id: str, executor: Executor) -> None:
+        self.registry = registry
+        self.worker_id = worker_id
+        self.executor = executor
+
+    async def run(self, job: Job) -> Outcome:
+        """Run `job` once and return its outcome; never raises except on cancellation."""
+        task = self.registry.get(job.task, job.version)
+        if task is None:
+            msg = f"no function registered for task {job.task!r} version {job.version}"
+            return Outcome(job, "dropped", error=error_info(job, None, "UnknownTask", msg))
+        opts = options_for(task, job)
+        outcome = Outcome(job, "failed", save_dlq=opts.dead_letter_policy == "save",
+                          result_ttl_s=opts.result_ttl_s)
+        if not isinstance(job.args, list) or not isinstance(job.kwargs, dict):
+            outcome.error = error_info(job, None, "InvalidPayload", "args must be a JSON list and kwargs a JSON object")
+            return outcome
+        timer = asyncio.timeout(opts.timeout_s)
+        try:
+            async with timer:
+                value = await self._call(task, opts, job)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - every task error becomes an outcome
+            return self._classify(outcome, task, opts, exc, timed_out=timer.expired())
+        return self._finish(outcome, value)
+
+    async def _call(self, task: Task, opts: TaskOptions, job: Job) -> Any:
+        assert task.fn is not None
+        args: list[Any] = job.args
+        if opts.takes_context:
+            args = [JobContext(job, self.worker_id), *args]
+        if task.is_async:
+            return await task.fn(*args, **job.kwargs)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, partial(task.fn, *args, **job.kwargs))
+
+    def _finish(self, outcome: Outcome, value: Any) -> Outcome:
+        job = outcome.job
+        if isinstance(value, TaskResult):
+            if not value.is_ok:
+                outcome.error = error_info(job, None, "TaskResult.err", value.message, code=value.error_code)
+                return outcome
+            value = value.value
+        try:
+            outcome.result = serializer.dumps(value)
+        except SerializationError as exc:
+            outcome.error = error_info(job, None, "SerializationError", f"result: {exc}")
+            return outcome
+        outcome.kind = "complete"
+        return outcome
+
+    def _classify(
+        self, outcome: Outcome, task: Task, opts: TaskOptions, exc: BaseException, timed_out: bool
+    ) -> Outcome:
+        job = outcome.job
+        name = type(exc).__name__
+        if timed_out:
+            outcome.error = error_info(job, None, "Timeout", f"timed out after {opts.timeout_s}s")
+            retryable = True
+        elif isinstance(exc, TypeError) and self._unbindable(task, job):
+            outcome.error = error_info(job, exc, "InvalidArguments", str(exc))
+            return outcome
+        else:
+            code = exc.code if isinstance(exc, RetryableError) else None
+            outcome.error = error_info(job, exc, name, str(exc), **({"code": code} if code else {}))
+            retryable = isinstance(exc, (Retry, *opts.expected_exceptions)) or (
+                isinstance(exc, RetryableError)
+                and (not opts.retry_on or exc.code in opts.retry_on)
+                and exc.code not in opts.no_retry_on
+            )
+        if not retryable:
+            return outcome
+        if job.attempt > opts.max_retries:
+            outcome.error["message"] = f"retries exhausted ({opts.max_retries}): {outcome.error['message']}"
+            return outcome
+        outcome.kind = "retry"
+        if isinstance(exc, Retry) and exc.delay_s is not None:
+            outcome.delay_s = min(max(0.0, exc.delay_s), opts.max_retry_delay_s)
+        else:
+            outcome.delay_s = backoff.delay_s(
+                opts.backoff, job.attempt, opts.retry_delay_s, opts.max_retry_delay_s
+            )
+        return outcome
+
+    @staticmethod
+    def _unbindable(task: Task, job: Job) -> bool:
+        try:
+            task.bind_check(job.args, job.kwargs)
+        except InvalidArguments:
+            return True
+        return False

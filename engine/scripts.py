@@ -1,0 +1,63 @@
+"""Load engine/lua/*.lua, check each call's key count, and return the scripts by name."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+
+_NAME = re.compile(r"^(?P<verb>[a-z_]+)-(?P<keys>\d+)\.lua$")
+_INCLUDE = re.compile(r"^--@include (?P<name>[a-z_]+)$", re.MULTILINE)
+
+
+def _read(name: str) -> str:
+    return (resources.files("engine") / "lua" / name).read_text(encoding="utf-8")
+
+
+def load_sources() -> dict[str, tuple[int, str]]:
+    """Return verb -> (key count, Lua source with includes inlined) for every script file."""
+    out: dict[str, tuple[int, str]] = {}
+    for entry in (resources.files("engine") / "lua").iterdir():
+        match = _NAME.match(entry.name)
+        if not match:
+            continue
+        source = _INCLUDE.sub(lambda m: _read(f"include/{m['name']}.lua"), _read(entry.name))
+        out[match["verb"]] = (int(match["keys"]), source)
+    return out
+
+
+_SOURCES = load_sources()
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """One transition script bound to a client; re-loads itself after NOSCRIPT."""
+
+    verb: str
+    num_keys: int
+    script: AsyncScript
+
+    async def __call__(self, keys: list[str], args: list[Any], client: Any = None) -> Any:
+        """Run the script on its own client, or on `client` (a pipeline queues the call)."""
+        if len(keys) != self.num_keys:
+            raise ValueError(f"{self.verb} takes {self.num_keys} keys, got {len(keys)}")
+        return await self.script(keys=keys, args=args, client=client)
+
+
+class Scripts:
+    """Every transition script, registered on one Redis client."""
+
+    def __init__(self, redis: Redis) -> None:
+        self._by_verb = {
+            verb: Script(verb, n, redis.register_script(src)) for verb, (n, src) in _SOURCES.items()
+        }
+
+    def __getattr__(self, verb: str) -> Script:
+        try:
+            return self._by_verb[verb]
+        except KeyError:
+            raise AttributeError(f"no script named {verb!r}") from None

@@ -1,0 +1,74 @@
+"""EngineSettings: the one frozen configuration object, built at the edge and passed explicitly."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from .errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    """Configure the engine; every duration carries its unit in its name."""
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    # Every key starts with this; the queue name follows as a hash tag.
+    prefix: str = "jobsite"
+    max_payload_bytes: int = 1 << 20
+    # How long a claim stays valid without renewal.
+    lease_ms: int = 30_000
+    # Most jobs one claim script call takes.
+    claim_batch: int = 100
+    # Approximate cap of each queue's event stream (XADD MAXLEN ~).
+    events_maxlen: int = 100_000
+    # Longest sleep of the scheduler between promotions.
+    scheduler_interval_s: float = 0.5
+    promote_batch: int = 1_000
+    # How long an idle worker blocks on the wake-up key before looking again.
+    idle_wait_s: float = 1.0
+    default_result_ttl_s: int = 86_400
+    connect_timeout_s: float = 1.0
+    socket_timeout_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        if not self.prefix or any(c in self.prefix for c in "{}"):
+            raise ConfigError(f"prefix must be non-empty without braces: {self.prefix!r}")
+        for name in ("max_payload_bytes", "lease_ms", "claim_batch", "events_maxlen"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)!r}")
+        scheme = urlsplit(self.redis_url).scheme
+        if scheme not in ("redis", "rediss", "unix"):
+            raise ConfigError(f"redis_url must be redis://, rediss:// or unix://, got {scheme!r}")
+
+    @classmethod
+    def from_url(cls, url: str, **overrides: Any) -> EngineSettings:
+        """Build settings for a Redis URL, with any other field overridden."""
+        return cls(redis_url=url, **overrides)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> EngineSettings:
+        """Build settings from a mapping with lowercase or uppercase field names."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k.lower(): v for k, v in values.items()}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise ConfigError(f"unknown engine settings: {', '.join(unknown)}")
+        return cls(**kwargs)
+
+    @property
+    def redacted_url(self) -> str:
+        """Return the Redis URL with any password replaced by ***."""
+        parts = urlsplit(self.redis_url)
+        if parts.password is None:
+            return self.redis_url
+        user = parts.username or ""
+        host = parts.hostname or ""
+        netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit(parts._replace(netloc=netloc))
+
+    def __repr__(self) -> str:
+        return f"EngineSettings(redis_url={self.redacted_url!r}, prefix={self.prefix!r})"

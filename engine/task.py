@@ -1,0 +1,230 @@
+"""The @task decorator, TaskOptions, and the registry keyed by name and version."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import ModuleType
+from typing import Any, Literal
+
+from . import serializer
+from .backoff import Backoff, validate_backoff
+from .errors import ConfigError, InvalidArguments, PayloadTooLarge, UnknownTask
+from .job import OPTION_FIELDS, Job, JobState
+from .keys import validate_queue_name
+
+DeadLetterPolicy = Literal["save", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskOptions:
+    """Options of a task (SPEC section 2); durations carry `_s`."""
+
+    queue: str = "default"
+    priority: int = 0
+    max_retries: int = 3
+    retry_delay_s: float | None = None
+    backoff: Backoff = "exponential_jitter"
+    max_retry_delay_s: float = 3600.0
+    expected_exceptions: tuple[type[BaseException], ...] = ()
+    retry_on: frozenset[str] = frozenset()
+    no_retry_on: frozenset[str] = frozenset()
+    timeout_s: float | None = None
+    dead_letter_policy: DeadLetterPolicy = "save"
+    result_ttl_s: int = 86_400
+    # Pass a JobContext as the first argument.
+    takes_context: bool = False
+
+    def __post_init__(self) -> None:
+        validate_queue_name(self.queue)
+        _check_priority(self.priority)
+        if self.max_retries < 0:
+            raise ConfigError(f"max_retries must be >= 0, got {self.max_retries}")
+        for name in ("retry_delay_s", "timeout_s"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ConfigError(f"{name} must be >= 0, got {value}")
+        if self.max_retry_delay_s < 0 or self.result_ttl_s <= 0:
+            raise ConfigError("max_retry_delay_s must be >= 0 and result_ttl_s > 0")
+        validate_backoff(self.backoff)
+        if self.dead_letter_policy not in ("save", "none"):
+            raise ConfigError(f"dead_letter_policy must be 'save' or 'none', not {self.dead_letter_policy!r}")
+        object.__setattr__(self, "expected_exceptions", tuple(self.expected_exceptions))
+        object.__setattr__(self, "retry_on", frozenset(self.retry_on))
+        object.__setattr__(self, "no_retry_on", frozenset(self.no_retry_on))
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """When and under which identity one call is enqueued."""
+
+    delay_s: float | None = None
+    run_at_ms: int | None = None
+    job_id: str | None = None
+
+
+def _check_priority(priority: int) -> None:
+    if isinstance(priority, bool) or not isinstance(priority, int) or not -100 <= priority <= 100:
+        raise ConfigError(f"priority must be an integer from -100 to 100, got {priority!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """A registered function with its options; `using()` returns a copy with overrides."""
+
+    name: str
+    version: int
+    options: TaskOptions
+    fn: Callable[..., Any] | None = None
+    schedule: Schedule = Schedule()
+    # JSON-able options given per call; stored on the job so the worker applies them.
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """Return the registry key (name, version)."""
+        return (self.name, self.version)
+
+    @property
+    def is_async(self) -> bool:
+        """Tell whether the function is a coroutine function."""
+        return inspect.iscoroutinefunction(self.fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the function directly, in-process."""
+        if self.fn is None:
+            raise UnknownTask(f"task {self.name!r} has no function in this process")
+        return self.fn(*args, **kwargs)
+
+    def using(
+        self,
+        *,
+        delay_s: float | None = None,
+        run_at: datetime | float | None = None,
+        job_id: str | None = None,
+        **options: Any,
+    ) -> Task:
+        """Return a copy with per-call options, a delay or run time, or a job id."""
+        unknown = set(options) - {"queue", "priority", *OPTION_FIELDS}
+        if unknown:
+            raise ConfigError(f"unknown task options: {', '.join(sorted(unknown))}")
+        if delay_s is not None and delay_s < 0:
+            raise ConfigError(f"delay_s must be >= 0, got {delay_s}")
+        if isinstance(run_at, datetime):
+            if run_at.tzinfo is None:
+                raise ConfigError("run_at must be timezone-aware")
+            run_at = run_at.timestamp()
+        run_at_ms = int(run_at * 1000) if run_at is not None else None
+        new_options = dataclasses.replace(self.options, **options)
+        overrides = {**self.overrides, **{k: v for k, v in options.items() if k in OPTION_FIELDS}}
+        if callable(overrides.get("backoff")):
+            raise ConfigError("a callable backoff cannot be sent with a job; set it on @task")
+        schedule = Schedule(
+            delay_s if delay_s is not None else self.schedule.delay_s,
+            run_at_ms if run_at_ms is not None else self.schedule.run_at_ms,
+            job_id if job_id is not None else self.schedule.job_id,
+        )
+        return dataclasses.replace(self, options=new_options, schedule=schedule, overrides=overrides)
+
+    def bind_check(self, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> None:
+        """Raise InvalidArguments unless the arguments bind to the function's signature."""
+        if self.fn is None:
+            return
+        sig = inspect.signature(self.fn)
+        lead = (None,) if self.options.takes_context else ()
+        try:
+            sig.bind(*lead, *args, **kwargs)
+        except TypeError as exc:
+            raise InvalidArguments(f"task {self.name!r}: {exc}") from None
+
+    def call(self, *args: Any, **kwargs: Any) -> Job:
+        """Return an unsubmitted Job for this call, checked against the signature."""
+        self.bind_check(args, kwargs)
+        job = Job(
+            id=self.schedule.job_id or uuid.uuid4().hex,
+            task=self.name,
+            version=self.version,
+            queue=self.options.queue,
+            state=JobState.UNSUBMITTED,
+            args=list(args),
+            kwargs=kwargs,
+            priority=self.options.priority,
+            options=dict(self.overrides),
+            sent_at_ms=int(time.time() * 1000),
+            run_at_ms=self.schedule.run_at_ms,
+            delay_ms=None if self.schedule.delay_s is None else int(self.schedule.delay_s * 1000),
+        )
+        return job
+
+
+def task(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    version: int = 1,
+    **options: Any,
+) -> Any:
+    """Declare a task: `@task` or `@task(name=..., version=..., queue=..., max_retries=...)`."""
+
+    def wrap(f: Callable[..., Any]) -> Task:
+        return Task(
+            name=name or f"{f.__module__}.{f.__qualname__}",
+            version=version,
+            options=TaskOptions(**options),
+            fn=f,
+        )
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def task_ref(name: str, version: int = 1, **options: Any) -> Task:
+    """Return a Task for a function that lives in another process (enqueue by name)."""
+    return Task(name=name, version=version, options=TaskOptions(**options))
+
+
+class Registry:
+    """Tasks a worker can run, keyed by (name, version)."""
+
+    def __init__(self, tasks: Iterable[Task] = ()) -> None:
+        self._tasks: dict[tuple[str, int], Task] = {}
+        for t in tasks:
+            self.add(t)
+
+    def add(self, t: Task) -> None:
+        """Register `t`; a second function under the same key is an error."""
+        if t.fn is None:
+            raise ConfigError(f"task {t.name!r} has no function to run")
+        old = self._tasks.get(t.key)
+        if old is not None and old.fn is not t.fn:
+            raise ConfigError(f"two functions registered as {t.name!r} version {t.version}")
+        self._tasks[t.key] = t
+
+    def get(self, name: str, version: int) -> Task | None:
+        """Return the task for a name and version, or None."""
+        return self._tasks.get((name, version))
+
+    def __iter__(self) -> Any:
+        return iter(self._tasks.values())
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+
+def collect_tasks(module: ModuleType) -> list[Task]:
+    """Return every Task defined at the top level of `module`."""
+    return [v for v in vars(module).values() if isinstance(v, Task) and v.fn is not None]
+
+
+def json_args(job: Job, limit_bytes: int) -> tuple[bytes, bytes]:
+    """Encode a job's args and kwargs, enforcing the payload limit on their sum."""
+    args = serializer.dumps(job.args)
+    kwargs = serializer.dumps(job.kwargs)
+    size = len(args) + len(kwargs)
+    if size > limit_bytes:
+        raise PayloadTooLarge(size, limit_bytes)
+    return args, kwargs

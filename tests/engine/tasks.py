@@ -1,0 +1,78 @@
+"""Tasks used by the engine tests (importable by worker subprocesses too)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from engine import JobContext, Retry, RetryableError, TaskResult, task
+
+CALLS: list[tuple[str, int]] = []
+
+
+class Flaky(Exception):
+    """An expected, retryable error."""
+
+
+@task(name="add")
+async def add(a: int, b: int) -> int:
+    return a + b
+
+
+@task(name="add_sync")
+def add_sync(a: int, b: int) -> int:
+    time.sleep(0.001)
+    return a + b
+
+
+@task(name="boom", max_retries=2)
+async def boom() -> None:
+    raise ValueError("unexpected")
+
+
+@task(name="flaky", max_retries=3, expected_exceptions=(Flaky,))
+async def flaky() -> None:
+    raise Flaky("try again")
+
+
+@task(name="ctx", takes_context=True)
+async def ctx(job: JobContext, tag: str) -> dict[str, object]:
+    return {"id": job.id, "attempt": job.attempt, "tag": tag}
+
+
+@task(name="retry_twice", takes_context=True, max_retries=5)
+async def retry_twice(job: JobContext) -> int:
+    if job.attempt < 3:
+        raise Retry(delay_s=0.2)
+    return job.attempt
+
+
+@task(name="slow", timeout_s=0.1, max_retries=1)
+async def slow() -> None:
+    await asyncio.sleep(5)
+
+
+@task(name="record", takes_context=True)
+async def record(job: JobContext, label: str) -> str:
+    CALLS.append((label, job.attempt))
+    return label
+
+
+@task(name="coded", retry_on={"rate_limited"}, max_retries=1)
+async def coded(code: str) -> None:
+    raise RetryableError(code)
+
+
+@task(name="explicit_err")
+async def explicit_err() -> TaskResult:
+    return TaskResult.err("bad_input", "the input was bad")
+
+
+@task(name="unjsonable")
+async def unjsonable() -> object:
+    return object()
+
+
+@task(name="versioned", version=2)
+async def versioned_v2() -> str:
+    return "v2"
