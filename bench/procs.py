@@ -1,7 +1,8 @@
 """Process lifecycle: the private redis-server and the worker process groups.
 
-Every child runs in its own session (so its own process group) and is stopped by pgid:
-SIGTERM first, SIGKILL after a grace period. Nothing is ever matched by name.
+Every child runs in its own session (so its own process group): SIGTERM to the leader first,
+SIGKILL to the process group after a grace period. Nothing is ever matched by name.
+
 """
 
 from __future__ import annotations
@@ -60,14 +61,16 @@ def start_redis(run_dir: Path, timeout_s: float = 10.0) -> RedisServer:
         client.close()
 
 
-def start_group(argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
+def start_group(
+    argv: list[str], env: dict[str, str], cwd: Path, log: Path
+) -> subprocess.Popen[bytes]:
     with log.open("wb") as out:
         return subprocess.Popen(
             argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> bool:
+def _signal_group(pgid: int, sig: int) -> bool:
     try:
         os.killpg(pgid, sig)
     except ProcessLookupError:
@@ -76,29 +79,30 @@ def _signal_group(pgid: int, sig: signal.Signals) -> bool:
 
 
 def _group_alive(pgid: int) -> bool:
-    return _signal_group(pgid, signal.Signals(0))
+    return _signal_group(pgid, 0)
 
 
 def stop_group(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
-    """SIGTERM the process group led by proc, SIGKILL whatever is left after grace_s."""
-    pgid = proc.pid
-    _signal_group(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        proc.poll()
-        if proc.returncode is not None and not _group_alive(pgid):
-            return
-        time.sleep(0.05)
-    _signal_group(pgid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=5)
+    stop_groups([proc], grace_s)
 
 
 def stop_groups(procs: list[subprocess.Popen[bytes]], grace_s: float = 10.0) -> None:
+    """SIGTERM each group's leader (supervisors such as Dramatiq's and taskiq's pass it on to
+    their children; signalling the whole group would hit children twice), wait until the whole
+    group is gone, then SIGKILL the process group, whatever is left, after grace_s."""
     for proc in procs:
-        _signal_group(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
     for proc in procs:
-        stop_group(proc, grace_s)
+        while time.monotonic() < deadline:
+            proc.poll()
+            if proc.returncode is not None and not _group_alive(proc.pid):
+                break
+            time.sleep(0.05)
+        _signal_group(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
 
 
 def wait_exit(procs: list[subprocess.Popen[bytes]], timeout_s: float) -> bool:

@@ -26,7 +26,9 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     worker = sub.add_parser("worker", help="run a worker")
     worker.add_argument("--url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
     worker.add_argument("--prefix", default="jobsite")
-    worker.add_argument("--tasks", required=True, help="comma-separated modules defining @task functions")
+    worker.add_argument(
+        "--tasks", required=True, help="comma-separated modules defining @task functions"
+    )
     worker.add_argument("--queues", default="default", help="comma-separated, in claim order")
     worker.add_argument("--concurrency", type=int, default=10)
     worker.add_argument("--burst", action="store_true", help="exit when the queues are empty")
@@ -47,7 +49,11 @@ async def run_worker(args: argparse.Namespace) -> int:
     settings = EngineSettings.from_url(args.url, prefix=args.prefix)
     tasks = load_tasks(args.tasks)
     worker = Worker(
-        settings, tasks, queues=args.queues.split(","), concurrency=args.concurrency, burst=args.burst
+        settings,
+        tasks,
+        queues=args.queues.split(","),
+        concurrency=args.concurrency,
+        burst=args.burst,
     )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -64,7 +70,9 @@ async def run_worker(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `python -m engine`."""
     args = parse(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
     sys.path.insert(0, os.getcwd())
     try:
         import uvloop

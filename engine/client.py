@@ -10,6 +10,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from . import serializer
 from .connection import CONNECTION_ERRORS, connect
 from .errors import DuplicateJob, JobNotFound, JobTimeout, RedisUnavailable
 from .job import TERMINAL_STATES, Job, JobState
@@ -56,29 +57,27 @@ class Client:
         Raises DuplicateJob (after the others were written) when a job id already exists.
         """
         jobs = list(jobs)
-        by_queue: dict[str, list[Any]] = defaultdict(list)
+        by_queue: dict[str, list[bytes]] = defaultdict(list)
         members: dict[str, list[Job]] = defaultdict(list)
         limit = self.settings.max_payload_bytes
         for job in jobs:
             args, kwargs = json_args(job, limit)
             fields = job.to_hash()
-            fields["args"], fields["kwargs"] = args, kwargs
-            flat: list[Any] = []
+            fields["args"], fields["kwargs"] = args.decode(), kwargs.decode()
+            spec: list[Any] = [
+                job.id,
+                "" if job.delay_ms is None else str(job.delay_ms),
+                "" if job.run_at_ms is None else str(job.run_at_ms),
+                str(job.priority),
+            ]
             for name, value in fields.items():
                 if name not in _SCRIPT_FIELDS:
-                    flat += (name, value)
-            by_queue[job.queue] += (
-                job.id,
-                "" if job.delay_ms is None else job.delay_ms,
-                "" if job.run_at_ms is None else job.run_at_ms,
-                job.priority,
-                len(flat) // 2,
-                *flat,
-            )
+                    spec += (name, value)
+            by_queue[job.queue].append(serializer.dumps(spec))
             members[job.queue].append(job)
         duplicates: list[str] = []
-        for queue, argv in by_queue.items():
-            codes = await self._submit(queue, argv, len(members[queue]))
+        for queue, specs in by_queue.items():
+            codes = await self._submit(queue, specs)
             for job, code in zip(members[queue], codes, strict=True):
                 if code == -4:
                     duplicates.append(job.id)
@@ -88,7 +87,7 @@ class Client:
             raise DuplicateJob(f"job ids already exist: {', '.join(duplicates)}")
         return jobs
 
-    async def _submit(self, queue: str, argv: list[Any], count: int) -> list[int]:
+    async def _submit(self, queue: str, specs: list[bytes]) -> list[int]:
         keys = self.keys(queue)
         try:
             if queue not in self._known_queues:
@@ -96,7 +95,7 @@ class Client:
                 self._known_queues.add(queue)
             codes: list[int] = await self.scripts.submit(
                 [keys.submitted, keys.scheduled, keys.events, keys.marker, keys.seq],
-                [keys.job_prefix, self.settings.events_maxlen, count, *argv],
+                [keys.job_prefix, self.settings.events_maxlen, len(specs), *specs],
             )
         except CONNECTION_ERRORS as exc:
             raise RedisUnavailable(
@@ -106,12 +105,13 @@ class Client:
 
     async def queues(self) -> list[str]:
         """Return the names of every queue a client has submitted to."""
-        return sorted(await self.redis.smembers(queues_key(self.settings.prefix)))
+        names: set[str] = await self.redis.smembers(queues_key(self.settings.prefix))  # type: ignore[assignment]
+        return sorted(names)
 
     async def get(self, job_id: str, queue: str | None = None) -> Job:
         """Return the job with this id, searching every known queue when `queue` is None."""
         for name in [queue] if queue else await self.queues():
-            fields = await self.redis.hgetall(self.keys(name).job(job_id))
+            fields: dict[str, str] = await self.redis.hgetall(self.keys(name).job(job_id))  # type: ignore[assignment]
             if fields:
                 return Job.from_hash(fields)
         raise JobNotFound(f"no job with id {job_id!r}")
@@ -150,7 +150,7 @@ class Client:
     async def dlq(self, queue: str, offset: int = 0, limit: int = 100) -> list[Job]:
         """Return jobs in the DLQ of `queue`, oldest first."""
         keys = self.keys(queue)
-        ids = await self.redis.zrange(keys.dlq, offset, offset + limit - 1)
+        ids: list[str] = await self.redis.zrange(keys.dlq, offset, offset + limit - 1)  # type: ignore[assignment]
         async with self.redis.pipeline(transaction=False) as pipe:
             for job_id in ids:
                 pipe.hgetall(keys.job(job_id))
@@ -178,7 +178,7 @@ class Client:
         cursor = 0
         while True:
             cursor, page = await self.redis.zscan(keys.dlq, cursor, count=500)
-            ids = [job_id for job_id, _ in page]
+            ids: list[str] = [str(job_id) for job_id, _ in page]
             if task is not None and ids:
                 async with self.redis.pipeline(transaction=False) as pipe:
                     for job_id in ids:

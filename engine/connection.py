@@ -1,4 +1,4 @@
-"""Redis clients built from EngineSettings: a fail-fast one for producers, a patient one for workers."""
+"""Redis clients built from EngineSettings (decoded replies, fail-fast connects)."""
 
 from __future__ import annotations
 

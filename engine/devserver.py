@@ -25,7 +25,9 @@ class RedisServer:
 
     def __init__(self, *, appendonly: bool = False, args: tuple[str, ...] = ()) -> None:
         if shutil.which("redis-server") is None:
-            raise RuntimeError("redis-server not found: install Redis 7 (apt-get install redis-server)")
+            raise RuntimeError(
+                "redis-server not found: install Redis 7 (apt-get install redis-server)"
+            )
         self.port = free_port()
         self.appendonly = appendonly
         self.args = args
@@ -40,9 +42,23 @@ class RedisServer:
     def start(self, timeout_s: float = 10.0) -> RedisServer:
         """Start the server (again, keeping its data dir) and wait until it answers PING."""
         cmd = [
-            "redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", "everysec",
-            "--dir", str(self.dir), "--daemonize", "no", "--logfile", str(self.dir / "redis.log"),
+            "redis-server",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if self.appendonly else "no",
+            "--appendfsync",
+            "everysec",
+            "--dir",
+            str(self.dir),
+            "--daemonize",
+            "no",
+            "--logfile",
+            str(self.dir / "redis.log"),
             *self.args,
         ]
         self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -55,7 +71,9 @@ class RedisServer:
                         return self
                 except (redis.ConnectionError, redis.BusyLoadingError):
                     if self.process.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"redis-server did not start; see {self.dir}/redis.log") from None
+                        raise RuntimeError(
+                            f"redis-server did not start; see {self.dir}/redis.log"
+                        ) from None
                     time.sleep(0.02)
         finally:
             client.close()

@@ -56,7 +56,7 @@ class DuplicateJob(EngineError):
     """A job with this id already exists in the queue."""
 
 
-class Retry(Exception):  # noqa: N818 - raised by task code, read as a verb
+class Retry(Exception):
     """Raise from a task to retry it, optionally after `delay_s` seconds."""
 
     def __init__(self, delay_s: float | None = None, message: str = "") -> None:

@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from . import serializer
+from .errors import SerializationError
 
 
 class JobState(StrEnum):
@@ -109,26 +110,26 @@ class Job:
         """Return the last attempt's error, if any."""
         return self.errors[-1] if self.errors else None
 
-    def to_hash(self) -> dict[str, str | bytes]:
+    def to_hash(self) -> dict[str, str]:
         """Return the Redis hash fields of this job (only fields that are set)."""
-        out: dict[str, str | bytes] = {
+        out: dict[str, str] = {
             "id": self.id,
             "task": self.task,
             "queue": self.queue,
             "version": str(self.version),
             "state": str(self.state),
-            "args": serializer.dumps(self.args),
-            "kwargs": serializer.dumps(self.kwargs),
+            "args": serializer.dumps(self.args).decode(),
+            "kwargs": serializer.dumps(self.kwargs).decode(),
             "priority": str(self.priority),
         }
         if self.attempt:
             out["attempt"] = str(self.attempt)
         if self.options:
-            out["options"] = serializer.dumps(self.options)
+            out["options"] = serializer.dumps(self.options).decode()
         if self.result is not None:
-            out["result"] = serializer.dumps(self.result)
+            out["result"] = serializer.dumps(self.result).decode()
         if self.errors:
-            out["errors"] = serializer.dumps(self.errors)
+            out["errors"] = serializer.dumps(self.errors).decode()
         for name in ("worker", "token", *TIMESTAMP_FIELDS):
             value = getattr(self, name)
             if value is not None:
@@ -139,7 +140,9 @@ class Job:
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of every field, unknown keys included at top level."""
         skip = ("extra", "delay_ms")
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip}
+        data = {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip
+        }
         data["state"] = str(self.state)
         data.update(self.extra)
         return data
@@ -178,5 +181,5 @@ def _loads_or_raw(raw: str) -> Any:
     """Decode a JSON field; keep undecodable text as it is (a poison payload stays inspectable)."""
     try:
         return serializer.loads(raw)
-    except serializer.SerializationError:
+    except SerializationError:
         return raw

@@ -41,10 +41,14 @@ def options_for(task: Task, job: Job) -> TaskOptions:
     if not job.options:
         return task.options
     allowed = {f.name for f in dataclasses.fields(TaskOptions)}
-    return dataclasses.replace(task.options, **{k: v for k, v in job.options.items() if k in allowed})
+    return dataclasses.replace(
+        task.options, **{k: v for k, v in job.options.items() if k in allowed}
+    )
 
 
-def error_info(job: Job, exc: BaseException | None, kind: str, message: str, **more: Any) -> dict[str, Any]:
+def error_info(
+    job: Job, exc: BaseException | None, kind: str, message: str, **more: Any
+) -> dict[str, Any]:
     """Return the JSON error record of one attempt."""
     info: dict[str, Any] = {
         "attempt": job.attempt,
@@ -74,10 +78,16 @@ class Runner:
             msg = f"no function registered for task {job.task!r} version {job.version}"
             return Outcome(job, "dropped", error=error_info(job, None, "UnknownTask", msg))
         opts = options_for(task, job)
-        outcome = Outcome(job, "failed", save_dlq=opts.dead_letter_policy == "save",
-                          result_ttl_s=opts.result_ttl_s)
+        outcome = Outcome(
+            job,
+            "failed",
+            save_dlq=opts.dead_letter_policy == "save",
+            result_ttl_s=opts.result_ttl_s,
+        )
         if not isinstance(job.args, list) or not isinstance(job.kwargs, dict):
-            outcome.error = error_info(job, None, "InvalidPayload", "args must be a JSON list and kwargs a JSON object")
+            outcome.error = error_info(
+                job, None, "InvalidPayload", "args must be a JSON list and kwargs a JSON object"
+            )
             return outcome
         timer = asyncio.timeout(opts.timeout_s)
         try:
@@ -85,7 +95,7 @@ class Runner:
                 value = await self._call(task, opts, job)
         except asyncio.CancelledError:
             raise
-        except BaseException as exc:  # noqa: BLE001 - every task error becomes an outcome
+        except Exception as exc:
             return self._classify(outcome, task, opts, exc, timed_out=timer.expired())
         return self._finish(outcome, value)
 
@@ -103,7 +113,9 @@ class Runner:
         job = outcome.job
         if isinstance(value, TaskResult):
             if not value.is_ok:
-                outcome.error = error_info(job, None, "TaskResult.err", value.message, code=value.error_code)
+                outcome.error = error_info(
+                    job, None, "TaskResult.err", value.message, code=value.error_code
+                )
                 return outcome
             value = value.value
         try:
@@ -136,7 +148,9 @@ class Runner:
         if not retryable:
             return outcome
         if job.attempt > opts.max_retries:
-            outcome.error["message"] = f"retries exhausted ({opts.max_retries}): {outcome.error['message']}"
+            outcome.error["message"] = (
+                f"retries exhausted ({opts.max_retries}): {outcome.error['message']}"
+            )
             return outcome
         outcome.kind = "retry"
         if isinstance(exc, Retry) and exc.delay_s is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Sequence
 
@@ -53,7 +54,5 @@ class Scheduler:
             except CONNECTION_ERRORS as exc:
                 log.warning("redis unavailable loop=scheduler error=%r", exc)
                 sleep_s = 1.0
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), timeout=sleep_s)
-            except TimeoutError:
-                pass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import time
 import uuid
@@ -53,7 +54,9 @@ class TaskOptions:
             raise ConfigError("max_retry_delay_s must be >= 0 and result_ttl_s > 0")
         validate_backoff(self.backoff)
         if self.dead_letter_policy not in ("save", "none"):
-            raise ConfigError(f"dead_letter_policy must be 'save' or 'none', not {self.dead_letter_policy!r}")
+            raise ConfigError(
+                f"dead_letter_policy must be 'save' or 'none', not {self.dead_letter_policy!r}"
+            )
         object.__setattr__(self, "expected_exceptions", tuple(self.expected_exceptions))
         object.__setattr__(self, "retry_on", frozenset(self.retry_on))
         object.__setattr__(self, "no_retry_on", frozenset(self.no_retry_on))
@@ -66,6 +69,11 @@ class Schedule:
     delay_s: float | None = None
     run_at_ms: int | None = None
     job_id: str | None = None
+
+
+@functools.cache
+def _signature(fn: Callable[..., Any]) -> inspect.Signature:
+    return inspect.signature(fn)
 
 
 def _check_priority(priority: int) -> None:
@@ -129,13 +137,15 @@ class Task:
             run_at_ms if run_at_ms is not None else self.schedule.run_at_ms,
             job_id if job_id is not None else self.schedule.job_id,
         )
-        return dataclasses.replace(self, options=new_options, schedule=schedule, overrides=overrides)
+        return dataclasses.replace(
+            self, options=new_options, schedule=schedule, overrides=overrides
+        )
 
     def bind_check(self, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> None:
         """Raise InvalidArguments unless the arguments bind to the function's signature."""
         if self.fn is None:
             return
-        sig = inspect.signature(self.fn)
+        sig = _signature(self.fn)
         lead = (None,) if self.options.takes_context else ()
         try:
             sig.bind(*lead, *args, **kwargs)

@@ -70,7 +70,10 @@ class Worker:
         """Run until stopped, or until the queues are empty in burst mode."""
         log.info(
             "worker started id=%s queues=%s concurrency=%d burst=%s url=%s",
-            self.id, ",".join(k.queue for k in self.queues), self.concurrency, self.burst,
+            self.id,
+            ",".join(k.queue for k in self.queues),
+            self.concurrency,
+            self.burst,
             self.settings.redacted_url,
         )
         flusher = asyncio.create_task(self._flush_loop(), name="flusher")
@@ -88,7 +91,11 @@ class Worker:
             self.executor.shutdown(wait=False, cancel_futures=True)
             await self.redis.aclose()
             await self.blocking.aclose()
-            log.info("worker stopped id=%s %s", self.id, " ".join(f"{k}={v}" for k, v in sorted(self.counters.items())))
+            log.info(
+                "worker stopped id=%s %s",
+                self.id,
+                " ".join(f"{k}={v}" for k, v in sorted(self.counters.items())),
+            )
 
     async def _claim_loop(self) -> None:
         while not self._stopping.is_set():
@@ -118,7 +125,13 @@ class Worker:
                 break
             rows = await self.scripts.claim(
                 [keys.submitted, keys.started, keys.events, keys.marker, keys.seq],
-                [keys.job_prefix, self.settings.events_maxlen, want, self.settings.lease_ms, self.id],
+                [
+                    keys.job_prefix,
+                    self.settings.events_maxlen,
+                    want,
+                    self.settings.lease_ms,
+                    self.id,
+                ],
             )
             jobs.extend(Job.from_hash(row) for row in rows)
         return jobs
@@ -126,7 +139,11 @@ class Worker:
     def _start(self, job: Job) -> None:
         task = asyncio.create_task(self._run_one(job))
         self._running.add(task)
-        task.add_done_callback(self._running.discard)
+        task.add_done_callback(self._job_done)
+
+    def _job_done(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        self._slot_free.set()
 
     async def _run_one(self, job: Job) -> None:
         try:
@@ -139,7 +156,6 @@ class Worker:
         self._outcomes.append(outcome)
         self._unflushed += 1
         self._flush_wanted.set()
-        self._slot_free.set()
 
     async def _wait_for_work(self) -> None:
         markers = [k.marker for k in self.queues]
@@ -197,7 +213,9 @@ class Worker:
         argv: list[Any] = [keys.job_prefix, self.settings.events_maxlen, self.id, len(outcomes)]
         for o in outcomes:
             argv += (o.job.id, o.job.token or "", o.result, o.result_ttl_s * 1000)
-        codes = await self.scripts.complete([keys.started, keys.done, keys.events, keys.stats], argv)
+        codes = await self.scripts.complete(
+            [keys.started, keys.done, keys.events, keys.stats], argv
+        )
         for o, code in zip(outcomes, codes, strict=True):
             self._count(o, "completed", code)
 
@@ -228,4 +246,6 @@ class Worker:
             log.warning("lease lost job=%s worker=%s write=%s", o.job.id, self.id, name)
         else:
             self.counters["write_refused"] += 1
-            log.warning("write refused job=%s worker=%s write=%s code=%d", o.job.id, self.id, name, code)
+            log.warning(
+                "write refused job=%s worker=%s write=%s code=%d", o.job.id, self.id, name, code
+            )

@@ -11,22 +11,23 @@ PACKAGES = ("jobsite", "redis", "hiredis", "orjson", "uvloop")
 BATCH = 1000
 BULK = f"Client.enqueue_many, batches of {BATCH} (one round trip per batch)"
 CONCURRENCY = 200
-CONFIG = f"`python -m engine worker --concurrency {CONCURRENCY}` (asyncio), `--burst` where bursting"
+CONFIG = (
+    f"`python -m engine worker --concurrency {CONCURRENCY}` (asyncio), `--burst` where bursting"
+)
 BURST = True
 
 
 def worker_argv(bindir: Path, url: str, burst: bool, index: int) -> list[str]:
     argv = [str(bindir / "python"), "-m", "engine", "worker", "--url", url]
     argv += ["--tasks", "bench.peers.jobsite_tasks", "--queues", "default"]
-    argv += ["--concurrency", str(CONCURRENCY)]
+    argv += ["--concurrency", str(CONCURRENCY), "--log-level", "WARNING"]
     return [*argv, "--burst"] if burst else argv
 
 
 class _Sender:
     def __init__(self, url: str) -> None:
-        from engine import Client, EngineSettings
-
         from bench.peers.jobsite_tasks import noop
+        from engine import Client, EngineSettings
 
         self.noop = noop
         self.client = Client(EngineSettings.from_url(url))

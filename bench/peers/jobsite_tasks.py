@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from engine import task
-
 from bench import probe
+from engine import task
 
 
 @task(name="bench.noop")

@@ -3,7 +3,7 @@
   KEYS[1] submitted ZSET   KEYS[2] scheduled ZSET   KEYS[3] events STREAM
   KEYS[4] marker ZSET      KEYS[5] seq counter
   ARGV[1] job key prefix   ARGV[2] events maxlen    ARGV[3] number of jobs
-  then per job: id, delay_ms ('' for none), run_at_ms ('' for none), priority, n, then n field/value pairs
+  then one JSON array per job: [id, delay_ms or '', run_at_ms or '', priority, field, value, ...]
   Returns: one code per job: 1 submitted, 2 scheduled, -4 duplicate id (nothing written for it).
   Events: unsubmitted -> submitted | scheduled.
 ]]
@@ -13,12 +13,10 @@ local prefix, maxlen, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local now = now_ms()
 local seq = rcall('INCRBY', seqkey, count) - count
 local out = {}
-local i = 4
 local woke = false
 for j = 1, count do
-  local id, delay, run_at, priority, n = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4])
-  local first, last = i + 5, i + 4 + 2 * n
-  i = last + 1
+  local spec = cjson.decode(ARGV[3 + j])
+  local id, delay, run_at, priority = spec[1], spec[2], spec[3], spec[4]
   local key = prefix .. id
   if rcall('EXISTS', key) == 1 then
     out[j] = -4
@@ -28,7 +26,7 @@ for j = 1, count do
     if run_at ~= '' then due = tonumber(run_at) end
     local state = 'submitted'
     if due and due > now then state = 'scheduled' end
-    rcall('HSET', key, 'state', state, 'submitted_at_ms', fmt(now), unpack(ARGV, first, last))
+    rcall('HSET', key, 'state', state, 'submitted_at_ms', fmt(now), unpack(spec, 5))
     if state == 'scheduled' then
       rcall('HSET', key, 'run_at_ms', fmt(due))
       rcall('ZADD', scheduled, fmt(due), id)

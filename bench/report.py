@@ -1,0 +1,220 @@
+"""docs/benchmarks.md and the rich console table, from the results of bench.run."""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from bench.peers import load
+from bench.scenarios import Result, Sizes
+
+# key, title, short title (console), unit, higher is better
+METRICS = (
+    ("enqueue_one", "Enqueue one at a time", "enq 1", "jobs/s", True),
+    ("enqueue_bulk", "Enqueue bulk", "enq bulk", "jobs/s", True),
+    ("throughput_1", "Throughput 1 proc", "run 1p", "jobs/s", True),
+    ("throughput_2", "Throughput 2 procs", "run 2p", "jobs/s", True),
+    ("latency_p50_ms", "Latency p50", "p50", "ms", False),
+    ("latency_p99_ms", "Latency p99", "p99", "ms", False),
+    ("memory_mib_per_10k", "Redis mem / 10k jobs", "mem/10k", "MiB", False),
+)
+BASE = "jobsite"
+
+
+@dataclass(frozen=True)
+class Context:
+    sizes: Sizes
+    quick: bool
+    redis_version: str
+    versions: dict[str, dict[str, str]]
+    argv: list[str]
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def memory_total() -> str:
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return "unknown"
+    return f"{pages / 2**30:.1f} GiB"
+
+
+def fmt(value: Result | None, unit: str) -> str:
+    if value is None:
+        return "not run"
+    if isinstance(value, str):
+        return value if len(value) <= 48 else value[:45] + "..."
+    return f"{value:,.0f}" if unit == "jobs/s" else f"{value:,.2f}"
+
+
+# Below this many MiB per 10k jobs a system keeps (next to) nothing per job: no ratio then.
+MEMORY_FLOOR_MIB = 0.1
+
+
+def ratio(key: str, base: Result | None, peer: Result | None) -> float | None:
+    if not isinstance(base, float) or not isinstance(peer, float):
+        return None
+    floor = MEMORY_FLOOR_MIB if key == "memory_mib_per_10k" else 1e-9
+    if peer < floor or base < floor:
+        return None
+    return base / peer
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def results_rows(results: dict[str, dict[str, Result]]) -> list[list[str]]:
+    return [
+        [load(system).LABEL] + [fmt(out.get(key), unit) for key, _, _, unit, _ in METRICS]
+        for system, out in results.items()
+    ]
+
+
+def ratio_rows(results: dict[str, dict[str, Result]]) -> list[list[str]]:
+    base = results.get(BASE, {})
+    rows = []
+    for system, out in results.items():
+        if system == BASE:
+            continue
+        cells = [ratio(key, base.get(key), out.get(key)) for key, *_ in METRICS]
+        rows.append([load(system).LABEL] + [f"{r:.2f}x" if r else "n/a" for r in cells])
+    return rows
+
+
+def method(ctx: Context) -> str:
+    s = ctx.sizes
+    memory_note = "" if s.memory == 10_000 else f" (measured on {s.memory:,} jobs, scaled)"
+    return f"""- One private `redis-server {ctx.redis_version}` on a free loopback port, `--save ""
+  --appendonly no`; `FLUSHALL` + `SCRIPT FLUSH` before every scenario. Systems run one after
+  another, never concurrently. Each system's client and workers use its own venv.
+- Every system runs the same no-op task, which calls `bench.probe.hit(t_enqueued)`: per worker
+  process it counts task starts and keeps the first and last start time (written to a JSON file
+  every 50 ms). Interpreter and worker start-up are therefore never counted.
+- **Enqueue one at a time**: {s.one:,} sequential enqueues (each awaited), no worker running;
+  the first enqueue (it opens the connection) is not timed.
+- **Enqueue bulk**: {s.jobs:,} jobs through the system's bulk path (see the table below),
+  no worker running; the best of the two bulk enqueues done for the throughput runs.
+- **Throughput**: {s.jobs:,} jobs enqueued first, then 1 or 2 worker processes started;
+  jobs/s = jobs / (last task start - first task start) over all worker processes.
+- **Latency**: one idle worker, {s.samples} jobs enqueued one at a time {s.gap_ms:.0f} ms apart,
+  each stamped with `time.time()` just before its enqueue; latency = task start - stamp.
+- **Redis memory**: `INFO memory used_memory` after the jobs finished and the worker stopped,
+  minus before, per 10,000 jobs{memory_note}, with each system's default result retention
+  (1 MiB = 2^20 bytes).
+- Timeouts: a system that does not reach its count within max(60 s, jobs/200 s) is reported as
+  `timeout` with the count it reached; it never hangs the run."""
+
+
+def configs(results: dict[str, dict[str, Result]]) -> str:
+    rows = [[load(s).LABEL, load(s).CONFIG, load(s).BULK] for s in results]
+    return markdown_table(["System", "Worker configuration", "Bulk enqueue"], rows)
+
+
+def versions(ctx: Context) -> str:
+    rows = []
+    for system, found in ctx.versions.items():
+        packages = ", ".join(f"{k} {v}" for k, v in found.items() if k != "python")
+        rows.append([load(system).LABEL, found.get("python", "?"), packages])
+    return markdown_table(["System", "Python", "Packages"], rows)
+
+
+def markdown(results: dict[str, dict[str, Result]], ctx: Context) -> str:
+    header = ["System"] + [f"{title} ({unit})" for _, title, _, unit, _ in METRICS]
+    warning = "\n> **Quick smoke run: small sizes, not representative.**\n" if ctx.quick else ""
+    legend = (
+        "Jobsite's value divided by the peer's. For jobs/s columns above 1 means Jobsite is faster;"
+        " for latency and memory below 1 means Jobsite is lower (better). n/a: a figure is"
+        f" missing, or (memory) one side keeps under {MEMORY_FLOOR_MIB} MiB per 10k jobs, i.e."
+        " stores nothing per finished job by default, so a ratio would only measure noise."
+    )
+    return f"""# Benchmarks: Jobsite and its peers
+{warning}
+Generated {time.strftime("%Y-%m-%d %H:%M")} by `bin/bench {" ".join(ctx.argv)}`.
+
+## Results
+
+{markdown_table(header, results_rows(results))}
+
+## Jobsite relative to each peer
+
+{legend}
+
+{markdown_table(["Peer"] + [title for _, title, *_ in METRICS], ratio_rows(results))}
+
+## Method
+
+{method(ctx)}
+
+## Worker configurations and bulk enqueue
+
+{configs(results)}
+
+## Versions
+
+{versions(ctx)}
+
+## Machine
+
+- CPU: {cpu_model()}, {os.cpu_count()} cores; memory {memory_total()}
+- OS: {platform.platform()}
+- Orchestrator Python {platform.python_version()}; Redis {ctx.redis_version}
+- Workers, Redis and the enqueuing client share these cores.
+
+## Rerun
+
+```
+bash bin/bench                       # full run, rewrites this file
+bash bin/bench --quick               # smoke run, report under var/bench/<time>/
+bash bin/bench --systems jobsite,rq --jobs 50000
+```
+
+`bin/bench` makes `.venv` (Jobsite), `.venv-bench` (the peers, pinned in
+`bench/requirements.txt`) and `.venv-bench-arq` (arq alone: arq 0.28.0 needs redis<6, the
+project pins redis 8.1.0). Raw figures (`results.json`), worker logs and probe files are kept
+under `var/bench/<time>/`.
+"""
+
+
+def print_rich(results: dict[str, dict[str, Result]], ctx: Context) -> None:
+    console = Console()
+    table = Table(title="Benchmark" + (" (quick smoke run)" if ctx.quick else ""))
+    table.add_column("System")
+    for _, _, short, unit, _ in METRICS:
+        table.add_column(f"{short}\n{unit}", justify="right")
+    for row in results_rows(results):
+        table.add_row(*row)
+    console.print(table)
+    base = results.get(BASE, {})
+    ratios = Table(title="Jobsite / peer (green: Jobsite better)")
+    ratios.add_column("Peer")
+    for _, _, short, _, _ in METRICS:
+        ratios.add_column(short, justify="right")
+    for system, out in results.items():
+        if system == BASE:
+            continue
+        cells = []
+        for key, *_, higher in METRICS:
+            r = ratio(key, base.get(key), out.get(key))
+            color = "green" if r and (r > 1) == higher else "red"
+            cells.append(f"[{color}]{r:.2f}x[/]" if r else "n/a")
+        ratios.add_row(load(system).LABEL, *cells)
+    if BASE in results and len(results) > 1:
+        console.print(ratios)

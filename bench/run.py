@@ -1,0 +1,123 @@
+"""Orchestrator: `python -m bench.run [--quick] [--jobs N] [--systems a,b,c] [--out PATH]`.
+
+Starts one private redis-server on a free loopback port (no persistence), runs every system's
+scenarios in turn (FLUSHALL between), writes the markdown report and prints a rich table.
+Each system's client and workers run under that system's own interpreter (bench.peers.VENVS).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import redis
+
+from bench import procs, report
+from bench.collect import BenchError
+from bench.peers import SYSTEMS, venv_python
+from bench.scenarios import STEPS, Result, Sizes, SystemBench, best_bulk
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _value(v: object) -> str:
+    if isinstance(v, float):
+        return f"{v:.1f}"
+    text = str(v)
+    return json.dumps(text) if " " in text or not text else text
+
+
+def log(**fields: object) -> None:
+    line = " ".join(f"{k}={_value(v)}" for k, v in fields.items())
+    print(f"bench {line}", file=sys.stderr, flush=True)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bin/bench", description=__doc__)
+    parser.add_argument("--jobs", type=int, help="jobs per throughput run (default 20000)")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset")
+    parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
+    parser.add_argument("--out", type=Path, help="report path (default docs/benchmarks.md)")
+    args = parser.parse_args(argv)
+    args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    for system in args.systems:
+        if system not in SYSTEMS:
+            parser.error(f"unknown system {system!r}; choose from {','.join(SYSTEMS)}")
+    if args.jobs is not None and args.jobs < 10:
+        parser.error("--jobs must be at least 10")
+    return args
+
+
+def sizes_for(args: argparse.Namespace) -> Sizes:
+    if args.quick:
+        jobs = args.jobs or 2000
+        return Sizes(jobs=jobs, one=min(jobs, 500), samples=100, memory=min(jobs, 2000))
+    jobs = args.jobs or 20_000
+    return Sizes(jobs=jobs, one=min(jobs, 5000), samples=300, memory=10_000)
+
+
+def run_system(bench: SystemBench) -> dict[str, Result]:
+    out: dict[str, Result] = {}
+    for step, keys in STEPS:
+        started = time.monotonic()
+        try:
+            step(bench, out)
+        except Exception as exc:  # one failed scenario must not stop the others
+            message = str(exc) if isinstance(exc, BenchError) else f"{type(exc).__name__}: {exc}"
+            for key in keys:
+                out.setdefault(key, message)
+        for key in keys:
+            log(system=bench.system, metric=key, value=out[key])
+        log(system=bench.system, step=step.__name__, took_s=time.monotonic() - started)
+    out["enqueue_bulk"] = best_bulk(out)
+    return out
+
+
+def versions(bench: SystemBench) -> dict[str, str]:
+    try:
+        return {k: str(v) for k, v in bench.client("versions").items()}
+    except Exception as exc:
+        return {"error": str(exc)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    sizes = sizes_for(args)
+    run_dir = ROOT / "var" / "bench" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    run_dir.mkdir(parents=True)
+    server = procs.start_redis(run_dir)
+    results: dict[str, dict[str, Result]] = {}
+    found: dict[str, dict[str, str]] = {}
+    client = redis.Redis.from_url(server.url)
+    try:
+        redis_version = str(client.info("server")["redis_version"])
+        log(event="redis_started", port=server.port, run_dir=run_dir)
+        for system in args.systems:
+            bench = SystemBench(
+                ROOT, system, venv_python(ROOT, system), server.url, run_dir, sizes, client
+            )
+            found[system] = versions(bench)
+            log(system=system, event="start", python=bench.python)
+            results[system] = run_system(bench)
+    finally:
+        client.close()
+        procs.stop_group(server.proc)
+    (run_dir / "results.json").write_text(json.dumps({"sizes": vars(sizes), "results": results}))
+    out = args.out or (
+        run_dir / "benchmarks-quick.md" if args.quick else ROOT / "docs/benchmarks.md"
+    )
+    shown = list(sys.argv[1:] if argv is None else argv)
+    context = report.Context(sizes, args.quick, redis_version, found, shown)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(report.markdown(results, context))
+    report.print_rich(results, context)
+    log(event="done", report=out, run_dir=run_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""The five measurements for one system, each on a freshly flushed Redis.
+
+1. enqueue_one: N sequential enqueues, no worker running.
+2. throughput_1 / throughput_2: N jobs bulk-enqueued first (that enqueue gives enqueue_bulk),
+   then 1 or 2 worker processes started; jobs/s = N / (last start - first start) across the
+   probe files, so interpreter start-up is not counted.
+3. latency: one idle worker, a few warm-up jobs, then samples enqueued one at a time ~10 ms apart
+   stamped with time.time(); p50 / p99 of (task start - stamp).
+4. memory: used_memory after M jobs finished and the worker stopped, minus before, scaled to 10k.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import redis
+
+from bench import procs
+from bench.collect import BenchError, percentile, read_probe, wait_for_count
+from bench.peers import load
+
+WARMUP = 3
+Result = float | str
+
+
+@dataclass(frozen=True)
+class Sizes:
+    jobs: int
+    one: int
+    samples: int
+    memory: int
+    gap_ms: float = 10.0
+
+
+def timeout_for(n: int) -> float:
+    return max(60.0, n / 200)
+
+
+@dataclass
+class SystemBench:
+    root: Path
+    system: str
+    python: Path
+    url: str
+    run_dir: Path
+    sizes: Sizes
+    redis: redis.Redis
+
+    @property
+    def peer(self) -> ModuleType:
+        return load(self.system)
+
+    def env(self, probe_dir: Path | None = None) -> dict[str, str]:
+        env = dict(os.environ)
+        path = env.get("PYTHONPATH")
+        env["PYTHONPATH"] = f"{self.root}{os.pathsep}{path}" if path else str(self.root)
+        env["BENCH_REDIS_URL"] = self.url
+        env["PYTHONUNBUFFERED"] = "1"
+        env.pop("BENCH_PROBE_DIR", None)
+        if probe_dir is not None:
+            env["BENCH_PROBE_DIR"] = str(probe_dir)
+        return env
+
+    def client(self, mode: str, n: int = 0) -> dict[str, float]:
+        argv = [str(self.python), "-m", "bench.client", self.system, mode, str(n)]
+        argv += ["--gap-ms", str(self.sizes.gap_ms)]
+        timeout = timeout_for(n) + (n * self.sizes.gap_ms / 1000 if mode == "spaced" else 0)
+        try:
+            done = subprocess.run(
+                argv, env=self.env(), cwd=self.root, capture_output=True, timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            raise BenchError(f"client {mode} timeout after {timeout:.0f}s") from None
+        lines = done.stdout.decode(errors="replace").strip().splitlines()
+        if done.returncode != 0 or not lines:
+            tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["?"]
+            raise BenchError(f"client {mode} failed: {tail[0][:200]}")
+        return json.loads(lines[-1])
+
+    def flush(self) -> None:
+        self.redis.flushall()
+        self.redis.script_flush()
+
+    def fresh(self, scenario: str) -> Path:
+        """Flush Redis and return a new, empty probe folder for the scenario."""
+        self.flush()
+        folder = self.run_dir / f"probe-{self.system}-{scenario}"
+        folder.mkdir(parents=True)
+        return folder
+
+    def workers(self, scenario: str, count: int, burst: bool, probe_dir: Path) -> list:
+        bindir = self.python.parent
+        started = []
+        for index in range(count):
+            argv = self.peer.worker_argv(bindir, self.url, burst, index)
+            log = self.run_dir / f"{self.system}-{scenario}-{index}.log"
+            started.append(procs.start_group(argv, self.env(probe_dir), self.root, log))
+        return started
+
+    def used_memory(self) -> int:
+        return int(self.redis.info("memory")["used_memory"])
+
+
+def enqueue_one(bench: SystemBench, out: dict[str, Result]) -> None:
+    bench.flush()
+    done = bench.client("one", bench.sizes.one)
+    out["enqueue_one"] = done["n"] / done["elapsed_s"]
+
+
+def _throughput(bench: SystemBench, out: dict[str, Result], processes: int) -> None:
+    n = bench.sizes.jobs
+    probe_dir = bench.fresh(f"throughput{processes}")
+    done = bench.client("bulk", n)
+    out[f"bulk_{processes}"] = n / done["elapsed_s"]
+    started = bench.workers(f"throughput{processes}", processes, bench.peer.BURST, probe_dir)
+    try:
+        totals = wait_for_count(probe_dir, n, timeout_for(n), started)
+    finally:
+        procs.stop_groups(started)
+    if totals.span_s <= 0:
+        raise BenchError("no measurable span")
+    out[f"throughput_{processes}"] = n / totals.span_s
+
+
+def throughput_1(bench: SystemBench, out: dict[str, Result]) -> None:
+    _throughput(bench, out, 1)
+
+
+def throughput_2(bench: SystemBench, out: dict[str, Result]) -> None:
+    _throughput(bench, out, 2)
+
+
+def latency(bench: SystemBench, out: dict[str, Result]) -> None:
+    samples = bench.sizes.samples
+    probe_dir = bench.fresh("latency")
+    started = bench.workers("latency", 1, False, probe_dir)
+    try:
+        bench.client("bulk", WARMUP)
+        wait_for_count(probe_dir, WARMUP, timeout_for(WARMUP), started)
+        bench.client("spaced", samples)
+        totals = wait_for_count(probe_dir, WARMUP + samples, timeout_for(samples), started)
+    finally:
+        procs.stop_groups(started)
+    values = [x * 1000 for x in totals.latencies]
+    if not values:
+        raise BenchError("no latency samples")
+    out["latency_p50_ms"] = percentile(values, 50)
+    out["latency_p99_ms"] = percentile(values, 99)
+
+
+def memory(bench: SystemBench, out: dict[str, Result]) -> None:
+    n = bench.sizes.memory
+    probe_dir = bench.fresh("memory")
+    before = bench.used_memory()
+    bench.client("bulk", n)
+    burst = bench.peer.BURST
+    started = bench.workers("memory", 1, burst, probe_dir)
+    try:
+        wait_for_count(probe_dir, n, timeout_for(n), started)
+        # Let the last job's completion be written: a burst worker exits by itself.
+        if not (burst and procs.wait_exit(started, 10.0)):
+            time.sleep(1.0)
+    finally:
+        procs.stop_groups(started)
+    time.sleep(0.2)
+    if read_probe(probe_dir).count > n:
+        raise BenchError("more task starts than jobs (duplicate delivery?)")
+    out["memory_mib_per_10k"] = (bench.used_memory() - before) / 2**20 * 10_000 / n
+
+
+# Each step with the result keys it fills; a failed step fills its unfilled keys with the error.
+STEPS: tuple[tuple[Callable[[SystemBench, dict[str, Result]], None], tuple[str, ...]], ...] = (
+    (enqueue_one, ("enqueue_one",)),
+    (throughput_1, ("bulk_1", "throughput_1")),
+    (throughput_2, ("bulk_2", "throughput_2")),
+    (latency, ("latency_p50_ms", "latency_p99_ms")),
+    (memory, ("memory_mib_per_10k",)),
+)
+
+
+def best_bulk(out: dict[str, Result]) -> Result:
+    rates = [v for k in ("bulk_1", "bulk_2") if isinstance(v := out.get(k), float)]
+    return max(rates) if rates else out.get("bulk_1", "not run")

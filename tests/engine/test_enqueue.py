@@ -1,0 +1,125 @@
+"""Enqueue through the client against a real redis-server: validation, states, priorities."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from engine import (
+    Client,
+    DuplicateJob,
+    EngineSettings,
+    InvalidArguments,
+    JobNotFound,
+    JobState,
+    PayloadTooLarge,
+    RedisUnavailable,
+    SerializationError,
+)
+from engine.devserver import free_port
+
+from . import tasks as t
+
+
+def dbsize(settings: EngineSettings) -> int:
+    with redis.Redis.from_url(settings.redis_url) as r:
+        return int(r.dbsize())
+
+
+async def test_enqueue_submits_and_get_reads_back(client: Client) -> None:
+    job = await client.enqueue(t.add, 1, 2)
+    assert job.state is JobState.SUBMITTED
+    got = await client.get(job.id)
+    assert got.state is JobState.SUBMITTED and got.args == [1, 2] and got.task == "add"
+    assert got.sent_at_ms and got.submitted_at_ms and got.submitted_at_ms >= got.sent_at_ms - 1000
+    assert (await client.counts("default"))["submitted"] == 1
+
+
+async def test_unknown_id_is_not_found_never_pending(client: Client) -> None:
+    with pytest.raises(JobNotFound):
+        await client.get("no-such-job")
+    with pytest.raises(JobNotFound):
+        await client.get("no-such-job", queue="default")
+
+
+async def test_delay_and_run_at_schedule(client: Client) -> None:
+    delayed = await client.enqueue(t.add.using(delay_s=30), 1, 1)
+    later = await client.enqueue(t.add.using(run_at=time.time() + 60), 1, 1)
+    past = await client.enqueue(t.add.using(run_at=time.time() - 5), 1, 1)
+    assert delayed.state is JobState.SCHEDULED and later.state is JobState.SCHEDULED
+    assert past.state is JobState.SUBMITTED
+    counts = await client.counts("default")
+    assert counts["scheduled"] == 2 and counts["submitted"] == 1
+    got = await client.get(delayed.id)
+    assert got.run_at_ms is not None and got.submitted_at_ms is not None
+    assert got.run_at_ms - got.submitted_at_ms == 30_000  # counted on Redis server time
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda: t.add.call(1, 2, 3), InvalidArguments),
+        (lambda: t.add.call(1, b={1, 2}), SerializationError),
+        (lambda: t.add.call(1, b=object()), SerializationError),
+        (lambda: t.add.call(1, b="x" * (2 << 20)), PayloadTooLarge),
+    ],
+)
+async def test_bad_payloads_write_nothing(
+    client: Client, settings: EngineSettings, call: object, error: type[Exception]
+) -> None:
+    before = dbsize(settings)
+    with pytest.raises(error):
+        await client.enqueue_many([call()])  # type: ignore[operator]
+    assert dbsize(settings) == before
+
+
+async def test_one_bad_job_rejects_the_whole_batch(
+    client: Client, settings: EngineSettings
+) -> None:
+    with pytest.raises(SerializationError):
+        await client.enqueue_many([t.add.call(1, 2), t.add.call(1, b=object())])
+    assert dbsize(settings) == 0
+
+
+async def test_payload_limit_is_a_setting(settings: EngineSettings) -> None:
+    small = EngineSettings.from_url(settings.redis_url, max_payload_bytes=64)
+    async with Client(small) as c:
+        with pytest.raises(PayloadTooLarge, match="over the limit of 64 bytes"):
+            await c.enqueue(t.add, 1, "y" * 100)
+
+
+async def test_enqueue_many_is_one_script_call(client: Client, settings: EngineSettings) -> None:
+    with redis.Redis.from_url(settings.redis_url) as r:
+        r.config_resetstat()
+        await client.enqueue_many([t.add.call(i, i) for i in range(500)])
+        stats = r.info("commandstats")
+    assert stats["cmdstat_evalsha"]["calls"] == 1
+    assert (await client.counts("default"))["submitted"] == 500
+
+
+async def test_duplicate_job_id_refused(client: Client) -> None:
+    await client.enqueue(t.add.using(job_id="fixed"), 1, 2)
+    with pytest.raises(DuplicateJob, match="fixed"):
+        await client.enqueue(t.add.using(job_id="fixed"), 3, 4)
+    assert (await client.get("fixed")).args == [1, 2]
+
+
+async def test_every_submit_appends_an_event(client: Client, settings: EngineSettings) -> None:
+    job = await client.enqueue(t.add, 1, 2)
+    with redis.Redis.from_url(settings.redis_url, decode_responses=True) as r:
+        events = r.xrange(client.keys("default").events)
+    assert [(e["job"], e["from"], e["to"]) for _, e in events] == [
+        (job.id, "unsubmitted", "submitted")
+    ]
+
+
+async def test_enqueue_fails_fast_when_redis_is_down() -> None:
+    down = EngineSettings.from_url(f"redis://:pw@127.0.0.1:{free_port()}/0")
+    async with Client(down) as c:
+        start = time.monotonic()
+        with pytest.raises(RedisUnavailable) as info:
+            await c.enqueue(t.add, 1, 2)
+        assert time.monotonic() - start < 1.5
+        assert ":pw@" not in str(info.value) and "***" in str(info.value)
