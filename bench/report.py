@@ -119,7 +119,7 @@ def method(ctx: Context) -> str:
 - **Redis memory**: `INFO memory used_memory` after the jobs finished and the worker stopped,
   minus before, per 10,000 jobs{memory_note}, with each system's default result retention
   (1 MiB = 2^20 bytes).
-- Timeouts: a system that does not reach its count within max(60 s, jobs/200 s) is reported as
+- Timeouts: a system that does not reach its count within max(60 s, jobs/150 s) is reported as
   `timeout` with the count it reached; it never hangs the run."""
 
 
@@ -136,6 +136,14 @@ def versions(ctx: Context) -> str:
     return markdown_table(["System", "Python", "Packages"], rows)
 
 
+def notes(results: dict[str, dict[str, Result]]) -> str:
+    found = [f"- {load(s).LABEL}: {out['notes']}" for s, out in results.items() if out.get("notes")]
+    if not found:
+        return ""
+    intro = "Duplicate task starts and error lines found in the worker logs (`var/bench/<time>/`):"
+    return "\n## Notes\n\n" + intro + "\n\n" + "\n".join(found) + "\n"
+
+
 def markdown(results: dict[str, dict[str, Result]], ctx: Context) -> str:
     header = ["System"] + [f"{title} ({unit})" for _, title, _, unit, _ in METRICS]
     warning = "\n> **Quick smoke run: small sizes, not representative.**\n" if ctx.quick else ""
@@ -147,7 +155,7 @@ def markdown(results: dict[str, dict[str, Result]], ctx: Context) -> str:
     )
     return f"""# Benchmarks: Jobsite and its peers
 {warning}
-Generated {time.strftime("%Y-%m-%d %H:%M")} by `bin/bench {" ".join(ctx.argv)}`.
+Generated {time.strftime("%Y-%m-%d %H:%M")} by `{" ".join(["bin/bench", *ctx.argv])}`.
 
 ## Results
 
@@ -158,7 +166,7 @@ Generated {time.strftime("%Y-%m-%d %H:%M")} by `bin/bench {" ".join(ctx.argv)}`.
 {legend}
 
 {markdown_table(["Peer"] + [title for _, title, *_ in METRICS], ratio_rows(results))}
-
+{notes(results)}
 ## Method
 
 {method(ctx)}

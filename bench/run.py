@@ -74,6 +74,10 @@ def run_system(bench: SystemBench) -> dict[str, Result]:
             log(system=bench.system, metric=key, value=out[key])
         log(system=bench.system, step=step.__name__, took_s=time.monotonic() - started)
     out["enqueue_bulk"] = best_bulk(out)
+    for note in bench.notes:
+        log(system=bench.system, note=note)
+    if bench.notes:
+        out["notes"] = "; ".join(bench.notes)
     return out
 
 

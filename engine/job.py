@@ -157,6 +157,23 @@ class Job:
         return cls(**known, extra=extra)
 
     @classmethod
+    def from_claim(cls, queue: str, row: list[Any]) -> Job:
+        """Build the worker's view of a job from one row of the claim script."""
+        job_id, name, version, args, kwargs, attempt, token, options = row
+        return cls(
+            id=job_id,
+            task=name,
+            queue=queue,
+            version=int(version or 1),
+            state=JobState.STARTED,
+            args=_loads_or_raw(args or "[]"),
+            kwargs=_loads_or_raw(kwargs or "{}"),
+            attempt=int(attempt),
+            token=token,
+            options=_loads_or_raw(options) if options else {},
+        )
+
+    @classmethod
     def from_hash(cls, fields: Mapping[str, str] | Iterable[str]) -> Job:
         """Build a Job from HGETALL output (a mapping, or a flat field/value list)."""
         if not isinstance(fields, Mapping):

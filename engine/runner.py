@@ -89,14 +89,18 @@ class Runner:
                 job, None, "InvalidPayload", "args must be a JSON list and kwargs a JSON object"
             )
             return outcome
-        timer = asyncio.timeout(opts.timeout_s)
+        timer = asyncio.timeout(opts.timeout_s) if opts.timeout_s is not None else None
         try:
-            async with timer:
+            if timer is None:
                 value = await self._call(task, opts, job)
+            else:
+                async with timer:
+                    value = await self._call(task, opts, job)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            return self._classify(outcome, task, opts, exc, timed_out=timer.expired())
+            timed_out = timer is not None and timer.expired()
+            return self._classify(outcome, task, opts, exc, timed_out=timed_out)
         return self._finish(outcome, value)
 
     async def _call(self, task: Task, opts: TaskOptions, job: Job) -> Any:

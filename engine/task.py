@@ -72,6 +72,11 @@ class Schedule:
 
 
 @functools.cache
+def _is_async(fn: Callable[..., Any] | None) -> bool:
+    return inspect.iscoroutinefunction(fn)
+
+
+@functools.cache
 def _signature(fn: Callable[..., Any]) -> inspect.Signature:
     return inspect.signature(fn)
 
@@ -101,7 +106,7 @@ class Task:
     @property
     def is_async(self) -> bool:
         """Tell whether the function is a coroutine function."""
-        return inspect.iscoroutinefunction(self.fn)
+        return _is_async(self.fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the function directly, in-process."""

@@ -133,7 +133,7 @@ class Worker:
                     self.id,
                 ],
             )
-            jobs.extend(Job.from_hash(row) for row in rows)
+            jobs.extend(Job.from_claim(keys.queue, row) for row in rows)
         return jobs
 
     def _start(self, job: Job) -> None:

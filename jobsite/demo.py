@@ -57,8 +57,18 @@ async def feed(settings: EngineSettings) -> None:
 
 def start_worker(settings: EngineSettings) -> subprocess.Popen[bytes]:
     """Start `python -m engine worker` on the demo tasks."""
-    cmd = [sys.executable, "-m", "engine", "worker", "--url", settings.redis_url,
-           "--tasks", "jobsite.demo_tasks", "--concurrency", "20"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "engine",
+        "worker",
+        "--url",
+        settings.redis_url,
+        "--tasks",
+        "jobsite.demo_tasks",
+        "--concurrency",
+        "20",
+    ]
     return subprocess.Popen(cmd, start_new_session=True)
 
 

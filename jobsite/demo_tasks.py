@@ -19,8 +19,14 @@ async def resize_image(image_id: int, width: int) -> dict[str, int]:
     return {"image_id": image_id, "width": width}
 
 
-@task(name="demo.send_email", max_retries=3, retry_delay_s=0.2, backoff="exponential",
-      expected_exceptions=(FlakyUpstream,), takes_context=True)
+@task(
+    name="demo.send_email",
+    max_retries=3,
+    retry_delay_s=0.2,
+    backoff="exponential",
+    expected_exceptions=(FlakyUpstream,),
+    takes_context=True,
+)
 async def send_email(job: JobContext, to: str) -> str:
     if job.attempt < 3:
         raise FlakyUpstream(f"SMTP busy (attempt {job.attempt})")

@@ -13,7 +13,10 @@ def test_demo_runs_once(redis_server: RedisServer) -> None:
     env = {**os.environ, "REDIS_URL": redis_server.url.replace("/0", "/3"), "COLUMNS": "200"}
     proc = subprocess.run(
         [sys.executable, "-m", "jobsite.demo", "--once"],
-        env=env, capture_output=True, text=True, timeout=90,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
     )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout

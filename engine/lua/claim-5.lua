@@ -3,7 +3,8 @@
   KEYS[1] submitted ZSET   KEYS[2] started ZSET (id -> lease deadline ms)   KEYS[3] events STREAM
   KEYS[4] marker ZSET      KEYS[5] seq counter (tokens)
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] max jobs   ARGV[4] lease_ms   ARGV[5] worker id
-  Returns: a list of jobs, each the flat HGETALL of its hash (token included).
+  Returns: a list of jobs, each {id, task, version, args, kwargs, attempt, token, options}
+  (options is false when the job has no per-call overrides).
   Ids whose hash is gone or not `submitted` are removed and skipped.
   Events: submitted -> started. Re-adds the marker while jobs remain, to wake another worker.
 ]]
@@ -28,7 +29,8 @@ for j = 1, #popped, 2 do
           'claimed_at_ms', fmt(now), first, fmt(now), 'heartbeat_at_ms', fmt(now))
     rcall('ZADD', started, deadline, id)
     emit(events, maxlen, id, 'submitted', 'started', now, attempt, worker)
-    out[#out + 1] = rcall('HGETALL', key)
+    local f = rcall('HMGET', key, 'task', 'version', 'args', 'kwargs', 'options')
+    out[#out + 1] = {id, f[1], f[2], f[3], f[4], attempt, fmt(token), f[5]}
   end
 end
 if rcall('ZCARD', submitted) > 0 then rcall('ZADD', marker, 0, '0') end

@@ -227,18 +227,18 @@ async def test_stale_token_cannot_complete(client: Client, settings: EngineSetti
         [keys.submitted, keys.started, keys.events, keys.marker, keys.seq],
         [keys.job_prefix, 1000, 1, 30_000, "w1"],
     )
-    fields = dict(zip(claimed[0][::2], claimed[0][1::2], strict=True))
+    token = claimed[0][6]
     args = [keys.job_prefix, 1000, "w1", 1]
     stale = await client.scripts.complete(
         [keys.started, keys.done, keys.events, keys.stats], [*args, job.id, "999", "1", 1000]
     )
     fresh = await client.scripts.complete(
         [keys.started, keys.done, keys.events, keys.stats],
-        [*args, job.id, fields["token"], "2", 1000],
+        [*args, job.id, token, "2", 1000],
     )
     twice = await client.scripts.complete(
         [keys.started, keys.done, keys.events, keys.stats],
-        [*args, job.id, fields["token"], "3", 1000],
+        [*args, job.id, token, "3", 1000],
     )
     assert (stale, fresh, twice) == ([-2], [0], [-2])
     assert (await client.get(job.id)).result == 2
