@@ -14,7 +14,7 @@ from . import serializer
 from .connection import CONNECTION_ERRORS, connect
 from .errors import DuplicateJob, JobNotFound, JobTimeout, RedisUnavailable
 from .job import TERMINAL_STATES, Job, JobState
-from .keys import QueueKeys, queues_key
+from .keys import QueueKeys, queues_key, worker_key, workers_key
 from .scripts import Scripts
 from .settings import EngineSettings
 from .task import Task, json_args
@@ -94,7 +94,14 @@ class Client:
                 await self.redis.sadd(queues_key(self.settings.prefix), queue)
                 self._known_queues.add(queue)
             codes: list[int] = await self.scripts.submit(
-                [keys.submitted, keys.scheduled, keys.events, keys.marker, keys.seq],
+                [
+                    keys.submitted,
+                    keys.scheduled,
+                    keys.events,
+                    keys.marker,
+                    keys.seq,
+                    keys.deadlines,
+                ],
                 [keys.job_prefix, self.settings.events_maxlen, len(specs), *specs],
             )
         except CONNECTION_ERRORS as exc:
@@ -145,6 +152,65 @@ class Client:
         out = dict(zip(_LIVE, sizes, strict=True))
         for state in sorted(TERMINAL_STATES):
             out[f"{state}_total"] = int(stats.get(state, 0))
+        return out
+
+    async def cancel(self, job_ids: Iterable[str], queue: str | None = None) -> dict[str, str]:
+        """Cancel jobs; return id -> "cancelled", "cancelling" (running), "not_found" or "finished".
+
+        A queued job is cancelled at once. A running one gets a durable mark; its worker stops it
+        within about `heartbeat_interval_s` and it ends `cancelled`, never retried.
+        """
+        ids = list(job_ids)
+        by_queue: dict[str, list[str]] = defaultdict(list)
+        result: dict[str, str] = {}
+        for job_id in ids:
+            if queue is not None:
+                by_queue[queue].append(job_id)
+                continue
+            try:
+                by_queue[(await self.get(job_id)).queue].append(job_id)
+            except JobNotFound:
+                result[job_id] = "not_found"
+        names = {0: "cancelled", 1: "cancelling", -1: "not_found", -3: "finished"}
+        for name, chunk in by_queue.items():
+            keys = self.keys(name)
+            codes = await self.scripts.cancel(
+                [
+                    keys.submitted,
+                    keys.scheduled,
+                    keys.blocked,
+                    keys.dlq,
+                    keys.done,
+                    keys.events,
+                    keys.stats,
+                    keys.deadlines,
+                ],
+                [
+                    keys.job_prefix,
+                    self.settings.events_maxlen,
+                    self.settings.default_result_ttl_s * 1000,
+                    *chunk,
+                ],
+            )
+            result.update((job_id, names[code]) for job_id, code in zip(chunk, codes, strict=True))
+        return result
+
+    async def workers(self) -> list[dict[str, Any]]:
+        """Return the live workers: id, host, pid, queues, concurrency, current jobs, heartbeat."""
+        prefix = self.settings.prefix
+        ids: list[str] = await self.redis.zrange(workers_key(prefix), 0, -1)  # type: ignore[assignment]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for worker_id in ids:
+                pipe.hgetall(worker_key(prefix, worker_id))
+            rows = await pipe.execute()
+        out = []
+        for row in rows:
+            if row:
+                info: dict[str, Any] = dict(row)
+                info["current_jobs"] = serializer.loads(row.get("current_jobs", "[]"))
+                for name in ("pid", "concurrency", "started_at_ms", "heartbeat_at_ms"):
+                    info[name] = int(row.get(name, 0))
+                out.append(info)
         return out
 
     async def dlq(self, queue: str, offset: int = 0, limit: int = 100) -> list[Job]:

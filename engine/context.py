@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from .job import Job
 
+ProgressWriter = Callable[[Job, float, str], Awaitable[None]]
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, eq=False)
 class JobContext:
-    """The running job as its task sees it."""
+    """The running job as its task sees it: identity, heartbeat, progress, cancellation."""
 
     job: Job
     worker_id: str
+    _progress: ProgressWriter | None = None
+    _loop: asyncio.AbstractEventLoop | None = None
     _cancel: threading.Event = field(default_factory=threading.Event)
+    # Monotonic time of the task's last heartbeat (starts when the job begins).
+    last_heartbeat: float = field(default_factory=time.monotonic)
+    # Set when the task heartbeated since the worker last renewed the lease.
+    touched: bool = False
 
     @property
     def id(self) -> str:
@@ -35,3 +46,25 @@ class JobContext:
     def cancelled(self) -> bool:
         """Tell whether the job was cancelled (sync code checks this between steps)."""
         return self._cancel.is_set()
+
+    def touch(self) -> None:
+        """Record a heartbeat from sync code (thread-safe); the worker sends it with its renewal."""
+        self.last_heartbeat = time.monotonic()
+        self.touched = True
+
+    async def heartbeat(self) -> None:
+        """Record a heartbeat; the worker's lease renewal carries it to Redis."""
+        self.touch()
+        await asyncio.sleep(0)
+
+    async def set_progress(self, pct: float, message: str = "") -> None:
+        """Store progress (0 to 100) and a message on the job, and event it."""
+        if self._progress is not None:
+            await self._progress(self.job, max(0.0, min(100.0, float(pct))), message[:500])
+
+    def set_progress_sync(self, pct: float, message: str = "", timeout_s: float = 5.0) -> None:
+        """Do `set_progress` from sync code running in the worker's thread pool."""
+        if self._loop is None:
+            return
+        future = asyncio.run_coroutine_threadsafe(self.set_progress(pct, message), self._loop)
+        future.result(timeout=timeout_s)

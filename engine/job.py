@@ -53,6 +53,8 @@ OPTION_FIELDS: tuple[str, ...] = (
     "timeout_s",
     "dead_letter_policy",
     "result_ttl_s",
+    "max_heartbeat_interval_s",
+    "on_shutdown",
 )
 TIMESTAMP_FIELDS: tuple[str, ...] = (
     "sent_at_ms",
@@ -63,11 +65,26 @@ TIMESTAMP_FIELDS: tuple[str, ...] = (
     "heartbeat_at_ms",
     "completed_at_ms",
     "run_at_ms",
+    "deadline_ms",
+    "cancel_requested_at_ms",
 )
+# Limits the producer stores for the cleaner, which runs without the task's code.
+LIMIT_FIELDS: tuple[str, ...] = ("max_stalls", "ttl_ms", "good_until_ms", "queue_timeout_ms")
 _JSON_FIELDS = ("args", "kwargs", "result", "errors", "options")
-_INT_FIELDS = ("version", "priority", "attempt", *TIMESTAMP_FIELDS)
-_STR_FIELDS = ("id", "task", "queue", "state", "worker", "token")
-_KNOWN = frozenset((*_JSON_FIELDS, *_INT_FIELDS, *_STR_FIELDS))
+_INT_FIELDS = ("version", "priority", "attempt", "stalls", *TIMESTAMP_FIELDS, *LIMIT_FIELDS)
+_FLOAT_FIELDS = ("progress",)
+_STR_FIELDS = (
+    "id",
+    "task",
+    "queue",
+    "state",
+    "worker",
+    "token",
+    "dlq",
+    "begun",
+    "progress_message",
+)
+_KNOWN = frozenset((*_JSON_FIELDS, *_INT_FIELDS, *_FLOAT_FIELDS, *_STR_FIELDS))
 
 
 @dataclass(slots=True)
@@ -83,11 +100,22 @@ class Job:
     kwargs: dict[str, Any] = field(default_factory=dict)
     priority: int = 0
     attempt: int = 0
+    stalls: int = 0
     options: dict[str, Any] = field(default_factory=dict)
     result: Any = None
     errors: list[dict[str, Any]] = field(default_factory=list)
     worker: str | None = None
     token: str | None = None
+    # '0' keeps the job out of the DLQ (dead_letter_policy="none"); absent means "save".
+    dlq: str | None = None
+    # '1' once the worker began running the claimed job.
+    begun: str | None = None
+    progress: float | None = None
+    progress_message: str | None = None
+    max_stalls: int | None = None
+    ttl_ms: int | None = None
+    good_until_ms: int | None = None
+    queue_timeout_ms: int | None = None
     sent_at_ms: int | None = None
     submitted_at_ms: int | None = None
     claimed_at_ms: int | None = None
@@ -96,6 +124,8 @@ class Job:
     heartbeat_at_ms: int | None = None
     completed_at_ms: int | None = None
     run_at_ms: int | None = None
+    deadline_ms: int | None = None
+    cancel_requested_at_ms: int | None = None
     extra: dict[str, str] = field(default_factory=dict)
     # Client side only: wait this long after submission (counted on Redis server time).
     delay_ms: int | None = None
@@ -124,13 +154,24 @@ class Job:
         }
         if self.attempt:
             out["attempt"] = str(self.attempt)
+        if self.stalls:
+            out["stalls"] = str(self.stalls)
         if self.options:
             out["options"] = serializer.dumps(self.options).decode()
         if self.result is not None:
             out["result"] = serializer.dumps(self.result).decode()
         if self.errors:
             out["errors"] = serializer.dumps(self.errors).decode()
-        for name in ("worker", "token", *TIMESTAMP_FIELDS):
+        for name in (
+            "worker",
+            "token",
+            "dlq",
+            "begun",
+            "progress",
+            "progress_message",
+            *TIMESTAMP_FIELDS,
+            *LIMIT_FIELDS,
+        ):
             value = getattr(self, name)
             if value is not None:
                 out[name] = str(value)
@@ -186,6 +227,8 @@ class Job:
                 extra[name] = raw
             elif name in _INT_FIELDS:
                 values[name] = int(raw)
+            elif name in _FLOAT_FIELDS:
+                values[name] = float(raw)
             elif name in _JSON_FIELDS:
                 values[name] = _loads_or_raw(raw)
             else:

@@ -22,6 +22,16 @@ def queues_key(prefix: str) -> str:
     return f"{prefix}:queues"
 
 
+def workers_key(prefix: str) -> str:
+    """Return the key of the worker registry ZSET (worker id -> last seen ms)."""
+    return f"{prefix}:workers"
+
+
+def worker_key(prefix: str, worker_id: str) -> str:
+    """Return the key of one worker's info HASH (expires when the worker stops renewing it)."""
+    return f"{prefix}:worker:{worker_id}"
+
+
 @dataclass(frozen=True, slots=True)
 class QueueKeys:
     """Keys of one queue; the queue is a hash tag so every script touches one slot."""
@@ -68,6 +78,11 @@ class QueueKeys:
     def events(self) -> str:
         """STREAM of every transition."""
         return f"{self.base}:events"
+
+    @property
+    def deadlines(self) -> str:
+        """ZSET of queued job id -> deadline ms (ttl, good_until, queue_timeout)."""
+        return f"{self.base}:deadlines"
 
     @property
     def marker(self) -> str:

@@ -18,7 +18,7 @@ from .job import Job
 from .result import TaskResult
 from .task import Registry, Task, TaskOptions
 
-Kind = Literal["complete", "retry", "failed", "dropped"]
+Kind = Literal["complete", "retry", "failed", "dropped", "cancelled", "stalled", "release"]
 _TRACEBACK_LIMIT = 16_000
 
 
@@ -32,7 +32,6 @@ class Outcome:
     error: dict[str, Any] | None = None
     # Seconds before the retry; None re-queues at once.
     delay_s: float | None = None
-    save_dlq: bool = True
     result_ttl_s: int = 86_400
 
 
@@ -66,24 +65,18 @@ def error_info(
 class Runner:
     """Execute jobs for a worker: async functions on the loop, sync ones in a thread pool."""
 
-    def __init__(self, registry: Registry, worker_id: str, executor: Executor) -> None:
+    def __init__(self, registry: Registry, executor: Executor) -> None:
         self.registry = registry
-        self.worker_id = worker_id
         self.executor = executor
 
-    async def run(self, job: Job) -> Outcome:
+    async def run(self, job: Job, ctx: JobContext) -> Outcome:
         """Run `job` once and return its outcome; never raises except on cancellation."""
         task = self.registry.get(job.task, job.version)
         if task is None:
             msg = f"no function registered for task {job.task!r} version {job.version}"
             return Outcome(job, "dropped", error=error_info(job, None, "UnknownTask", msg))
         opts = options_for(task, job)
-        outcome = Outcome(
-            job,
-            "failed",
-            save_dlq=opts.dead_letter_policy == "save",
-            result_ttl_s=opts.result_ttl_s,
-        )
+        outcome = Outcome(job, "failed", result_ttl_s=opts.result_ttl_s)
         if not isinstance(job.args, list) or not isinstance(job.kwargs, dict):
             outcome.error = error_info(
                 job, None, "InvalidPayload", "args must be a JSON list and kwargs a JSON object"
@@ -92,10 +85,10 @@ class Runner:
         timer = asyncio.timeout(opts.timeout_s) if opts.timeout_s is not None else None
         try:
             if timer is None:
-                value = await self._call(task, opts, job)
+                value = await self._call(task, opts, job, ctx)
             else:
                 async with timer:
-                    value = await self._call(task, opts, job)
+                    value = await self._call(task, opts, job, ctx)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -103,11 +96,11 @@ class Runner:
             return self._classify(outcome, task, opts, exc, timed_out=timed_out)
         return self._finish(outcome, value)
 
-    async def _call(self, task: Task, opts: TaskOptions, job: Job) -> Any:
+    async def _call(self, task: Task, opts: TaskOptions, job: Job, ctx: JobContext) -> Any:
         assert task.fn is not None
         args: list[Any] = job.args
         if opts.takes_context:
-            args = [JobContext(job, self.worker_id), *args]
+            args = [ctx, *args]
         if task.is_async:
             return await task.fn(*args, **job.kwargs)
         loop = asyncio.get_running_loop()

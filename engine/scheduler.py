@@ -9,8 +9,10 @@ from collections.abc import Sequence
 
 from redis.asyncio import Redis
 
+from . import failpoints
 from .connection import CONNECTION_ERRORS
 from .keys import QueueKeys
+from .reconnect import Reconnect
 from .scripts import Scripts
 from .settings import EngineSettings
 
@@ -32,6 +34,7 @@ class Scheduler:
             [keys.scheduled, keys.submitted, keys.events, keys.marker, keys.seq],
             [keys.job_prefix, self.settings.events_maxlen, self.settings.promote_batch],
         )
+        failpoints.hit("after_promote")
         return int(promoted), int(wait_ms)
 
     async def tick(self) -> float:
@@ -48,11 +51,13 @@ class Scheduler:
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Tick until `stopping` is set; Redis errors are logged and retried."""
+        retry = Reconnect("scheduler")
         while not stopping.is_set():
             try:
                 sleep_s = await self.tick()
+                retry.ok()
             except CONNECTION_ERRORS as exc:
-                log.warning("redis unavailable loop=scheduler error=%r", exc)
-                sleep_s = 1.0
+                await retry.failed(exc)
+                continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), timeout=sleep_s)

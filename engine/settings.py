@@ -31,15 +31,33 @@ class EngineSettings:
     # How long an idle worker blocks on the wake-up key before looking again.
     idle_wait_s: float = 1.0
     default_result_ttl_s: int = 86_400
+    # How often a worker renews its leases, reads cancel marks and refreshes its registry entry.
+    heartbeat_interval_s: float = 0.5
+    # How often the cleaner looks for expired leases, deadlines and retention.
+    cleaner_interval_s: float = 1.0
+    cleaner_batch: int = 1_000
+    # After SIGTERM: how long running jobs may finish before on_shutdown applies.
+    shutdown_grace_s: float = 10.0
+    # DLQ trimming: entries older than this (0: keep) and beyond this many (0: no cap).
+    dlq_max_age_s: int = 30 * 86_400
+    dlq_max_len: int = 100_000
     connect_timeout_s: float = 1.0
     socket_timeout_s: float = 5.0
 
     def __post_init__(self) -> None:
         if not self.prefix or any(c in self.prefix for c in "{}"):
             raise ConfigError(f"prefix must be non-empty without braces: {self.prefix!r}")
-        for name in ("max_payload_bytes", "lease_ms", "claim_batch", "events_maxlen"):
+        for name in (
+            "max_payload_bytes",
+            "lease_ms",
+            "claim_batch",
+            "events_maxlen",
+            "cleaner_batch",
+        ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)!r}")
+        if self.heartbeat_interval_s * 1000 >= self.lease_ms:
+            raise ConfigError("heartbeat_interval_s must be shorter than lease_ms")
         scheme = urlsplit(self.redis_url).scheme
         if scheme not in ("redis", "rediss", "unix"):
             raise ConfigError(f"redis_url must be redis://, rediss:// or unix://, got {scheme!r}")

@@ -20,6 +20,7 @@ from .job import OPTION_FIELDS, Job, JobState
 from .keys import validate_queue_name
 
 DeadLetterPolicy = Literal["save", "none"]
+ShutdownPolicy = Literal["stop", "resubmit", "continue"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,16 @@ class TaskOptions:
     timeout_s: float | None = None
     dead_letter_policy: DeadLetterPolicy = "save"
     result_ttl_s: int = 86_400
+    # Staleness from creation, absolute deadline (epoch seconds), most time waiting in a queue.
+    ttl_s: float | None = None
+    good_until: float | None = None
+    queue_timeout_s: float | None = None
+    # A started job whose task has not called heartbeat() for this long is stalled.
+    max_heartbeat_interval_s: float | None = None
+    max_stalls: int = 1
+    on_shutdown: ShutdownPolicy = "stop"
+    # Simultaneous runs of this task per worker process (None: only the worker's concurrency).
+    max_concurrent: int | None = None
     # Pass a JobContext as the first argument.
     takes_context: bool = False
 
@@ -53,6 +64,20 @@ class TaskOptions:
         if self.max_retry_delay_s < 0 or self.result_ttl_s <= 0:
             raise ConfigError("max_retry_delay_s must be >= 0 and result_ttl_s > 0")
         validate_backoff(self.backoff)
+        for name in ("ttl_s", "queue_timeout_s", "max_heartbeat_interval_s"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ConfigError(f"{name} must be positive, got {value}")
+        if self.max_stalls < 0:
+            raise ConfigError(f"max_stalls must be >= 0, got {self.max_stalls}")
+        if self.max_concurrent is not None and self.max_concurrent < 1:
+            raise ConfigError(f"max_concurrent must be >= 1, got {self.max_concurrent}")
+        if self.on_shutdown not in ("stop", "resubmit", "continue"):
+            raise ConfigError(
+                f"on_shutdown must be stop, resubmit or continue, not {self.on_shutdown!r}"
+            )
+        if isinstance(self.good_until, datetime):
+            object.__setattr__(self, "good_until", _epoch_s(self.good_until))
         if self.dead_letter_policy not in ("save", "none"):
             raise ConfigError(
                 f"dead_letter_policy must be 'save' or 'none', not {self.dead_letter_policy!r}"
@@ -69,6 +94,19 @@ class Schedule:
     delay_s: float | None = None
     run_at_ms: int | None = None
     job_id: str | None = None
+
+
+_LIMIT_OPTIONS = ("ttl_s", "good_until", "queue_timeout_s", "max_stalls")
+
+
+def _epoch_s(when: datetime) -> float:
+    if when.tzinfo is None:
+        raise ConfigError("datetimes must be timezone-aware")
+    return when.timestamp()
+
+
+def _ms(seconds: float | None) -> int | None:
+    return None if seconds is None else int(seconds * 1000)
 
 
 @functools.cache
@@ -123,15 +161,13 @@ class Task:
         **options: Any,
     ) -> Task:
         """Return a copy with per-call options, a delay or run time, or a job id."""
-        unknown = set(options) - {"queue", "priority", *OPTION_FIELDS}
+        unknown = set(options) - {"queue", "priority", *OPTION_FIELDS, *_LIMIT_OPTIONS}
         if unknown:
             raise ConfigError(f"unknown task options: {', '.join(sorted(unknown))}")
         if delay_s is not None and delay_s < 0:
             raise ConfigError(f"delay_s must be >= 0, got {delay_s}")
         if isinstance(run_at, datetime):
-            if run_at.tzinfo is None:
-                raise ConfigError("run_at must be timezone-aware")
-            run_at = run_at.timestamp()
+            run_at = _epoch_s(run_at)
         run_at_ms = int(run_at * 1000) if run_at is not None else None
         new_options = dataclasses.replace(self.options, **options)
         overrides = {**self.overrides, **{k: v for k, v in options.items() if k in OPTION_FIELDS}}
@@ -160,6 +196,7 @@ class Task:
     def call(self, *args: Any, **kwargs: Any) -> Job:
         """Return an unsubmitted Job for this call, checked against the signature."""
         self.bind_check(args, kwargs)
+        opts = self.options
         job = Job(
             id=self.schedule.job_id or uuid.uuid4().hex,
             task=self.name,
@@ -172,7 +209,12 @@ class Task:
             options=dict(self.overrides),
             sent_at_ms=int(time.time() * 1000),
             run_at_ms=self.schedule.run_at_ms,
-            delay_ms=None if self.schedule.delay_s is None else int(self.schedule.delay_s * 1000),
+            delay_ms=_ms(self.schedule.delay_s),
+            dlq="0" if opts.dead_letter_policy == "none" else None,
+            max_stalls=None if opts.max_stalls == 1 else opts.max_stalls,
+            ttl_ms=_ms(opts.ttl_s),
+            good_until_ms=_ms(opts.good_until),
+            queue_timeout_ms=_ms(opts.queue_timeout_s),
         )
         return job
 

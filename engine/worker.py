@@ -1,4 +1,4 @@
-"""The worker: claims jobs in batches, runs them in slots, flushes outcomes in batches."""
+"""The worker: claims jobs in batches, begins and runs them in slots, flushes outcomes."""
 
 from __future__ import annotations
 
@@ -7,29 +7,33 @@ import logging
 import os
 import socket
 import uuid
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections import defaultdict, deque
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from redis.asyncio import Redis
 
-from . import serializer
+from . import failpoints
+from .cleaner import Cleaner
 from .connection import CONNECTION_ERRORS, connect
-from .errors import SCRIPT_ERRORS, LeaseLost
+from .context import JobContext
 from .job import Job
 from .keys import QueueKeys
-from .runner import Outcome, Runner, error_info
+from .outcomes import OutcomeWriter
+from .reconnect import Reconnect
+from .runner import Outcome, Runner, error_info, options_for
 from .scheduler import Scheduler
 from .scripts import Scripts
 from .settings import EngineSettings
 from .task import Registry, Task
+from .upkeep import Running, Upkeep
 
 log = logging.getLogger("engine.worker")
 
 
 class Worker:
-    """Run jobs from one or more queues (in the given order) with at most `concurrency` at once."""
+    """Run jobs from one or more queues (claimed in the given order), `concurrency` at once."""
 
     def __init__(
         self,
@@ -39,30 +43,43 @@ class Worker:
         concurrency: int = 10,
         burst: bool = False,
         worker_id: str | None = None,
+        queue_concurrency: Mapping[str, int] | None = None,
     ) -> None:
         self.settings = settings
         self.registry = Registry(tasks)
         self.queues = [QueueKeys(settings.prefix, q) for q in queues]
         self.concurrency = concurrency
+        self.queue_limits = dict(queue_concurrency or {})
         self.burst = burst
         self.id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.redis: Redis = connect(settings)
         self.blocking: Redis = connect(settings, blocking=True)
         self.scripts = Scripts(self.redis)
         self.executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="job")
-        self.runner = Runner(self.registry, self.id, self.executor)
-        self.scheduler = Scheduler(settings, self.redis, [k.queue for k in self.queues])
+        self.runner = Runner(self.registry, self.executor)
         self.counters: dict[str, int] = defaultdict(int)
-        self._running: set[asyncio.Task[None]] = set()
+        self.writer = OutcomeWriter(settings, self.scripts, self.id, self.counters)
+        self.upkeep = Upkeep(settings, self.redis, self.scripts, self.id)
+        names = [k.queue for k in self.queues]
+        self.scheduler = Scheduler(settings, self.redis, names)
+        self.cleaner = Cleaner(settings, self.redis, names)
+        # Every claimed job until its outcome is queued; `waiting` holds those not begun yet.
+        self._active: dict[str, Running] = {}
+        self._waiting: dict[str, deque[Running]] = defaultdict(deque)
+        self._per_task: dict[str, int] = defaultdict(int)
         self._outcomes: list[Outcome] = []
-        # Outcomes produced but not yet written to Redis (queued or being flushed).
         self._unflushed = 0
         self._slot_free = asyncio.Event()
         self._flush_wanted = asyncio.Event()
         self._stopping = asyncio.Event()
+        self._forced = asyncio.Event()
+        self._claim_retry = Reconnect("claim")
 
     def stop(self) -> None:
-        """Stop claiming; running jobs finish and their outcomes are written."""
+        """Stop claiming (first call); force running jobs to stop (second call)."""
+        if self._stopping.is_set():
+            log.warning("second signal: forcing stop worker=%s", self.id)
+            self._forced.set()
         self._stopping.set()
         self._slot_free.set()
 
@@ -76,96 +93,202 @@ class Worker:
             self.burst,
             self.settings.redacted_url,
         )
-        flusher = asyncio.create_task(self._flush_loop(), name="flusher")
-        scheduler = asyncio.create_task(self.scheduler.run(self._stopping), name="scheduler")
+        loops = [
+            asyncio.create_task(self._flush_loop(), name="flusher"),
+            asyncio.create_task(self._upkeep_loop(), name="upkeep"),
+            asyncio.create_task(self.scheduler.run(self._stopping), name="scheduler"),
+            asyncio.create_task(self.cleaner.run(self._stopping), name="cleaner"),
+        ]
         try:
             await self._claim_loop()
-            if self._running:
-                await asyncio.wait(self._running)
+            await self._shutdown()
         finally:
             self._stopping.set()
             self._flush_wanted.set()
-            await flusher
-            scheduler.cancel()
-            await asyncio.gather(scheduler, return_exceptions=True)
+            await loops[0]
+            for task in loops[1:]:
+                task.cancel()
+            await asyncio.gather(*loops[1:], return_exceptions=True)
+            await self._deregister()
             self.executor.shutdown(wait=False, cancel_futures=True)
             await self.redis.aclose()
             await self.blocking.aclose()
-            log.info(
-                "worker stopped id=%s %s",
-                self.id,
-                " ".join(f"{k}={v}" for k, v in sorted(self.counters.items())),
-            )
+            stats = " ".join(f"{k}={v}" for k, v in sorted(self.counters.items()))
+            log.info("worker stopped id=%s %s", self.id, stats)
 
     async def _claim_loop(self) -> None:
         while not self._stopping.is_set():
-            free = self.concurrency - len(self._running)
+            free = self.concurrency - len(self._active)
             if free <= 0:
                 self._slot_free.clear()
                 await self._slot_free.wait()
                 continue
             try:
-                jobs = await self._claim(free)
+                claimed = await self._claim(free)
+                self._claim_retry.ok()
             except CONNECTION_ERRORS as exc:
-                await self._redis_down(exc)
+                await self._claim_retry.failed(exc)
                 continue
-            for job in jobs:
-                self._start(job)
-            if jobs:
+            if claimed:
+                failpoints.hit("after_claim")
+                await self._admit(claimed)
                 continue
             if self.burst and await self._drained():
                 return
             await self._wait_for_work()
 
-    async def _claim(self, free: int) -> list[Job]:
-        jobs: list[Job] = []
+    async def _claim(self, free: int) -> list[Running]:
+        out: list[Running] = []
         for keys in self.queues:
-            want = min(free - len(jobs), self.settings.claim_batch)
+            want = min(free - len(out), self.settings.claim_batch)
+            limit = self.queue_limits.get(keys.queue)
+            if limit is not None:
+                want = min(want, limit - sum(1 for r in self._active.values() if r.keys == keys))
             if want <= 0:
-                break
+                continue
             rows = await self.scripts.claim(
-                [keys.submitted, keys.started, keys.events, keys.marker, keys.seq],
+                [
+                    keys.submitted,
+                    keys.started,
+                    keys.events,
+                    keys.marker,
+                    keys.seq,
+                    keys.dlq,
+                    keys.done,
+                    keys.stats,
+                ],
                 [
                     keys.job_prefix,
                     self.settings.events_maxlen,
                     want,
                     self.settings.lease_ms,
                     self.id,
+                    self.settings.default_result_ttl_s * 1000,
                 ],
             )
-            jobs.extend(Job.from_claim(keys.queue, row) for row in rows)
-        return jobs
+            for row in rows:
+                job = Job.from_claim(keys.queue, row)
+                task = self.registry.get(job.task, job.version)
+                opts = options_for(task, job) if task is not None else None
+                ctx = JobContext(job, self.id, self._write_progress, asyncio.get_running_loop())
+                rec = Running(job, keys, task, opts, ctx)
+                self._active[job.id] = rec
+                out.append(rec)
+        return out
 
-    def _start(self, job: Job) -> None:
-        task = asyncio.create_task(self._run_one(job))
-        self._running.add(task)
-        task.add_done_callback(self._job_done)
+    async def _admit(self, claimed: list[Running]) -> None:
+        """Begin what may start now; park jobs over their task's max_concurrent."""
+        ready: list[Running] = []
+        for rec in claimed:
+            cap = rec.opts.max_concurrent if rec.opts else None
+            if cap is not None and self._per_task[rec.job.task] >= cap:
+                self._waiting[rec.job.task].append(rec)
+            else:
+                self._per_task[rec.job.task] += 1
+                ready.append(rec)
+        await self._begin_and_start(ready)
 
-    def _job_done(self, task: asyncio.Task[None]) -> None:
-        self._running.discard(task)
-        self._slot_free.set()
-
-    async def _run_one(self, job: Job) -> None:
-        try:
-            outcome = await self.runner.run(job)
-        except asyncio.CancelledError:
+    async def _begin_and_start(self, ready: list[Running]) -> None:
+        if not ready:
             return
+        by_queue: dict[QueueKeys, list[Running]] = defaultdict(list)
+        for rec in ready:
+            by_queue[rec.keys].append(rec)
+        for keys, recs in by_queue.items():
+            argv: list[Any] = [keys.job_prefix, self.settings.lease_ms, len(recs)]
+            for rec in recs:
+                argv += (rec.job.id, rec.job.token or "")
+            try:
+                codes = await self.scripts.begin([keys.started], argv)
+            except CONNECTION_ERRORS as exc:
+                # Not begun: the lease expires and the cleaner hands them back without an attempt.
+                log.warning("begin failed worker=%s jobs=%d error=%r", self.id, len(recs), exc)
+                codes = [-2] * len(recs)
+            for rec, code in zip(recs, codes, strict=True):
+                if code < 0:
+                    self.writer.count(Outcome(rec.job, "failed"), "begin", code)
+                    self._forget(rec)
+                    continue
+                rec.job.attempt = code
+                failpoints.hit("after_begin")
+                rec.handle = asyncio.create_task(self._run_one(rec))
+
+    async def _run_one(self, rec: Running) -> None:
+        outcome: Outcome | None
+        try:
+            outcome = await self.runner.run(rec.job, rec.ctx)
+        except asyncio.CancelledError:
+            outcome = self._stopped_outcome(rec)
         except Exception as exc:  # a bug in the engine itself: fail the job, keep the worker
-            log.exception("runner error job=%s worker=%s", job.id, self.id)
-            outcome = Outcome(job, "failed", error=error_info(job, exc, "EngineError", repr(exc)))
-        self._outcomes.append(outcome)
-        self._unflushed += 1
-        self._flush_wanted.set()
+            log.exception("runner error job=%s worker=%s", rec.job.id, self.id)
+            outcome = Outcome(
+                rec.job, "failed", error=error_info(rec.job, exc, "EngineError", repr(exc))
+            )
+        if outcome is not None and rec.ctx.cancelled and outcome.kind in ("retry", "failed"):
+            outcome.kind = "cancelled"
+        self._finish(rec, outcome)
+
+    def _stopped_outcome(self, rec: Running) -> Outcome | None:
+        reason = rec.stop_reason
+        if reason == "lease_lost":
+            return None
+        if reason == "resubmit":
+            return Outcome(
+                rec.job, "release", error={"type": "Shutdown", "message": "resubmitted on shutdown"}
+            )
+        if reason == "cancelled":
+            return Outcome(
+                rec.job,
+                "cancelled",
+                error=error_info(rec.job, None, "Cancelled", "cancelled by user"),
+            )
+        return Outcome(
+            rec.job, "stalled", error=error_info(rec.job, None, "Shutdown", "stopped on shutdown")
+        )
+
+    def _finish(self, rec: Running, outcome: Outcome | None) -> None:
+        self._forget(rec)
+        if outcome is not None:
+            self._outcomes.append(outcome)
+            self._unflushed += 1
+            self._flush_wanted.set()
+        queue = self._waiting.get(rec.job.task)
+        if queue and not self._stopping.is_set():
+            nxt = queue.popleft()
+            asyncio.get_running_loop().create_task(self._begin_and_start([nxt]))
+        else:
+            self._per_task[rec.job.task] -= 1
+
+    def _forget(self, rec: Running) -> None:
+        if self._active.pop(rec.job.id, None) is not None:
+            self._slot_free.set()
+
+    async def _write_progress(self, job: Job, pct: float, message: str) -> None:
+        keys = QueueKeys(self.settings.prefix, job.queue)
+        code = await self.scripts.progress(
+            [keys.events],
+            [
+                keys.job_prefix,
+                self.settings.events_maxlen,
+                job.id,
+                job.token or "",
+                pct,
+                message,
+                self.id,
+            ],
+        )
+        if code < 0:
+            self.writer.count(Outcome(job, "failed"), "progress", code)
 
     async def _wait_for_work(self) -> None:
         markers = [k.marker for k in self.queues]
         try:
             await self.blocking.bzpopmin(markers, timeout=self.settings.idle_wait_s)
         except CONNECTION_ERRORS as exc:
-            await self._redis_down(exc)
+            await self._claim_retry.failed(exc)
 
     async def _drained(self) -> bool:
-        if self._running or self._unflushed:
+        if self._active or self._unflushed:
             return False
         async with self.redis.pipeline(transaction=False) as pipe:
             for keys in self.queues:
@@ -174,78 +297,111 @@ class Worker:
             sizes = await pipe.execute()
         return not any(sizes)
 
-    async def _redis_down(self, exc: BaseException) -> None:
-        self.counters["redis_errors"] += 1
-        log.warning("redis unavailable worker=%s error=%r", self.id, exc)
-        await asyncio.sleep(0.5)
-
     async def _flush_loop(self) -> None:
+        retry = Reconnect("flush")
         while True:
             await self._flush_wanted.wait()
             self._flush_wanted.clear()
             batch, self._outcomes = self._outcomes, []
             if batch:
                 try:
-                    await self._flush(batch)
+                    await self.writer.write(batch)
+                    retry.ok()
                 except CONNECTION_ERRORS as exc:
                     self._outcomes[:0] = batch
                     self._flush_wanted.set()
-                    await self._redis_down(exc)
+                    await retry.failed(exc)
                     continue
                 self._unflushed -= len(batch)
-            if self._stopping.is_set() and not self._running and not self._outcomes:
+            if self._stopping.is_set() and not self._active and not self._outcomes:
                 return
 
-    async def _flush(self, batch: list[Outcome]) -> None:
-        by_queue: dict[str, list[Outcome]] = defaultdict(list)
-        for outcome in batch:
-            by_queue[outcome.job.queue].append(outcome)
-        calls = []
-        for queue, outcomes in by_queue.items():
-            keys = QueueKeys(self.settings.prefix, queue)
-            done = [o for o in outcomes if o.kind == "complete"]
-            if done:
-                calls.append(self._complete(keys, done))
-            calls.extend(self._write_other(keys, o) for o in outcomes if o.kind != "complete")
-        await asyncio.gather(*calls)
+    async def _upkeep_loop(self) -> None:
+        retry = Reconnect("upkeep")
+        while True:
+            try:
+                records = list(self._active.values())
+                for rec, code in await self.upkeep.renew(records):
+                    if code == 1 and rec.handle is not None:
+                        self._stop_job(rec, "cancelled")
+                    elif code < 0:
+                        self.writer.count(Outcome(rec.job, "failed"), "heartbeat", code)
+                        self._stop_job(rec, "lease_lost")
+                await self.upkeep.register(
+                    [k.queue for k in self.queues], self.concurrency, records
+                )
+                retry.ok()
+            except CONNECTION_ERRORS as exc:
+                await retry.failed(exc)
+                continue
+            await asyncio.sleep(self.settings.heartbeat_interval_s)
 
-    async def _complete(self, keys: QueueKeys, outcomes: list[Outcome]) -> None:
-        argv: list[Any] = [keys.job_prefix, self.settings.events_maxlen, self.id, len(outcomes)]
-        for o in outcomes:
-            argv += (o.job.id, o.job.token or "", o.result, o.result_ttl_s * 1000)
-        codes = await self.scripts.complete(
-            [keys.started, keys.done, keys.events, keys.stats], argv
-        )
-        for o, code in zip(outcomes, codes, strict=True):
-            self._count(o, "completed", code)
-
-    async def _write_other(self, keys: QueueKeys, o: Outcome) -> None:
-        err = serializer.dumps(o.error or {})
-        short = f"{(o.error or {}).get('type', '')}: {(o.error or {}).get('message', '')}"[:200]
-        head = [keys.job_prefix, self.settings.events_maxlen, self.id, o.job.id, o.job.token or ""]
-        if o.kind == "retry":
-            delay = "" if o.delay_s is None else int(o.delay_s * 1000)
-            code = await self.scripts.retry(
-                [keys.started, keys.submitted, keys.scheduled, keys.events, keys.marker, keys.seq],
-                [*head, delay, err, short],
-            )
-            self._count(o, "retried", code)
-        else:
-            code = await self.scripts.fail(
-                [keys.started, keys.dlq, keys.done, keys.events, keys.stats],
-                [*head, o.kind, err, short, "1" if o.save_dlq else "0", o.result_ttl_s * 1000],
-            )
-            self._count(o, o.kind, code)
-
-    def _count(self, o: Outcome, name: str, code: int) -> None:
-        if code == 0:
-            self.counters[name] += 1
+    def _stop_job(self, rec: Running, reason: str) -> None:
+        """Stop a job: cancel its coroutine, tell sync code through job.cancelled."""
+        if rec.stop_reason is not None:
             return
-        if SCRIPT_ERRORS.get(code) is LeaseLost:
-            self.counters["lease_lost"] += 1
-            log.warning("lease lost job=%s worker=%s write=%s", o.job.id, self.id, name)
+        rec.stop_reason = reason
+        rec.ctx._cancel.set()
+        if rec.handle is not None:
+            rec.handle.cancel()
         else:
-            self.counters["write_refused"] += 1
-            log.warning(
-                "write refused job=%s worker=%s write=%s code=%d", o.job.id, self.id, name, code
+            self._drop_waiting(rec)
+
+    def _drop_waiting(self, rec: Running) -> None:
+        queue = self._waiting.get(rec.job.task)
+        if queue and rec in queue:
+            queue.remove(rec)
+        self._forget(rec)
+
+    async def _shutdown(self) -> None:
+        """Hand back jobs not begun, give running ones the grace period, then apply on_shutdown."""
+        for queue in list(self._waiting.values()):
+            while queue:
+                rec = queue.popleft()
+                failpoints.hit("during_handback")
+                self._finish_waiting(rec)
+        running = [r.handle for r in self._active.values() if r.handle is not None]
+        if running:
+            log.info(
+                "shutdown: waiting worker=%s running=%d grace_s=%s",
+                self.id,
+                len(running),
+                self.settings.shutdown_grace_s,
             )
+            await self._wait_running(self.settings.shutdown_grace_s)
+        for rec in list(self._active.values()):
+            policy = rec.opts.on_shutdown if rec.opts else "stop"
+            if policy != "continue":
+                failpoints.hit("during_handback")
+                self._stop_job(rec, "resubmit" if policy == "resubmit" else "stop")
+        await self._wait_running(None)
+
+    def _finish_waiting(self, rec: Running) -> None:
+        self._forget(rec)
+        self._outcomes.append(
+            Outcome(rec.job, "release", error={"type": "Shutdown", "message": "claimed, not begun"})
+        )
+        self._unflushed += 1
+        self._flush_wanted.set()
+
+    async def _wait_running(self, timeout_s: float | None) -> None:
+        """Wait for running jobs, at most `timeout_s`; a second signal stops the rest now."""
+        handles = [r.handle for r in self._active.values() if r.handle is not None]
+        if not handles:
+            return
+        all_done: asyncio.Future[Any] = asyncio.gather(*handles, return_exceptions=True)
+        forced: asyncio.Future[Any] = asyncio.ensure_future(self._forced.wait())
+        await asyncio.wait(
+            [all_done, forced], timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+        )
+        if forced.done():
+            for rec in list(self._active.values()):
+                self._stop_job(rec, "stop")
+            await all_done
+        forced.cancel()
+
+    async def _deregister(self) -> None:
+        try:
+            await self.upkeep.deregister()
+        except CONNECTION_ERRORS:
+            log.warning("could not deregister worker=%s (redis unavailable)", self.id)

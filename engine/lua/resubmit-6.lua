@@ -24,8 +24,10 @@ for j = 3, #ARGV do
     out[#out + 1] = -3
   else
     rcall('PERSIST', key)
-    rcall('HSET', key, 'state', 'submitted', 'attempt', 0, 'submitted_at_ms', fmt(now))
-    rcall('HDEL', key, 'completed_at_ms', 'result', 'token', 'run_at_ms')
+    rcall('HSET', key, 'state', 'submitted', 'attempt', 0, 'stalls', 0, 'begun', '0',
+          'submitted_at_ms', fmt(now))
+    rcall('HDEL', key, 'completed_at_ms', 'result', 'token', 'run_at_ms', 'deadline_ms',
+          'cancel_requested_at_ms', 'progress', 'progress_message')
     rcall('ZREM', dlq, id)
     rcall('ZREM', done, id)
     rcall('ZADD', submitted, ready_score(cur[2] or 0, rcall('INCR', seqkey)), id)

@@ -16,8 +16,8 @@ from . import tasks as t
 async def claim_one(client: Client, worker: str = "w1", limit: int = 1) -> list[Any]:
     k = client.keys("default")
     rows = await client.scripts.claim(
-        [k.submitted, k.started, k.events, k.marker, k.seq],
-        [k.job_prefix, 1000, limit, 30_000, worker],
+        [k.submitted, k.started, k.events, k.marker, k.seq, k.dlq, k.done, k.stats],
+        [k.job_prefix, 1000, limit, 30_000, worker, 60_000],
     )
     return rows[0] if rows else []
 
@@ -27,7 +27,7 @@ def test_error_table() -> None:
 
 
 async def test_key_count_is_checked(client: Client) -> None:
-    with pytest.raises(ValueError, match="claim takes 5 keys"):
+    with pytest.raises(ValueError, match="claim takes 8 keys"):
         await client.scripts.claim(["only-one"], [])
 
 
@@ -77,7 +77,8 @@ async def test_fail_without_dlq_expires_and_with_wrong_token_is_refused(client: 
     row = await claim_one(client)
     keys = [k.started, k.dlq, k.done, k.events, k.stats]
     head = [k.job_prefix, 1000, "w1", job.id]
-    tail = ["failed", '{"type":"X"}', "X", "0", 5000]
+    tail = ["failed", '{"type":"X"}', "X", 5000]
+    await client.redis.hset(k.job(job.id), "dlq", "0")
     assert await client.scripts.fail(keys, [*head, "wrong", *tail]) == -2
     assert await client.scripts.fail(keys, [*head, row[6], *tail]) == 0
     assert await client.scripts.fail(keys, [*head, row[6], *tail]) == -2  # token cleared
@@ -89,17 +90,17 @@ async def test_fail_without_dlq_expires_and_with_wrong_token_is_refused(client: 
 async def test_retry_appends_errors_and_requeues(client: Client) -> None:
     k = client.keys("default")
     job = await client.enqueue(t.add, 1, 1)
-    keys = [k.started, k.submitted, k.scheduled, k.events, k.marker, k.seq]
+    keys = [k.started, k.submitted, k.scheduled, k.events, k.marker, k.seq, k.dlq, k.done, k.stats]
     for n in (1, 2):
         row = await claim_one(client)
         code = await client.scripts.retry(
-            keys, [k.job_prefix, 1000, "w1", job.id, row[6], "", f'{{"n":{n}}}', "e"]
+            keys, [k.job_prefix, 1000, "w1", job.id, row[6], "", f'{{"n":{n}}}', "e", 1000]
         )
         assert code == 0
     got = await client.get(job.id)
     assert got.state is JobState.SUBMITTED and got.errors == [{"n": 1}, {"n": 2}]
     assert (
-        await client.scripts.retry(keys, [k.job_prefix, 1000, "w1", "nope", "1", "", "{}", ""])
+        await client.scripts.retry(keys, [k.job_prefix, 1000, "w1", "nope", "1", "", "{}", "", 1])
         == -1
     )
 

@@ -224,8 +224,17 @@ async def test_stale_token_cannot_complete(client: Client, settings: EngineSetti
     job = await client.enqueue(t.add, 1, 1)
     keys = client.keys("default")
     claimed = await client.scripts.claim(
-        [keys.submitted, keys.started, keys.events, keys.marker, keys.seq],
-        [keys.job_prefix, 1000, 1, 30_000, "w1"],
+        [
+            keys.submitted,
+            keys.started,
+            keys.events,
+            keys.marker,
+            keys.seq,
+            keys.dlq,
+            keys.done,
+            keys.stats,
+        ],
+        [keys.job_prefix, 1000, 1, 30_000, "w1", 60_000],
     )
     token = claimed[0][6]
     args = [keys.job_prefix, 1000, "w1", 1]

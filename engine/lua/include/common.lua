@@ -4,6 +4,9 @@
   ready_score(priority, seq): ZSET score of a ready job (higher priority first, then arrival).
   emit(...): append one transition event to the queue's stream.
   append_error(key, err): append one JSON error object to the job's `errors` JSON array.
+  bury(...): end a job in a terminal state: into the DLQ (failures, unless the job's `dlq` field
+  is '0') or into `done` with an expiry (completed, cancelled, or dlq '0'); counts it in stats.
+  release(...): put a started job back into `submitted` (used by reap and hand-back).
 ]]
 local rcall = redis.call
 
@@ -35,4 +38,24 @@ local function append_error(key, err)
     errors = string.sub(errors, 1, -2) .. ',' .. err .. ']'
   end
   rcall('HSET', key, 'errors', errors)
+end
+
+local function bury(key, id, state, now, dlq, done, stats, ttl_ms)
+  rcall('HSET', key, 'state', state, 'completed_at_ms', fmt(now))
+  rcall('HDEL', key, 'token')
+  if state ~= 'cancelled' and state ~= 'completed' and rcall('HGET', key, 'dlq') ~= '0' then
+    rcall('ZADD', dlq, fmt(now), id)
+  else
+    rcall('ZADD', done, fmt(now + ttl_ms), id)
+    rcall('PEXPIRE', key, ttl_ms)
+  end
+  rcall('HINCRBY', stats, state, 1)
+end
+
+local function release(key, id, now, submitted, marker, seqkey)
+  local priority = rcall('HGET', key, 'priority') or 0
+  rcall('HSET', key, 'state', 'submitted', 'submitted_at_ms', fmt(now), 'begun', '0')
+  rcall('HDEL', key, 'token')
+  rcall('ZADD', submitted, ready_score(priority, rcall('INCR', seqkey)), id)
+  rcall('ZADD', marker, 0, '0')
 end

@@ -1,0 +1,29 @@
+--[[
+  Begin claimed jobs: count the attempt and stamp the start, just before user code runs.
+  Also renews each lease, since a claimed job may have waited for a local slot.
+  KEYS[1] started ZSET (id -> lease deadline ms)
+  ARGV[1] job key prefix   ARGV[2] lease_ms   ARGV[3] number of jobs   then per job: id, token
+  Returns: one code per job: the attempt number (>= 1), or -2 when the token no longer matches.
+  Events: none (the job is already `started`).
+]]
+--@include common
+local prefix, lease_ms, count = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local t = now_ms()
+local now, lease = fmt(t), fmt(t + lease_ms)
+local out = {}
+for j = 1, count do
+  local id, token = ARGV[2 + 2 * j], ARGV[3 + 2 * j]
+  local key = prefix .. id
+  local cur = rcall('HMGET', key, 'token', 'begun', 'started_at_ms')
+  if cur[1] ~= token or cur[1] == false then
+    out[j] = -2
+  else
+    local attempt = rcall('HINCRBY', key, 'attempt', 1)
+    local first = 'retried_at_ms'
+    if not cur[3] then first = 'started_at_ms' end
+    rcall('HSET', key, 'begun', '1', first, now, 'heartbeat_at_ms', now)
+    rcall('ZADD', KEYS[1], 'XX', lease, id)
+    out[j] = attempt
+  end
+end
+return out

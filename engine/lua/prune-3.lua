@@ -1,0 +1,30 @@
+--[[
+  Retention: delete finished jobs whose result_ttl passed, and trim the DLQ by age and length.
+  KEYS[1] done ZSET (id -> expires_at_ms)   KEYS[2] dlq ZSET (id -> dead_at_ms)   KEYS[3] deadlines ZSET
+  ARGV[1] job key prefix   ARGV[2] max jobs per call   ARGV[3] DLQ max age ms (0: no limit)
+  ARGV[4] DLQ max length (0: no limit)
+  Returns: {finished jobs deleted, DLQ jobs deleted}.
+  Events: none (retention is not a transition).
+]]
+--@include common
+local done, dlq, deadlines = KEYS[1], KEYS[2], KEYS[3]
+local prefix, limit, max_age, max_len = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local now = now_ms()
+local function drop(zset, ids)
+  for _, id in ipairs(ids) do
+    rcall('DEL', prefix .. id)
+    rcall('ZREM', zset, id)
+    rcall('ZREM', deadlines, id)
+  end
+  return #ids
+end
+local pruned = drop(done, rcall('ZRANGEBYSCORE', done, '-inf', fmt(now), 'LIMIT', 0, limit))
+local trimmed = 0
+if max_age > 0 then
+  trimmed = drop(dlq, rcall('ZRANGEBYSCORE', dlq, '-inf', fmt(now - max_age), 'LIMIT', 0, limit))
+end
+if max_len > 0 then
+  local over = rcall('ZCARD', dlq) - max_len
+  if over > 0 then trimmed = trimmed + drop(dlq, rcall('ZRANGE', dlq, 0, math.min(over, limit) - 1)) end
+end
+return {pruned, trimmed}

@@ -1,0 +1,111 @@
+"""Lease renewal for running jobs and the worker registry entry, on the worker's own timer."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.asyncio import Redis
+
+from . import serializer
+from .context import JobContext
+from .job import Job
+from .keys import QueueKeys, worker_key, workers_key
+from .scripts import Scripts
+from .settings import EngineSettings
+from .task import Task, TaskOptions
+
+
+@dataclass(eq=False, slots=True)
+class Running:
+    """A job this worker claimed: waiting for a local slot, or running."""
+
+    job: Job
+    keys: QueueKeys
+    task: Task | None
+    opts: TaskOptions | None
+    ctx: JobContext
+    handle: Any = None
+    # Why the worker is stopping it: "cancelled", "stop", "resubmit" or "lease_lost".
+    stop_reason: str | None = None
+    claimed_at: float = field(default_factory=time.monotonic)
+
+    def lease_ms(self, lease_ms: int) -> int:
+        """Return the lease to grant; capped so a task silent past its heartbeat limit stalls."""
+        limit = self.opts.max_heartbeat_interval_s if self.opts else None
+        if limit is None or self.handle is None:
+            return lease_ms
+        left_ms = int((limit - (time.monotonic() - self.ctx.last_heartbeat)) * 1000)
+        return max(0, min(lease_ms, left_ms))
+
+
+class Upkeep:
+    """Renew leases (fenced by token) and keep this worker's registry entry fresh."""
+
+    def __init__(
+        self, settings: EngineSettings, redis: Redis, scripts: Scripts, worker_id: str
+    ) -> None:
+        self.settings = settings
+        self.redis = redis
+        self.scripts = scripts
+        self.worker_id = worker_id
+        self.started_at_ms = int(time.time() * 1000)
+
+    async def renew(self, records: Sequence[Running]) -> list[tuple[Running, int]]:
+        """Renew every lease; return (record, code) with 0 ok, 1 cancel requested, -2 lease lost."""
+        by_queue: dict[QueueKeys, list[Running]] = defaultdict(list)
+        for rec in records:
+            by_queue[rec.keys].append(rec)
+        out: list[tuple[Running, int]] = []
+        for keys, recs in by_queue.items():
+            argv: list[Any] = [keys.job_prefix, len(recs)]
+            for rec in recs:
+                touch = "1" if rec.ctx.touched else "0"
+                rec.ctx.touched = False
+                argv += (
+                    rec.job.id,
+                    rec.job.token or "",
+                    rec.lease_ms(self.settings.lease_ms),
+                    touch,
+                )
+            codes = await self.scripts.heartbeat([keys.started], argv)
+            out.extend(zip(recs, codes, strict=True))
+        return out
+
+    async def register(
+        self, queues: Sequence[str], concurrency: int, records: Sequence[Running]
+    ) -> None:
+        """Write this worker's registry entry; it expires unless renewed."""
+        now_ms = int(time.time() * 1000)
+        ttl_ms = max(int(self.settings.heartbeat_interval_s * 1000 * 6), 3000)
+        current = [
+            {"id": r.job.id, "queue": r.job.queue, "task": r.job.task} for r in records if r.handle
+        ]
+        info: dict[str | bytes, str | bytes] = {
+            "id": self.worker_id,
+            "host": socket.gethostname(),
+            "pid": str(os.getpid()),
+            "queues": ",".join(queues),
+            "concurrency": str(concurrency),
+            "started_at_ms": str(self.started_at_ms),
+            "heartbeat_at_ms": str(now_ms),
+            "current_jobs": serializer.dumps(current).decode(),
+        }
+        key = worker_key(self.settings.prefix, self.worker_id)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hset(key, mapping=info)  # type: ignore[arg-type]
+            pipe.pexpire(key, ttl_ms)
+            pipe.zadd(workers_key(self.settings.prefix), {self.worker_id: now_ms})
+            await pipe.execute()
+
+    async def deregister(self) -> None:
+        """Remove this worker from the registry."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.delete(worker_key(self.settings.prefix, self.worker_id))
+            pipe.zrem(workers_key(self.settings.prefix), self.worker_id)
+            await pipe.execute()
