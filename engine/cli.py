@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import importlib
 import logging
 import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from .connection import CONNECTION_ERRORS
 from .settings import EngineSettings
@@ -29,11 +31,48 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     worker.add_argument(
         "--tasks", required=True, help="comma-separated modules defining @task functions"
     )
-    worker.add_argument("--queues", default="default", help="comma-separated, in claim order")
+    worker.add_argument(
+        "--queues",
+        default="default",
+        help="comma-separated, in claim order; name:N limits that queue to N running jobs",
+    )
+    worker.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override an EngineSettings field, e.g. --set lease_ms=5000 (repeatable)",
+    )
     worker.add_argument("--concurrency", type=int, default=10)
     worker.add_argument("--burst", action="store_true", help="exit when the queues are empty")
     worker.add_argument("--log-level", default="INFO")
     return parser.parse_args(argv)
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """Turn FIELD=VALUE strings into typed EngineSettings overrides."""
+    types: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(EngineSettings)}
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        if not sep or name not in types:
+            raise SystemExit(
+                f"--set {item!r}: expected FIELD=VALUE with FIELD one of {sorted(types)}"
+            )
+        out[name] = type(types[name])(raw)
+    return out
+
+
+def parse_queues(spec: str) -> tuple[list[str], dict[str, int]]:
+    """Split 'a:5,b' into (['a', 'b'], {'a': 5})."""
+    names: list[str] = []
+    limits: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, _, limit = item.partition(":")
+        names.append(name)
+        if limit:
+            limits[name] = int(limit)
+    return names, limits
 
 
 def load_tasks(modules: str) -> list[Task]:

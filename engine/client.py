@@ -29,7 +29,9 @@ class Client:
 
     def __init__(self, settings: EngineSettings, redis: Redis | None = None) -> None:
         self.settings = settings
-        self.redis = redis if redis is not None else connect(settings)
+        self.redis = (
+            redis if redis is not None else connect(settings, timeout_s=settings.client_timeout_s)
+        )
         self.scripts = Scripts(self.redis)
         self._known_queues: set[str] = set()
 

@@ -1,13 +1,18 @@
-"""Redis clients built from EngineSettings (decoded replies, fail-fast connects)."""
+"""Redis clients built from EngineSettings: redis://, rediss:// (TLS), unix:// and Sentinel."""
 
 from __future__ import annotations
 
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from .errors import ConfigError
 from .settings import EngineSettings
 
 # Errors that mean "Redis is not reachable right now", as opposed to a bad command.
@@ -18,15 +23,53 @@ CONNECTION_ERRORS: tuple[type[Exception], ...] = (
     TimeoutError,
     OSError,
 )
+SENTINEL_SCHEME = "redis+sentinel"
 
 
-def connect(settings: EngineSettings, *, blocking: bool = False) -> Redis:
-    """Return a client for settings.redis_url; `blocking` allows long blocking reads."""
-    return Redis.from_url(
-        settings.redis_url,
-        decode_responses=True,
-        socket_connect_timeout=settings.connect_timeout_s,
-        socket_timeout=None if blocking else settings.socket_timeout_s,
-        retry=Retry(NoBackoff(), 0),
-        health_check_interval=0 if blocking else 30,
+def connect(
+    settings: EngineSettings, *, blocking: bool = False, timeout_s: float | None = None
+) -> Redis:
+    """Return a client; `blocking` allows long blocking reads, `timeout_s` bounds every command.
+
+    Replies are decoded as UTF-8 with surrogateescape, so bytes that are not UTF-8 survive a
+    round trip and fail JSON decoding (a clear error) instead of breaking the connection.
+    """
+    options: dict[str, Any] = {
+        "decode_responses": True,
+        "encoding_errors": "surrogateescape",
+        "socket_connect_timeout": settings.connect_timeout_s,
+        "socket_timeout": None if blocking else (timeout_s or settings.socket_timeout_s),
+        "retry": Retry(NoBackoff(), 0),
+        "health_check_interval": 0 if blocking else 30,
+    }
+    if urlsplit(settings.redis_url).scheme == SENTINEL_SCHEME:
+        return _sentinel_master(settings.redis_url, options)
+    return Redis.from_url(settings.redis_url, **options)
+
+
+def _sentinel_master(url: str, options: dict[str, Any]) -> Redis:
+    """Connect to the master named in `redis+sentinel://[:pw@]h1:p1,h2:p2/service[/db]`."""
+    parts = urlsplit(url)
+    hosts = []
+    for item in parts.netloc.rpartition("@")[2].split(","):
+        host, _, port = item.rpartition(":")
+        hosts.append((host or "127.0.0.1", int(port or 26379)))
+    path = [p for p in parts.path.split("/") if p]
+    if not path:
+        raise ConfigError(
+            "a Sentinel URL needs the service name: redis+sentinel://host:port/mymaster"
+        )
+    service = path[0]
+    db = int(path[1]) if len(path) > 1 else 0
+    password = unquote(parts.password) if parts.password else None
+    query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+    sentinel_password = query.get("sentinel_password")
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        hosts,
+        socket_timeout=options["socket_timeout"],
+        sentinel_kwargs={"password": sentinel_password} if sentinel_password else None,
     )
+    master: Redis = sentinel.master_for(
+        service, redis_class=Redis, db=db, password=password, **options
+    )
+    return master

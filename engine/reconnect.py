@@ -11,20 +11,24 @@ log = logging.getLogger("engine.reconnect")
 
 
 class Reconnect:
-    """Sleep after a Redis error: 0.05 s doubling to `cap_s`, with jitter; log at most 1/s."""
+    """Sleep after a Redis error: 0.05 s doubling to `cap_s`, with jitter.
 
-    def __init__(self, loop_name: str, cap_s: float = 2.0) -> None:
+    All loops of a process share one log limiter: at most one warning per second.
+    """
+
+    _last_log = 0.0
+
+    def __init__(self, loop_name: str, cap_s: float = 1.0) -> None:
         self.loop_name = loop_name
         self.cap_s = cap_s
         self.failures = 0
-        self._last_log = 0.0
 
     async def failed(self, exc: BaseException) -> None:
         """Record a failure, log it (rate-limited) and wait before the next try."""
         self.failures += 1
         now = time.monotonic()
-        if now - self._last_log >= 1.0:
-            self._last_log = now
+        if now - Reconnect._last_log >= 1.0:
+            Reconnect._last_log = now
             log.warning(
                 "redis unavailable loop=%s failures=%d error=%s",
                 self.loop_name,

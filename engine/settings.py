@@ -42,7 +42,9 @@ class EngineSettings:
     dlq_max_age_s: int = 30 * 86_400
     dlq_max_len: int = 100_000
     connect_timeout_s: float = 1.0
+    # Command timeout of workers; producers (Client) use client_timeout_s to fail fast.
     socket_timeout_s: float = 5.0
+    client_timeout_s: float = 1.0
 
     def __post_init__(self) -> None:
         if not self.prefix or any(c in self.prefix for c in "{}"):
@@ -59,8 +61,11 @@ class EngineSettings:
         if self.heartbeat_interval_s * 1000 >= self.lease_ms:
             raise ConfigError("heartbeat_interval_s must be shorter than lease_ms")
         scheme = urlsplit(self.redis_url).scheme
-        if scheme not in ("redis", "rediss", "unix"):
-            raise ConfigError(f"redis_url must be redis://, rediss:// or unix://, got {scheme!r}")
+        if scheme not in ("redis", "rediss", "unix", "redis+sentinel"):
+            raise ConfigError(
+                "redis_url must be redis://, rediss://, unix:// or redis+sentinel://, "
+                f"got {scheme!r}"
+            )
 
     @classmethod
     def from_url(cls, url: str, **overrides: Any) -> EngineSettings:
@@ -84,8 +89,7 @@ class EngineSettings:
         if parts.password is None:
             return self.redis_url
         user = parts.username or ""
-        host = parts.hostname or ""
-        netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+        netloc = f"{user}:***@{parts.netloc.rpartition('@')[2]}"
         return urlunsplit(parts._replace(netloc=netloc))
 
     def __repr__(self) -> str:

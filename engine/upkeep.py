@@ -34,6 +34,8 @@ class Running:
     # Why the worker is stopping it: "cancelled", "stop", "resubmit" or "lease_lost".
     stop_reason: str | None = None
     claimed_at: float = field(default_factory=time.monotonic)
+    # Why the job cannot run at all (a payload written past the client's checks).
+    poison: str | None = None
 
     def lease_ms(self, lease_ms: int) -> int:
         """Return the lease to grant; capped so a task silent past its heartbeat limit stalls."""

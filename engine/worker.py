@@ -167,11 +167,16 @@ class Worker:
                 ],
             )
             for row in rows:
+                size = len(row[3] or "") + len(row[4] or "")
+                poison = None
+                if size > self.settings.max_payload_bytes:
+                    row = [*row[:3], "[]", "{}", *row[5:]]
+                    poison = f"payload of {size} bytes is over {self.settings.max_payload_bytes}"
                 job = Job.from_claim(keys.queue, row)
                 task = self.registry.get(job.task, job.version)
                 opts = options_for(task, job) if task is not None else None
                 ctx = JobContext(job, self.id, self._write_progress, asyncio.get_running_loop())
-                rec = Running(job, keys, task, opts, ctx)
+                rec = Running(job, keys, task, opts, ctx, poison=poison)
                 self._active[job.id] = rec
                 out.append(rec)
         return out
@@ -216,7 +221,11 @@ class Worker:
     async def _run_one(self, rec: Running) -> None:
         outcome: Outcome | None
         try:
-            outcome = await self.runner.run(rec.job, rec.ctx)
+            if rec.poison is not None:
+                error = error_info(rec.job, None, "PayloadTooLarge", rec.poison)
+                outcome = Outcome(rec.job, "failed", error=error)
+            else:
+                outcome = await self.runner.run(rec.job, rec.ctx)
         except asyncio.CancelledError:
             outcome = self._stopped_outcome(rec)
         except Exception as exc:  # a bug in the engine itself: fail the job, keep the worker
