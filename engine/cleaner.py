@@ -55,7 +55,6 @@ class Cleaner:
                 keys.done,
                 keys.events,
                 keys.marker,
-                keys.seq,
                 keys.stats,
             ],
             [keys.job_prefix, s.events_maxlen, s.cleaner_batch, ttl_ms],
@@ -112,6 +111,10 @@ class Cleaner:
                 retry.ok()
             except CONNECTION_ERRORS as exc:
                 await retry.failed(exc)
+                continue
+            except Exception:
+                log.exception("tick failed loop=cleaner; going on")
+                await asyncio.sleep(1.0)
                 continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), timeout=self.settings.cleaner_interval_s)

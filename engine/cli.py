@@ -85,14 +85,15 @@ def load_tasks(modules: str) -> list[Task]:
 
 async def run_worker(args: argparse.Namespace) -> int:
     """Run one worker until a signal (or, in burst mode, until the queues are empty)."""
-    settings = EngineSettings.from_url(args.url, prefix=args.prefix)
-    tasks = load_tasks(args.tasks)
+    settings = EngineSettings.from_url(args.url, prefix=args.prefix, **parse_overrides(args.set))
+    queues, limits = parse_queues(args.queues)
     worker = Worker(
         settings,
-        tasks,
-        queues=args.queues.split(","),
+        load_tasks(args.tasks),
+        queues=queues,
         concurrency=args.concurrency,
         burst=args.burst,
+        queue_concurrency=limits,
     )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -91,7 +91,7 @@ class OutcomeWriter:
             self.count(o, "cancelled" if code == 1 else "retried", 0 if code == 1 else code)
         elif o.kind == "release":
             code = await self.scripts.release(
-                [keys.started, keys.submitted, keys.events, keys.marker, keys.seq],
+                [keys.started, keys.submitted, keys.events, keys.marker],
                 [*head, short or "handed back"],
             )
             self.count(o, "released", code)

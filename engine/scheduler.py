@@ -59,5 +59,9 @@ class Scheduler:
             except CONNECTION_ERRORS as exc:
                 await retry.failed(exc)
                 continue
+            except Exception:
+                log.exception("tick failed loop=scheduler; going on")
+                await asyncio.sleep(1.0)
+                continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), timeout=sleep_s)

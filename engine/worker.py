@@ -343,6 +343,8 @@ class Worker:
             except CONNECTION_ERRORS as exc:
                 await retry.failed(exc)
                 continue
+            except Exception:
+                log.exception("upkeep failed worker=%s; going on", self.id)
             await asyncio.sleep(self.settings.heartbeat_interval_s)
 
     def _stop_job(self, rec: Running, reason: str) -> None:

@@ -6,7 +6,8 @@
   append_error(key, err): append one JSON error object to the job's `errors` JSON array.
   bury(...): end a job in a terminal state: into the DLQ (failures, unless the job's `dlq` field
   is '0') or into `done` with an expiry (completed, cancelled, or dlq '0'); counts it in stats.
-  release(...): put a started job back into `submitted` (used by reap and hand-back).
+  release(...): put a started job back into `submitted`, at the front of its priority band
+  (it was already under way), for reap and hand-back.
 ]]
 local rcall = redis.call
 
@@ -52,10 +53,10 @@ local function bury(key, id, state, now, dlq, done, stats, ttl_ms)
   rcall('HINCRBY', stats, state, 1)
 end
 
-local function release(key, id, now, submitted, marker, seqkey)
+local function release(key, id, now, submitted, marker)
   local priority = rcall('HGET', key, 'priority') or 0
   rcall('HSET', key, 'state', 'submitted', 'submitted_at_ms', fmt(now), 'begun', '0')
   rcall('HDEL', key, 'token')
-  rcall('ZADD', submitted, ready_score(priority, rcall('INCR', seqkey)), id)
+  rcall('ZADD', submitted, ready_score(priority, 0), id)
   rcall('ZADD', marker, 0, '0')
 end

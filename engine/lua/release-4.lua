@@ -2,14 +2,13 @@
   Hand a started job back to `submitted`, fenced by its token, without using an attempt: for
   shutdown with on_shutdown=resubmit, and for claimed jobs the worker never began.
   KEYS[1] started ZSET   KEYS[2] submitted ZSET   KEYS[3] events STREAM   KEYS[4] marker ZSET
-  KEYS[5] seq counter
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] worker id   ARGV[4] job id   ARGV[5] token
   ARGV[6] reason for the event
   Returns: 0 released, -1 not found, -2 lease lost, -3 not started.
   Events: started -> submitted.
 ]]
 --@include common
-local started, submitted, events, marker, seqkey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local started, submitted, events, marker = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix, maxlen, worker, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local key = prefix .. id
 local cur = rcall('HMGET', key, 'state', 'token', 'attempt', 'begun')
@@ -20,6 +19,6 @@ local attempt = tonumber(cur[3] or '0')
 if cur[4] == '1' then attempt = rcall('HINCRBY', key, 'attempt', -1) end
 local now = now_ms()
 rcall('ZREM', started, id)
-release(key, id, now, submitted, marker, seqkey)
+release(key, id, now, submitted, marker)
 emit(events, maxlen, id, 'started', 'submitted', now, attempt, worker, ARGV[6])
 return 0

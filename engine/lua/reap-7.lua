@@ -4,13 +4,13 @@
   begun one goes back while its stalls stay within max_stalls (field, default 1), else it ends
   `stalled` (into the DLQ unless dlq is '0'). Safe with any number of cleaners at once.
   KEYS[1] started ZSET   KEYS[2] submitted ZSET   KEYS[3] dlq ZSET   KEYS[4] done ZSET
-  KEYS[5] events STREAM  KEYS[6] marker ZSET      KEYS[7] seq counter   KEYS[8] stats HASH
+  KEYS[5] events STREAM  KEYS[6] marker ZSET      KEYS[7] stats HASH
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] max jobs   ARGV[4] ttl_ms outside the DLQ
   Returns: {released, stalled, orphans removed}.
   Events: started -> submitted | stalled.
 ]]
 --@include common
-local started, submitted, dlq, done, events, marker, seqkey, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local started, submitted, dlq, done, events, marker, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local prefix, maxlen, limit, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
 local ids = rcall('ZRANGEBYSCORE', started, '-inf', fmt(now), 'LIMIT', 0, limit)
@@ -22,7 +22,7 @@ for _, id in ipairs(ids) do
   if cur[1] ~= 'started' then
     orphans = orphans + 1
   elseif cur[2] ~= '1' then
-    release(key, id, now, submitted, marker, seqkey)
+    release(key, id, now, submitted, marker)
     emit(events, maxlen, id, 'started', 'submitted', now, cur[5] or '0', cur[6], 'claimed, never began; worker lost')
     released = released + 1
   else
@@ -34,7 +34,7 @@ for _, id in ipairs(ids) do
       emit(events, maxlen, id, 'started', 'stalled', now, cur[5], cur[6], 'lease expired; max_stalls reached')
       stalled = stalled + 1
     else
-      release(key, id, now, submitted, marker, seqkey)
+      release(key, id, now, submitted, marker)
       emit(events, maxlen, id, 'started', 'submitted', now, cur[5], cur[6], 'lease expired; recovered')
       released = released + 1
     end

@@ -1,0 +1,126 @@
+"""Tasks for reliability tests; each start and end goes to an O_APPEND ledger file."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import orjson
+
+from engine import JobContext, task
+
+_FD: list[int] = []
+
+
+def ledger(kind: str, job: JobContext) -> None:
+    """Append one line (start or end) to $JOBSITE_LEDGER with os.write: a kill loses no line."""
+    path = os.environ.get("JOBSITE_LEDGER")
+    if not path:
+        return
+    if not _FD:
+        _FD.append(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+    line = {
+        "kind": kind,
+        "id": job.id,
+        "attempt": job.attempt,
+        "pid": os.getpid(),
+        "t": time.time(),
+    }
+    os.write(_FD[0], orjson.dumps(line) + b"\n")
+
+
+@task(name="chaos.work", takes_context=True, max_stalls=100)
+async def work(job: JobContext, ms: int) -> int:
+    ledger("start", job)
+    await asyncio.sleep(ms / 1000)
+    ledger("end", job)
+    return ms
+
+
+@task(
+    name="chaos.fail_once",
+    takes_context=True,
+    expected_exceptions=(ValueError,),
+    retry_delay_s=0.05,
+    backoff="constant",
+)
+async def fail_once(job: JobContext) -> int:
+    ledger("start", job)
+    if job.attempt == 1:
+        raise ValueError("first attempt fails")
+    ledger("end", job)
+    return job.attempt
+
+
+@task(name="chaos.always_fail", takes_context=True, max_retries=0)
+async def always_fail(job: JobContext) -> None:
+    ledger("start", job)
+    raise RuntimeError("always fails")
+
+
+@task(name="chaos.beat", takes_context=True, max_heartbeat_interval_s=1.0)
+async def beat(job: JobContext, seconds: float) -> str:
+    ledger("start", job)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        await job.heartbeat()
+        await asyncio.sleep(0.1)
+    ledger("end", job)
+    return "done"
+
+
+@task(name="chaos.silent", takes_context=True, max_heartbeat_interval_s=0.5, max_stalls=0)
+async def silent(job: JobContext) -> None:
+    ledger("start", job)
+    await asyncio.sleep(30)
+
+
+@task(name="chaos.cpu", takes_context=True)
+def cpu(job: JobContext, seconds: float) -> int:
+    ledger("start", job)
+    end, n = time.monotonic() + seconds, 0
+    while time.monotonic() < end:
+        n += sum(range(1000))
+    ledger("end", job)
+    return n
+
+
+@task(name="chaos.stop", takes_context=True, on_shutdown="stop")
+async def stop(job: JobContext, seconds: float) -> None:
+    ledger("start", job)
+    await asyncio.sleep(seconds)
+    ledger("end", job)
+
+
+@task(name="chaos.resubmit", takes_context=True, on_shutdown="resubmit")
+async def resubmit(job: JobContext, seconds: float) -> None:
+    ledger("start", job)
+    await asyncio.sleep(seconds)
+    ledger("end", job)
+
+
+@task(name="chaos.keep_going", takes_context=True, on_shutdown="continue")
+async def keep_going(job: JobContext, seconds: float) -> None:
+    ledger("start", job)
+    await asyncio.sleep(seconds)
+    ledger("end", job)
+
+
+@task(name="chaos.sync_loop", takes_context=True)
+def sync_loop(job: JobContext, seconds: float) -> str:
+    ledger("start", job)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if job.cancelled:
+            ledger("saw_cancel", job)
+            return "stopped early"
+        time.sleep(0.01)
+    ledger("end", job)
+    return "finished"
+
+
+@task(name="chaos.progress", takes_context=True)
+async def progress(job: JobContext) -> None:
+    for pct in (25, 50, 100):
+        await job.set_progress(pct, f"step {pct}")

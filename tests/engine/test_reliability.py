@@ -1,0 +1,274 @@
+"""RELIABILITY.md's tests: SIGKILL chaos, failpoints, SIGTERM policies, stalls, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine import Client, EngineSettings, JobState, failpoints
+
+from . import chaos_tasks as ct
+from .harness import WorkerProc, audit, read_ledger
+
+pytestmark = pytest.mark.chaos
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Path:
+    return tmp_path / "ledger.jsonl"
+
+
+@pytest.fixture
+def procs() -> Iterator[list[WorkerProc]]:
+    started: list[WorkerProc] = []
+    yield started
+    for proc in started:
+        proc.stop()
+
+
+async def wait_terminal(client: Client, ids: list[str], timeout_s: float) -> float:
+    """Wait until every job is terminal; return the seconds it took."""
+    start = time.monotonic()
+    pending = list(ids)
+    while pending:
+        assert time.monotonic() - start < timeout_s, f"{len(pending)} jobs not terminal"
+        async with client.redis.pipeline(transaction=False) as pipe:
+            for job_id in pending:
+                pipe.hget(client.keys("default").job(job_id), "state")
+            states = await pipe.execute()
+        terminal = {s.value for s in JobState if s.is_terminal}
+        pending = [j for j, s in zip(pending, states, strict=True) if s not in terminal]
+        await asyncio.sleep(0.1)
+    return time.monotonic() - start
+
+
+def record(name: str, **figures: object) -> None:
+    """Print a figure line for docs/reliability.md (visible with pytest -s)."""
+    print(f"\nFIGURES {name} " + " ".join(f"{k}={v}" for k, v in figures.items()))
+
+
+async def test_sigkill_chaos(
+    client: Client, settings: EngineSettings, ledger: Path, procs: list[WorkerProc]
+) -> None:
+    rng = random.Random(7)
+    jobs = await client.enqueue_many([ct.work.call(rng.randint(10, 200)) for _ in range(10_000)])
+    ids = [j.id for j in jobs]
+    for _ in range(4):
+        procs.append(WorkerProc(settings.redis_url, ledger, concurrency=25).start())
+    killed: set[int] = set()
+    kill_times: dict[int, float] = {}
+    start = time.monotonic()
+    terminal = {s.value for s in JobState if s.is_terminal}
+    while True:
+        await asyncio.sleep(2)
+        states = await asyncio.gather(
+            *(client.redis.hget(client.keys("default").job(i), "state") for i in ids[-50:])
+        )
+        counts = await client.counts("default")
+        if counts["submitted"] + counts["started"] + counts["scheduled"] == 0 and all(
+            s in terminal for s in states
+        ):
+            break
+        assert time.monotonic() - start < 240, counts
+        victim = rng.randrange(len(procs))
+        pid = procs[victim].pid
+        procs[victim].signal(signal.SIGKILL)
+        procs[victim].wait()
+        killed.add(pid)
+        kill_times[pid] = time.time()
+        procs[victim] = WorkerProc(settings.redis_url, ledger, concurrency=25).start()
+    await wait_terminal(client, ids, 60)
+    elapsed = time.monotonic() - start
+    report = audit(settings.redis_url, ids, ledger, killed)
+    report.assert_clean()
+    # recovery: a job cut off by a kill starts again within lease + cleaner interval + 1 s
+    lines = read_ledger(ledger)
+    ended = {(x["id"], x["pid"]) for x in lines if x["kind"] == "end"}
+    restarts: list[float] = []
+    for x in lines:
+        if x["kind"] == "start" and x["pid"] in killed and (x["id"], x["pid"]) not in ended:
+            later = [
+                y["t"]
+                for y in lines
+                if y["kind"] == "start" and y["id"] == x["id"] and y["t"] > x["t"]
+            ]
+            if later:
+                restarts.append(min(later) - kill_times[x["pid"]])
+    worst = max(restarts, default=0.0)
+    assert worst < 2.0 + 0.5 + 1.0, worst
+    assert report.states == {"completed": 10_000}
+    record(
+        "sigkill_chaos",
+        jobs=len(ids),
+        kills=len(killed),
+        lost=len(report.lost),
+        duplicates=report.duplicates,
+        unexplained=len(report.unexplained),
+        worst_restart_s=round(worst, 2),
+        elapsed_s=round(elapsed, 1),
+    )
+
+
+SCENARIOS = {
+    # window: (task, calls, expected runs per job)
+    "after_claim": (ct.work, lambda: ct.work.call(5), 1),
+    "after_begin": (ct.work, lambda: ct.work.call(5), 1),
+    "after_return": (ct.work, lambda: ct.work.call(5), 1),
+    "before_retry": (ct.fail_once, lambda: ct.fail_once.call(), 2),
+    "before_dead": (ct.always_fail, lambda: ct.always_fail.call(), 1),
+    "after_promote": (ct.work, lambda: ct.work.using(delay_s=0.2).call(5), 1),
+}
+
+
+@pytest.mark.parametrize("window", sorted(SCENARIOS))
+async def test_failpoints(
+    window: str, client: Client, settings: EngineSettings, ledger: Path, procs: list[WorkerProc]
+) -> None:
+    _, make, expected = SCENARIOS[window]
+    jobs = await client.enqueue_many([make() for _ in range(200)])
+    ids = [j.id for j in jobs]
+    crashing = WorkerProc(
+        settings.redis_url, ledger, concurrency=1, env={"JOBSITE_FAILPOINTS": f"{window}:0.05"}
+    ).start()
+    procs.append(crashing)
+    status = crashing.wait(timeout_s=60)
+    assert status == failpoints.EXIT_STATUS, crashing.output()
+    procs.append(WorkerProc(settings.redis_url, ledger, concurrency=4).start())
+    await wait_terminal(client, ids, 60)
+    report = audit(settings.redis_url, ids, ledger, {crashing.pid}, expected_runs=expected)
+    report.assert_clean()
+    assert report.duplicates <= 1, report.duplicates
+    if window in ("after_claim", "after_begin"):
+        assert report.duplicates == 0
+    record(
+        f"failpoint_{window}",
+        jobs=len(ids),
+        lost=len(report.lost),
+        duplicates=report.duplicates,
+        states=report.states,
+    )
+
+
+async def test_claimed_but_never_begun_keeps_its_attempt(
+    client: Client, settings: EngineSettings, ledger: Path, procs: list[WorkerProc]
+) -> None:
+    job = await client.enqueue(ct.work, 5)
+    crashing = WorkerProc(
+        settings.redis_url, ledger, concurrency=1, env={"JOBSITE_FAILPOINTS": "after_claim"}
+    ).start()
+    procs.append(crashing)
+    assert crashing.wait() == failpoints.EXIT_STATUS
+    assert (await client.get(job.id)).state is JobState.STARTED
+    procs.append(WorkerProc(settings.redis_url, ledger, concurrency=1).start())
+    done = await client.wait(job.id, timeout_s=15)
+    assert done.state is JobState.COMPLETED and done.attempt == 1 and done.stalls == 0
+
+
+async def test_sigterm_policies(
+    client: Client, settings: EngineSettings, ledger: Path, procs: list[WorkerProc]
+) -> None:
+    short = await client.enqueue_many([ct.stop.call(0.3) for _ in range(3)])
+    stop = await client.enqueue(ct.stop, 30)
+    resubmit = await client.enqueue(ct.resubmit, 30)
+    keep = await client.enqueue(ct.keep_going, 1.5)
+    worker = WorkerProc(settings.redis_url, ledger, concurrency=10, shutdown_grace_s=1.0).start()
+    procs.append(worker)
+    while len([x for x in read_ledger(ledger) if x["kind"] == "start"]) < 6:
+        await asyncio.sleep(0.05)
+    late = await client.enqueue(ct.stop, 0.1)  # enqueued before the signal, never claimed after it
+    await asyncio.sleep(0.2)
+    sent = time.monotonic()
+    worker.signal(signal.SIGTERM)
+    queued_after = await client.enqueue(ct.stop, 0.1)
+    status = worker.wait(timeout_s=10)
+    took = time.monotonic() - sent
+    assert status == 0, worker.output()
+    assert took < 1.0 + 1.5 + 2.0, took
+    for job in short:
+        assert (await client.get(job.id)).state is JobState.COMPLETED
+    stopped = await client.get(stop.id)
+    assert stopped.state is JobState.STALLED
+    handed = await client.get(resubmit.id)
+    assert handed.state is JobState.SUBMITTED and handed.attempt == 0
+    assert (await client.get(keep.id)).state is JobState.COMPLETED
+    assert (await client.get(queued_after.id)).state is JobState.SUBMITTED
+    assert (await client.get(late.id)).state in (JobState.COMPLETED, JobState.SUBMITTED)
+    record("sigterm", exit_status=status, exit_after_s=round(took, 2))
+
+
+async def test_no_false_recovery_of_heartbeating_jobs(
+    client: Client, settings: EngineSettings, ledger: Path, procs: list[WorkerProc]
+) -> None:
+    jobs = await client.enqueue_many(
+        [ct.beat.call(6) for _ in range(5)] + [ct.cpu.call(4) for _ in range(2)]
+    )
+    for _ in range(2):
+        procs.append(
+            WorkerProc(
+                settings.redis_url, ledger, concurrency=5, lease_ms=1000, heartbeat_interval_s=0.25
+            ).start()
+        )
+    await wait_terminal(client, [j.id for j in jobs], 30)
+    report = audit(settings.redis_url, [j.id for j in jobs], ledger, set())
+    report.assert_clean()
+    assert report.duplicates == 0 and report.states == {"completed": 7}
+    record("no_false_recovery", jobs=7, job_s=6, lease_s=1, duplicates=report.duplicates)
+
+
+async def test_silent_job_past_max_heartbeat_interval_stalls(
+    client: Client, settings: EngineSettings, ledger: Path, procs: list[WorkerProc]
+) -> None:
+    job = await client.enqueue(ct.silent)
+    procs.append(WorkerProc(settings.redis_url, ledger, concurrency=1).start())
+    done = await client.wait(job.id, timeout_s=15)
+    assert done.state is JobState.STALLED
+    assert [j.id for j in await client.dlq("default")] == [job.id]
+
+
+async def test_cancel_queued_running_sync_and_races(
+    client: Client, settings: EngineSettings, ledger: Path, procs: list[WorkerProc]
+) -> None:
+    queued = await client.enqueue_many([ct.work.call(5) for _ in range(1000)])
+    result = await client.cancel([j.id for j in queued], queue="default")
+    assert set(result.values()) == {"cancelled"}
+    running = await client.enqueue(ct.work, 30_000)
+    sync = await client.enqueue(ct.sync_loop, 30)
+    procs.append(WorkerProc(settings.redis_url, ledger, concurrency=4).start())
+    while len([x for x in read_ledger(ledger) if x["kind"] == "start"]) < 2:
+        await asyncio.sleep(0.02)
+    asked = time.monotonic()
+    assert await client.cancel([running.id, sync.id]) == {
+        running.id: "cancelling",
+        sync.id: "cancelling",
+    }
+    done = await client.wait(running.id, timeout_s=5)
+    seen_s = time.monotonic() - asked
+    assert done.state is JobState.CANCELLED and done.attempt == 1 and seen_s < 1.5
+    assert (await client.wait(sync.id, timeout_s=5)).state is JobState.CANCELLED
+    await asyncio.sleep(0.3)
+    assert any(x["kind"] == "saw_cancel" and x["id"] == sync.id for x in read_ledger(ledger))
+    starts = {x["id"] for x in read_ledger(ledger) if x["kind"] == "start"}
+    assert not starts & {j.id for j in queued}  # 0 executions of cancelled queued jobs
+    # cancel racing completion: exactly one terminal state each
+    races = await client.enqueue_many([ct.work.call(random.randint(0, 3)) for _ in range(1000)])
+    for job in races:
+        await client.cancel([job.id], queue="default")
+        await asyncio.sleep(0)
+    ids = [j.id for j in races]
+    await wait_terminal(client, ids, 60)
+    report = audit(settings.redis_url, ids, ledger, set())
+    report.assert_clean()
+    assert set(report.states) <= {"completed", "cancelled"}
+    record(
+        "cancellation",
+        queued_cancelled=1000,
+        running_seen_s=round(seen_s, 2),
+        races=1000,
+        race_states=report.states,
+    )
