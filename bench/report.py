@@ -75,6 +75,10 @@ def ratio(key: str, base: Result | None, peer: Result | None) -> float | None:
     return base / peer
 
 
+def times(r: float | None) -> str:
+    return "n/a" if r is None else f"{r:.3g}x"
+
+
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -95,7 +99,7 @@ def ratio_rows(results: dict[str, dict[str, Result]]) -> list[list[str]]:
         if system == BASE:
             continue
         cells = [ratio(key, base.get(key), out.get(key)) for key, *_ in METRICS]
-        rows.append([load(system).LABEL] + [f"{r:.2f}x" if r else "n/a" for r in cells])
+        rows.append([load(system).LABEL] + [times(r) for r in cells])
     return rows
 
 
@@ -222,7 +226,7 @@ def print_rich(results: dict[str, dict[str, Result]], ctx: Context) -> None:
         for key, *_, higher in METRICS:
             r = ratio(key, base.get(key), out.get(key))
             color = "green" if r and (r > 1) == higher else "red"
-            cells.append(f"[{color}]{r:.2f}x[/]" if r else "n/a")
+            cells.append(f"[{color}]{times(r)}[/]" if r else "n/a")
         ratios.add_row(load(system).LABEL, *cells)
     if BASE in results and len(results) > 1:
         console.print(ratios)

@@ -137,6 +137,8 @@ def _throughput(bench: SystemBench, out: dict[str, Result], processes: int) -> N
     started = bench.workers(f"throughput{processes}", processes, bench.peer.BURST, probe_dir)
     try:
         totals = wait_for_count(probe_dir, n, timeout_for(n), started)
+        if bench.peer.BURST:  # let it exit by itself rather than be signalled mid-teardown
+            procs.wait_exit(started, 3.0)
     finally:
         procs.stop_groups(started)
     bench.check(f"throughput{processes}", read_probe(probe_dir).count, n, processes)
