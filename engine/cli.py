@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .connection import CONNECTION_ERRORS
+from .preflight import check_redis
 from .settings import EngineSettings
 from .task import Task, collect_tasks
 from .worker import Worker
@@ -103,6 +104,7 @@ async def run_worker(args: argparse.Namespace) -> int:
     except CONNECTION_ERRORS as exc:
         log.error("cannot reach redis url=%s error=%s", settings.redacted_url, exc)
         return 2
+    await check_redis(worker.redis)
     await worker.run()
     return 0
 

@@ -69,6 +69,8 @@ class RedisServer:
                 try:
                     if client.ping():
                         return self
+                except (redis.AuthenticationError, redis.ResponseError):
+                    return self  # it answers; it wants a password
                 except (redis.ConnectionError, redis.BusyLoadingError):
                     if self.process.poll() is not None or time.monotonic() > deadline:
                         raise RuntimeError(

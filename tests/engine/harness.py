@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -83,10 +84,8 @@ class WorkerProc:
     def signal(self, sig: int) -> None:
         """Send `sig` to the worker's whole process group."""
         assert self.proc is not None
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, sig)
-        except ProcessLookupError:
-            pass
 
     def wait(self, timeout_s: float = 30) -> int:
         """Wait for the process to exit; return its status."""
