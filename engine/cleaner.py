@@ -7,16 +7,14 @@ the cleaner at once without a leader.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from .connection import CONNECTION_ERRORS
 from .keys import QueueKeys, workers_key
-from .reconnect import Reconnect
+from .reconnect import run_periodic
 from .scripts import Scripts
 from .settings import EngineSettings
 
@@ -48,32 +46,15 @@ class Cleaner:
         s = self.settings
         ttl_ms = s.default_result_ttl_s * 1000
         released, stalled, _ = await self.scripts.reap(
-            [
-                keys.started,
-                keys.submitted,
-                keys.dlq,
-                keys.done,
-                keys.events,
-                keys.marker,
-                keys.stats,
-            ],
+            keys,
             [keys.job_prefix, s.events_maxlen, s.cleaner_batch, ttl_ms],
         )
         expired = await self.scripts.expire(
-            [
-                keys.deadlines,
-                keys.submitted,
-                keys.scheduled,
-                keys.blocked,
-                keys.dlq,
-                keys.done,
-                keys.events,
-                keys.stats,
-            ],
+            keys,
             [keys.job_prefix, s.events_maxlen, s.cleaner_batch, ttl_ms],
         )
         pruned, trimmed = await self.scripts.prune(
-            [keys.done, keys.dlq, keys.deadlines],
+            keys,
             [keys.job_prefix, s.cleaner_batch, s.dlq_max_age_s * 1000, s.dlq_max_len],
         )
         return Sweep(released, stalled, expired, pruned, trimmed)
@@ -104,17 +85,9 @@ class Cleaner:
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Tick every `cleaner_interval_s` until `stopping` is set; Redis errors are retried."""
-        retry = Reconnect("cleaner")
-        while not stopping.is_set():
-            try:
-                await self.tick()
-                retry.ok()
-            except CONNECTION_ERRORS as exc:
-                await retry.failed(exc)
-                continue
-            except Exception:
-                log.exception("tick failed loop=cleaner; going on")
-                await asyncio.sleep(1.0)
-                continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), timeout=self.settings.cleaner_interval_s)
+
+        async def step() -> float:
+            await self.tick()
+            return self.settings.cleaner_interval_s
+
+        await run_periodic("cleaner", step, stopping)

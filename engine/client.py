@@ -96,14 +96,7 @@ class Client:
                 await self.redis.sadd(queues_key(self.settings.prefix), queue)
                 self._known_queues.add(queue)
             codes: list[int] = await self.scripts.submit(
-                [
-                    keys.submitted,
-                    keys.scheduled,
-                    keys.events,
-                    keys.marker,
-                    keys.seq,
-                    keys.deadlines,
-                ],
+                keys,
                 [keys.job_prefix, self.settings.events_maxlen, len(specs), *specs],
             )
         except CONNECTION_ERRORS as exc:
@@ -177,16 +170,7 @@ class Client:
         for name, chunk in by_queue.items():
             keys = self.keys(name)
             codes = await self.scripts.cancel(
-                [
-                    keys.submitted,
-                    keys.scheduled,
-                    keys.blocked,
-                    keys.dlq,
-                    keys.done,
-                    keys.events,
-                    keys.stats,
-                    keys.deadlines,
-                ],
+                keys,
                 [
                     keys.job_prefix,
                     self.settings.events_maxlen,
@@ -233,7 +217,7 @@ class Client:
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
             codes = await self.scripts.resubmit(
-                [keys.dlq, keys.done, keys.submitted, keys.events, keys.marker, keys.seq],
+                keys,
                 [keys.job_prefix, self.settings.events_maxlen, *chunk],
             )
             done += sum(1 for code in codes if code == 0)

@@ -10,6 +10,36 @@ from .errors import ConfigError
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 
 
+# The KEYS of each Lua script, in order (engine/lua/<verb>-N.lua, N = len).
+SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
+    "submit": ("submitted", "scheduled", "events", "marker", "seq", "deadlines"),
+    "claim": ("submitted", "started", "events", "marker", "seq", "dlq", "done", "stats"),
+    "begin": ("started",),
+    "heartbeat": ("started",),
+    "progress": ("events",),
+    "complete": ("started", "done", "events", "stats"),
+    "retry": (
+        "started",
+        "submitted",
+        "scheduled",
+        "events",
+        "marker",
+        "seq",
+        "dlq",
+        "done",
+        "stats",
+    ),
+    "fail": ("started", "dlq", "done", "events", "stats"),
+    "release": ("started", "submitted", "events", "marker"),
+    "promote": ("scheduled", "submitted", "events", "marker", "seq"),
+    "reap": ("started", "submitted", "dlq", "done", "events", "marker", "stats"),
+    "expire": ("deadlines", "submitted", "scheduled", "blocked", "dlq", "done", "events", "stats"),
+    "cancel": ("submitted", "scheduled", "blocked", "dlq", "done", "events", "stats", "deadlines"),
+    "prune": ("done", "dlq", "deadlines"),
+    "resubmit": ("dlq", "done", "submitted", "events", "marker", "seq"),
+}
+
+
 def validate_queue_name(queue: str) -> str:
     """Return `queue` if it is a valid queue name, else raise ConfigError."""
     if not isinstance(queue, str) or not _QUEUE_NAME.match(queue):
@@ -112,3 +142,7 @@ class QueueKeys:
     def job(self, job_id: str) -> str:
         """Return the key of a job's hash."""
         return f"{self.base}:job:{job_id}"
+
+    def for_script(self, verb: str) -> list[str]:
+        """Return the KEYS of script `verb` for this queue, in the script's order."""
+        return [getattr(self, name) for name in SCRIPT_KEYS[verb]]

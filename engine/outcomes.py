@@ -53,9 +53,7 @@ class OutcomeWriter:
         ]
         for o in outcomes:
             argv += (o.job.id, o.job.token or "", o.result, o.result_ttl_s * 1000)
-        codes = await self.scripts.complete(
-            [keys.started, keys.done, keys.events, keys.stats], argv
-        )
+        codes = await self.scripts.complete(keys, argv)
         for o, code in zip(outcomes, codes, strict=True):
             self.count(o, "completed", code)
 
@@ -75,30 +73,20 @@ class OutcomeWriter:
             failpoints.hit("before_retry")
             delay = "" if o.delay_s is None else int(o.delay_s * 1000)
             code = await self.scripts.retry(
-                [
-                    keys.started,
-                    keys.submitted,
-                    keys.scheduled,
-                    keys.events,
-                    keys.marker,
-                    keys.seq,
-                    keys.dlq,
-                    keys.done,
-                    keys.stats,
-                ],
+                keys,
                 [*head, delay, err, short, ttl_ms],
             )
             self.count(o, "cancelled" if code == 1 else "retried", 0 if code == 1 else code)
         elif o.kind == "release":
             code = await self.scripts.release(
-                [keys.started, keys.submitted, keys.events, keys.marker],
+                keys,
                 [*head, short or "handed back"],
             )
             self.count(o, "released", code)
         else:
             failpoints.hit("before_dead")
             code = await self.scripts.fail(
-                [keys.started, keys.dlq, keys.done, keys.events, keys.stats],
+                keys,
                 [*head, o.kind, err, short, ttl_ms],
             )
             self.count(o, o.kind, code)

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
+from collections.abc import Awaitable, Callable
+
+from .connection import CONNECTION_ERRORS
 
 log = logging.getLogger("engine.reconnect")
 
@@ -45,3 +49,22 @@ class Reconnect:
                 "redis reachable again loop=%s after_failures=%d", self.loop_name, self.failures
             )
             self.failures = 0
+
+
+async def run_periodic(
+    name: str, step: Callable[[], Awaitable[float]], stopping: asyncio.Event
+) -> None:
+    """Run `step` (which returns seconds to sleep) until `stopping`; never exit on an error."""
+    retry = Reconnect(name)
+    while not stopping.is_set():
+        try:
+            sleep_s = await step()
+            retry.ok()
+        except CONNECTION_ERRORS as exc:
+            await retry.failed(exc)
+            continue
+        except Exception:
+            log.exception("tick failed loop=%s; going on", name)
+            sleep_s = 1.0
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), timeout=sleep_s)

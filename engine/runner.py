@@ -62,6 +62,21 @@ def error_info(
     return info
 
 
+def stopped_outcome(job: Job, reason: str | None) -> Outcome | None:
+    """Return what to write for a job the worker stopped (None: another worker owns it now)."""
+    if reason == "lease_lost":
+        return None
+    if reason == "resubmit":
+        return Outcome(
+            job, "release", error={"type": "Shutdown", "message": "resubmitted on shutdown"}
+        )
+    if reason == "cancelled":
+        return Outcome(
+            job, "cancelled", error=error_info(job, None, "Cancelled", "cancelled by user")
+        )
+    return Outcome(job, "stalled", error=error_info(job, None, "Shutdown", "stopped on shutdown"))
+
+
 class Runner:
     """Execute jobs for a worker: async functions on the loop, sync ones in a thread pool."""
 

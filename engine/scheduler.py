@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 from collections.abc import Sequence
 
 from redis.asyncio import Redis
 
 from . import failpoints
-from .connection import CONNECTION_ERRORS
 from .keys import QueueKeys
-from .reconnect import Reconnect
+from .reconnect import run_periodic
 from .scripts import Scripts
 from .settings import EngineSettings
-
-log = logging.getLogger("engine.scheduler")
 
 
 class Scheduler:
@@ -31,7 +26,7 @@ class Scheduler:
     async def promote(self, keys: QueueKeys) -> tuple[int, int]:
         """Promote one batch of due jobs; return (promoted, ms until the next is due or -1)."""
         promoted, wait_ms = await self.scripts.promote(
-            [keys.scheduled, keys.submitted, keys.events, keys.marker, keys.seq],
+            keys,
             [keys.job_prefix, self.settings.events_maxlen, self.settings.promote_batch],
         )
         failpoints.hit("after_promote")
@@ -50,18 +45,5 @@ class Scheduler:
         return max(sleep_s, 0.001)
 
     async def run(self, stopping: asyncio.Event) -> None:
-        """Tick until `stopping` is set; Redis errors are logged and retried."""
-        retry = Reconnect("scheduler")
-        while not stopping.is_set():
-            try:
-                sleep_s = await self.tick()
-                retry.ok()
-            except CONNECTION_ERRORS as exc:
-                await retry.failed(exc)
-                continue
-            except Exception:
-                log.exception("tick failed loop=scheduler; going on")
-                await asyncio.sleep(1.0)
-                continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), timeout=sleep_s)
+        """Promote until `stopping` is set, sleeping until the next job is due."""
+        await run_periodic("scheduler", self.tick, stopping)

@@ -10,6 +10,8 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
+from .keys import SCRIPT_KEYS, QueueKeys
+
 _NAME = re.compile(r"^(?P<verb>[a-z_]+)-(?P<keys>\d+)\.lua$")
 _INCLUDE = re.compile(r"^--@include (?P<name>[a-z_]+)$", re.MULTILINE)
 
@@ -26,7 +28,14 @@ def load_sources() -> dict[str, tuple[int, str]]:
         if not match:
             continue
         source = _INCLUDE.sub(lambda m: _read(f"include/{m['name']}.lua"), _read(entry.name))
-        out[match["verb"]] = (int(match["keys"]), source)
+        verb, num_keys = match["verb"], int(match["keys"])
+        if len(SCRIPT_KEYS.get(verb, ())) != num_keys:
+            raise RuntimeError(
+                f"{entry.name}: keys.SCRIPT_KEYS[{verb!r}] must list {num_keys} keys"
+            )
+        out[verb] = (num_keys, source)
+    if set(out) != set(SCRIPT_KEYS):
+        raise RuntimeError(f"scripts and SCRIPT_KEYS differ: {sorted(set(out) ^ set(SCRIPT_KEYS))}")
     return out
 
 
@@ -41,11 +50,12 @@ class Script:
     num_keys: int
     script: AsyncScript
 
-    async def __call__(self, keys: list[str], args: list[Any], client: Any = None) -> Any:
-        """Run the script on its own client, or on `client` (a pipeline queues the call)."""
-        if len(keys) != self.num_keys:
-            raise ValueError(f"{self.verb} takes {self.num_keys} keys, got {len(keys)}")
-        return await self.script(keys=keys, args=args, client=client)
+    async def __call__(self, keys: QueueKeys | list[str], args: list[Any]) -> Any:
+        """Run the script with a queue's keys (or an explicit key list) and its ARGV."""
+        names = keys.for_script(self.verb) if isinstance(keys, QueueKeys) else keys
+        if len(names) != self.num_keys:
+            raise ValueError(f"{self.verb} takes {self.num_keys} keys, got {len(names)}")
+        return await self.script(keys=names, args=args)
 
 
 class Scripts:

@@ -75,9 +75,16 @@ class Upkeep:
                     rec.lease_ms(self.settings.lease_ms),
                     touch,
                 )
-            codes = await self.scripts.heartbeat([keys.started], argv)
+            codes = await self.scripts.heartbeat(keys, argv)
             out.extend(zip(recs, codes, strict=True))
         return out
+
+    async def progress(self, job: Job, pct: float, message: str) -> int:
+        """Store a running job's progress, fenced by its token; return the script's code."""
+        keys = QueueKeys(self.settings.prefix, job.queue)
+        argv = [keys.job_prefix, self.settings.events_maxlen, job.id, job.token or "", pct, message]
+        code: int = await self.scripts.progress(keys, [*argv, self.worker_id])
+        return code
 
     async def register(
         self, queues: Sequence[str], concurrency: int, records: Sequence[Running]

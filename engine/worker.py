@@ -22,7 +22,7 @@ from .job import Job
 from .keys import QueueKeys
 from .outcomes import OutcomeWriter
 from .reconnect import Reconnect
-from .runner import Outcome, Runner, error_info, options_for
+from .runner import Outcome, Runner, error_info, options_for, stopped_outcome
 from .scheduler import Scheduler
 from .scripts import Scripts
 from .settings import EngineSettings
@@ -147,16 +147,7 @@ class Worker:
             if want <= 0:
                 continue
             rows = await self.scripts.claim(
-                [
-                    keys.submitted,
-                    keys.started,
-                    keys.events,
-                    keys.marker,
-                    keys.seq,
-                    keys.dlq,
-                    keys.done,
-                    keys.stats,
-                ],
+                keys,
                 [
                     keys.job_prefix,
                     self.settings.events_maxlen,
@@ -204,7 +195,7 @@ class Worker:
             for rec in recs:
                 argv += (rec.job.id, rec.job.token or "")
             try:
-                codes = await self.scripts.begin([keys.started], argv)
+                codes = await self.scripts.begin(keys, argv)
             except CONNECTION_ERRORS as exc:
                 # Not begun: the lease expires and the cleaner hands them back without an attempt.
                 log.warning("begin failed worker=%s jobs=%d error=%r", self.id, len(recs), exc)
@@ -227,7 +218,7 @@ class Worker:
             else:
                 outcome = await self.runner.run(rec.job, rec.ctx)
         except asyncio.CancelledError:
-            outcome = self._stopped_outcome(rec)
+            outcome = stopped_outcome(rec.job, rec.stop_reason)
         except Exception as exc:  # a bug in the engine itself: fail the job, keep the worker
             log.exception("runner error job=%s worker=%s", rec.job.id, self.id)
             outcome = Outcome(
@@ -236,24 +227,6 @@ class Worker:
         if outcome is not None and rec.ctx.cancelled and outcome.kind in ("retry", "failed"):
             outcome.kind = "cancelled"
         self._finish(rec, outcome)
-
-    def _stopped_outcome(self, rec: Running) -> Outcome | None:
-        reason = rec.stop_reason
-        if reason == "lease_lost":
-            return None
-        if reason == "resubmit":
-            return Outcome(
-                rec.job, "release", error={"type": "Shutdown", "message": "resubmitted on shutdown"}
-            )
-        if reason == "cancelled":
-            return Outcome(
-                rec.job,
-                "cancelled",
-                error=error_info(rec.job, None, "Cancelled", "cancelled by user"),
-            )
-        return Outcome(
-            rec.job, "stalled", error=error_info(rec.job, None, "Shutdown", "stopped on shutdown")
-        )
 
     def _finish(self, rec: Running, outcome: Outcome | None) -> None:
         self._forget(rec)
@@ -273,19 +246,7 @@ class Worker:
             self._slot_free.set()
 
     async def _write_progress(self, job: Job, pct: float, message: str) -> None:
-        keys = QueueKeys(self.settings.prefix, job.queue)
-        code = await self.scripts.progress(
-            [keys.events],
-            [
-                keys.job_prefix,
-                self.settings.events_maxlen,
-                job.id,
-                job.token or "",
-                pct,
-                message,
-                self.id,
-            ],
-        )
+        code = await self.upkeep.progress(job, pct, message)
         if code < 0:
             self.writer.count(Outcome(job, "failed"), "progress", code)
 

@@ -15,13 +15,9 @@ for j = 1, count do
   local i = 5 + (j - 1) * 4
   local id, token, result, ttl = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
   local key = prefix .. id
-  local cur = rcall('HMGET', key, 'state', 'token', 'attempt')
-  if not cur[1] then
-    out[j] = -1
-  elseif cur[2] ~= token then
-    out[j] = -2
-  elseif cur[1] ~= 'started' then
-    out[j] = -3
+  local code, cur = owned(key, token, 'attempt')
+  if code ~= 0 then
+    out[j] = code
   else
     rcall('HSET', key, 'state', 'completed', 'result', result, 'completed_at_ms', fmt(now))
     rcall('HDEL', key, 'token')

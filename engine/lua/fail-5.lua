@@ -14,10 +14,8 @@ local started, dlq, done, events, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KE
 local prefix, maxlen, worker, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local state, err, short, ttl = ARGV[6], ARGV[7], ARGV[8], tonumber(ARGV[9])
 local key = prefix .. id
-local cur = rcall('HMGET', key, 'state', 'token', 'attempt')
-if not cur[1] then return -1 end
-if cur[2] ~= token then return -2 end
-if cur[1] ~= 'started' then return -3 end
+local code, cur = owned(key, token, 'attempt')
+if code ~= 0 then return code end
 local now = now_ms()
 append_error(key, err)
 rcall('ZREM', started, id)

@@ -11,10 +11,8 @@
 local started, submitted, events, marker = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix, maxlen, worker, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local key = prefix .. id
-local cur = rcall('HMGET', key, 'state', 'token', 'attempt', 'begun')
-if not cur[1] then return -1 end
-if cur[2] ~= token then return -2 end
-if cur[1] ~= 'started' then return -3 end
+local code, cur = owned(key, token, 'attempt', 'begun')
+if code ~= 0 then return code end
 local attempt = tonumber(cur[3] or '0')
 if cur[4] == '1' then attempt = rcall('HINCRBY', key, 'attempt', -1) end
 local now = now_ms()

@@ -16,10 +16,8 @@ local dlq, done, stats = KEYS[7], KEYS[8], KEYS[9]
 local prefix, maxlen, worker, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local delay, err, short = ARGV[6], ARGV[7], ARGV[8]
 local key = prefix .. id
-local cur = rcall('HMGET', key, 'state', 'token', 'attempt', 'priority', 'cancel_requested_at_ms')
-if not cur[1] then return -1 end
-if cur[2] ~= token then return -2 end
-if cur[1] ~= 'started' then return -3 end
+local code, cur = owned(key, token, 'attempt', 'priority', 'cancel_requested_at_ms')
+if code ~= 0 then return code end
 local now = now_ms()
 append_error(key, err)
 rcall('ZREM', started, id)

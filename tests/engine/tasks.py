@@ -76,3 +76,33 @@ async def unjsonable() -> object:
 @task(name="versioned", version=2)
 async def versioned_v2() -> str:
     return "v2"
+
+
+PEAK: dict[str, int] = {"now": 0, "max": 0}
+
+
+@task(name="limited", max_concurrent=2)
+async def limited() -> None:
+    PEAK["now"] += 1
+    PEAK["max"] = max(PEAK["max"], PEAK["now"])
+    await asyncio.sleep(0.05)
+    PEAK["now"] -= 1
+
+
+@task(name="tracked")
+async def tracked() -> None:
+    PEAK["now"] += 1
+    PEAK["max"] = max(PEAK["max"], PEAK["now"])
+    await asyncio.sleep(0.05)
+    PEAK["now"] -= 1
+
+
+@task(name="progressing", takes_context=True)
+async def progressing(job: JobContext) -> None:
+    for pct in (25, 50, 100):
+        await job.set_progress(pct, f"step {pct}")
+
+
+@task(name="waits", takes_context=True)
+async def waits(job: JobContext, seconds: float) -> None:
+    await asyncio.sleep(seconds)

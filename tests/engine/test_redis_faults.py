@@ -31,14 +31,6 @@ def aof_server() -> Iterator[RedisServer]:
         yield server
 
 
-@pytest.fixture
-def procs() -> Iterator[list[WorkerProc]]:
-    started: list[WorkerProc] = []
-    yield started
-    for proc in started:
-        proc.stop()
-
-
 def cpu_s(pid: int) -> float:
     """Return user + system CPU seconds of a process."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

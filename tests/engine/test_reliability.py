@@ -6,7 +6,6 @@ import asyncio
 import random
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,19 +16,6 @@ from . import chaos_tasks as ct
 from .harness import WorkerProc, audit, read_ledger
 
 pytestmark = pytest.mark.chaos
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> Path:
-    return tmp_path / "ledger.jsonl"
-
-
-@pytest.fixture
-def procs() -> Iterator[list[WorkerProc]]:
-    started: list[WorkerProc] = []
-    yield started
-    for proc in started:
-        proc.stop()
 
 
 async def wait_terminal(client: Client, ids: list[str], timeout_s: float) -> float:
@@ -272,3 +258,46 @@ async def test_cancel_queued_running_sync_and_races(
         races=1000,
         race_states=report.states,
     )
+
+
+async def test_failpoint_during_handback(
+    client: Client, settings: EngineSettings, ledger: Path, procs: list[WorkerProc]
+) -> None:
+    jobs = await client.enqueue_many([ct.resubmit.call(30) for _ in range(3)])
+    worker = WorkerProc(
+        settings.redis_url,
+        ledger,
+        concurrency=3,
+        shutdown_grace_s=0.2,
+        env={"JOBSITE_FAILPOINTS": "during_handback"},
+    ).start()
+    procs.append(worker)
+    while len(read_ledger(ledger)) < 3:
+        await asyncio.sleep(0.05)
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == failpoints.EXIT_STATUS
+    ids = [j.id for j in jobs]
+    for job_id in ids:  # make the re-runs short
+        await client.redis.hset(client.keys("default").job(job_id), "args", "[0.01]")
+    procs.append(WorkerProc(settings.redis_url, ledger, concurrency=3).start())
+    await wait_terminal(client, ids, 20)
+    report = audit(settings.redis_url, ids, ledger, {worker.pid})
+    report.assert_clean()
+    assert report.states == {"completed": 3}
+
+
+async def test_killed_worker_leaves_the_registry(
+    client: Client, settings: EngineSettings, ledger: Path, procs: list[WorkerProc]
+) -> None:
+    worker = WorkerProc(settings.redis_url, ledger, concurrency=2).start()
+    procs.append(worker)
+    while not await client.workers():
+        await asyncio.sleep(0.05)
+    [info] = await client.workers()
+    assert info["pid"] == worker.pid and info["concurrency"] == 2
+    worker.signal(signal.SIGKILL)
+    worker.wait()
+    killed_at = time.monotonic()
+    while await client.workers():
+        assert time.monotonic() - killed_at < 5
+        await asyncio.sleep(0.1)

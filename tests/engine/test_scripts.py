@@ -16,7 +16,7 @@ from . import tasks as t
 async def claim_one(client: Client, worker: str = "w1", limit: int = 1) -> list[Any]:
     k = client.keys("default")
     rows = await client.scripts.claim(
-        [k.submitted, k.started, k.events, k.marker, k.seq, k.dlq, k.done, k.stats],
+        k,
         [k.job_prefix, 1000, limit, 30_000, worker, 60_000],
     )
     return rows[0] if rows else []
@@ -63,9 +63,7 @@ async def test_promote_moves_only_due_jobs(client: Client) -> None:
     due = await client.enqueue(t.add.using(delay_s=0.001), 1, 1)
     later = await client.enqueue(t.add.using(delay_s=60), 1, 1)
     await asyncio.sleep(0.01)
-    promoted, wait_ms = await client.scripts.promote(
-        [k.scheduled, k.submitted, k.events, k.marker, k.seq], [k.job_prefix, 1000, 100]
-    )
+    promoted, wait_ms = await client.scripts.promote(k, [k.job_prefix, 1000, 100])
     assert promoted == 1 and 58_000 < wait_ms <= 60_000
     assert (await client.get(due.id)).state is JobState.SUBMITTED
     assert (await client.get(later.id)).state is JobState.SCHEDULED
@@ -75,13 +73,12 @@ async def test_fail_without_dlq_expires_and_with_wrong_token_is_refused(client: 
     k = client.keys("default")
     job = await client.enqueue(t.add, 1, 1)
     row = await claim_one(client)
-    keys = [k.started, k.dlq, k.done, k.events, k.stats]
     head = [k.job_prefix, 1000, "w1", job.id]
     tail = ["failed", '{"type":"X"}', "X", 5000]
     await client.redis.hset(k.job(job.id), "dlq", "0")
-    assert await client.scripts.fail(keys, [*head, "wrong", *tail]) == -2
-    assert await client.scripts.fail(keys, [*head, row[6], *tail]) == 0
-    assert await client.scripts.fail(keys, [*head, row[6], *tail]) == -2  # token cleared
+    assert await client.scripts.fail(k, [*head, "wrong", *tail]) == -2
+    assert await client.scripts.fail(k, [*head, row[6], *tail]) == 0
+    assert await client.scripts.fail(k, [*head, row[6], *tail]) == -2  # token cleared
     assert await client.redis.zscore(k.dlq, job.id) is None
     assert 0 < await client.redis.pttl(k.job(job.id)) <= 5000
     assert (await client.get(job.id)).errors == [{"type": "X"}]
@@ -90,17 +87,16 @@ async def test_fail_without_dlq_expires_and_with_wrong_token_is_refused(client: 
 async def test_retry_appends_errors_and_requeues(client: Client) -> None:
     k = client.keys("default")
     job = await client.enqueue(t.add, 1, 1)
-    keys = [k.started, k.submitted, k.scheduled, k.events, k.marker, k.seq, k.dlq, k.done, k.stats]
     for n in (1, 2):
         row = await claim_one(client)
         code = await client.scripts.retry(
-            keys, [k.job_prefix, 1000, "w1", job.id, row[6], "", f'{{"n":{n}}}', "e", 1000]
+            k, [k.job_prefix, 1000, "w1", job.id, row[6], "", f'{{"n":{n}}}', "e", 1000]
         )
         assert code == 0
     got = await client.get(job.id)
     assert got.state is JobState.SUBMITTED and got.errors == [{"n": 1}, {"n": 2}]
     assert (
-        await client.scripts.retry(keys, [k.job_prefix, 1000, "w1", "nope", "1", "", "{}", "", 1])
+        await client.scripts.retry(k, [k.job_prefix, 1000, "w1", "nope", "1", "", "{}", "", 1])
         == -1
     )
 
@@ -109,7 +105,7 @@ async def test_resubmit_refuses_live_jobs(client: Client) -> None:
     k = client.keys("default")
     job = await client.enqueue(t.add, 1, 1)
     codes = await client.scripts.resubmit(
-        [k.dlq, k.done, k.submitted, k.events, k.marker, k.seq],
+        k,
         [k.job_prefix, 1000, job.id, "nope"],
     )
     assert codes == [-3, -1]

@@ -224,29 +224,18 @@ async def test_stale_token_cannot_complete(client: Client, settings: EngineSetti
     job = await client.enqueue(t.add, 1, 1)
     keys = client.keys("default")
     claimed = await client.scripts.claim(
-        [
-            keys.submitted,
-            keys.started,
-            keys.events,
-            keys.marker,
-            keys.seq,
-            keys.dlq,
-            keys.done,
-            keys.stats,
-        ],
+        keys,
         [keys.job_prefix, 1000, 1, 30_000, "w1", 60_000],
     )
     token = claimed[0][6]
     args = [keys.job_prefix, 1000, "w1", 1]
-    stale = await client.scripts.complete(
-        [keys.started, keys.done, keys.events, keys.stats], [*args, job.id, "999", "1", 1000]
-    )
+    stale = await client.scripts.complete(keys, [*args, job.id, "999", "1", 1000])
     fresh = await client.scripts.complete(
-        [keys.started, keys.done, keys.events, keys.stats],
+        keys,
         [*args, job.id, token, "2", 1000],
     )
     twice = await client.scripts.complete(
-        [keys.started, keys.done, keys.events, keys.stats],
+        keys,
         [*args, job.id, token, "3", 1000],
     )
     assert (stale, fresh, twice) == ([-2], [0], [-2])
@@ -299,3 +288,23 @@ def test_cli_exits_nonzero_without_redis() -> None:
     )
     assert proc.returncode == 2
     assert "cannot reach redis" in proc.stderr and "hunter2" not in proc.stderr
+
+
+async def test_exponential_jitter_retries_stay_in_their_windows(
+    client: Client, settings: EngineSettings
+) -> None:
+    job = await client.enqueue(
+        t.flaky.using(retry_delay_s=0.05, backoff="exponential_jitter", max_retries=4)
+    )
+    with redis.Redis.from_url(settings.redis_url, decode_responses=True) as r:
+        await drain(settings, ALL)
+        events = r.xrange(client.keys("default").events)
+    at: dict[tuple[str, str], int] = {}
+    for _, e in events:
+        at.setdefault((e["to"], e["attempt"]), int(e["at"]))
+    for n in range(1, 5):
+        waited = at[("submitted", str(n))] - at[("scheduled", str(n))]
+        assert 0 <= waited <= 50 * 2**n + 150, (n, waited)
+    got = await client.get(job.id)
+    assert got.state is JobState.FAILED and len(got.errors) == 5
+    assert [j.id for j in await client.dlq("default")] == [job.id]

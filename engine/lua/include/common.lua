@@ -6,6 +6,8 @@
   append_error(key, err): append one JSON error object to the job's `errors` JSON array.
   bury(...): end a job in a terminal state: into the DLQ (failures, unless the job's `dlq` field
   is '0') or into `done` with an expiry (completed, cancelled, or dlq '0'); counts it in stats.
+  owned(key, token, ...): HMGET state, token and more fields; return 0 when the job is started
+  and holds `token`, else -1 (not found), -2 (lease lost) or -3 (not started), then the values.
   release(...): put a started job back into `submitted`, at the front of its priority band
   (it was already under way), for reap and hand-back.
 ]]
@@ -59,4 +61,12 @@ local function release(key, id, now, submitted, marker)
   rcall('HDEL', key, 'token')
   rcall('ZADD', submitted, ready_score(priority, 0), id)
   rcall('ZADD', marker, 0, '0')
+end
+
+local function owned(key, token, ...)
+  local cur = rcall('HMGET', key, 'state', 'token', ...)
+  if not cur[1] then return -1, cur end
+  if cur[2] ~= token then return -2, cur end
+  if cur[1] ~= 'started' then return -3, cur end
+  return 0, cur
 end

@@ -1,0 +1,104 @@
+"""Lifecycle features through real workers: progress, limits, registry, expiry, retention."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+
+import redis
+
+from engine import Client, EngineSettings, JobState, Worker
+from engine.cleaner import Cleaner
+from engine.connection import connect
+
+from . import tasks as t
+from .helpers import drain
+
+
+async def sweep(settings: EngineSettings) -> None:
+    r = connect(settings)
+    try:
+        await Cleaner(settings, r, ["default"]).tick()
+    finally:
+        await r.aclose()
+
+
+async def test_progress_is_stored_and_evented(client: Client, settings: EngineSettings) -> None:
+    job = await client.enqueue(t.progressing)
+    await drain(settings, [t.progressing])
+    got = await client.get(job.id)
+    assert got.progress == 100 and got.progress_message == "step 100"
+    with redis.Redis.from_url(settings.redis_url, decode_responses=True) as r:
+        events = r.xrange(client.keys("default").events)
+    assert [e["progress"] for _, e in events if "progress" in e] == ["25.0", "50.0", "100.0"]
+
+
+async def test_max_concurrent_per_task(client: Client, settings: EngineSettings) -> None:
+    t.PEAK.update(now=0, max=0)
+    jobs = await client.enqueue_many([t.limited.call() for _ in range(10)])
+    await drain(settings, [t.limited], concurrency=10)
+    assert t.PEAK["max"] == 2
+    for job in jobs:  # parked jobs waited without using an attempt
+        got = await client.get(job.id)
+        assert got.state is JobState.COMPLETED and got.attempt == 1
+
+
+async def test_concurrency_limit_per_queue(client: Client, settings: EngineSettings) -> None:
+    t.PEAK.update(now=0, max=0)
+    await client.enqueue_many([t.tracked.call() for _ in range(12)])
+    await drain(settings, [t.tracked], concurrency=10, queue_concurrency={"default": 3})
+    assert t.PEAK["max"] == 3
+
+
+async def test_worker_registry(client: Client, settings: EngineSettings) -> None:
+    fast = dataclasses.replace(settings, heartbeat_interval_s=0.1)
+    job = await client.enqueue(t.waits, 1.0)
+    worker = Worker(fast, [t.waits], queues=["default"], concurrency=4)
+    running = asyncio.create_task(worker.run())
+    await asyncio.sleep(0.5)
+    [info] = await client.workers()
+    assert info["id"] == worker.id and info["queues"] == "default" and info["concurrency"] == 4
+    assert info["current_jobs"] == [{"id": job.id, "queue": "default", "task": "waits"}]
+    assert abs(info["heartbeat_at_ms"] - time.time() * 1000) < 1000
+    worker.stop()
+    await running
+    assert await client.workers() == []
+
+
+async def test_ttl_good_until_and_queue_timeout_expire(
+    client: Client, settings: EngineSettings
+) -> None:
+    ttl = await client.enqueue(t.add.using(ttl_s=0.1), 1, 1)
+    until = await client.enqueue(t.add.using(good_until=time.time() + 0.1), 1, 1)
+    waiting = await client.enqueue(t.add.using(queue_timeout_s=0.1, delay_s=0.05), 1, 1)
+    fresh = await client.enqueue(t.add.using(ttl_s=60), 1, 1)
+    await asyncio.sleep(0.3)
+    await sweep(settings)
+    for job in (ttl, until, waiting):
+        got = await client.get(job.id)
+        assert got.state is JobState.EXPIRED
+    assert (await client.get(fresh.id)).state is JobState.SUBMITTED
+    assert {j.id for j in await client.dlq("default")} == {ttl.id, until.id, waiting.id}
+
+
+async def test_expired_at_claim_never_runs(client: Client, settings: EngineSettings) -> None:
+    t.CALLS.clear()
+    job = await client.enqueue(t.record.using(ttl_s=0.05), "late")
+    await asyncio.sleep(0.1)
+    await drain(settings, [t.record])
+    assert (await client.get(job.id)).state is JobState.EXPIRED and t.CALLS == []
+
+
+async def test_retention_and_dlq_trim(client: Client, settings: EngineSettings) -> None:
+    kept = dataclasses.replace(settings, dlq_max_len=2)
+    done = await client.enqueue(t.add.using(result_ttl_s=1), 1, 1)
+    failed = await client.enqueue_many([t.boom.call() for _ in range(5)])
+    await drain(settings, [t.add, t.boom])
+    await asyncio.sleep(1.1)
+    await sweep(kept)
+    keys = client.keys("default")
+    assert await client.redis.zscore(keys.done, done.id) is None
+    assert not await client.redis.exists(keys.job(done.id))
+    remaining = {j.id for j in await client.dlq("default")}
+    assert len(remaining) == 2 and remaining <= {j.id for j in failed}
