@@ -234,6 +234,8 @@ class Job:
             else:
                 values[name] = raw
         values["state"] = JobState(values.get("state", JobState.UNSUBMITTED))
+        values.setdefault("id", "")
+        values.setdefault("task", "")
         return cls(**values, extra=extra)
 
 
