@@ -102,3 +102,11 @@ async def test_retention_and_dlq_trim(client: Client, settings: EngineSettings) 
     assert not await client.redis.exists(keys.job(done.id))
     remaining = {j.id for j in await client.dlq("default")}
     assert len(remaining) == 2 and remaining <= {j.id for j in failed}
+
+
+async def test_cancel_scheduled_and_unknown(client: Client) -> None:
+    later = await client.enqueue(t.add.using(delay_s=60), 1, 1)
+    result = await client.cancel([later.id, "nobody"])
+    assert result == {later.id: "cancelled", "nobody": "not_found"}
+    assert await client.redis.zcard(client.keys("default").scheduled) == 0
+    assert await client.cancel([later.id]) == {later.id: "finished"}

@@ -301,3 +301,19 @@ async def test_killed_worker_leaves_the_registry(
     while await client.workers():
         assert time.monotonic() - killed_at < 5
         await asyncio.sleep(0.1)
+
+
+async def test_second_signal_forces_the_stop(
+    client: Client, settings: EngineSettings, ledger: Path, procs: list[WorkerProc]
+) -> None:
+    job = await client.enqueue(ct.keep_going, 30)
+    worker = WorkerProc(settings.redis_url, ledger, concurrency=2, shutdown_grace_s=0.3).start()
+    procs.append(worker)
+    while not read_ledger(ledger):
+        await asyncio.sleep(0.05)
+    worker.signal(signal.SIGTERM)
+    await asyncio.sleep(0.8)
+    assert worker.alive()  # on_shutdown="continue": it waits for the job
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(timeout_s=5) == 0
+    assert (await client.get(job.id)).state is JobState.STALLED
