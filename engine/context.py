@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -21,7 +20,8 @@ class JobContext:
     worker_id: str
     _progress: ProgressWriter | None = None
     _loop: asyncio.AbstractEventLoop | None = None
-    _cancel: threading.Event = field(default_factory=threading.Event)
+    # Set from the event loop, read by sync code in a thread (a bool is safe to share).
+    _cancelled: bool = False
     # Monotonic time of the task's last heartbeat (starts when the job begins).
     last_heartbeat: float = field(default_factory=time.monotonic)
     # Set when the task heartbeated since the worker last renewed the lease.
@@ -42,10 +42,14 @@ class JobContext:
         """Return the queue name."""
         return self.job.queue
 
+    def cancel(self) -> None:
+        """Mark the job cancelled; sync code sees it through `cancelled`."""
+        self._cancelled = True
+
     @property
     def cancelled(self) -> bool:
         """Tell whether the job was cancelled (sync code checks this between steps)."""
-        return self._cancel.is_set()
+        return self._cancelled
 
     def touch(self) -> None:
         """Record a heartbeat from sync code (thread-safe); the worker sends it with its renewal."""

@@ -292,6 +292,8 @@ class Worker:
             try:
                 records = list(self._active.values())
                 for rec, code in await self.upkeep.renew(records):
+                    if self._active.get(rec.job.id) is not rec:
+                        continue  # it finished while the renewal was in flight
                     if code == 1 and rec.handle is not None:
                         self._stop_job(rec, "cancelled")
                     elif code < 0:
@@ -313,7 +315,7 @@ class Worker:
         if rec.stop_reason is not None:
             return
         rec.stop_reason = reason
-        rec.ctx._cancel.set()
+        rec.ctx.cancel()
         if rec.handle is not None:
             rec.handle.cancel()
         else:
