@@ -22,7 +22,7 @@ from .job import TERMINAL_STATES, Job, JobState
 from .keys import QueueKeys
 from .result import TaskResult
 from .settings import EngineSettings
-from .task import Registry, Task, TaskOptions, task, task_ref
+from .task import Registry, Task, TaskOptions, collect_tasks, task, task_ref
 from .worker import Worker
 
 __all__ = [
@@ -52,6 +52,7 @@ __all__ = [
     "UnknownTask",
     "Worker",
     "WrongState",
+    "collect_tasks",
     "task",
     "task_ref",
 ]

@@ -181,6 +181,17 @@ class Client:
             result.update((job_id, names[code]) for job_id, code in zip(chunk, codes, strict=True))
         return result
 
+    async def purge(self, queue: str, job_ids: Iterable[str]) -> int:
+        """Delete finished jobs from Redis (live ones are left alone); return how many."""
+        ids = list(job_ids)
+        purged = 0
+        for start in range(0, len(ids), 500):
+            codes = await self.scripts.purge(
+                self.keys(queue), [self.keys(queue).job_prefix, *ids[start : start + 500]]
+            )
+            purged += sum(1 for code in codes if code == 0)
+        return purged
+
     async def workers(self) -> list[dict[str, Any]]:
         """Return the live workers: id, host, pid, queues, concurrency, current jobs, heartbeat."""
         prefix = self.settings.prefix

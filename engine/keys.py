@@ -36,6 +36,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "expire": ("deadlines", "submitted", "scheduled", "blocked", "dlq", "done", "events", "stats"),
     "cancel": ("submitted", "scheduled", "blocked", "dlq", "done", "events", "stats", "deadlines"),
     "prune": ("done", "dlq", "deadlines"),
+    "purge": ("dlq", "done", "deadlines"),
     "resubmit": ("dlq", "done", "submitted", "events", "marker", "seq"),
 }
 

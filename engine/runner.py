@@ -56,6 +56,7 @@ def error_info(
         "at_ms": int(time.time() * 1000),
     }
     if exc is not None:
+        info["exception"] = f"{type(exc).__module__}.{type(exc).__qualname__}"
         tb = "".join(traceback.format_exception(exc))
         info["traceback"] = tb[-_TRACEBACK_LIMIT:]
     info.update(more)

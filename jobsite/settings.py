@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import dj_database_url
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
@@ -19,6 +21,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # Before "channels", so that our runworker command wins over Channels' own.
+    "jobsite.jobs",
     "channels",
 ]
 
@@ -50,11 +54,12 @@ TEMPLATES = [
 WSGI_APPLICATION = "jobsite.wsgi.application"
 ASGI_APPLICATION = "jobsite.asgi.application"
 
+# SQLite by default; PostgreSQL (or any database) through DATABASE_URL.
 DATABASES = {
-    "default": {
-        "ENGINE": "django.db.backends.sqlite3",
-        "NAME": os.environ.get("SQLITE_PATH", str(BASE_DIR / "var" / "jobsite.sqlite3")),
-    }
+    "default": dj_database_url.config(
+        default="sqlite:///" + os.environ.get("SQLITE_PATH", str(BASE_DIR / "var" / "jobsite.sqlite3")),
+        conn_max_age=60,
+    )
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -66,8 +71,27 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 
-# The engine's settings; turned into engine.EngineSettings in one place (the jobs app, later).
+# The engine's settings (any EngineSettings field, upper case), turned into
+# engine.EngineSettings in one place: jobsite.jobs.conf. TASK_MODULES lists the modules whose
+# @engine.task and @django.tasks.task functions workers may run; QUEUES the queues to mirror.
 ENGINE = {
     "REDIS_URL": os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
     "PREFIX": os.environ.get("JOBSITE_PREFIX", "jobsite"),
+    "TASK_MODULES": ["jobsite.demo_tasks"],
+    "QUEUES": ["default"],
+}
+# What reconciliation does with a live row whose job exists nowhere in Redis: "lost" or "resubmit".
+JOBSITE_RECONCILE = os.environ.get("JOBSITE_RECONCILE", "lost")
+
+TASKS = {"default": {"BACKEND": "jobsite.jobs.backends.JobsiteBackend", "QUEUES": []}}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "engine": {"handlers": ["console"], "level": "INFO"},
+        "jobsite": {"handlers": ["console"], "level": "INFO"},
+    },
 }

@@ -1,0 +1,154 @@
+"""Event and EventReader: consume the per-queue event streams with a consumer group."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from .keys import QueueKeys
+from .settings import EngineSettings
+
+
+def sortable_id(stream_id: str) -> str:
+    """Return a stream id ("ms-seq") zero-padded so that ids sort as text."""
+    ms, _, seq = stream_id.partition("-")
+    return f"{int(ms):015d}-{int(seq or 0):08d}"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One transition as written by a script: job, from, to, time, attempt, worker, error."""
+
+    queue: str
+    id: str
+    job: str
+    from_state: str
+    to_state: str
+    at_ms: int
+    attempt: int
+    worker: str
+    error: str
+    progress: float | None = None
+    message: str = ""
+
+    @property
+    def key(self) -> str:
+        """Return the sortable form of the stream id."""
+        return sortable_id(self.id)
+
+    @classmethod
+    def from_entry(cls, queue: str, entry_id: str, f: dict[str, str]) -> Event:
+        """Build an Event from one stream entry."""
+        progress = f.get("progress")
+        return cls(
+            queue,
+            entry_id,
+            f.get("job", ""),
+            f.get("from", ""),
+            f.get("to", ""),
+            int(f.get("at") or 0),
+            int(f.get("attempt") or 0),
+            f.get("worker", ""),
+            f.get("error", ""),
+            float(progress) if progress else None,
+            f.get("message", ""),
+        )
+
+
+class EventReader:
+    """Read events of several queues as one consumer of a group; ack after they are applied."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        settings: EngineSettings,
+        queues: Sequence[str],
+        group: str = "mirror",
+        consumer: str = "mirror-1",
+    ) -> None:
+        self.redis = redis
+        self.keys = {q: QueueKeys(settings.prefix, q) for q in queues}
+        self.group = group
+        self.consumer = consumer
+
+    async def ensure_groups(self) -> None:
+        """Create the consumer group on every stream (from the start) if it does not exist."""
+        for keys in self.keys.values():
+            try:
+                await self.redis.xgroup_create(keys.events, self.group, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+
+    def _events(self, reply: Any) -> list[Event]:
+        by_stream = {k.events: q for q, k in self.keys.items()}
+        out: list[Event] = []
+        for stream, entries in reply or []:
+            queue = by_stream[stream]
+            out.extend(Event.from_entry(queue, eid, fields) for eid, fields in entries if fields)
+        return out
+
+    async def pending(self, count: int, min_idle_ms: int = 30_000) -> list[Event]:
+        """Return entries delivered but never acked: this consumer's, then idle ones of others."""
+        streams: dict[Any, Any] = {k.events: "0" for k in self.keys.values()}
+        own = self._events(
+            await self.redis.xreadgroup(self.group, self.consumer, streams, count=count)
+        )
+        if own:
+            return own
+        out: list[Event] = []
+        for queue, keys in self.keys.items():
+            reply = await self.redis.xautoclaim(
+                keys.events, self.group, self.consumer, min_idle_ms, "0-0", count=count
+            )
+            out.extend(Event.from_entry(queue, eid, f) for eid, f in reply[1] if f)
+        return out
+
+    async def read(self, count: int, block_ms: int) -> list[Event]:
+        """Return up to `count` new events per stream, blocking up to `block_ms`."""
+        streams: dict[Any, Any] = {k.events: ">" for k in self.keys.values()}
+        reply = await self.redis.xreadgroup(
+            self.group, self.consumer, streams, count=count, block=block_ms
+        )
+        return self._events(reply)
+
+    async def ack(self, events: Iterable[Event]) -> None:
+        """Acknowledge applied events."""
+        by_queue: dict[str, list[str]] = defaultdict(list)
+        for e in events:
+            by_queue[e.queue].append(e.id)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for queue, ids in by_queue.items():
+                pipe.xack(self.keys[queue].events, self.group, *ids)
+            await pipe.execute()
+
+    async def behind_trim(self, queue: str) -> bool:
+        """Tell whether entries this group never read were trimmed away (resync needed)."""
+        keys = self.keys[queue]
+        info = await self.redis.xinfo_stream(keys.events)
+        groups = {g["name"]: g for g in await self.redis.xinfo_groups(keys.events)}
+        last = groups.get(self.group, {}).get("last-delivered-id", "0-0")
+        deleted = info.get("max-deleted-entry-id") or "0-0"
+        return sortable_id(last) < sortable_id(deleted)
+
+    async def job_hashes(self, queue: str, job_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """Return the current hash of each job that still exists in Redis."""
+        keys = self.keys[queue]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_id in job_ids:
+                pipe.hgetall(keys.job(job_id))
+            rows = await pipe.execute()
+        return {job_id: row for job_id, row in zip(job_ids, rows, strict=True) if row}
+
+    async def scan_job_ids(self, queue: str, count: int = 1000) -> list[str]:
+        """Return the id of every job hash of `queue` (SCAN, never KEYS)."""
+        prefix = self.keys[queue].job_prefix
+        pattern = prefix.replace("{", "\\{").replace("}", "\\}") + "*"
+        return [
+            key[len(prefix) :] async for key in self.redis.scan_iter(match=pattern, count=count)
+        ]

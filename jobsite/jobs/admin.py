@@ -1,0 +1,1 @@
+"""Admin (filled in below)."""

@@ -1,0 +1,10 @@
+"""The jobs app: mirror, admin, services, the django.tasks backend and runworker."""
+
+from django.apps import AppConfig
+
+
+class JobsConfig(AppConfig):
+    name = "jobsite.jobs"
+    label = "jobs"
+    verbose_name = "Jobs"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,133 @@
+"""A django.tasks backend that runs @django.tasks.task functions on the engine."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from datetime import UTC, datetime
+from typing import Any
+
+from django.tasks import Task as DjangoTask
+from django.tasks.backends.base import BaseTaskBackend
+from django.tasks.base import TaskError, TaskResult, TaskResultStatus
+from django.tasks.exceptions import TaskResultDoesNotExist
+from django.utils import timezone
+
+from engine import Client, InvalidArguments, JobNotFound, JobState, Task, task_ref
+from engine import Job as EngineJob
+
+from . import services
+from .conf import task_modules
+from .models import Job
+
+STATUS = {
+    JobState.SCHEDULED: TaskResultStatus.READY,
+    JobState.BLOCKED: TaskResultStatus.READY,
+    JobState.SUBMITTED: TaskResultStatus.READY,
+    JobState.STARTED: TaskResultStatus.RUNNING,
+    JobState.COMPLETED: TaskResultStatus.SUCCESSFUL,
+}
+
+
+def django_tasks_in(module_names: list[str]) -> dict[str, DjangoTask]:
+    """Return the django.tasks Task objects defined in the configured modules, by module path."""
+    found: dict[str, DjangoTask] = {}
+    for name in module_names:
+        for value in vars(importlib.import_module(name)).values():
+            if isinstance(value, DjangoTask):
+                found[value.module_path] = value
+    return found
+
+
+def engine_ref(task: DjangoTask) -> Task:
+    """Return the engine task a django Task is enqueued as (its module path is the name)."""
+    run_at = task.run_after
+    return task_ref(task.module_path, queue=task.queue_name, priority=task.priority).using(
+        run_at=run_at
+    )
+
+
+def _dt(ms: int | None) -> datetime | None:
+    return None if not ms else datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+class JobsiteBackend(BaseTaskBackend):
+    """`TASKS = {"default": {"BACKEND": "jobsite.jobs.backends.JobsiteBackend"}}`."""
+
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        super().__init__(alias, params)
+        self._tasks: dict[str, DjangoTask] | None = None
+
+    @property
+    def tasks(self) -> dict[str, DjangoTask]:
+        """Return the known django Tasks (from ENGINE["TASK_MODULES"] and those enqueued here)."""
+        if self._tasks is None:
+            self._tasks = django_tasks_in(task_modules())
+        return self._tasks
+
+    def enqueue(self, task: DjangoTask, args: Any, kwargs: Any) -> TaskResult:
+        """Enqueue through services (after commit inside a transaction)."""
+        self.validate_task(task)
+        lead = (None,) if task.takes_context else ()
+        try:
+            inspect.signature(task.func).bind(*lead, *args, **kwargs)
+        except TypeError as exc:
+            raise InvalidArguments(f"task {task.module_path!r}: {exc}") from None
+        self.tasks[task.module_path] = task
+        job = services.enqueue(engine_ref(task), *args, **kwargs)
+        return TaskResult(
+            task=task, id=job.id, status=TaskResultStatus.READY, enqueued_at=timezone.now(),
+            started_at=None, finished_at=None, last_attempted_at=None, args=list(args),
+            kwargs=dict(kwargs), backend=self.alias, errors=[], worker_ids=[],
+        )
+
+    def get_result(self, result_id: str) -> TaskResult:
+        """Read the job from Redis, or from the mirrored history once Redis forgot it."""
+
+        async def fetch(client: Client) -> EngineJob | None:
+            try:
+                return await client.get(result_id)
+            except JobNotFound:
+                return None
+
+        job = services.run_engine(fetch)
+        if job is None:
+            row = Job.objects.filter(id=result_id).first()
+            if row is None:
+                raise TaskResultDoesNotExist(result_id)
+            job = EngineJob.from_dict(
+                {f: getattr(row, f) for f in ("id", "task", "queue", "version", "args", "kwargs",
+                                              "result", "errors", "attempt", "worker")}
+                | {"state": row.state if row.state in JobState else JobState.FAILED}
+            )
+        return self.to_result(job)
+
+    def to_result(self, job: EngineJob) -> TaskResult:
+        """Map an engine job onto a django.tasks TaskResult."""
+        task = self.tasks.get(job.task)
+        if task is None:
+            raise TaskResultDoesNotExist(f"{job.id}: task {job.task!r} is not in TASK_MODULES")
+        errors = [
+            TaskError(
+                exception_class_path=e.get("exception") or "builtins.Exception",
+                traceback=e.get("traceback") or f"{e.get('type', '')}: {e.get('message', '')}",
+            )
+            for e in job.errors
+            if isinstance(e, dict)
+        ]
+        result = TaskResult(
+            task=task, id=job.id, status=STATUS.get(job.state, TaskResultStatus.FAILED),
+            enqueued_at=_dt(job.submitted_at_ms), started_at=_dt(job.started_at_ms),
+            finished_at=_dt(job.completed_at_ms),
+            last_attempted_at=_dt(job.retried_at_ms or job.started_at_ms),
+            args=job.args if isinstance(job.args, list) else [],
+            kwargs=job.kwargs if isinstance(job.kwargs, dict) else {},
+            backend=self.alias, errors=errors, worker_ids=[job.worker or ""] * job.attempt,
+        )
+        object.__setattr__(result, "_return_value", job.result)
+        return result

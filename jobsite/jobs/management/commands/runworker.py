@@ -1,0 +1,105 @@
+"""manage.py runworker: worker, scheduler, cleaner, mirror, relay and reconciler in one process."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.core.management.base import BaseCommand, CommandParser
+
+from engine import Worker
+from engine.cli import parse_queues
+from engine.reconnect import run_periodic
+
+from ... import conf
+from ...mirror import Mirror
+from ...reconcile import reconcile, sync_workers
+from ...registry import load_tasks
+from ...services import relay_once
+
+LOOPS = ("worker", "mirror", "relay", "reconcile")
+
+
+class Command(BaseCommand):
+    help = "Run Jobsite's worker (with scheduler and cleaner), the history mirror and the outbox relay."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--queues", default=",".join(conf.queues()), help="a,b or a:10,b")
+        parser.add_argument("--concurrency", type=int, default=10)
+        parser.add_argument("--burst", action="store_true", help="exit once the queues are empty")
+        parser.add_argument(
+            "--only", default=",".join(LOOPS), help=f"comma-separated loops to run, of {LOOPS}"
+        )
+        parser.add_argument("--reconcile-interval", type=float, default=60.0)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        loops = {name.strip() for name in options["only"].split(",") if name.strip()}
+        unknown = loops - set(LOOPS)
+        if unknown:
+            raise SystemExit(f"unknown loops: {', '.join(sorted(unknown))}")
+        asyncio.run(self.run(loops, options))
+
+    async def run(self, loops: set[str], options: dict[str, Any]) -> None:
+        """Run the chosen loops until a signal (or, with --burst, until the queues are drained)."""
+        stopping = asyncio.Event()
+        queues, limits = parse_queues(options["queues"])
+        worker = None
+        if "worker" in loops:
+            worker = Worker(
+                conf.engine_settings(), load_tasks(conf.task_modules()), queues=queues,
+                concurrency=options["concurrency"], burst=options["burst"], queue_concurrency=limits,
+            )
+        loop = asyncio.get_running_loop()
+
+        def on_signal() -> None:
+            stopping.set()
+            if worker is not None:
+                worker.stop()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal)
+        mirror = Mirror(queues) if "mirror" in loops else None
+        background = []
+        if mirror is not None:
+            background.append(asyncio.create_task(mirror.run(stopping)))
+        if "relay" in loops:
+            background.append(asyncio.create_task(run_periodic("relay", self._relay, stopping)))
+        if "reconcile" in loops:
+            interval = options["reconcile_interval"]
+            background.append(
+                asyncio.create_task(run_periodic("reconcile", self._reconcile(interval), stopping))
+            )
+        if worker is not None:
+            await worker.run()
+            if options["burst"]:
+                await self._drain(mirror)
+                stopping.set()
+        await stopping.wait()
+        await asyncio.gather(*background, return_exceptions=True)
+        if mirror is not None:
+            await mirror.aclose()
+
+    @staticmethod
+    async def _relay() -> float:
+        await sync_to_async(relay_once, thread_sensitive=True)()
+        return 1.0
+
+    @staticmethod
+    def _reconcile(interval_s: float) -> Any:
+        async def step() -> float:
+            await sync_to_async(sync_workers, thread_sensitive=True)()
+            await sync_to_async(reconcile, thread_sensitive=True)()
+            return interval_s
+
+        return step
+
+    @staticmethod
+    async def _drain(mirror: Mirror | None) -> None:
+        """In burst mode: apply every event still in the streams before exiting."""
+        if mirror is None:
+            return
+        await mirror.start()
+        while await mirror.step(block_ms=200):
+            pass

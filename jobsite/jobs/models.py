@@ -1,0 +1,111 @@
+"""The durable, queryable history of jobs, mirrored from the engine's event streams."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from engine import JobState
+
+# "lost" exists only here: reconciliation found no trace of a live row's job in Redis.
+LOST = "lost"
+STATE_CHOICES = [(s.value, s.value) for s in JobState] + [(LOST, LOST)]
+TERMINAL = [s.value for s in JobState if s.is_terminal]
+
+
+class Job(models.Model):
+    """One engine job as of the last event applied; state only ever comes from events."""
+
+    id = models.CharField(primary_key=True, max_length=128)
+    queue = models.CharField(max_length=100, db_index=True)
+    task = models.CharField(max_length=255, db_index=True)
+    version = models.IntegerField(default=1)
+    state = models.CharField(max_length=16, choices=STATE_CHOICES, db_index=True)
+    priority = models.IntegerField(default=0)
+    attempt = models.IntegerField(default=0)
+    args = models.JSONField(default=list, blank=True)
+    kwargs = models.JSONField(default=dict, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    errors = models.JSONField(default=list, blank=True)
+    progress = models.FloatField(null=True, blank=True)
+    progress_message = models.CharField(max_length=500, blank=True, default="")
+    worker = models.CharField(max_length=200, blank=True, default="")
+    sent_at = models.DateTimeField(null=True, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    retried_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    run_at = models.DateTimeField(null=True, blank=True)
+    # Stream id ("ms-seq", zero-padded so it sorts as text) of the last event applied.
+    last_event_id = models.CharField(max_length=40, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-submitted_at"]
+        indexes = [
+            models.Index(fields=["queue", "state"]),
+            models.Index(fields=["task", "state"]),
+            models.Index(fields=["state", "completed_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task} {self.id} ({self.state})"
+
+    @property
+    def is_terminal(self) -> bool:
+        """Tell whether the job reached a terminal state."""
+        return self.state in TERMINAL
+
+
+class JobEvent(models.Model):
+    """One transition of a job (the history), keyed by its stream entry."""
+
+    queue = models.CharField(max_length=100)
+    event_id = models.CharField(max_length=40)
+    job_id = models.CharField(max_length=128, db_index=True)
+    from_state = models.CharField(max_length=16)
+    to_state = models.CharField(max_length=16)
+    at = models.DateTimeField()
+    attempt = models.IntegerField(default=0)
+    worker = models.CharField(max_length=200, blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    progress = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["event_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "event_id"], name="unique_event_per_queue"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}: {self.from_state} -> {self.to_state}"
+
+
+class Worker(models.Model):
+    """A worker as last seen in the engine's registry."""
+
+    id = models.CharField(primary_key=True, max_length=200)
+    host = models.CharField(max_length=200)
+    pid = models.IntegerField()
+    queues = models.CharField(max_length=500)
+    concurrency = models.IntegerField()
+    current_jobs = models.JSONField(default=list)
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class OutboxEntry(models.Model):
+    """A job enqueued inside a transaction; pushed to Redis after commit (or by the relay)."""
+
+    job_id = models.CharField(max_length=128, unique=True)
+    queue = models.CharField(max_length=100)
+    job = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    pushed_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    def __str__(self) -> str:
+        return f"outbox {self.job_id}"

@@ -1,0 +1,87 @@
+"""Reconciliation: live rows whose job exists nowhere in Redis become `lost` (or are resubmitted)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from django.conf import settings
+
+from engine import Client, Job as EngineJob, task_ref
+
+from .models import LOST, TERMINAL, Job, Worker
+from .services import run_engine
+
+log = logging.getLogger("jobsite.reconcile")
+
+
+def _missing(rows: list[Job]) -> set[str]:
+    async def call(client: Client) -> set[str]:
+        async with client.redis.pipeline(transaction=False) as pipe:
+            for row in rows:
+                pipe.exists(client.keys(row.queue).job(row.id))
+            found = await pipe.execute()
+        return {row.id for row, hit in zip(rows, found, strict=True) if not hit}
+
+    return run_engine(call)
+
+
+def _resubmit(rows: list[Job]) -> None:
+    jobs: list[EngineJob] = []
+    for row in rows:
+        ref = task_ref(row.task, version=row.version).using(
+            queue=row.queue, priority=row.priority, job_id=row.id
+        )
+        jobs.append(ref.call(*row.args, **row.kwargs))
+
+    async def call(client: Client) -> None:
+        await client.enqueue_many(jobs)
+
+    run_engine(call)
+
+
+def reconcile(policy: str | None = None, chunk: int = 1000) -> dict[str, int]:
+    """Check every live row against Redis; return counts of checked, lost and resubmitted rows."""
+    policy = policy or settings.JOBSITE_RECONCILE
+    counts = {"checked": 0, "lost": 0, "resubmitted": 0}
+    live = Job.objects.exclude(state__in=[*TERMINAL, LOST]).order_by("id")
+    last = ""
+    while True:
+        rows = list(live.filter(id__gt=last)[:chunk])
+        if not rows:
+            return counts
+        last = rows[-1].id
+        counts["checked"] += len(rows)
+        gone = _missing(rows)
+        missing = [row for row in rows if row.id in gone]
+        if not missing:
+            continue
+        if policy == "resubmit":
+            _resubmit(missing)
+            counts["resubmitted"] += len(missing)
+        else:
+            Job.objects.filter(id__in=[r.id for r in missing]).update(state=LOST)
+            counts["lost"] += len(missing)
+        log.warning("reconcile policy=%s missing=%d", policy, len(missing))
+
+
+def sync_workers() -> int:
+    """Copy the engine's worker registry into Worker rows; drop workers that left it."""
+    infos = run_engine(lambda client: client.workers())
+    seen = []
+    for info in infos:
+        Worker.objects.update_or_create(
+            id=info["id"],
+            defaults={
+                "host": info["host"],
+                "pid": info["pid"],
+                "queues": info["queues"],
+                "concurrency": info["concurrency"],
+                "current_jobs": info["current_jobs"],
+                "started_at": datetime.fromtimestamp(info["started_at_ms"] / 1000, tz=UTC),
+                "heartbeat_at": datetime.fromtimestamp(info["heartbeat_at_ms"] / 1000, tz=UTC),
+            },
+        )
+        seen.append(info["id"])
+    Worker.objects.exclude(id__in=seen).delete()
+    return len(seen)
