@@ -128,13 +128,22 @@ class EventReader:
             await pipe.execute()
 
     async def behind_trim(self, queue: str) -> bool:
-        """Tell whether entries this group never read were trimmed away (resync needed)."""
+        """Tell whether entries this group had not read may have been trimmed away.
+
+        True when the stream was ever trimmed and the group's last delivered id is older than
+        the oldest entry kept (or, for an emptied stream, than the last one generated). A false
+        alarm only costs a resync, which is idempotent.
+        """
         keys = self.keys[queue]
         info = await self.redis.xinfo_stream(keys.events)
+        if int(info.get("entries-added", 0)) <= int(info.get("length", 0)):
+            return False
         groups = {g["name"]: g for g in await self.redis.xinfo_groups(keys.events)}
-        last = groups.get(self.group, {}).get("last-delivered-id", "0-0")
-        deleted = info.get("max-deleted-entry-id") or "0-0"
-        return sortable_id(last) < sortable_id(deleted)
+        last = sortable_id(groups.get(self.group, {}).get("last-delivered-id", "0-0"))
+        first = info.get("first-entry")
+        if first:
+            return last < sortable_id(first[0])
+        return last < sortable_id(info.get("last-generated-id") or "0-0")
 
     async def job_hashes(self, queue: str, job_ids: Sequence[str]) -> dict[str, dict[str, str]]:
         """Return the current hash of each job that still exists in Redis."""

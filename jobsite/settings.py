@@ -57,7 +57,8 @@ ASGI_APPLICATION = "jobsite.asgi.application"
 # SQLite by default; PostgreSQL (or any database) through DATABASE_URL.
 DATABASES = {
     "default": dj_database_url.config(
-        default="sqlite:///" + os.environ.get("SQLITE_PATH", str(BASE_DIR / "var" / "jobsite.sqlite3")),
+        default="sqlite:///"
+        + os.environ.get("SQLITE_PATH", str(BASE_DIR / "var" / "jobsite.sqlite3")),
         conn_max_age=60,
     )
 }

@@ -81,9 +81,18 @@ class JobsiteBackend(BaseTaskBackend):
         self.tasks[task.module_path] = task
         job = services.enqueue(engine_ref(task), *args, **kwargs)
         return TaskResult(
-            task=task, id=job.id, status=TaskResultStatus.READY, enqueued_at=timezone.now(),
-            started_at=None, finished_at=None, last_attempted_at=None, args=list(args),
-            kwargs=dict(kwargs), backend=self.alias, errors=[], worker_ids=[],
+            task=task,
+            id=job.id,
+            status=TaskResultStatus.READY,
+            enqueued_at=timezone.now(),
+            started_at=None,
+            finished_at=None,
+            last_attempted_at=None,
+            args=list(args),
+            kwargs=dict(kwargs),
+            backend=self.alias,
+            errors=[],
+            worker_ids=[],
         )
 
     def get_result(self, result_id: str) -> TaskResult:
@@ -101,8 +110,21 @@ class JobsiteBackend(BaseTaskBackend):
             if row is None:
                 raise TaskResultDoesNotExist(result_id)
             job = EngineJob.from_dict(
-                {f: getattr(row, f) for f in ("id", "task", "queue", "version", "args", "kwargs",
-                                              "result", "errors", "attempt", "worker")}
+                {
+                    f: getattr(row, f)
+                    for f in (
+                        "id",
+                        "task",
+                        "queue",
+                        "version",
+                        "args",
+                        "kwargs",
+                        "result",
+                        "errors",
+                        "attempt",
+                        "worker",
+                    )
+                }
                 | {"state": row.state if row.state in JobState else JobState.FAILED}
             )
         return self.to_result(job)
@@ -121,13 +143,18 @@ class JobsiteBackend(BaseTaskBackend):
             if isinstance(e, dict)
         ]
         result = TaskResult(
-            task=task, id=job.id, status=STATUS.get(job.state, TaskResultStatus.FAILED),
-            enqueued_at=_dt(job.submitted_at_ms), started_at=_dt(job.started_at_ms),
+            task=task,
+            id=job.id,
+            status=STATUS.get(job.state, TaskResultStatus.FAILED),
+            enqueued_at=_dt(job.submitted_at_ms),
+            started_at=_dt(job.started_at_ms),
             finished_at=_dt(job.completed_at_ms),
             last_attempted_at=_dt(job.retried_at_ms or job.started_at_ms),
             args=job.args if isinstance(job.args, list) else [],
             kwargs=job.kwargs if isinstance(job.kwargs, dict) else {},
-            backend=self.alias, errors=errors, worker_ids=[job.worker or ""] * job.attempt,
+            backend=self.alias,
+            errors=errors,
+            worker_ids=[job.worker or ""] * job.attempt,
         )
         object.__setattr__(result, "_return_value", job.result)
         return result

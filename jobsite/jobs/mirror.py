@@ -22,10 +22,30 @@ from .models import Job, JobEvent
 log = logging.getLogger("jobsite.mirror")
 
 # Row fields copied from the job hash (the hash is the newest truth for a job).
-_HASH_FIELDS = ("queue", "task", "version", "state", "priority", "attempt", "args", "kwargs",
-                "result", "errors", "progress", "worker")
-_TIMES = ("sent_at", "submitted_at", "claimed_at", "started_at", "retried_at", "heartbeat_at",
-          "completed_at", "run_at")
+_HASH_FIELDS = (
+    "queue",
+    "task",
+    "version",
+    "state",
+    "priority",
+    "attempt",
+    "args",
+    "kwargs",
+    "result",
+    "errors",
+    "progress",
+    "worker",
+)
+_TIMES = (
+    "sent_at",
+    "submitted_at",
+    "claimed_at",
+    "started_at",
+    "retried_at",
+    "heartbeat_at",
+    "completed_at",
+    "run_at",
+)
 UPDATE_FIELDS = [*_HASH_FIELDS, "progress_message", *_TIMES, "last_event_id"]
 
 
@@ -69,8 +89,7 @@ def apply_batch(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> i
             newest[event.job] = event
     with transaction.atomic():
         existing = {
-            row.id: row
-            for row in Job.objects.select_for_update().filter(id__in=list(newest))
+            row.id: row for row in Job.objects.select_for_update().filter(id__in=list(newest))
         }
         rows = []
         for job_id, event in newest.items():
@@ -85,9 +104,16 @@ def apply_batch(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> i
         JobEvent.objects.bulk_create(
             [
                 JobEvent(
-                    queue=e.queue, event_id=e.key, job_id=e.job, from_state=e.from_state,
-                    to_state=e.to_state, at=_dt(e.at_ms), attempt=e.attempt, worker=e.worker,
-                    error=e.error, progress=e.progress,
+                    queue=e.queue,
+                    event_id=e.key,
+                    job_id=e.job,
+                    from_state=e.from_state,
+                    to_state=e.to_state,
+                    at=_dt(e.at_ms),
+                    attempt=e.attempt,
+                    worker=e.worker,
+                    error=e.error,
+                    progress=e.progress,
                 )
                 for e in events
                 if e.job
@@ -113,7 +139,9 @@ def resync_rows(hashes: dict[str, dict[str, str]]) -> int:
 class Mirror:
     """Follow every queue's event stream as one consumer of the `mirror` group."""
 
-    def __init__(self, queues: Sequence[str], consumer: str | None = None, batch: int = 500) -> None:
+    def __init__(
+        self, queues: Sequence[str], consumer: str | None = None, batch: int = 500
+    ) -> None:
         self.settings = engine_settings()
         self.redis = connect(self.settings, blocking=True)
         self.reader = EventReader(

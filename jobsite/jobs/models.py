@@ -43,6 +43,11 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-submitted_at"]
+        permissions = [
+            ("cancel_job", "Can cancel jobs"),
+            ("retry_job", "Can retry jobs and resubmit them from the DLQ"),
+            ("purge_job", "Can purge finished jobs"),
+        ]
         indexes = [
             models.Index(fields=["queue", "state"]),
             models.Index(fields=["task", "state"]),

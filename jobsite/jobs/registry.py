@@ -22,9 +22,18 @@ from .backends import django_tasks_in
 def _context(dtask: DjangoTask, job: JobContext, args: Any, kwargs: Any) -> TaskContext:
     now = timezone.now()
     result = TaskResult(
-        task=dtask, id=job.id, status=TaskResultStatus.RUNNING, enqueued_at=None, started_at=now,
-        finished_at=None, last_attempted_at=now, args=list(args), kwargs=dict(kwargs),
-        backend=dtask.backend, errors=[], worker_ids=[job.worker_id] * job.attempt,
+        task=dtask,
+        id=job.id,
+        status=TaskResultStatus.RUNNING,
+        enqueued_at=None,
+        started_at=now,
+        finished_at=None,
+        last_attempted_at=now,
+        args=list(args),
+        kwargs=dict(kwargs),
+        backend=dtask.backend,
+        errors=[],
+        worker_ids=[job.worker_id] * job.attempt,
     )
     return TaskContext(task_result=result)
 
@@ -60,4 +69,3 @@ def load_tasks(modules: list[str]) -> list[Task]:
         tasks.extend(collect_tasks(importlib.import_module(name)))
     tasks.extend(wrap(dtask) for dtask in django_tasks_in(modules).values())
     return tasks
-

@@ -4,88 +4,131 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='OutboxEntry',
+            name="OutboxEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('job_id', models.CharField(max_length=128, unique=True)),
-                ('queue', models.CharField(max_length=100)),
-                ('job', models.JSONField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('pushed_at', models.DateTimeField(blank=True, db_index=True, null=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("job_id", models.CharField(max_length=128, unique=True)),
+                ("queue", models.CharField(max_length=100)),
+                ("job", models.JSONField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("pushed_at", models.DateTimeField(blank=True, db_index=True, null=True)),
             ],
         ),
         migrations.CreateModel(
-            name='Worker',
+            name="Worker",
             fields=[
-                ('id', models.CharField(max_length=200, primary_key=True, serialize=False)),
-                ('host', models.CharField(max_length=200)),
-                ('pid', models.IntegerField()),
-                ('queues', models.CharField(max_length=500)),
-                ('concurrency', models.IntegerField()),
-                ('current_jobs', models.JSONField(default=list)),
-                ('started_at', models.DateTimeField()),
-                ('heartbeat_at', models.DateTimeField()),
+                ("id", models.CharField(max_length=200, primary_key=True, serialize=False)),
+                ("host", models.CharField(max_length=200)),
+                ("pid", models.IntegerField()),
+                ("queues", models.CharField(max_length=500)),
+                ("concurrency", models.IntegerField()),
+                ("current_jobs", models.JSONField(default=list)),
+                ("started_at", models.DateTimeField()),
+                ("heartbeat_at", models.DateTimeField()),
             ],
         ),
         migrations.CreateModel(
-            name='Job',
+            name="Job",
             fields=[
-                ('id', models.CharField(max_length=128, primary_key=True, serialize=False)),
-                ('queue', models.CharField(db_index=True, max_length=100)),
-                ('task', models.CharField(db_index=True, max_length=255)),
-                ('version', models.IntegerField(default=1)),
-                ('state', models.CharField(choices=[('unsubmitted', 'unsubmitted'), ('scheduled', 'scheduled'), ('blocked', 'blocked'), ('submitted', 'submitted'), ('started', 'started'), ('completed', 'completed'), ('failed', 'failed'), ('cancelled', 'cancelled'), ('stalled', 'stalled'), ('dropped', 'dropped'), ('expired', 'expired'), ('lost', 'lost')], db_index=True, max_length=16)),
-                ('priority', models.IntegerField(default=0)),
-                ('attempt', models.IntegerField(default=0)),
-                ('args', models.JSONField(blank=True, default=list)),
-                ('kwargs', models.JSONField(blank=True, default=dict)),
-                ('result', models.JSONField(blank=True, null=True)),
-                ('errors', models.JSONField(blank=True, default=list)),
-                ('progress', models.FloatField(blank=True, null=True)),
-                ('progress_message', models.CharField(blank=True, default='', max_length=500)),
-                ('worker', models.CharField(blank=True, default='', max_length=200)),
-                ('sent_at', models.DateTimeField(blank=True, null=True)),
-                ('submitted_at', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('claimed_at', models.DateTimeField(blank=True, null=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('retried_at', models.DateTimeField(blank=True, null=True)),
-                ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
-                ('completed_at', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('run_at', models.DateTimeField(blank=True, null=True)),
-                ('last_event_id', models.CharField(default='', max_length=40)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                ("id", models.CharField(max_length=128, primary_key=True, serialize=False)),
+                ("queue", models.CharField(db_index=True, max_length=100)),
+                ("task", models.CharField(db_index=True, max_length=255)),
+                ("version", models.IntegerField(default=1)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("unsubmitted", "unsubmitted"),
+                            ("scheduled", "scheduled"),
+                            ("blocked", "blocked"),
+                            ("submitted", "submitted"),
+                            ("started", "started"),
+                            ("completed", "completed"),
+                            ("failed", "failed"),
+                            ("cancelled", "cancelled"),
+                            ("stalled", "stalled"),
+                            ("dropped", "dropped"),
+                            ("expired", "expired"),
+                            ("lost", "lost"),
+                        ],
+                        db_index=True,
+                        max_length=16,
+                    ),
+                ),
+                ("priority", models.IntegerField(default=0)),
+                ("attempt", models.IntegerField(default=0)),
+                ("args", models.JSONField(blank=True, default=list)),
+                ("kwargs", models.JSONField(blank=True, default=dict)),
+                ("result", models.JSONField(blank=True, null=True)),
+                ("errors", models.JSONField(blank=True, default=list)),
+                ("progress", models.FloatField(blank=True, null=True)),
+                ("progress_message", models.CharField(blank=True, default="", max_length=500)),
+                ("worker", models.CharField(blank=True, default="", max_length=200)),
+                ("sent_at", models.DateTimeField(blank=True, null=True)),
+                ("submitted_at", models.DateTimeField(blank=True, db_index=True, null=True)),
+                ("claimed_at", models.DateTimeField(blank=True, null=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("retried_at", models.DateTimeField(blank=True, null=True)),
+                ("heartbeat_at", models.DateTimeField(blank=True, null=True)),
+                ("completed_at", models.DateTimeField(blank=True, db_index=True, null=True)),
+                ("run_at", models.DateTimeField(blank=True, null=True)),
+                ("last_event_id", models.CharField(default="", max_length=40)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'ordering': ['-submitted_at'],
-                'indexes': [models.Index(fields=['queue', 'state'], name='jobs_job_queue_fd57b7_idx'), models.Index(fields=['task', 'state'], name='jobs_job_task_527327_idx'), models.Index(fields=['state', 'completed_at'], name='jobs_job_state_3dab85_idx')],
+                "ordering": ["-submitted_at"],
+                "permissions": [
+                    ("cancel_job", "Can cancel jobs"),
+                    ("retry_job", "Can retry jobs and resubmit them from the DLQ"),
+                    ("purge_job", "Can purge finished jobs"),
+                ],
+                "indexes": [
+                    models.Index(fields=["queue", "state"], name="jobs_job_queue_fd57b7_idx"),
+                    models.Index(fields=["task", "state"], name="jobs_job_task_527327_idx"),
+                    models.Index(
+                        fields=["state", "completed_at"], name="jobs_job_state_3dab85_idx"
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='JobEvent',
+            name="JobEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('queue', models.CharField(max_length=100)),
-                ('event_id', models.CharField(max_length=40)),
-                ('job_id', models.CharField(db_index=True, max_length=128)),
-                ('from_state', models.CharField(max_length=16)),
-                ('to_state', models.CharField(max_length=16)),
-                ('at', models.DateTimeField()),
-                ('attempt', models.IntegerField(default=0)),
-                ('worker', models.CharField(blank=True, default='', max_length=200)),
-                ('error', models.TextField(blank=True, default='')),
-                ('progress', models.FloatField(blank=True, null=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("queue", models.CharField(max_length=100)),
+                ("event_id", models.CharField(max_length=40)),
+                ("job_id", models.CharField(db_index=True, max_length=128)),
+                ("from_state", models.CharField(max_length=16)),
+                ("to_state", models.CharField(max_length=16)),
+                ("at", models.DateTimeField()),
+                ("attempt", models.IntegerField(default=0)),
+                ("worker", models.CharField(blank=True, default="", max_length=200)),
+                ("error", models.TextField(blank=True, default="")),
+                ("progress", models.FloatField(blank=True, null=True)),
             ],
             options={
-                'ordering': ['event_id'],
-                'constraints': [models.UniqueConstraint(fields=('queue', 'event_id'), name='unique_event_per_queue')],
+                "ordering": ["event_id"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("queue", "event_id"), name="unique_event_per_queue"
+                    )
+                ],
             },
         ),
     ]

@@ -48,8 +48,12 @@ class Command(BaseCommand):
         worker = None
         if "worker" in loops:
             worker = Worker(
-                conf.engine_settings(), load_tasks(conf.task_modules()), queues=queues,
-                concurrency=options["concurrency"], burst=options["burst"], queue_concurrency=limits,
+                conf.engine_settings(),
+                load_tasks(conf.task_modules()),
+                queues=queues,
+                concurrency=options["concurrency"],
+                burst=options["burst"],
+                queue_concurrency=limits,
             )
         loop = asyncio.get_running_loop()
 

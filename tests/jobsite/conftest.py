@@ -1,0 +1,57 @@
+"""Django-side fixtures: settings.ENGINE pointed at the private redis-server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from django.tasks import task_backends
+from django.test import override_settings
+
+from engine import EngineSettings, Worker
+from engine.devserver import RedisServer
+from jobsite.jobs import conf
+from jobsite.jobs.mirror import Mirror
+from jobsite.jobs.registry import load_tasks
+
+MODULES = ["jobsite.demo_tasks", "tests.jobsite.dj_tasks", "tests.engine.tasks"]
+
+
+@pytest.fixture
+def engine(redis_server: RedisServer) -> Iterator[EngineSettings]:
+    """Point settings.ENGINE at a flushed private Redis; return the EngineSettings."""
+    with redis.Redis(port=redis_server.port) as r:
+        r.flushall()
+    values = {
+        "REDIS_URL": redis_server.url,
+        "PREFIX": "jobsite",
+        "TASK_MODULES": MODULES,
+        "QUEUES": ["default"],
+        "SCHEDULER_INTERVAL_S": 0.05,
+        "IDLE_WAIT_S": 0.2,
+    }
+    with override_settings(ENGINE=values):
+        conf.engine_settings.cache_clear()
+        task_backends["default"]._tasks = None
+        yield conf.engine_settings()
+    conf.engine_settings.cache_clear()
+
+
+async def run_worker(settings: EngineSettings) -> Worker:
+    """Run a burst worker over every test task module."""
+    worker = Worker(settings, load_tasks(MODULES), burst=True)
+    await worker.run()
+    return worker
+
+
+async def mirror_all(consumer: str = "mirror-test") -> int:
+    """Start a mirror, apply every event in the streams, close it; return events applied."""
+    mirror = Mirror(["default"], consumer=consumer)
+    try:
+        await mirror.start()
+        while await mirror.step(block_ms=50):
+            pass
+        return mirror.applied
+    finally:
+        await mirror.aclose()

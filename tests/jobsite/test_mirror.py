@@ -1,0 +1,113 @@
+"""The mirror: stream -> rows, idempotent, replay-safe, crash-safe, resync after a trim."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import redis
+from asgiref.sync import async_to_sync
+
+from engine import Client, EngineSettings, QueueKeys
+from engine.events import Event
+from jobsite.jobs.mirror import Mirror, apply_batch
+from jobsite.jobs.models import Job, JobEvent
+from tests.engine import tasks as t
+
+from .conftest import mirror_all, run_worker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def stream(engine: EngineSettings) -> list[tuple[str, dict[str, str]]]:
+    with redis.Redis.from_url(engine.redis_url, decode_responses=True) as r:
+        return r.xrange(QueueKeys(engine.prefix, "default").events)
+
+
+async def make_history(engine: EngineSettings) -> list[str]:
+    async with Client(engine) as client:
+        jobs = await client.enqueue_many(
+            [t.add.call(i, i) for i in range(20)]
+            + [t.boom.call(), t.flaky.using(max_retries=1).call()]
+        )
+    await run_worker(engine)
+    return [j.id for j in jobs]
+
+
+def test_mirror_writes_rows_and_history(engine: EngineSettings) -> None:
+    ids = async_to_sync(make_history)(engine)
+    async_to_sync(mirror_all)()
+    assert Job.objects.count() == 22
+    assert Job.objects.filter(state="completed").count() == 20
+    boom = Job.objects.get(id=ids[20])
+    assert boom.state == "failed" and boom.errors[0]["type"] == "ValueError"
+    assert Job.objects.get(id=ids[0]).result == 0
+    assert JobEvent.objects.count() == len(stream(engine))
+    flaky = [(e.from_state, e.to_state) for e in JobEvent.objects.filter(job_id=ids[21])]
+    assert flaky[0] == ("unsubmitted", "submitted") and flaky[-1] == ("started", "failed")
+
+
+def test_replay_and_old_events_change_nothing(engine: EngineSettings) -> None:
+    ids = async_to_sync(make_history)(engine)
+    async_to_sync(mirror_all)()
+    before = {j.id: (j.state, j.last_event_id) for j in Job.objects.all()}
+    events = [Event.from_entry("default", eid, f) for eid, f in stream(engine)]
+    apply_batch(events, {})  # the whole stream again, without hashes
+    old = [e for e in events if e.to_state == "submitted" and e.job == ids[0]]
+    apply_batch(old, {})  # an old event alone
+    assert {j.id: (j.state, j.last_event_id) for j in Job.objects.all()} == before
+    assert JobEvent.objects.count() == len(events)
+
+
+def test_mirror_killed_before_ack_applies_each_event_once(engine: EngineSettings) -> None:
+    async_to_sync(make_history)(engine)
+
+    async def crash_then_restart() -> None:
+        first = Mirror(["default"], consumer="m1")
+        await first.reader.ensure_groups()
+        events = await first.reader.read(500, 100)
+        assert events
+        # the process dies after reading (and even after committing) but before XACK
+        await asyncio.to_thread(lambda: None)
+        await first.aclose()
+        second = Mirror(["default"], consumer="m1")
+        await second.start()  # re-reads its pending entries
+        while await second.step(block_ms=50):
+            pass
+        await second.aclose()
+        other = Mirror(["default"], consumer="m2")  # nothing is left pending for anyone
+        assert await other.reader.pending(100, min_idle_ms=0) == []
+        await other.aclose()
+
+    async_to_sync(crash_then_restart)()
+    assert JobEvent.objects.count() == len(stream(engine))
+    assert Job.objects.filter(state="completed").count() == 20
+
+
+def test_other_consumer_reclaims_a_dead_consumers_entries(engine: EngineSettings) -> None:
+    async_to_sync(make_history)(engine)
+
+    async def go() -> int:
+        dead = Mirror(["default"], consumer="dead")
+        await dead.reader.ensure_groups()
+        taken = len(await dead.reader.read(500, 100))
+        await dead.aclose()
+        alive = Mirror(["default"], consumer="alive")
+        claimed = await alive.reader.pending(500, min_idle_ms=0)
+        await alive.apply(claimed)
+        await alive.aclose()
+        return taken
+
+    taken = async_to_sync(go)()
+    assert taken > 0 and JobEvent.objects.count() == taken
+
+
+def test_resync_when_the_stream_was_trimmed_past_the_mirror(engine: EngineSettings) -> None:
+    ids = async_to_sync(make_history)(engine)
+    key = QueueKeys(engine.prefix, "default").events
+    with redis.Redis.from_url(engine.redis_url) as r:
+        r.xgroup_create(key, "mirror", id="0")
+        r.xtrim(key, maxlen=0)
+    async_to_sync(mirror_all)()
+    assert Job.objects.filter(id__in=ids).count() == 22
+    assert Job.objects.filter(state="completed").count() == 20
