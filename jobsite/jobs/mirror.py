@@ -79,7 +79,7 @@ def row_from_event(event: Event, old: Job | None) -> Job:
 
 
 def apply_batch(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> int:
-    """Apply events in one transaction; an event older than a row's last applied one changes nothing.
+    """Apply events in one transaction; an event older than a row's last one changes nothing.
 
     Returns the number of job rows written.
     """
@@ -152,7 +152,7 @@ class Mirror:
         self.applied = 0
 
     async def start(self) -> None:
-        """Create the groups, resync if the stream was trimmed past us, then apply what is pending."""
+        """Create the groups, resync if the stream was trimmed past us, apply what is pending."""
         await self.reader.ensure_groups()
         for queue in self.queues:
             if await self.reader.behind_trim(queue):

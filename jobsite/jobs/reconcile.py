@@ -1,4 +1,4 @@
-"""Reconciliation: live rows whose job exists nowhere in Redis become `lost` (or are resubmitted)."""
+"""Reconciliation: live rows whose job is nowhere in Redis become `lost` (or are resubmitted)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 
-from engine import Client, Job as EngineJob, task_ref
+from engine import Client, task_ref
+from engine import Job as EngineJob
 
 from .models import LOST, TERMINAL, Job, Worker
 from .services import run_engine

@@ -21,13 +21,13 @@ log = logging.getLogger("jobsite.services")
 T = TypeVar("T")
 
 
-async def _with_client(fn: Callable[[Client], Awaitable[T]]) -> T:
+async def _with_client[T](fn: Callable[[Client], Awaitable[T]]) -> T:
     """Run `fn` with a client bound to the current event loop, then close it."""
     async with Client(engine_settings()) as client:
         return await fn(client)
 
 
-def run_engine(fn: Callable[[Client], Awaitable[T]]) -> T:
+def run_engine[T](fn: Callable[[Client], Awaitable[T]]) -> T:
     """Run an engine call from sync Django code."""
     return async_to_sync(_with_client)(fn)
 

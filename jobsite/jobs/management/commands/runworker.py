@@ -8,6 +8,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import connections
 
 from engine import Worker
 from engine.cli import parse_queues
@@ -23,7 +24,7 @@ LOOPS = ("worker", "mirror", "relay", "reconcile")
 
 
 class Command(BaseCommand):
-    help = "Run Jobsite's worker (with scheduler and cleaner), the history mirror and the outbox relay."
+    help = "Run Jobsite's worker (scheduler and cleaner included), the mirror and the outbox relay."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--queues", default=",".join(conf.queues()), help="a,b or a:10,b")
@@ -84,6 +85,7 @@ class Command(BaseCommand):
         await asyncio.gather(*background, return_exceptions=True)
         if mirror is not None:
             await mirror.aclose()
+        await sync_to_async(connections.close_all, thread_sensitive=True)()
 
     @staticmethod
     async def _relay() -> float:
