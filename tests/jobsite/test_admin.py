@@ -1,0 +1,125 @@
+"""Admin bulk actions: CSRF enforced, permissions, a confirmation page, counts, LogEntry."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Permission, User
+from django.test import Client as WebClient
+
+from engine import Client, EngineSettings, JobState
+from jobsite.jobs import services
+from jobsite.jobs.models import Job
+from tests.engine import tasks as t
+
+from .conftest import mirror_all, run_worker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+URL = "/admin/jobs/job/"
+
+
+def login(user: User) -> tuple[WebClient, str]:
+    web = WebClient(enforce_csrf_checks=True)
+    web.force_login(user)
+    web.get(URL)
+    return web, web.cookies["csrftoken"].value
+
+
+def states(engine: EngineSettings, ids: list[str]) -> list[JobState]:
+    async def get() -> list[JobState]:
+        async with Client(engine) as client:
+            return [(await client.get(i)).state for i in ids]
+
+    return async_to_sync(get)()
+
+
+@pytest.fixture
+def admin_user() -> User:
+    return User.objects.create_superuser("boss", "boss@example.com", "pw")
+
+
+def queued_jobs(n: int) -> list[str]:
+    ids = [services.enqueue(t.add.using(delay_s=60), i, i).id for i in range(n)]
+    async_to_sync(mirror_all)()
+    return ids
+
+
+def test_changelist_filters_and_search(engine: EngineSettings, admin_user: User) -> None:
+    ids = queued_jobs(3)
+    web, _ = login(admin_user)
+    page = web.get(URL, {"state__exact": "scheduled", "q": ids[0]})
+    assert page.status_code == 200 and ids[0] in page.content.decode()
+    assert ids[1] not in page.content.decode()
+    detail = web.get(f"{URL}{ids[0]}/change/")
+    assert detail.status_code == 200 and "unsubmitted" in detail.content.decode()  # timeline
+    assert web.get(f"{URL}nope/change/").status_code in (302, 404)
+
+
+def test_cancel_needs_csrf_then_confirmation(engine: EngineSettings, admin_user: User) -> None:
+    ids = queued_jobs(3)
+    web, token = login(admin_user)
+    form = {"action": "cancel_jobs", "_selected_action": ids[:2], "index": "0"}
+    assert web.post(URL, form).status_code == 403  # no CSRF token
+    confirm = web.post(URL, {**form, "csrfmiddlewaretoken": token})
+    assert confirm.status_code == 200 and "cancel</strong> 2 jobs" in confirm.content.decode()
+    assert states(engine, ids) == [JobState.SCHEDULED] * 3  # nothing happened yet
+    done = web.post(URL, {**form, "post": "yes", "csrfmiddlewaretoken": token})
+    assert done.status_code == 302
+    assert states(engine, ids) == [JobState.CANCELLED, JobState.CANCELLED, JobState.SCHEDULED]
+    entries = LogEntry.objects.filter(object_id__in=ids[:2])
+    assert entries.count() == 2 and "cancel via engine" in entries[0].change_message
+
+
+def test_action_on_everything_matching_the_filter(engine: EngineSettings, admin_user: User) -> None:
+    ids = queued_jobs(5)
+    web, token = login(admin_user)
+    form = {
+        "action": "cancel_jobs",
+        "select_across": "1",
+        "index": "0",
+        "post": "yes",
+        "csrfmiddlewaretoken": token,
+        "_selected_action": ids[:1],
+    }
+    assert web.post(f"{URL}?state__exact=scheduled", form).status_code == 302
+    assert set(states(engine, ids)) == {JobState.CANCELLED}
+
+
+def test_retry_and_purge(engine: EngineSettings, admin_user: User) -> None:
+    failed = services.enqueue(t.boom)
+    async_to_sync(run_worker)(engine)
+    async_to_sync(mirror_all)()
+    assert Job.objects.get(id=failed.id).state == "failed"
+    web, token = login(admin_user)
+    form = {
+        "_selected_action": [failed.id],
+        "index": "0",
+        "post": "yes",
+        "csrfmiddlewaretoken": token,
+    }
+    assert web.post(URL, {**form, "action": "resubmit_dlq"}).status_code == 302
+    assert states(engine, [failed.id]) == [JobState.SUBMITTED]
+    async_to_sync(run_worker)(engine)
+    async_to_sync(mirror_all)()
+    assert web.post(URL, {**form, "action": "purge_jobs"}).status_code == 302
+    assert not Job.objects.filter(id=failed.id).exists()
+
+
+def test_staff_without_permission_cannot_act(engine: EngineSettings) -> None:
+    ids = queued_jobs(1)
+    clerk = User.objects.create_user("clerk", password="pw", is_staff=True)
+    clerk.user_permissions.add(Permission.objects.get(codename="view_job"))
+    web, token = login(clerk)
+    assert web.get(URL).status_code == 200
+    form = {
+        "action": "cancel_jobs",
+        "_selected_action": ids,
+        "index": "0",
+        "post": "yes",
+        "csrfmiddlewaretoken": token,
+    }
+    web.post(URL, form)
+    assert states(engine, ids) == [JobState.SCHEDULED]
+    anonymous = WebClient()
+    assert anonymous.get(URL).status_code == 302  # to the login page
