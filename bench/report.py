@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -230,3 +231,25 @@ def print_rich(results: dict[str, dict[str, Result]], ctx: Context) -> None:
         ratios.add_row(load(system).LABEL, *cells)
     if BASE in results and len(results) > 1:
         console.print(ratios)
+
+
+SECTION = re.compile(r"<!-- section:(?P<name>[a-z-]+) -->.*?<!-- /section:(?P=name) -->", re.S)
+
+
+def with_sections(new: str, old: str) -> str:
+    """Return `new` with the marked sections of `old` (written by other benchmarks) appended."""
+    kept = [m.group(0) for m in SECTION.finditer(old) if m.group(0) not in new]
+    return new.rstrip() + ("\n\n" + "\n\n".join(kept) + "\n" if kept else "\n")
+
+
+def put_section(path: Path, name: str, body: str) -> None:
+    """Write `body` as section `name` of the report at `path`, replacing an older one."""
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    block = f"<!-- section:{name} -->\n{body.strip()}\n<!-- /section:{name} -->"
+    pattern = re.compile(rf"<!-- section:{name} -->.*?<!-- /section:{name} -->", re.S)
+    text = (
+        pattern.sub(lambda _: block, text)
+        if pattern.search(text)
+        else text.rstrip() + "\n\n" + block + "\n"
+    )
+    path.write_text(text)

@@ -117,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     shown = list(sys.argv[1:] if argv is None else argv)
     context = report.Context(sizes, args.quick, redis_version, found, shown)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report.markdown(results, context))
+    old = out.read_text() if out.exists() else ""
+    out.write_text(report.with_sections(report.markdown(results, context), old))
     report.print_rich(results, context)
     log(event="done", report=out, run_dir=run_dir)
     return 0

@@ -1,0 +1,197 @@
+"""Mirror lag: event written -> row committed, at a steady job rate, on SQLite and PostgreSQL.
+
+`python -m bench.mirror_lag [--rate 5000] [--seconds 20]` (run by `bin/bench-mirror`). For each
+database it starts a worker process, feeds jobs at `--rate` per second for `--seconds`, runs the
+mirror in this process, and measures per event (written `at`, Redis time) to the commit of its
+batch. It also samples the group's backlog (entries not yet delivered plus pending) every second.
+Writes the "mirror-lag" section of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def child(db_url: str, redis_url: str, rate: int, seconds: float) -> dict[str, object]:
+    """Run one measurement with DATABASE_URL=db_url (Django is set up here)."""
+    os.environ["DATABASE_URL"] = db_url
+    os.environ["REDIS_URL"] = redis_url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jobsite.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from jobsite.jobs import mirror as mirror_module
+    from jobsite.jobs.models import Job, JobEvent
+
+    Job.objects.all().delete()
+    JobEvent.objects.all().delete()
+    return asyncio.run(measure(mirror_module, redis_url, rate, seconds))
+
+
+async def measure(
+    mirror_module: object, redis_url: str, rate: int, seconds: float
+) -> dict[str, object]:
+    from engine import Client, EngineSettings
+    from jobsite.demo_tasks import resize_image
+
+    mirror_cls = mirror_module.Mirror  # type: ignore[attr-defined]
+    lags: list[float] = []
+
+    class TimedMirror(mirror_cls):  # type: ignore[misc, valid-type]
+        async def apply(self, events: list) -> None:  # type: ignore[type-arg]
+            await super().apply(events)
+            now_ms = time.time() * 1000
+            lags.extend(now_ms - e.at_ms for e in events)
+
+    settings = EngineSettings.from_url(redis_url)
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "engine",
+            "worker",
+            "--url",
+            redis_url,
+            "--tasks",
+            "bench.peers.jobsite_tasks,jobsite.demo_tasks",
+            "--concurrency",
+            "200",
+            "--log-level",
+            "WARNING",
+        ],
+        cwd=ROOT,
+    )
+    mirror = TimedMirror(["default"], consumer="bench")
+    await mirror.start()
+    stopping = asyncio.Event()
+    runner = asyncio.create_task(mirror.run(stopping))
+    backlog: list[int] = []
+    sent = 0
+    async with Client(settings) as client:
+        start = time.monotonic()
+        batch = max(1, rate // 100)
+        while time.monotonic() - start < seconds:
+            await client.enqueue_many([resize_image.call(sent + i, 1) for i in range(batch)])
+            sent += batch
+            ahead = start + sent / rate - time.monotonic()
+            if ahead > 0:
+                await asyncio.sleep(ahead)
+            if len(backlog) < (time.monotonic() - start):
+                groups = await client.redis.xinfo_groups(client.keys("default").events)
+                g = groups[0] if groups else {}
+                backlog.append(int(g.get("lag") or 0) + int(g.get("pending") or 0))
+        produced_s = time.monotonic() - start
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            counts = await client.counts("default")
+            if counts["submitted"] + counts["started"] == 0:
+                break
+            await asyncio.sleep(0.2)
+    await asyncio.sleep(2)
+    stopping.set()
+    await runner
+    await mirror.aclose()
+    worker.terminate()
+    worker.wait()
+    lags.sort()
+    pick = lambda q: round(lags[min(len(lags) - 1, int(len(lags) * q))], 1) if lags else None  # noqa: E731
+    return {
+        "jobs": sent,
+        "rate": round(sent / produced_s),
+        "events": len(lags),
+        "p50_ms": pick(0.5),
+        "p99_ms": pick(0.99),
+        "max_ms": pick(1.0),
+        "backlog_first_half": backlog[: len(backlog) // 2],
+        "backlog_second_half": backlog[len(backlog) // 2 :],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rate", type=int, default=5000)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--child", nargs=2, metavar=("DB_URL", "REDIS_URL"))
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child[0], args.child[1], args.rate, args.seconds)))
+        return 0
+    sys.path.insert(0, str(ROOT))
+    from bench.report import put_section
+    from engine.devserver import RedisServer
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        dbs = {
+            "SQLite": f"sqlite:///{tmp}/lag.sqlite3",
+            "PostgreSQL": os.environ.get(
+                "BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres"
+            ),
+        }
+        for name, url in dbs.items():
+            with RedisServer() as server:
+                out = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "bench.mirror_lag",
+                        "--rate",
+                        str(args.rate),
+                        "--seconds",
+                        str(args.seconds),
+                        "--child",
+                        url,
+                        server.url,
+                    ],
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+            if out.returncode != 0:
+                print(out.stderr[-3000:], file=sys.stderr)
+                rows.append((name, None))
+                continue
+            result = json.loads(out.stdout.strip().splitlines()[-1])
+            print(name, result)
+            rows.append((name, result))
+    lines = [
+        "## Mirror lag (event written to row committed)",
+        "",
+        f"`bin/bench-mirror` (`python -m bench.mirror_lag --rate {args.rate} --seconds {args.seconds:g}`),"
+        f" {time.strftime('%Y-%m-%d %H:%M')}: jobs fed at {args.rate}/s into one worker process"
+        " (concurrency 200) for the whole run; the mirror in its own process, batches of 500;"
+        " backlog = entries not yet delivered + delivered and not acked, sampled each second.",
+        "",
+        "| database | jobs | rate reached (jobs/s) | events | p50 ms | p99 ms | max ms | backlog, first half | backlog, second half |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in rows:
+        if r is None:
+            lines.append(f"| {name} | failed | | | | | | | |")
+            continue
+        half1 = max(r["backlog_first_half"], default=0)
+        half2 = max(r["backlog_second_half"], default=0)
+        lines.append(
+            f"| {name} | {r['jobs']:,} | {r['rate']:,} | {r['events']:,} | {r['p50_ms']} | "
+            f"{r['p99_ms']} | {r['max_ms']} | max {half1:,} | max {half2:,} |"
+        )
+    put_section(ROOT / "docs/benchmarks.md", "mirror-lag", "\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
