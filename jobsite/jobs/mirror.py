@@ -6,133 +6,43 @@ import asyncio
 import logging
 import socket
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
 
-from engine import Job as EngineJob
 from engine.connection import connect
 from engine.events import Event, EventReader
 from engine.reconnect import run_periodic
 
+from . import history
 from .conf import engine_settings
-from .models import Job, JobEvent
 
 log = logging.getLogger("jobsite.mirror")
-
-# Row fields copied from the job hash (the hash is the newest truth for a job).
-_HASH_FIELDS = (
-    "queue",
-    "task",
-    "version",
-    "state",
-    "priority",
-    "attempt",
-    "args",
-    "kwargs",
-    "result",
-    "errors",
-    "progress",
-    "worker",
-)
-_TIMES = (
-    "sent_at",
-    "submitted_at",
-    "claimed_at",
-    "started_at",
-    "retried_at",
-    "heartbeat_at",
-    "completed_at",
-    "run_at",
-)
-UPDATE_FIELDS = [*_HASH_FIELDS, "progress_message", *_TIMES, "last_event_id"]
-
-
-def _dt(ms: int | None) -> datetime | None:
-    return None if not ms else datetime.fromtimestamp(ms / 1000, tz=UTC)
-
-
-def row_from_hash(fields: dict[str, str], last_event_id: str) -> Job:
-    """Return a Job row built from a job hash."""
-    job = EngineJob.from_hash(fields)
-    row = Job(id=job.id, last_event_id=last_event_id, progress_message=job.progress_message or "")
-    for name in _HASH_FIELDS:
-        setattr(row, name, getattr(job, name))
-    row.state = str(job.state)
-    row.worker = job.worker or ""
-    for name in _TIMES:
-        setattr(row, name, _dt(getattr(job, f"{name}_ms")))
-    return row
-
-
-def row_from_event(event: Event, old: Job | None) -> Job:
-    """Return a row for a job whose hash is gone (expired): the event is all we know."""
-    row = old or Job(id=event.job, queue=event.queue, task="", submitted_at=_dt(event.at_ms))
-    row.state = event.to_state
-    row.attempt = event.attempt
-    row.worker = event.worker or row.worker
-    if event.to_state in ("completed", "failed", "cancelled", "stalled", "dropped", "expired"):
-        row.completed_at = _dt(event.at_ms)
-    row.last_event_id = event.key
-    return row
 
 
 def apply_batch(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> int:
     """Apply events in one transaction; an event older than a row's last one changes nothing.
 
-    Returns the number of job rows written.
+    Returns the number of job rows offered to the database.
     """
     newest: dict[str, Event] = {}
     for event in events:
         if event.job and (event.job not in newest or event.key > newest[event.job].key):
             newest[event.job] = event
+    full = [history.values_from_hash(hashes[j], e.key) for j, e in newest.items() if j in hashes]
+    bare = [history.values_from_event(e) for j, e in newest.items() if j not in hashes]
     with transaction.atomic():
-        existing = {
-            row.id: row for row in Job.objects.select_for_update().filter(id__in=list(newest))
-        }
-        rows = []
-        for job_id, event in newest.items():
-            old = existing.get(job_id)
-            if old is not None and old.last_event_id >= event.key:
-                continue
-            fields = hashes.get(job_id)
-            rows.append(row_from_hash(fields, event.key) if fields else row_from_event(event, old))
-        Job.objects.bulk_create(
-            rows, update_conflicts=True, unique_fields=["id"], update_fields=UPDATE_FIELDS
-        )
-        JobEvent.objects.bulk_create(
-            [
-                JobEvent(
-                    queue=e.queue,
-                    event_id=e.key,
-                    job_id=e.job,
-                    from_state=e.from_state,
-                    to_state=e.to_state,
-                    at=_dt(e.at_ms),
-                    attempt=e.attempt,
-                    worker=e.worker,
-                    error=e.error,
-                    progress=e.progress,
-                )
-                for e in events
-                if e.job
-            ],
-            ignore_conflicts=True,
-        )
-    return len(rows)
+        history.upsert(full, history.ALL_BUT_ID)
+        history.upsert(bare, history.EVENT_COLUMNS)
+        history.insert_events(events)
+    return len(full) + len(bare)
 
 
 def resync_rows(hashes: dict[str, dict[str, str]]) -> int:
     """Upsert rows straight from job hashes (after the stream was trimmed past the mirror)."""
-    rows = [row_from_hash(fields, "") for fields in hashes.values()]
+    rows = [history.values_from_hash(fields, "") for fields in hashes.values()]
     with transaction.atomic():
-        existing = dict(Job.objects.filter(id__in=list(hashes)).values_list("id", "last_event_id"))
-        for row in rows:
-            row.last_event_id = existing.get(row.id, "")
-        Job.objects.bulk_create(
-            rows, update_conflicts=True, unique_fields=["id"], update_fields=UPDATE_FIELDS
-        )
+        history.upsert(rows, history.RESYNC_COLUMNS, guard=False)
     return len(rows)
 
 
@@ -140,7 +50,7 @@ class Mirror:
     """Follow every queue's event stream as one consumer of the `mirror` group."""
 
     def __init__(
-        self, queues: Sequence[str], consumer: str | None = None, batch: int = 500
+        self, queues: Sequence[str], consumer: str | None = None, batch: int = 2000
     ) -> None:
         self.settings = engine_settings()
         self.redis = connect(self.settings, blocking=True)

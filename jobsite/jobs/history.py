@@ -1,0 +1,200 @@
+"""Fast, idempotent writes of mirrored rows: multi-row INSERTs, guarded in SQL.
+
+`INSERT ... ON CONFLICT (id) DO UPDATE ... WHERE last_event_id < excluded.last_event_id` makes
+"an older event changes nothing" a property of the statement itself (SQLite and PostgreSQL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import connection
+from django.utils import timezone
+
+from engine import Job as EngineJob
+from engine.events import Event
+
+from .models import Job, JobEvent
+
+TERMINAL = ("completed", "failed", "cancelled", "stalled", "dropped", "expired")
+TIMES = (
+    "sent_at",
+    "submitted_at",
+    "claimed_at",
+    "started_at",
+    "retried_at",
+    "heartbeat_at",
+    "completed_at",
+    "run_at",
+)
+JOB_COLUMNS = (
+    "id",
+    "queue",
+    "task",
+    "version",
+    "state",
+    "priority",
+    "attempt",
+    "args",
+    "kwargs",
+    "result",
+    "errors",
+    "progress",
+    "progress_message",
+    "worker",
+    *TIMES,
+    "last_event_id",
+    "updated_at",
+)
+JSON_COLUMNS = frozenset(("args", "kwargs", "result", "errors"))
+# What an event alone (its job hash already expired) may change on a row.
+EVENT_COLUMNS = ("state", "attempt", "worker", "completed_at", "last_event_id", "updated_at")
+EVENT_INSERT = (
+    "queue",
+    "event_id",
+    "job_id",
+    "from_state",
+    "to_state",
+    "at",
+    "attempt",
+    "worker",
+    "error",
+    "progress",
+)
+
+
+def _dt(ms: int | None) -> datetime | None:
+    return None if not ms else datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def values_from_hash(fields: dict[str, str], last_event_id: str) -> dict[str, Any]:
+    """Return a row's column values from a job hash."""
+    job = EngineJob.from_hash(fields)
+    row: dict[str, Any] = {
+        "id": job.id,
+        "queue": job.queue,
+        "task": job.task,
+        "version": job.version,
+        "state": str(job.state),
+        "priority": job.priority,
+        "attempt": job.attempt,
+        "args": job.args,
+        "kwargs": job.kwargs,
+        "result": job.result,
+        "errors": job.errors,
+        "progress": job.progress,
+        "progress_message": job.progress_message or "",
+        "worker": job.worker or "",
+        "last_event_id": last_event_id,
+    }
+    for name in TIMES:
+        row[name] = _dt(getattr(job, f"{name}_ms"))
+    return row
+
+
+def values_from_event(event: Event) -> dict[str, Any]:
+    """Return a row's column values when only the event is known."""
+    at = _dt(event.at_ms)
+    return {
+        "id": event.job,
+        "queue": event.queue,
+        "task": "",
+        "version": 1,
+        "state": event.to_state,
+        "priority": 0,
+        "attempt": event.attempt,
+        "args": [],
+        "kwargs": {},
+        "result": None,
+        "errors": [],
+        "progress": None,
+        "progress_message": "",
+        "worker": event.worker,
+        **dict.fromkeys(TIMES),
+        "submitted_at": at,
+        "completed_at": at if event.to_state in TERMINAL else None,
+        "last_event_id": event.key,
+    }
+
+
+def _db_time(value: datetime | None) -> Any:
+    """Return a datetime as the database driver wants it (SQLite: naive UTC text)."""
+    if value is None or connection.vendor != "sqlite":
+        return value
+    return str(value.replace(tzinfo=None))
+
+
+def _prep(row: dict[str, Any], now: Any) -> tuple[Any, ...]:
+    adapt_json = connection.ops.adapt_json_value
+    out = []
+    for column in JOB_COLUMNS:
+        value = row.get(column, now)
+        if column in JSON_COLUMNS:
+            value = adapt_json(value, None)
+        elif column in TIMES:
+            value = _db_time(value)
+        out.append(value)
+    return tuple(out)
+
+
+def upsert(rows: Sequence[dict[str, Any]], update: Iterable[str], guard: bool = True) -> None:
+    """Insert rows or update `update` columns of existing ones (newer events only when `guard`)."""
+    if not rows:
+        return
+    q = connection.ops.quote_name
+    table = q(Job._meta.db_table)
+    columns = ", ".join(q(c) for c in JOB_COLUMNS)
+    sets = ", ".join(f"{q(c)} = excluded.{q(c)}" for c in update)
+    where = f" WHERE {table}.{q('last_event_id')} < excluded.{q('last_event_id')}" if guard else ""
+    now = _db_time(timezone.now())
+    prepped = [_prep(row, now) for row in rows]
+    tail = f" ON CONFLICT ({q('id')}) DO UPDATE SET {sets}{where}"
+    _insert_many(f"INSERT INTO {table} ({columns}) VALUES ", len(JOB_COLUMNS), prepped, tail)
+
+
+def _insert_many(head: str, width: int, rows: list[tuple[Any, ...]], tail: str) -> None:
+    """Run one multi-row INSERT per chunk of rows (well under SQLite's and PostgreSQL's limits)."""
+    one = "(" + ", ".join(["%s"] * width) + ")"
+    step = max(1, 20_000 // width)
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":  # its executemany runs in C: faster than one big INSERT
+            cursor.executemany(head + one + tail, rows)
+            return
+        for start in range(0, len(rows), step):
+            chunk = rows[start : start + step]
+            params = [value for row in chunk for value in row]
+            cursor.execute(head + ", ".join([one] * len(chunk)) + tail, params)
+
+
+def insert_events(events: Sequence[Event]) -> None:
+    """Insert history rows; an event already stored is skipped."""
+    if not events:
+        return
+    q = connection.ops.quote_name
+    table = q(JobEvent._meta.db_table)
+    head = f"INSERT INTO {table} ({', '.join(q(c) for c in EVENT_INSERT)}) VALUES "
+    tail = f" ON CONFLICT ({q('queue')}, {q('event_id')}) DO NOTHING"
+    adapt = connection.ops.adapt_datetimefield_value
+    params = [
+        (
+            e.queue,
+            e.key,
+            e.job,
+            e.from_state,
+            e.to_state,
+            adapt(_dt(e.at_ms)),
+            e.attempt,
+            e.worker,
+            e.error,
+            e.progress,
+        )
+        for e in events
+        if e.job
+    ]
+    _insert_many(head, len(EVENT_INSERT), params, tail)
+
+
+ALL_BUT_ID = [c for c in JOB_COLUMNS if c != "id"]
+RESYNC_COLUMNS = [c for c in ALL_BUT_ID if c != "last_event_id"]
