@@ -192,6 +192,22 @@ class Client:
             purged += sum(1 for code in codes if code == 0)
         return purged
 
+    async def pause(self, queue: str) -> None:
+        """Pause a queue: no worker claims from it (its jobs stay put) until `resume`."""
+        await self.redis.hset(self.keys(queue).meta, "paused", "1")
+
+    async def resume(self, queue: str) -> None:
+        """Resume a paused queue and wake idle workers."""
+        keys = self.keys(queue)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hdel(keys.meta, "paused")
+            pipe.zadd(keys.marker, {"0": 0})
+            await pipe.execute()
+
+    async def is_paused(self, queue: str) -> bool:
+        """Tell whether a queue is paused."""
+        return await self.redis.hget(self.keys(queue).meta, "paused") == "1"
+
     async def workers(self) -> list[dict[str, Any]]:
         """Return the live workers: id, host, pid, queues, concurrency, current jobs, heartbeat."""
         prefix = self.settings.prefix

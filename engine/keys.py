@@ -13,7 +13,7 @@ _QUEUE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 # The KEYS of each Lua script, in order (engine/lua/<verb>-N.lua, N = len).
 SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "submit": ("submitted", "scheduled", "events", "marker", "seq", "deadlines"),
-    "claim": ("submitted", "started", "events", "marker", "seq", "dlq", "done", "stats"),
+    "claim": ("submitted", "started", "events", "marker", "seq", "dlq", "done", "stats", "meta"),
     "begin": ("started",),
     "heartbeat": ("started",),
     "progress": ("events",),

@@ -18,7 +18,7 @@ from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 
 from . import services
-from .models import Job, JobEvent, OutboxEntry, Worker
+from .models import Job, JobEvent, OutboxEntry, Queue, Worker
 
 CANCELLABLE = ["submitted", "scheduled", "blocked", "started"]
 RETRYABLE = ["failed", "stalled", "expired", "dropped", "cancelled"]
@@ -185,6 +185,43 @@ class JobAdmin(admin.ModelAdmin):
             return purged
 
         return _confirm(self, request, queryset, "purge", eligible, run, DELETION)
+
+
+@admin.register(Queue)
+class QueueAdmin(admin.ModelAdmin):
+    list_display = ("name", "paused", "submitted", "scheduled", "started", "dlq", "updated_at")
+    actions = ["pause", "resume"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [f.name for f in Queue._meta.fields]
+
+    def _set(self, request: HttpRequest, queryset: QuerySet[Queue], paused: bool) -> None:
+        names = list(queryset.values_list("name", flat=True))
+        services.set_paused(names, paused)
+        queryset.update(paused=paused)
+        verb = "paused" if paused else "resumed"
+        LogEntry.objects.log_actions(
+            request.user.pk,
+            list(queryset),
+            CHANGE,
+            change_message=f"{verb} via engine",
+            single_object=False,
+        )
+        self.message_user(request, f"{verb} {len(names)} queue(s)", messages.SUCCESS)
+
+    @admin.action(description="Pause selected queues", permissions=["change"])
+    def pause(self, request: HttpRequest, queryset: QuerySet[Queue]) -> None:
+        self._set(request, queryset, True)
+
+    @admin.action(description="Resume selected queues", permissions=["change"])
+    def resume(self, request: HttpRequest, queryset: QuerySet[Queue]) -> None:
+        self._set(request, queryset, False)
 
 
 @admin.register(Worker)

@@ -116,3 +116,18 @@ class OutboxEntry(models.Model):
 
     def __str__(self) -> str:
         return f"outbox {self.job_id}"
+
+
+class Queue(models.Model):
+    """A queue as last seen in Redis: paused or not, and its live counts."""
+
+    name = models.CharField(primary_key=True, max_length=100)
+    paused = models.BooleanField(default=False)
+    submitted = models.IntegerField(default=0)
+    scheduled = models.IntegerField(default=0)
+    started = models.IntegerField(default=0)
+    dlq = models.IntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return self.name

@@ -10,7 +10,7 @@ from django.conf import settings
 from engine import Client, task_ref
 from engine import Job as EngineJob
 
-from .models import LOST, TERMINAL, Job, Worker
+from .models import LOST, TERMINAL, Job, Queue, Worker
 from .services import run_engine
 
 log = logging.getLogger("jobsite.reconcile")
@@ -86,3 +86,23 @@ def sync_workers() -> int:
         seen.append(info["id"])
     Worker.objects.exclude(id__in=seen).delete()
     return len(seen)
+
+
+def sync_queues() -> int:
+    """Copy every queue's paused flag and live counts into Queue rows."""
+
+    async def call(client: Client) -> list[tuple[str, bool, dict[str, int]]]:
+        return [
+            (q, await client.is_paused(q), await client.counts(q)) for q in await client.queues()
+        ]
+
+    rows = run_engine(call)
+    for name, paused, counts in rows:
+        Queue.objects.update_or_create(
+            name=name,
+            defaults={
+                "paused": paused,
+                **{k: counts[k] for k in ("submitted", "scheduled", "started", "dlq")},
+            },
+        )
+    return len(rows)

@@ -132,3 +132,15 @@ def purge(jobs: Iterable[tuple[str, str]]) -> int:
         return sum([await client.purge(q, ids) for q, ids in _by_queue(jobs).items()])
 
     return run_engine(call)
+
+
+def set_paused(queues: Iterable[str], paused: bool) -> int:
+    """Pause or resume queues through the engine; return how many."""
+    names = list(queues)
+
+    async def call(client: Client) -> int:
+        for name in names:
+            await (client.pause(name) if paused else client.resume(name))
+        return len(names)
+
+    return run_engine(call)

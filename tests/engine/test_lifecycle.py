@@ -110,3 +110,20 @@ async def test_cancel_scheduled_and_unknown(client: Client) -> None:
     assert result == {later.id: "cancelled", "nobody": "not_found"}
     assert await client.redis.zcard(client.keys("default").scheduled) == 0
     assert await client.cancel([later.id]) == {later.id: "finished"}
+
+
+async def test_pause_stops_claiming_and_resume_restarts_it(
+    client: Client, settings: EngineSettings
+) -> None:
+    await client.pause("default")
+    assert await client.is_paused("default")
+    jobs = await client.enqueue_many([t.add.call(i, i) for i in range(5)])
+    worker = Worker(settings, [t.add], concurrency=5)
+    running = asyncio.create_task(worker.run())
+    await asyncio.sleep(0.5)
+    assert (await client.counts("default"))["submitted"] == 5  # nothing claimed while paused
+    await client.resume("default")
+    done = [await client.wait(j.id, timeout_s=2) for j in jobs]
+    assert {j.state for j in done} == {JobState.COMPLETED}
+    worker.stop()
+    await running

@@ -27,7 +27,7 @@ def test_error_table() -> None:
 
 
 async def test_key_count_is_checked(client: Client) -> None:
-    with pytest.raises(ValueError, match="claim takes 8 keys"):
+    with pytest.raises(ValueError, match="claim takes 9 keys"):
         await client.scripts.claim(["only-one"], [])
 
 

@@ -123,3 +123,23 @@ def test_staff_without_permission_cannot_act(engine: EngineSettings) -> None:
     assert states(engine, ids) == [JobState.SCHEDULED]
     anonymous = WebClient()
     assert anonymous.get(URL).status_code == 302  # to the login page
+
+
+def test_queue_pause_and_resume(engine: EngineSettings, admin_user: User) -> None:
+    from jobsite.jobs.models import Queue
+    from jobsite.jobs.reconcile import sync_queues
+
+    services.enqueue(t.add, 1, 1)
+    assert sync_queues() == 1
+    web, token = login(admin_user)
+    form = {"_selected_action": ["default"], "index": "0", "csrfmiddlewaretoken": token}
+    assert web.post("/admin/jobs/queue/", {**form, "action": "pause"}).status_code == 302
+
+    async def paused() -> bool:
+        async with Client(engine) as client:
+            return await client.is_paused("default")
+
+    assert async_to_sync(paused)() and Queue.objects.get(name="default").paused
+    assert web.post("/admin/jobs/queue/", {**form, "action": "resume"}).status_code == 302
+    assert not async_to_sync(paused)()
+    assert LogEntry.objects.filter(object_id="default").count() == 2

@@ -16,7 +16,7 @@ from engine.reconnect import run_periodic
 
 from ... import conf
 from ...mirror import Mirror
-from ...reconcile import reconcile, sync_workers
+from ...reconcile import reconcile, sync_queues, sync_workers
 from ...registry import load_tasks
 from ...services import relay_once
 
@@ -96,6 +96,7 @@ class Command(BaseCommand):
     def _reconcile(interval_s: float) -> Any:
         async def step() -> float:
             await sync_to_async(sync_workers, thread_sensitive=True)()
+            await sync_to_async(sync_queues, thread_sensitive=True)()
             await sync_to_async(reconcile, thread_sensitive=True)()
             return interval_s
 

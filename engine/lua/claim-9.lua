@@ -5,7 +5,7 @@
   A job past its deadline_ms is expired instead (into the DLQ unless its dlq field is '0').
   KEYS[1] submitted ZSET   KEYS[2] started ZSET (id -> lease deadline ms)   KEYS[3] events STREAM
   KEYS[4] marker ZSET      KEYS[5] seq counter (tokens)   KEYS[6] dlq ZSET   KEYS[7] done ZSET
-  KEYS[8] stats HASH
+  KEYS[8] stats HASH       KEYS[9] meta HASH (a queue with paused = '1' gives nothing)
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] max jobs   ARGV[4] lease_ms
   ARGV[5] worker id        ARGV[6] result ttl ms for expired jobs kept outside the DLQ
   Returns: a list of jobs, each {id, task, version, args, kwargs, attempt it will run as, token,
@@ -18,6 +18,7 @@ local submitted, started, events, marker, seqkey = KEYS[1], KEYS[2], KEYS[3], KE
 local dlq, done, stats = KEYS[6], KEYS[7], KEYS[8]
 local prefix, maxlen, limit, lease_ms, worker = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local ttl_ms = tonumber(ARGV[6])
+if rcall('HGET', KEYS[9], 'paused') == '1' then return {} end
 local popped = rcall('ZPOPMIN', submitted, limit)
 if #popped == 0 then return {} end
 local now = now_ms()
