@@ -10,10 +10,10 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from django.db import connection
 from django.utils import timezone
 
-from engine import Job as EngineJob
 from engine.events import Event
 
 from .models import Job, JobEvent
@@ -69,28 +69,44 @@ def _dt(ms: int | None) -> datetime | None:
     return None if not ms else datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
+def _json_text(raw: str | None, default: str) -> str | None:
+    """Return stored JSON text as it is when valid, else the text as a JSON string (poison)."""
+    if raw is None:
+        return None if default == "null" else default
+    try:
+        orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return orjson.dumps(raw.encode("utf-8", "replace").decode()).decode()
+    return raw
+
+
+def _int(raw: str | None, default: int = 0) -> int:
+    return int(raw) if raw else default
+
+
 def values_from_hash(fields: dict[str, str], last_event_id: str) -> dict[str, Any]:
-    """Return a row's column values from a job hash."""
-    job = EngineJob.from_hash(fields)
+    """Return a row's column values from a job hash (JSON fields stay the hash's JSON text)."""
+    f = fields.get
+    progress = f("progress")
     row: dict[str, Any] = {
-        "id": job.id,
-        "queue": job.queue,
-        "task": job.task,
-        "version": job.version,
-        "state": str(job.state),
-        "priority": job.priority,
-        "attempt": job.attempt,
-        "args": job.args,
-        "kwargs": job.kwargs,
-        "result": job.result,
-        "errors": job.errors,
-        "progress": job.progress,
-        "progress_message": job.progress_message or "",
-        "worker": job.worker or "",
+        "id": f("id", ""),
+        "queue": f("queue", ""),
+        "task": f("task", ""),
+        "version": _int(f("version"), 1),
+        "state": f("state", ""),
+        "priority": _int(f("priority")),
+        "attempt": _int(f("attempt")),
+        "args": _json_text(f("args"), "[]"),
+        "kwargs": _json_text(f("kwargs"), "{}"),
+        "result": _json_text(f("result"), "null"),
+        "errors": _json_text(f("errors"), "[]"),
+        "progress": float(progress) if progress else None,
+        "progress_message": f("progress_message", ""),
+        "worker": f("worker", ""),
         "last_event_id": last_event_id,
     }
     for name in TIMES:
-        row[name] = _dt(getattr(job, f"{name}_ms"))
+        row[name] = _dt(_int(f(f"{name}_ms")))
     return row
 
 
@@ -105,10 +121,10 @@ def values_from_event(event: Event) -> dict[str, Any]:
         "state": event.to_state,
         "priority": 0,
         "attempt": event.attempt,
-        "args": [],
-        "kwargs": {},
+        "args": "[]",
+        "kwargs": "{}",
         "result": None,
-        "errors": [],
+        "errors": "[]",
         "progress": None,
         "progress_message": "",
         "worker": event.worker,
@@ -127,16 +143,7 @@ def _db_time(value: datetime | None) -> Any:
 
 
 def _prep(row: dict[str, Any], now: Any) -> tuple[Any, ...]:
-    adapt_json = connection.ops.adapt_json_value
-    out = []
-    for column in JOB_COLUMNS:
-        value = row.get(column, now)
-        if column in JSON_COLUMNS:
-            value = adapt_json(value, None)
-        elif column in TIMES:
-            value = _db_time(value)
-        out.append(value)
-    return tuple(out)
+    return tuple(_db_time(row[c]) if c in TIMES else row.get(c, now) for c in JOB_COLUMNS)
 
 
 def upsert(rows: Sequence[dict[str, Any]], update: Iterable[str], guard: bool = True) -> None:
@@ -151,12 +158,17 @@ def upsert(rows: Sequence[dict[str, Any]], update: Iterable[str], guard: bool = 
     now = _db_time(timezone.now())
     prepped = [_prep(row, now) for row in rows]
     tail = f" ON CONFLICT ({q('id')}) DO UPDATE SET {sets}{where}"
-    _insert_many(f"INSERT INTO {table} ({columns}) VALUES ", len(JOB_COLUMNS), prepped, tail)
+    _insert_many(f"INSERT INTO {table} ({columns}) VALUES ", _placeholders(), prepped, tail)
 
 
-def _insert_many(head: str, width: int, rows: list[tuple[Any, ...]], tail: str) -> None:
-    """Run one INSERT for many rows with executemany (C-fast on SQLite, pipelined by psycopg)."""
-    one = "(" + ", ".join(["%s"] * width) + ")"
+def _placeholders() -> str:
+    """Return the VALUES tuple of a job row; JSON columns take JSON text (cast on PostgreSQL)."""
+    cast = "::jsonb" if connection.vendor == "postgresql" else ""
+    return "(" + ", ".join(f"%s{cast}" if c in JSON_COLUMNS else "%s" for c in JOB_COLUMNS) + ")"
+
+
+def _insert_many(head: str, one: str, rows: list[tuple[Any, ...]], tail: str) -> None:
+    """Run one INSERT for many rows with executemany (SQLite runs it in C)."""
     with connection.cursor() as cursor:
         cursor.executemany(head + one + tail, rows)
 
@@ -186,7 +198,7 @@ def insert_events(events: Sequence[Event]) -> None:
         for e in events
         if e.job
     ]
-    _insert_many(head, len(EVENT_INSERT), params, tail)
+    _insert_many(head, "(" + ", ".join(["%s"] * len(EVENT_INSERT)) + ")", params, tail)
 
 
 ALL_BUT_ID = [c for c in JOB_COLUMNS if c != "id"]
