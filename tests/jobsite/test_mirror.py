@@ -111,3 +111,22 @@ def test_resync_when_the_stream_was_trimmed_past_the_mirror(engine: EngineSettin
     async_to_sync(mirror_all)()
     assert Job.objects.filter(id__in=ids).count() == 22
     assert Job.objects.filter(state="completed").count() == 20
+
+
+def test_poison_payloads_are_mirrored_as_text(engine: EngineSettings) -> None:
+    keys = QueueKeys(engine.prefix, "default")
+    with redis.Redis.from_url(engine.redis_url) as r:
+        r.hset(
+            keys.job("poison"),
+            mapping={
+                "id": "poison",
+                "task": "x",
+                "state": "submitted",
+                "args": b'["\xff',
+                "kwargs": "{",
+            },
+        )
+        r.xadd(keys.events, {"job": "poison", "from": "unsubmitted", "to": "submitted", "at": "1"})
+    async_to_sync(mirror_all)()
+    row = Job.objects.get(id="poison")
+    assert isinstance(row.args, str) and row.args.startswith('["') and row.kwargs == "{"
