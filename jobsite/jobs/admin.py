@@ -224,24 +224,22 @@ class QueueAdmin(admin.ModelAdmin):
         self._set(request, queryset, False)
 
 
-@admin.register(Worker)
-class WorkerAdmin(admin.ModelAdmin):
-    list_display = ("id", "host", "pid", "queues", "concurrency", "heartbeat_at", "started_at")
+class ViewOnlyAdmin(admin.ModelAdmin):
+    """Rows written by Jobsite's loops: people look, they do not edit."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+@admin.register(Worker)
+class WorkerAdmin(ViewOnlyAdmin):
+    list_display = ("id", "host", "pid", "queues", "concurrency", "heartbeat_at", "started_at")
 
 
 @admin.register(OutboxEntry)
-class OutboxAdmin(admin.ModelAdmin):
+class OutboxAdmin(ViewOnlyAdmin):
     list_display = ("job_id", "queue", "created_at", "pushed_at")
     list_filter = ("pushed_at",)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterable
+from subprocess import CompletedProcess
 
 from engine import EngineSettings, Task, Worker
 
@@ -12,3 +16,14 @@ async def drain(settings: EngineSettings, tasks: Iterable[Task], **kwargs: objec
     worker = Worker(settings, tasks, burst=True, **kwargs)  # type: ignore[arg-type]
     await worker.run()
     return worker
+
+
+def run_cli(url: str, tasks: str, *extra: str, timeout_s: float = 60) -> CompletedProcess[str]:
+    """Run `python -m engine worker` in a subprocess and return what it did."""
+    return subprocess.run(
+        [sys.executable, "-m", "engine", "worker", "--url", url, "--tasks", tasks, *extra],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )

@@ -6,7 +6,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from engine.preflight import check_redis
 
 from . import chaos_tasks as ct
 from .harness import WorkerProc, audit
+from .helpers import run_cli
 from .test_reliability import record, wait_terminal
 
 pytestmark = pytest.mark.chaos
@@ -157,22 +157,7 @@ async def test_password_url_and_wrong_password(tmp_path: Path) -> None:
         url = f"redis://:s3cret-pw@127.0.0.1:{server.port}/0"
         await round_trip(EngineSettings.from_url(url))
         wrong = f"redis://:not-it@127.0.0.1:{server.port}/0"
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "engine",
-                "worker",
-                "--url",
-                wrong,
-                "--tasks",
-                "tests.engine.chaos_tasks",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env={**os.environ, "PYTHONPATH": os.getcwd()},
-        )
+        proc = run_cli(wrong, "tests.engine.chaos_tasks", timeout_s=30)
         assert proc.returncode == 2
         assert f"redis://:***@127.0.0.1:{server.port}/0" in proc.stderr
         assert "not-it" not in proc.stderr and "s3cret" not in proc.stderr

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 
 import redis
 
 from engine import Client, EngineSettings, JobState, task_ref
 
 from . import tasks as t
-from .helpers import drain
+from .helpers import drain, run_cli
 
 ALL = [
     t.add,
@@ -244,48 +241,14 @@ async def test_stale_token_cannot_complete(client: Client, settings: EngineSetti
 
 async def test_cli_worker_burst(client: Client, settings: EngineSettings) -> None:
     jobs = await client.enqueue_many([t.add.call(i, 1) for i in range(50)])
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "engine",
-            "worker",
-            "--url",
-            settings.redis_url,
-            "--tasks",
-            "tests.engine.tasks",
-            "--concurrency",
-            "5",
-            "--burst",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_cli(settings.redis_url, "tests.engine.tasks", "--concurrency", "5", "--burst")
     assert proc.returncode == 0, proc.stderr
     assert "completed=50" in proc.stderr
     assert [(await client.get(j.id)).result for j in jobs] == [i + 1 for i in range(50)]
 
 
 def test_cli_exits_nonzero_without_redis() -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "engine",
-            "worker",
-            "--url",
-            "redis://:hunter2@127.0.0.1:1/0",
-            "--tasks",
-            "tests.engine.tasks",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={**os.environ, "PYTHONPATH": os.getcwd()},
-    )
+    proc = run_cli("redis://:hunter2@127.0.0.1:1/0", "tests.engine.tasks", timeout_s=30)
     assert proc.returncode == 2
     assert "cannot reach redis" in proc.stderr and "hunter2" not in proc.stderr
 
