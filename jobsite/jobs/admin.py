@@ -15,10 +15,11 @@ from django.contrib.admin.models import CHANGE, DELETION, LogEntry
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from . import services
-from .models import Job, JobEvent, OutboxEntry, Queue, Worker
+from . import services, tokens
+from .models import ApiToken, Job, JobEvent, OutboxEntry, Queue, Worker
 
 CANCELLABLE = ["submitted", "scheduled", "blocked", "started"]
 RETRYABLE = ["failed", "stalled", "expired", "dropped", "cancelled"]
@@ -243,3 +244,25 @@ class WorkerAdmin(ViewOnlyAdmin):
 class OutboxAdmin(ViewOnlyAdmin):
     list_display = ("job_id", "queue", "created_at", "pushed_at")
     list_filter = ("pushed_at",)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ("name", "user", "prefix", "created_at", "last_used_at", "revoked_at")
+    fields = ("name", "user", "revoked_at")
+    actions = ["revoke"]
+
+    def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
+        key = tokens.issue(obj) if not change else None
+        super().save_model(request, obj, form, change)
+        if key:
+            self.message_user(
+                request,
+                f"Token {obj.name}: {key} (copy it now: it is not stored)",
+                messages.WARNING,
+            )
+
+    @admin.action(description="Revoke selected tokens", permissions=["change"])
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        self.message_user(request, f"revoked {count} token(s)", messages.SUCCESS)

@@ -131,3 +131,18 @@ class Queue(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class ApiToken(models.Model):
+    """A bearer token for the JSON API; only its SHA-256 is stored."""
+
+    user = models.ForeignKey("auth.User", on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=8, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}...)"

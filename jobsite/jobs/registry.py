@@ -5,6 +5,7 @@ Built from ENGINE["TASK_MODULES"] at start-up; a payload never decides what gets
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 from typing import Any
@@ -16,6 +17,7 @@ from django.utils import timezone
 
 from engine import JobContext, Task, collect_tasks, task
 
+from . import conf
 from .backends import django_tasks_in
 
 
@@ -38,6 +40,16 @@ def _context(dtask: DjangoTask, job: JobContext, args: Any, kwargs: Any) -> Task
     return TaskContext(task_result=result)
 
 
+def _signature(dtask: DjangoTask) -> inspect.Signature:
+    """Return the wrapper's signature: the job context, then the django function's arguments."""
+    sig = inspect.signature(dtask.func)
+    params = list(sig.parameters.values())
+    if dtask.takes_context:
+        params = params[1:]
+    lead = inspect.Parameter("job", inspect.Parameter.POSITIONAL_ONLY)
+    return sig.replace(parameters=[lead, *params])
+
+
 def wrap(dtask: DjangoTask) -> Task:
     """Return an engine task that runs a django Task (with its context when it takes one)."""
     func = dtask.func
@@ -49,6 +61,7 @@ def wrap(dtask: DjangoTask) -> Task:
             lead = (_context(dtask, job, args, kwargs),) if dtask.takes_context else ()
             return await func(*lead, *args, **kwargs)
 
+        run_async.__signature__ = _signature(dtask)  # type: ignore[attr-defined]
         return task(run_async, name=name, **options)  # type: ignore[no-any-return]
 
     def run_sync(job: JobContext, *args: Any, **kwargs: Any) -> Any:
@@ -59,6 +72,7 @@ def wrap(dtask: DjangoTask) -> Task:
         finally:
             close_old_connections()
 
+    run_sync.__signature__ = _signature(dtask)  # type: ignore[attr-defined]
     return task(run_sync, name=name, **options)  # type: ignore[no-any-return]
 
 
@@ -69,3 +83,13 @@ def load_tasks(modules: list[str]) -> list[Task]:
         tasks.extend(collect_tasks(importlib.import_module(name)))
     tasks.extend(wrap(dtask) for dtask in django_tasks_in(modules).values())
     return tasks
+
+
+@functools.cache
+def _known(modules: tuple[str, ...]) -> dict[str, Task]:
+    return {t.name: t for t in load_tasks(list(modules))}
+
+
+def known_tasks() -> dict[str, Task]:
+    """Return every task of ENGINE["TASK_MODULES"] by name (loaded once per module list)."""
+    return _known(tuple(conf.task_modules()))

@@ -1,0 +1,51 @@
+"""The NinjaAPI under /api/v1/: staff session (CSRF on changes) or API token; typed errors."""
+
+from __future__ import annotations
+
+from django.contrib.admin.views.decorators import staff_member_required
+from django.http import HttpRequest, HttpResponse
+from ninja import NinjaAPI
+
+from engine import DuplicateJob, PayloadTooLarge, RedisUnavailable, SerializationError
+from engine.errors import ConfigError
+
+from .jobs.api import router
+from .jobs.tokens import AUTH
+
+api = NinjaAPI(
+    title="Jobsite API",
+    version="1",
+    urls_namespace="api",
+    auth=AUTH,
+    docs_decorator=staff_member_required,
+)
+api.add_router("/", router)
+
+
+@api.exception_handler(RedisUnavailable)
+def redis_down(request: HttpRequest, exc: RedisUnavailable) -> HttpResponse:
+    response = api.create_response(
+        request, {"detail": "Redis is unavailable; retry shortly"}, status=503
+    )
+    response["Retry-After"] = "1"
+    return response
+
+
+@api.exception_handler(PayloadTooLarge)
+def too_large(request: HttpRequest, exc: PayloadTooLarge) -> HttpResponse:
+    return api.create_response(request, {"detail": str(exc)}, status=413)
+
+
+@api.exception_handler(SerializationError)
+def not_json(request: HttpRequest, exc: SerializationError) -> HttpResponse:
+    return api.create_response(request, {"detail": str(exc)}, status=422)
+
+
+@api.exception_handler(ConfigError)
+def bad_option(request: HttpRequest, exc: ConfigError) -> HttpResponse:
+    return api.create_response(request, {"detail": str(exc)}, status=422)
+
+
+@api.exception_handler(DuplicateJob)
+def duplicate(request: HttpRequest, exc: DuplicateJob) -> HttpResponse:
+    return api.create_response(request, {"detail": str(exc)}, status=409)

@@ -1,0 +1,162 @@
+"""The JSON API: auth on every operation, the job lifecycle, and bad input without 500s."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.auth.models import User
+from django.test import Client as WebClient
+from django.test import override_settings
+from django.urls import get_resolver
+
+from engine import EngineSettings
+from engine.devserver import free_port
+from jobsite.api import api
+from jobsite.jobs import conf
+from jobsite.jobs.models import ApiToken
+from jobsite.jobs.tokens import issue
+
+from .conftest import mirror_all, run_worker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+BASE = "/api/v1"
+
+
+@pytest.fixture
+def token() -> str:
+    user = User.objects.create_user("robot", password="x", is_staff=True)
+    row = ApiToken(user=user, name="ci")
+    key = issue(row)
+    row.save()
+    return key
+
+
+def call(web: WebClient, method: str, path: str, token: str | None = None, **kw: Any) -> Any:
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
+    return getattr(web, method)(BASE + path, content_type="application/json", **headers, **kw)
+
+
+def operations() -> list[tuple[str, str]]:
+    schema = api.get_openapi_schema()
+    out = []
+    for path, methods in schema["paths"].items():
+        for method in methods:
+            concrete = (
+                path.replace("/api/v1", "").replace("{job_id}", "x").replace("{name}", "default")
+            )
+            out.append((method, concrete))
+    return out
+
+
+def test_every_operation_refuses_anonymous_callers(engine: EngineSettings) -> None:
+    web = WebClient()
+    ops = operations()
+    assert len(ops) >= 13
+    for method, path in ops:
+        response = call(web, method, path, data="{}" if method != "get" else None)
+        assert response.status_code == 401, (method, path, response.status_code)
+    assert web.get(f"{BASE}/docs").status_code == 302  # docs: staff only
+
+
+def test_revoked_or_non_staff_tokens_are_refused(engine: EngineSettings, token: str) -> None:
+    web = WebClient()
+    assert call(web, "get", "/tasks", token).status_code == 200
+    ApiToken.objects.update(revoked_at="2026-01-01T00:00:00Z")
+    assert call(web, "get", "/tasks", token).status_code == 401
+    assert call(web, "get", "/tasks", "js_wrong").status_code == 401
+
+
+def test_session_needs_staff_and_csrf(engine: EngineSettings) -> None:
+    staff = User.objects.create_user("s", password="x", is_staff=True)
+    plain = User.objects.create_user("p", password="x")
+    web = WebClient(enforce_csrf_checks=True)
+    web.force_login(plain)
+    assert call(web, "get", "/tasks").status_code == 401
+    web.force_login(staff)
+    assert call(web, "get", "/tasks").status_code == 200
+    body = {"task": "add", "args": [1, 2]}
+    assert call(web, "post", "/jobs", data=body).status_code in (401, 403)  # no CSRF token
+    web.get("/admin/")
+    csrf = web.cookies["csrftoken"].value
+    ok = call(web, "post", "/jobs", data=body, HTTP_X_CSRFTOKEN=csrf)
+    assert ok.status_code == 201, ok.content
+
+
+def test_job_lifecycle(engine: EngineSettings, token: str) -> None:
+    web = WebClient()
+    made = call(web, "post", "/jobs", token, data={"task": "add", "args": [2, 3], "priority": 5})
+    assert made.status_code == 201 and made.json()["state"] == "submitted"
+    job_id = made.json()["id"]
+    async_to_sync(run_worker)(engine)
+    async_to_sync(mirror_all)()
+    got = call(web, "get", f"/jobs/{job_id}", token).json()
+    assert got["state"] == "completed" and got["result"] == 5
+    assert [h["to_state"] for h in got["history"]] == ["submitted", "started", "completed"]
+    page = call(web, "get", "/jobs?state=completed&limit=1", token).json()
+    assert [j["id"] for j in page["items"]] == [job_id]
+    assert call(web, "post", f"/jobs/{job_id}/retry", token).status_code == 409
+    assert call(web, "delete", f"/jobs/{job_id}", token).status_code == 409
+    later = call(
+        web, "post", "/jobs", token, data={"task": "add", "args": [1, 1], "delay_s": 60}
+    ).json()
+    gone = call(web, "delete", f"/jobs/{later['id']}", token)
+    assert gone.status_code == 202 and gone.json()["outcome"] == "cancelled"
+    assert call(web, "post", f"/jobs/{later['id']}/retry", token).json()["state"] == "submitted"
+    boom = call(web, "post", "/jobs", token, data={"task": "boom"}).json()
+    async_to_sync(run_worker)(engine)
+    assert [j["id"] for j in call(web, "get", "/dlq", token).json()] == [boom["id"]]
+    assert call(
+        web, "post", "/dlq/resubmit", token, data={"queue": "default", "task": "boom"}
+    ).json() == {"count": 1}
+    [queue] = call(web, "get", "/queues", token).json()
+    assert queue["name"] == "default" and queue["counts"]["submitted"] == 1  # the resubmitted boom
+    assert call(web, "post", "/queues/default/pause", token).json()["paused"] is True
+    assert call(web, "post", "/queues/default/resume", token).json()["paused"] is False
+    assert call(web, "post", "/queues/nope/pause", token).status_code == 404
+    assert isinstance(call(web, "get", "/stats", token).json(), list)
+    assert call(web, "get", "/workers", token).json() == []
+    names = {t["name"]: t for t in call(web, "get", "/tasks", token).json()}
+    assert names["add"]["arguments"]["required"] == ["a", "b"]
+
+
+def test_bad_input_never_yields_a_500(engine: EngineSettings, token: str) -> None:
+    web = WebClient()
+    unknown = call(web, "post", "/jobs", token, data={"task": "no.such"})
+    assert unknown.status_code == 422 and "unknown task" in unknown.json()["detail"]
+    assert call(web, "post", "/jobs", token, data={"task": "add", "args": [1]}).status_code == 422
+    assert (
+        call(
+            web, "post", "/jobs", token, data={"task": "add", "args": [1], "priority": 500}
+        ).status_code
+        == 422
+    )
+    assert call(web, "post", "/jobs", token, data="{not json").status_code in (400, 422)
+    big = call(web, "post", "/jobs", token, data={"task": "add", "args": [1, "x" * (2 << 20)]})
+    assert big.status_code == 413
+    assert call(web, "get", "/jobs/nobody", token).status_code == 404
+    assert call(web, "delete", "/jobs/nobody", token).status_code == 404
+    assert call(web, "get", "/jobs?cursor=%%%", token).status_code == 422
+
+
+def test_redis_down_is_503_with_retry_after(engine: EngineSettings, token: str) -> None:
+    down = {"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0", "TASK_MODULES": conf.task_modules()}
+    with override_settings(ENGINE=down):
+        conf.engine_settings.cache_clear()
+        response = call(WebClient(), "post", "/jobs", token, data={"task": "add", "args": [1, 2]})
+    conf.engine_settings.cache_clear()
+    assert response.status_code == 503 and response["Retry-After"] == "1"
+
+
+def test_only_login_and_static_are_public() -> None:
+    public = []
+    web = WebClient()
+    for pattern in get_resolver().url_patterns:
+        route = str(pattern.pattern)
+        if "<" in route or route.startswith("^"):
+            continue
+        status = web.get("/" + route).status_code
+        if status == 200:
+            public.append(route)
+    assert public == []
