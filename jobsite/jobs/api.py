@@ -38,6 +38,7 @@ from .schemas import (
 
 router = Router(tags=["jobs"])
 ERRORS: dict[int, Any] = {
+    400: ErrorOut,
     401: ErrorOut,
     404: ErrorOut,
     409: ErrorOut,
@@ -142,6 +143,8 @@ def list_jobs(
     limit: int = Query(50, ge=1, le=500),  # type: ignore[type-arg]
 ) -> JobPage:
     """List the history, newest first, with filters and an opaque cursor."""
+    if any("\x00" in v for v in (state, queue, task, q, cursor) if v):
+        raise HttpError(422, "filters cannot contain NUL characters")
     rows = Job.objects.order_by("-submitted_at", "-id")
     filters = {
         "state": state,

@@ -77,7 +77,8 @@ def _json_text(raw: str | None, default: str) -> str | None:
         orjson.loads(raw)
     except orjson.JSONDecodeError:
         return orjson.dumps(raw.encode("utf-8", "replace").decode()).decode()
-    return raw
+    # PostgreSQL's jsonb refuses NUL characters; keep the rest of the document.
+    return raw.replace("\\u0000", "\\ufffd") if "\\u0000" in raw else raw
 
 
 def _int(raw: str | None, default: int = 0) -> int:

@@ -42,5 +42,19 @@ class TokenAuth(HttpBearer):
         return row.user
 
 
-# A staff session (CSRF checked on unsafe methods) or a bearer token.
-AUTH = [TokenAuth(), SessionAuthIsStaff()]
+class StaffSession(SessionAuthIsStaff):
+    """A logged-in staff user's session; CSRF is checked on unsafe methods.
+
+    Without a staff session the answer is 401 (no credentials), whatever cookie came along;
+    with one, a missing CSRF token is a 403.
+    """
+
+    def __call__(self, request: HttpRequest) -> Any:
+        user = getattr(request, "user", None)
+        if user is None or not (user.is_authenticated and user.is_staff):
+            return None
+        return super().__call__(request)
+
+
+# A bearer token, or a staff session.
+AUTH = [TokenAuth(), StaffSession()]

@@ -38,6 +38,21 @@ def engine(redis_server: RedisServer) -> Iterator[EngineSettings]:
     conf.engine_settings.cache_clear()
 
 
+@pytest.fixture
+def token() -> str:
+    """Return the key of an API token of a staff user."""
+    from django.contrib.auth.models import User
+
+    from jobsite.jobs.models import ApiToken
+    from jobsite.jobs.tokens import issue
+
+    user = User.objects.create_user("robot", password="x", is_staff=True)
+    row = ApiToken(user=user, name="ci")
+    key = issue(row)
+    row.save()
+    return key
+
+
 async def run_worker(settings: EngineSettings) -> Worker:
     """Run a burst worker over every test task module."""
     worker = Worker(settings, load_tasks(MODULES), burst=True)

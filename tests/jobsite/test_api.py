@@ -16,21 +16,11 @@ from engine.devserver import free_port
 from jobsite.api import api
 from jobsite.jobs import conf
 from jobsite.jobs.models import ApiToken
-from jobsite.jobs.tokens import issue
 
 from .conftest import mirror_all, run_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BASE = "/api/v1"
-
-
-@pytest.fixture
-def token() -> str:
-    user = User.objects.create_user("robot", password="x", is_staff=True)
-    row = ApiToken(user=user, name="ci")
-    key = issue(row)
-    row.save()
-    return key
 
 
 def call(web: WebClient, method: str, path: str, token: str | None = None, **kw: Any) -> Any:
