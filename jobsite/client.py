@@ -1,0 +1,283 @@
+"""A Python client for Jobsite's JSON API, sync and async (httpx). It never imports Django.
+
+with JobsiteClient("http://127.0.0.1:8000", token="js_...") as api:
+    job = api.submit("reports.build", 2026, queue="reports")
+    for state in api.progress(job["id"]):
+        print(state["state"], state["progress"], state["progress_message"])
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+TERMINAL = frozenset(("completed", "failed", "cancelled", "stalled", "dropped", "expired", "lost"))
+
+
+class ApiError(Exception):
+    """The API answered with an error status."""
+
+    def __init__(self, status: int, detail: Any) -> None:
+        super().__init__(f"{status}: {detail}")
+        self.status = status
+        self.detail = detail
+
+
+class InvalidRequest(ApiError):
+    """400 or 422: the request was malformed, or the task or its arguments are wrong."""
+
+
+class Unauthorized(ApiError):
+    """401 or 403: no valid token or staff session (or no CSRF token)."""
+
+
+class NotFound(ApiError):
+    """404: no job (or queue) with that name."""
+
+
+class Conflict(ApiError):
+    """409: the job is not in a state that allows this (or the id exists)."""
+
+
+class PayloadTooLarge(ApiError):
+    """413: the arguments are over the size limit."""
+
+
+class ServiceUnavailable(ApiError):
+    """503: Redis is unavailable; `retry_after_s` says when to try again."""
+
+    def __init__(self, status: int, detail: Any, retry_after_s: float) -> None:
+        super().__init__(status, detail)
+        self.retry_after_s = retry_after_s
+
+
+_ERRORS: dict[int, type[ApiError]] = {
+    400: InvalidRequest,
+    401: Unauthorized,
+    403: Unauthorized,
+    404: NotFound,
+    409: Conflict,
+    413: PayloadTooLarge,
+    422: InvalidRequest,
+}
+
+
+def _check(response: httpx.Response) -> Any:
+    """Return the JSON body of a success; raise the typed error of a failure."""
+    if response.status_code < 400:
+        return response.json()
+    try:
+        detail = response.json().get("detail")
+    except ValueError:
+        detail = response.text
+    if response.status_code == 503:
+        raise ServiceUnavailable(503, detail, float(response.headers.get("Retry-After", "1")))
+    raise _ERRORS.get(response.status_code, ApiError)(response.status_code, detail)
+
+
+def _body(
+    task: str, args: tuple[Any, ...], kwargs: dict[str, Any], **options: Any
+) -> dict[str, Any]:
+    if isinstance(options.get("run_at"), datetime):
+        options["run_at"] = options["run_at"].isoformat()
+    return {
+        "task": task,
+        "args": list(args),
+        "kwargs": kwargs,
+        **{k: v for k, v in options.items() if v is not None},
+    }
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+class JobsiteClient:
+    """Synchronous client."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        timeout_s: float = 10.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.http = httpx.Client(
+            base_url=base_url.rstrip("/") + "/api/v1",
+            headers=_headers(token),
+            timeout=timeout_s,
+            transport=transport,
+        )
+
+    def __enter__(self) -> JobsiteClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self.http.close()
+
+    def submit(
+        self,
+        task: str,
+        *args: Any,
+        queue: str | None = None,
+        priority: int | None = None,
+        delay_s: float | None = None,
+        run_at: datetime | None = None,
+        ttl_s: float | None = None,
+        job_id: str | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Submit a job; returns it as the API shows it."""
+        body = _body(
+            task,
+            args,
+            kwargs,
+            queue=queue,
+            priority=priority,
+            delay_s=delay_s,
+            run_at=run_at,
+            ttl_s=ttl_s,
+            job_id=job_id,
+        )
+        return _check(self.http.post("/jobs", json=body))  # type: ignore[no-any-return]
+
+    def get(self, job_id: str) -> dict[str, Any]:
+        """Return a job: state, progress, result, errors per attempt, history."""
+        return _check(self.http.get(f"/jobs/{job_id}"))  # type: ignore[no-any-return]
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        """Cancel a queued or running job."""
+        return _check(self.http.delete(f"/jobs/{job_id}"))  # type: ignore[no-any-return]
+
+    def retry(self, job_id: str) -> dict[str, Any]:
+        """Retry a finished job as a new attempt series."""
+        return _check(self.http.post(f"/jobs/{job_id}/retry"))  # type: ignore[no-any-return]
+
+    def progress(
+        self, job_id: str, poll_s: float = 0.5, timeout_s: float | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Yield the job each time its state or progress changes, until a terminal state."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        last = None
+        while True:
+            job = self.get(job_id)
+            seen = (job["state"], job.get("progress"), job.get("progress_message"))
+            if seen != last:
+                last = seen
+                yield job
+            if job["state"] in TERMINAL:
+                return
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"job {job_id} still {job['state']} after {timeout_s}s")
+            time.sleep(poll_s)
+
+    def wait(self, job_id: str, timeout_s: float = 30.0, poll_s: float = 0.2) -> dict[str, Any]:
+        """Wait for a terminal state; raise TimeoutError after `timeout_s`."""
+        last: dict[str, Any] = {}
+        for state in self.progress(job_id, poll_s, timeout_s):
+            last = state
+        return last
+
+
+class AsyncJobsiteClient:
+    """Asynchronous client, the same methods awaited."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        timeout_s: float = 10.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.http = httpx.AsyncClient(
+            base_url=base_url.rstrip("/") + "/api/v1",
+            headers=_headers(token),
+            timeout=timeout_s,
+            transport=transport,
+        )
+
+    async def __aenter__(self) -> AsyncJobsiteClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self.http.aclose()
+
+    async def submit(
+        self,
+        task: str,
+        *args: Any,
+        queue: str | None = None,
+        priority: int | None = None,
+        delay_s: float | None = None,
+        run_at: datetime | None = None,
+        ttl_s: float | None = None,
+        job_id: str | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Submit a job; returns it as the API shows it."""
+        body = _body(
+            task,
+            args,
+            kwargs,
+            queue=queue,
+            priority=priority,
+            delay_s=delay_s,
+            run_at=run_at,
+            ttl_s=ttl_s,
+            job_id=job_id,
+        )
+        return _check(await self.http.post("/jobs", json=body))  # type: ignore[no-any-return]
+
+    async def get(self, job_id: str) -> dict[str, Any]:
+        """Return a job."""
+        return _check(await self.http.get(f"/jobs/{job_id}"))  # type: ignore[no-any-return]
+
+    async def cancel(self, job_id: str) -> dict[str, Any]:
+        """Cancel a queued or running job."""
+        return _check(await self.http.delete(f"/jobs/{job_id}"))  # type: ignore[no-any-return]
+
+    async def retry(self, job_id: str) -> dict[str, Any]:
+        """Retry a finished job as a new attempt series."""
+        return _check(await self.http.post(f"/jobs/{job_id}/retry"))  # type: ignore[no-any-return]
+
+    async def progress(
+        self, job_id: str, poll_s: float = 0.5, timeout_s: float | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Yield the job each time its state or progress changes, until a terminal state."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        last = None
+        while True:
+            job = await self.get(job_id)
+            seen = (job["state"], job.get("progress"), job.get("progress_message"))
+            if seen != last:
+                last = seen
+                yield job
+            if job["state"] in TERMINAL:
+                return
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"job {job_id} still {job['state']} after {timeout_s}s")
+            await asyncio.sleep(poll_s)
+
+    async def wait(
+        self, job_id: str, timeout_s: float = 30.0, poll_s: float = 0.2
+    ) -> dict[str, Any]:
+        """Wait for a terminal state; raise TimeoutError after `timeout_s`."""
+        last: dict[str, Any] = {}
+        async for state in self.progress(job_id, poll_s, timeout_s):
+            last = state
+        return last
