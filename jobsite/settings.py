@@ -84,6 +84,15 @@ ENGINE = {
 # What reconciliation does with a live row whose job exists nowhere in Redis: "lost" or "resubmit".
 JOBSITE_RECONCILE = os.environ.get("JOBSITE_RECONCILE", "lost")
 
+# Channels: the dashboard's live updates go through Redis (the same server as the engine, by
+# default; a separate database number keeps the keys apart).
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [os.environ.get("CHANNELS_REDIS_URL", ENGINE["REDIS_URL"])]},
+    }
+}
+
 TASKS = {"default": {"BACKEND": "jobsite.jobs.backends.JobsiteBackend", "QUEUES": []}}
 
 LOGGING = {

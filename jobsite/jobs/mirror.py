@@ -8,6 +8,7 @@ import socket
 from collections.abc import Sequence
 
 from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
 from django.db import transaction
 
 from engine.connection import connect
@@ -91,6 +92,17 @@ class Mirror:
         await sync_to_async(apply_batch, thread_sensitive=True)(events, hashes)
         await self.reader.ack(events)
         self.applied += len(events)
+        await self._notify()
+
+    async def _notify(self) -> None:
+        """Tell dashboards a batch landed (one message per batch; consumers coalesce)."""
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        try:
+            await layer.group_send("dashboard", {"type": "jobs.changed"})
+        except Exception:
+            log.warning("dashboard notify failed", exc_info=True)
 
     async def step(self, block_ms: int = 1000) -> int:
         """Read and apply one batch; return how many events it held."""

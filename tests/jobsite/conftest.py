@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from channels.layers import channel_layers
 from django.tasks import task_backends
 from django.test import override_settings
 
@@ -31,11 +32,14 @@ def engine(redis_server: RedisServer) -> Iterator[EngineSettings]:
         "SCHEDULER_INTERVAL_S": 0.05,
         "IDLE_WAIT_S": 0.2,
     }
-    with override_settings(ENGINE=values):
+    memory = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    with override_settings(ENGINE=values, CHANNEL_LAYERS=memory):
+        channel_layers.backends.clear()
         conf.engine_settings.cache_clear()
         task_backends["default"]._tasks = None
         yield conf.engine_settings()
     conf.engine_settings.cache_clear()
+    channel_layers.backends.clear()
 
 
 @pytest.fixture

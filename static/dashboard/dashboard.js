@@ -1,0 +1,70 @@
+// Jobsite dashboard: a websocket for live data (coalesced by the server), the API for actions.
+(() => {
+  "use strict";
+  const $ = (sel) => document.querySelector(sel);
+  const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
+  let socket;
+  let filter = {};
+
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    socket = new WebSocket(`${scheme}://${location.host}/ws/dashboard/`);
+    socket.onopen = () => { $("#status").textContent = "live"; socket.send(JSON.stringify({filter})); };
+    socket.onclose = () => { $("#status").textContent = "reconnecting…"; setTimeout(connect, 1000); };
+    socket.onmessage = (event) => render(JSON.parse(event.data));
+  }
+
+  function render(data) {
+    const queues = Object.entries(data.queues || {});
+    $("#queues tbody").innerHTML = queues.map(([name, c]) => `<tr><td>${esc(name)}${data.paused[name] ? " (paused)" : ""}</td>
+      <td>${c.submitted}</td><td>${c.scheduled}</td><td>${c.started}</td><td>${c.dlq}</td><td>${c.completed_total}</td><td>${c.failed_total}</td>
+      <td><button data-queue="${esc(name)}" data-action="${data.paused[name] ? "resume" : "pause"}">${data.paused[name] ? "resume" : "pause"}</button></td></tr>`).join("");
+    $("#workers ul").innerHTML = (data.workers || []).map((w) => `<li><b>${esc(w.id)}</b> ${esc(w.queues)} · ${w.current_jobs.length}/${w.concurrency} busy · seen ${Math.round((Date.now() - w.heartbeat_at_ms) / 1000)}s ago</li>`).join("") || "<li>none</li>";
+    $("#running ul").innerHTML = (data.running || []).map((j) => `<li>${esc(j.task)} <small>${esc(j.id)}</small>
+      <div class="bar"><span style="width:${Math.max(0, Math.min(100, j.progress || 0))}%"></span></div><small>${esc(j.progress_message)}</small></li>`).join("") || "<li>nothing running</li>";
+    $("#failures ul").innerHTML = (data.failures || []).map((f) => `<li><b>${esc(f.task)}</b> <small>${esc(f.id)}</small>
+      <button data-job="${esc(f.id)}" data-action="retry">retry</button><pre>${esc(f.error.traceback || f.error.message || "")}</pre></li>`).join("") || "<li>none</li>";
+    $("#search tbody").innerHTML = (data.jobs || []).map((j) => `<tr><td><small>${esc(j.id)}</small></td><td>${esc(j.task)}</td><td>${esc(j.queue)}</td>
+      <td class="state-${esc(j.state)}">${esc(j.state)}</td><td>${j.attempt}</td>
+      <td>${["submitted", "scheduled", "started"].includes(j.state) ? `<button data-job="${esc(j.id)}" data-action="cancel">cancel</button>` : ""}</td></tr>`).join("");
+    chart(data.throughput || []);
+  }
+
+  function chart(points) {
+    const canvas = $("#throughput");
+    const ctx = canvas.getContext("2d");
+    ctx.clearRect(0, 0, canvas.width, canvas.height);
+    const top = Math.max(1, ...points.map((p) => p.completed + p.failed));
+    const width = canvas.width / 60;
+    const now = Date.now();
+    for (const p of points) {
+      const x = canvas.width - ((now - Date.parse(p.minute)) / 60000) * width;
+      const hc = (p.completed / top) * (canvas.height - 10);
+      const hf = (p.failed / top) * (canvas.height - 10);
+      ctx.fillStyle = "#3b7cff"; ctx.fillRect(x, canvas.height - hc, width - 2, hc);
+      ctx.fillStyle = "#c0392b"; ctx.fillRect(x, canvas.height - hc - hf, width - 2, hf);
+    }
+  }
+
+  async function act(path, method, question) {
+    if (!confirm(question)) return;
+    const response = await fetch(`/api/v1${path}`, {method, headers: {"X-CSRFToken": window.JOBSITE.csrf}, credentials: "same-origin"});
+    if (!response.ok) alert(`failed: ${response.status} ${(await response.json()).detail}`);
+  }
+
+  document.addEventListener("click", (event) => {
+    const b = event.target.closest("button[data-action]");
+    if (!b) return;
+    const {action, job, queue} = b.dataset;
+    if (action === "cancel") act(`/jobs/${job}`, "DELETE", `Cancel 1 job (${job})?`);
+    if (action === "retry") act(`/jobs/${job}/retry`, "POST", `Retry 1 job (${job})?`);
+    if (action === "pause" || action === "resume") act(`/queues/${queue}/${action}`, "POST", `${action} queue ${queue}?`);
+  });
+  $("#filter").addEventListener("submit", (event) => {
+    event.preventDefault();
+    filter = Object.fromEntries(new FormData(event.target));
+    socket.send(JSON.stringify({filter}));
+  });
+  document.addEventListener("visibilitychange", () => socket && socket.readyState === 1 && socket.send(JSON.stringify({visible: !document.hidden})));
+  connect();
+})();
