@@ -63,7 +63,8 @@ class Worker:
         names = [k.queue for k in self.queues]
         self.scheduler = Scheduler(settings, self.redis, names)
         self.cleaner = Cleaner(settings, self.redis, names)
-        # Every claimed job until its outcome is queued; `waiting` holds those not begun yet.
+        # Every claim (by token: a job reaped and claimed again is a new claim) until its outcome
+        # is queued; `waiting` holds those not begun yet.
         self._active: dict[str, Running] = {}
         self._waiting: dict[str, deque[Running]] = defaultdict(deque)
         self._per_task: dict[str, int] = defaultdict(int)
@@ -168,7 +169,7 @@ class Worker:
                 opts = options_for(task, job) if task is not None else None
                 ctx = JobContext(job, self.id, self._write_progress, asyncio.get_running_loop())
                 rec = Running(job, keys, task, opts, ctx, poison=poison)
-                self._active[job.id] = rec
+                self._active[job.token or job.id] = rec
                 out.append(rec)
         return out
 
@@ -242,7 +243,9 @@ class Worker:
             self._per_task[rec.job.task] -= 1
 
     def _forget(self, rec: Running) -> None:
-        if self._active.pop(rec.job.id, None) is not None:
+        key = rec.job.token or rec.job.id
+        if self._active.get(key) is rec:
+            del self._active[key]
             self._slot_free.set()
 
     async def _write_progress(self, job: Job, pct: float, message: str) -> None:
@@ -292,7 +295,7 @@ class Worker:
             try:
                 records = list(self._active.values())
                 for rec, code in await self.upkeep.renew(records):
-                    if self._active.get(rec.job.id) is not rec:
+                    if self._active.get(rec.job.token or rec.job.id) is not rec:
                         continue  # it finished while the renewal was in flight
                     if code == 1 and rec.handle is not None:
                         self._stop_job(rec, "cancelled")

@@ -23,7 +23,9 @@ async def wait_terminal(client: Client, ids: list[str], timeout_s: float) -> flo
     start = time.monotonic()
     pending = list(ids)
     while pending:
-        assert time.monotonic() - start < timeout_s, f"{len(pending)} jobs not terminal"
+        if time.monotonic() - start > timeout_s:
+            stuck = await client.get(pending[0], queue="default")
+            raise AssertionError(f"{len(pending)} jobs not terminal, e.g. {stuck}")
         async with client.redis.pipeline(transaction=False) as pipe:
             for job_id in pending:
                 pipe.hget(client.keys("default").job(job_id), "state")
