@@ -22,9 +22,9 @@
     $("#workers ul").innerHTML = (data.workers || []).map((w) => `<li><b>${esc(w.id)}</b> ${esc(w.queues)} · ${w.current_jobs.length}/${w.concurrency} busy · seen ${Math.round((Date.now() - w.heartbeat_at_ms) / 1000)}s ago</li>`).join("") || "<li>none</li>";
     $("#running ul").innerHTML = (data.running || []).map((j) => `<li>${esc(j.task)} <small>${esc(j.id)}</small>
       <div class="bar"><span style="width:${Math.max(0, Math.min(100, j.progress || 0))}%"></span></div><small>${esc(j.progress_message)}</small></li>`).join("") || "<li>nothing running</li>";
-    $("#failures ul").innerHTML = (data.failures || []).map((f) => `<li><b>${esc(f.task)}</b> <small>${esc(f.id)}</small>
+    $("#failures ul").innerHTML = (data.failures || []).map((f) => `<li data-id="${esc(f.id)}"><b>${esc(f.task)}</b> <a href="/admin/jobs/job/${esc(f.id)}/change/"><small>${esc(f.id)}</small></a>
       <button data-job="${esc(f.id)}" data-action="retry">retry</button><pre>${esc(f.error.traceback || f.error.message || "")}</pre></li>`).join("") || "<li>none</li>";
-    $("#search tbody").innerHTML = (data.jobs || []).map((j) => `<tr><td><small>${esc(j.id)}</small></td><td>${esc(j.task)}</td><td>${esc(j.queue)}</td>
+    $("#search tbody").innerHTML = (data.jobs || []).map((j) => `<tr data-id="${esc(j.id)}"><td><a href="/admin/jobs/job/${esc(j.id)}/change/"><small>${esc(j.id)}</small></a></td><td>${esc(j.task)}</td><td>${esc(j.queue)}</td>
       <td class="state-${esc(j.state)}">${esc(j.state)}</td><td>${j.attempt}</td>
       <td>${["submitted", "scheduled", "started"].includes(j.state) ? `<button data-job="${esc(j.id)}" data-action="cancel">cancel</button>` : ""}</td></tr>`).join("");
     chart(data.throughput || []);

@@ -1,0 +1,140 @@
+"""The dashboard in real headless Chromium (Debian's package) driven by Playwright.
+
+Runs the README's main command (`python -m jobsite.serve`) against a private Redis and a
+temporary SQLite file, logs in as the admin it creates, and saves screenshots under docs/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from engine import Client, EngineSettings, JobState
+from engine.devserver import RedisServer, free_port
+from jobsite.demo_tasks import charge_card, resize_image
+
+pytestmark = pytest.mark.browser
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[tuple[str, str, EngineSettings]]:
+    if not os.path.exists(CHROMIUM):
+        pytest.fail("Debian's chromium is missing: bin/test installs it (apt-get install chromium)")
+    port = free_port()
+    with RedisServer() as redis_server:
+        env = {
+            **os.environ,
+            "REDIS_URL": redis_server.url,
+            "SQLITE_PATH": str(tmp_path / "db.sqlite3"),
+            "COLUMNS": "200",
+        }
+        env.pop("DJANGO_SETTINGS_MODULE", None)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jobsite.serve", "--port", str(port)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        password, deadline = None, time.monotonic() + 60
+        assert proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if match := re.search(r"password (\S+) \(shown once\)", line):
+                password = match.group(1)
+            if "Jobsite is up" in line:
+                break
+        assert password, "no admin password printed"
+        try:
+            yield f"http://127.0.0.1:{port}", password, EngineSettings.from_url(redis_server.url)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def engine(settings: EngineSettings, coro_fn):  # type: ignore[no-untyped-def]
+    async def go():  # type: ignore[no-untyped-def]
+        async with Client(settings) as client:
+            return await coro_fn(client)
+
+    # Playwright's sync API owns this thread's event loop: run the engine call in another thread.
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, go()).result()
+
+
+def test_dashboard_end_to_end(site: tuple[str, str, EngineSettings]) -> None:
+    from playwright.sync_api import sync_playwright
+
+    base, password, settings = site
+    later = engine(settings, lambda c: c.enqueue(resize_image.using(delay_s=600), 1, 1))
+    failing = engine(settings, lambda c: c.enqueue(charge_card, 100))
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        page.goto(f"{base}/admin/login/?next=/dashboard/")
+        page.fill("#id_username", "admin")
+        page.fill("#id_password", password)
+        page.click("input[type=submit]")
+        page.wait_for_url(f"{base}/dashboard/")
+        page.wait_for_selector("#status:text('live')", timeout=10_000)
+        # counts change while the worker runs the demo jobs
+        cell = "#queues tbody tr:first-child td:nth-child(6)"
+        page.wait_for_selector(cell, timeout=15_000)
+        first = int(page.text_content(cell) or 0)
+        page.wait_for_function(
+            f"Number(document.querySelector('{cell}').textContent) > {first}", timeout=20_000
+        )
+        page.wait_for_selector(f"#failures li[data-id='{failing.id}']", timeout=15_000)
+        page.screenshot(path=str(DOCS / "dashboard.png"), full_page=True)
+        # cancel the scheduled job from the history list
+        page.on("dialog", lambda dialog: dialog.accept())
+        page.fill("#filter input[name=q]", later.id)
+        page.click("#filter button")
+        page.click(f"tr[data-id='{later.id}'] button[data-action=cancel]", timeout=10_000)
+        deadline = time.monotonic() + 10
+        while engine(settings, lambda c: c.get(later.id)).state is not JobState.CANCELLED:
+            assert time.monotonic() < deadline, "not cancelled"
+            time.sleep(0.2)
+        # resubmit the failed job from the failures list
+        page.fill("#filter input[name=q]", "")
+        page.click("#filter button")
+        page.click(
+            f"#failures li[data-id='{failing.id}'] button[data-action=retry]", timeout=10_000
+        )
+        deadline = time.monotonic() + 10
+        while len(engine(settings, lambda c: c.get(failing.id)).errors) < 2:
+            assert time.monotonic() < deadline, "not retried"
+            time.sleep(0.2)
+        # open a job: its admin page with the timeline
+        page.goto(f"{base}/admin/jobs/job/{failing.id}/change/")
+        page.wait_for_selector("text=errors per attempt")
+        page.screenshot(path=str(DOCS / "job-detail.png"), full_page=True)
+        phone = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True)
+        phone.context.add_cookies(page.context.cookies())
+        phone.goto(f"{base}/dashboard/")
+        phone.wait_for_selector("#status:text('live')", timeout=10_000)
+        phone.wait_for_timeout(800)
+        phone.screenshot(path=str(DOCS / "dashboard-phone.png"), full_page=False)
+        browser.close()
