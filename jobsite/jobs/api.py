@@ -19,9 +19,11 @@ from engine import Client, InvalidArguments, JobNotFound, Task
 from engine import Job as EngineJob
 
 from . import services
-from .models import Job, JobEvent
+from .models import Job, JobEvent, text_search
 from .registry import known_tasks
 from .schemas import (
+    BulkIn,
+    BulkOut,
     CancelOut,
     CountOut,
     ErrorOut,
@@ -155,7 +157,7 @@ def list_jobs(
     }
     rows = rows.filter(**{k: v for k, v in filters.items() if v is not None})
     if q:
-        rows = rows.filter(Q(id=q) | Q(args__icontains=q) | Q(errors__icontains=q))
+        rows = text_search(rows, q)
     if cursor:
         try:
             stamp, _, last_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
@@ -197,6 +199,39 @@ def retry(request: HttpRequest, job_id: str) -> JobOut:
     if services.resubmit([(job_id, job.queue)]) != 1:
         raise HttpError(409, f"a {job.state} job cannot be retried")
     return _live_out(job_id, job.queue)
+
+
+def _matching(body: BulkIn, states: list[str]) -> list[tuple[str, str]]:
+    if any("\x00" in v for v in (body.state, body.queue, body.task, body.q) if v):
+        raise HttpError(422, "filters cannot contain NUL characters")
+    rows = Job.objects.filter(state__in=states)
+    if body.ids is not None:
+        rows = rows.filter(id__in=body.ids)
+    filters = {"state": body.state, "queue": body.queue, "task": body.task}
+    rows = rows.filter(**{k: v for k, v in filters.items() if v})
+    if body.q:
+        rows = text_search(rows, body.q)
+    return list(rows.values_list("id", "queue")[:100_000])
+
+
+@router.post("/bulk/cancel", response={200: BulkOut, **ERRORS})
+def cancel_many(request: HttpRequest, body: BulkIn) -> BulkOut:
+    """Cancel the given jobs, or every live job matching the filter (`dry_run` counts only)."""
+    pairs = _matching(body, ["submitted", "scheduled", "blocked", "started"])
+    if body.dry_run:
+        return BulkOut(matched=len(pairs), changed=0)
+    outcome = services.cancel(pairs)
+    changed = sum(1 for v in outcome.values() if v in ("cancelled", "cancelling"))
+    return BulkOut(matched=len(pairs), changed=changed)
+
+
+@router.post("/bulk/retry", response={200: BulkOut, **ERRORS})
+def retry_many(request: HttpRequest, body: BulkIn) -> BulkOut:
+    """Retry (or resubmit from the DLQ) the given finished jobs, or every one matching."""
+    pairs = _matching(body, ["failed", "stalled", "expired", "dropped", "cancelled"])
+    if body.dry_run:
+        return BulkOut(matched=len(pairs), changed=0)
+    return BulkOut(matched=len(pairs), changed=services.resubmit(pairs))
 
 
 @router.get("/dlq", response={200: list[JobOut], **ERRORS})

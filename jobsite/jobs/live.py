@@ -13,7 +13,7 @@ from django.utils import timezone
 from engine import Client
 
 from .conf import engine_settings
-from .models import Job, JobEvent
+from .models import Job, JobEvent, text_search
 
 FILTER_KEYS = ("state", "queue", "task", "q")
 
@@ -29,10 +29,7 @@ def _history(filters: dict[str, str]) -> dict[str, Any]:
         if key in filters:
             rows = rows.filter(**{key: filters[key]})
     if "q" in filters:
-        q = filters["q"]
-        rows = rows.filter(
-            Q(id=q) | Q(task__icontains=q) | Q(args__icontains=q) | Q(errors__icontains=q)
-        )
+        rows = text_search(rows, filters["q"])
     since = timezone.now() - timedelta(hours=1)
     per_minute = (
         JobEvent.objects.filter(at__gte=since, to_state__in=["completed", "failed"])

@@ -146,3 +146,19 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}...)"
+
+
+def text_search(rows: models.QuerySet[Job], text: str) -> models.QuerySet[Job]:
+    """Filter rows by id, task, or text inside the arguments or errors (JSON compared as text)."""
+    from django.db.models import Q, TextField
+    from django.db.models.functions import Cast
+
+    rows = rows.annotate(
+        args_text=Cast("args", TextField()), errors_text=Cast("errors", TextField())
+    )
+    return rows.filter(
+        Q(id=text)
+        | Q(task__icontains=text)
+        | Q(args_text__icontains=text)
+        | Q(errors_text__icontains=text)
+    )

@@ -109,3 +109,19 @@ class TaskOut(Schema):
 
 class ErrorOut(Schema):
     detail: Any
+
+
+class BulkIn(Schema):
+    """Act on ids, or on every job of the history matching a filter; dry_run only counts."""
+
+    ids: list[str] | None = Field(None, max_length=10_000)
+    state: str | None = None
+    queue: str | None = None
+    task: str | None = None
+    q: str | None = None
+    dry_run: bool = False
+
+
+class BulkOut(Schema):
+    matched: int
+    changed: int

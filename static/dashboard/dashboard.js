@@ -24,7 +24,8 @@
       <div class="bar"><span style="width:${Math.max(0, Math.min(100, j.progress || 0))}%"></span></div><small>${esc(j.progress_message)}</small></li>`).join("") || "<li>nothing running</li>";
     $("#failures ul").innerHTML = (data.failures || []).map((f) => `<li data-id="${esc(f.id)}"><b>${esc(f.task)}</b> <a href="/admin/jobs/job/${esc(f.id)}/change/"><small>${esc(f.id)}</small></a>
       <button data-job="${esc(f.id)}" data-action="retry">retry</button><pre>${esc(f.error.traceback || f.error.message || "")}</pre></li>`).join("") || "<li>none</li>";
-    $("#search tbody").innerHTML = (data.jobs || []).map((j) => `<tr data-id="${esc(j.id)}"><td><a href="/admin/jobs/job/${esc(j.id)}/change/"><small>${esc(j.id)}</small></a></td><td>${esc(j.task)}</td><td>${esc(j.queue)}</td>
+    const ticked = new Set([...document.querySelectorAll("#search tbody input:checked")].map((i) => i.value));
+    $("#search tbody").innerHTML = (data.jobs || []).map((j) => `<tr data-id="${esc(j.id)}"><td><input type="checkbox" value="${esc(j.id)}" ${ticked.has(j.id) ? "checked" : ""}></td><td><a href="/admin/jobs/job/${esc(j.id)}/change/"><small>${esc(j.id)}</small></a></td><td>${esc(j.task)}</td><td>${esc(j.queue)}</td>
       <td class="state-${esc(j.state)}">${esc(j.state)}</td><td>${j.attempt}</td>
       <td>${["submitted", "scheduled", "started"].includes(j.state) ? `<button data-job="${esc(j.id)}" data-action="cancel">cancel</button>` : ""}</td></tr>`).join("");
     chart(data.throughput || []);
@@ -52,7 +53,23 @@
     if (!response.ok) alert(`failed: ${response.status} ${(await response.json()).detail}`);
   }
 
+  async function bulk(action, scope) {
+    const body = scope === "selected"
+      ? {ids: [...document.querySelectorAll("#search tbody input:checked")].map((i) => i.value)}
+      : {...filter};
+    const call = async (dry) => (await fetch(`/api/v1/bulk/${action}`, {method: "POST", credentials: "same-origin",
+      headers: {"X-CSRFToken": window.JOBSITE.csrf, "Content-Type": "application/json"},
+      body: JSON.stringify({...body, dry_run: dry})})).json();
+    const {matched} = await call(true);
+    if (!matched) { alert(`No job to ${action}.`); return; }
+    if (!confirm(`${action} ${matched} job${matched === 1 ? "" : "s"}?`)) return;
+    const {changed} = await call(false);
+    $("#status").textContent = `${action}: ${changed} of ${matched}`;
+  }
+
   document.addEventListener("click", (event) => {
+    const b2 = event.target.closest("button[data-bulk]");
+    if (b2) { bulk(b2.dataset.bulk, b2.dataset.scope); return; }
     const b = event.target.closest("button[data-action]");
     if (!b) return;
     const {action, job, queue} = b.dataset;

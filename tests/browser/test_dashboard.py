@@ -37,28 +37,30 @@ def site(tmp_path: Path) -> Iterator[tuple[str, str, EngineSettings]]:
         env = {
             **os.environ,
             "REDIS_URL": redis_server.url,
-            "SQLITE_PATH": str(tmp_path / "db.sqlite3"),
             "COLUMNS": "200",
+            "SQLITE_PATH": str(tmp_path / "db.sqlite3"),
         }
         env.pop("DJANGO_SETTINGS_MODULE", None)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "jobsite.serve", "--port", str(port)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        password, deadline = None, time.monotonic() + 60
-        assert proc.stdout is not None
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if match := re.search(r"password (\S+) \(shown once\)", line):
-                password = match.group(1)
-            if "Jobsite is up" in line:
-                break
-        assert password, "no admin password printed"
+        log = tmp_path / "serve.log"
+        with log.open("w") as out:  # a file, not a pipe: a full pipe would block the server
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "jobsite.serve", "--port", str(port)],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "Jobsite is up" not in log.read_text():
+            time.sleep(0.2)
+        match = re.search(r"password (\S+) \(shown once\)", log.read_text())
+        assert match, "no admin password printed"
         try:
-            yield f"http://127.0.0.1:{port}", password, EngineSettings.from_url(redis_server.url)
+            yield (
+                f"http://127.0.0.1:{port}",
+                match.group(1),
+                EngineSettings.from_url(redis_server.url),
+            )
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -80,6 +82,12 @@ def test_dashboard_end_to_end(site: tuple[str, str, EngineSettings]) -> None:
     base, password, settings = site
     later = engine(settings, lambda c: c.enqueue(resize_image.using(delay_s=600), 1, 1))
     failing = engine(settings, lambda c: c.enqueue(charge_card, 100))
+    parked = engine(
+        settings,
+        lambda c: c.enqueue_many(
+            [resize_image.using(delay_s=600).call(7770001 + i, 1) for i in range(3)]
+        ),
+    )
     with sync_playwright() as pw:
         browser = pw.chromium.launch(
             executable_path=CHROMIUM,
@@ -108,15 +116,34 @@ def test_dashboard_end_to_end(site: tuple[str, str, EngineSettings]) -> None:
         )
         page.wait_for_selector(f"#failures li[data-id='{failing.id}']", timeout=15_000)
         page.screenshot(path=str(DOCS / "dashboard.png"), full_page=True)
+
         # cancel the scheduled job from the history list
-        page.on("dialog", lambda dialog: dialog.accept())
+        def accept(dialog) -> None:  # type: ignore[no-untyped-def]
+            dialog.accept()
+
+        page.on("dialog", accept)
         page.fill("#filter input[name=q]", later.id)
         page.click("#filter button")
         page.click(f"tr[data-id='{later.id}'] button[data-action=cancel]", timeout=10_000)
         deadline = time.monotonic() + 10
         while engine(settings, lambda c: c.get(later.id)).state is not JobState.CANCELLED:
             assert time.monotonic() < deadline, "not cancelled"
-            time.sleep(0.2)
+            page.wait_for_timeout(200)  # lets Playwright handle the page's dialogs meanwhile
+        # everything matching a filter: the confirmation shows the count first
+        messages: list[str] = []
+        page.remove_listener("dialog", accept)
+        page.on("dialog", lambda d: (messages.append(d.message), d.accept()))
+        page.fill("#filter input[name=q]", "777000")
+        page.click("#filter button")
+        page.wait_for_timeout(500)
+        page.click("button[data-bulk=cancel][data-scope=matching]")
+        deadline = time.monotonic() + 10
+        while {engine(settings, lambda c, j=j: c.get(j.id)).state for j in parked} != {
+            JobState.CANCELLED
+        }:
+            assert time.monotonic() < deadline, f"matching jobs not cancelled: {messages}"
+            page.wait_for_timeout(200)  # lets Playwright handle the page's dialogs meanwhile
+        assert "cancel 3 jobs?" in messages
         # resubmit the failed job from the failures list
         page.fill("#filter input[name=q]", "")
         page.click("#filter button")
@@ -126,7 +153,7 @@ def test_dashboard_end_to_end(site: tuple[str, str, EngineSettings]) -> None:
         deadline = time.monotonic() + 10
         while len(engine(settings, lambda c: c.get(failing.id)).errors) < 2:
             assert time.monotonic() < deadline, "not retried"
-            time.sleep(0.2)
+            page.wait_for_timeout(200)  # lets Playwright handle the page's dialogs meanwhile
         # open a job: its admin page with the timeline
         page.goto(f"{base}/admin/jobs/job/{failing.id}/change/")
         page.wait_for_selector("text=errors per attempt")

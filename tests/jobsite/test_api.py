@@ -150,3 +150,29 @@ def test_only_login_and_static_are_public() -> None:
         if status == 200:
             public.append(route)
     assert public == []
+
+
+def test_bulk_actions_by_ids_or_filter(engine: EngineSettings, token: str) -> None:
+    web = WebClient()
+    ids = [
+        call(
+            web, "post", "/jobs", token, data={"task": "add", "args": [i, i], "delay_s": 60}
+        ).json()["id"]
+        for i in range(4)
+    ]
+    async_to_sync(mirror_all)()
+    dry = call(
+        web, "post", "/bulk/cancel", token, data={"state": "scheduled", "dry_run": True}
+    ).json()
+    assert dry == {"matched": 4, "changed": 0}
+    assert call(web, "get", f"/jobs/{ids[0]}", token).json()["state"] == "scheduled"
+    one = call(web, "post", "/bulk/cancel", token, data={"ids": ids[:1]}).json()
+    assert one == {"matched": 1, "changed": 1}
+    async_to_sync(mirror_all)()
+    rest = call(
+        web, "post", "/bulk/cancel", token, data={"state": "scheduled", "task": "add"}
+    ).json()
+    assert rest == {"matched": 3, "changed": 3}
+    async_to_sync(mirror_all)()
+    again = call(web, "post", "/bulk/retry", token, data={"state": "cancelled"}).json()
+    assert again == {"matched": 4, "changed": 4}
