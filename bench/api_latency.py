@@ -131,7 +131,51 @@ def child(rows: int) -> dict[str, object]:
             lambda: async_to_sync(live.snapshot)({"state": "failed"})
         ),
     }
-    return {"rows": Job.objects.count(), "fill_s": round(fill_s, 1), "results": results}
+    return {
+        "rows": Job.objects.count(),
+        "fill_s": round(fill_s, 1),
+        "results": results,
+        "websocket": async_to_sync(websocket_rate)(user),
+    }
+
+
+async def websocket_rate(user: object, seconds: float = 5.0) -> dict[str, float]:
+    """Flood the dashboard group as fast as possible; count what reaches one client."""
+    import asyncio
+
+    from channels.db import database_sync_to_async
+    from channels.layers import get_channel_layer
+    from channels.testing import WebsocketCommunicator
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+    from django.contrib.sessions.backends.db import SessionStore
+
+    from jobsite.asgi import application
+
+    def make_session() -> str:
+        store = SessionStore()
+        store[SESSION_KEY] = str(user.pk)  # type: ignore[attr-defined]
+        store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+        store[HASH_SESSION_KEY] = user.get_session_auth_hash()  # type: ignore[attr-defined]
+        store.save()
+        return str(store.session_key)
+
+    key = await database_sync_to_async(make_session)()
+    headers = [(b"origin", b"http://localhost"), (b"cookie", f"sessionid={key}".encode())]
+    socket = WebsocketCommunicator(application, "/ws/dashboard/", headers=headers)
+    connected, _ = await socket.connect()
+    assert connected
+    await socket.receive_json_from(timeout=10)
+    layer = get_channel_layer()
+    sent = 0
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        await layer.group_send("dashboard", {"type": "jobs.changed"})
+        sent += 1
+        await asyncio.sleep(0)
+    await asyncio.sleep(0.5)
+    received = socket.output_queue.qsize()
+    await socket.disconnect()
+    return {"batches_per_s": round(sent / seconds), "messages_per_s": round(received / seconds, 1)}
 
 
 def main() -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.admin.views.decorators import staff_member_required
+from django.db import DataError
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 
@@ -44,6 +45,12 @@ def not_json(request: HttpRequest, exc: SerializationError) -> HttpResponse:
 @api.exception_handler(ConfigError)
 def bad_option(request: HttpRequest, exc: ConfigError) -> HttpResponse:
     return api.create_response(request, {"detail": str(exc)}, status=422)
+
+
+@api.exception_handler(DataError)
+def bad_characters(request: HttpRequest, exc: DataError) -> HttpResponse:
+    # e.g. PostgreSQL refuses NUL characters in text: the input is invalid, not the server.
+    return api.create_response(request, {"detail": f"invalid input: {exc}"}, status=422)
 
 
 @api.exception_handler(DuplicateJob)
