@@ -220,7 +220,7 @@ def main() -> int:
                 **os.environ,
                 "DATABASE_URL": url,
                 "REDIS_URL": redis_server.url,
-                "DJANGO_ALLOWED_HOSTS": "testserver",
+                "DJANGO_ALLOWED_HOSTS": "testserver,localhost",
             }
             out = subprocess.run(
                 [sys.executable, "-m", "bench.api_latency", "--child", "--rows", str(args.rows)],

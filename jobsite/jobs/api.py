@@ -162,7 +162,8 @@ def list_jobs(
             at = datetime.fromisoformat(stamp)
         except ValueError:
             raise HttpError(422, "invalid cursor") from None
-        rows = rows.filter(Q(submitted_at__lt=at) | Q(submitted_at=at, id__lt=last_id))
+        # A plain range on submitted_at first, so the index serves the page (an OR would not).
+        rows = rows.filter(submitted_at__lte=at).exclude(submitted_at=at, id__gte=last_id)
     page = list(rows[: limit + 1])
     more = len(page) > limit
     page = page[:limit]

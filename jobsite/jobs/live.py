@@ -6,16 +6,17 @@ from datetime import timedelta
 from typing import Any
 
 from channels.db import database_sync_to_async
-from django.db.models import Count, Q
+from django.db.models import Count, Min, Q
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from engine import Client
 
 from .conf import engine_settings
 from .models import Job, JobEvent, text_search
 
-FILTER_KEYS = ("state", "queue", "task", "q")
+FILTER_KEYS = ("state", "queue", "task", "q", "since")
 
 
 def clean_filter(raw: dict[str, Any]) -> dict[str, str]:
@@ -30,6 +31,16 @@ def _history(filters: dict[str, str]) -> dict[str, Any]:
             rows = rows.filter(**{key: filters[key]})
     if "q" in filters:
         rows = text_search(rows, filters["q"])
+    if "since" in filters:
+        since_at = parse_datetime(filters["since"]) or parse_datetime(filters["since"] + "T00:00")
+        if since_at is not None:
+            if timezone.is_naive(since_at):
+                since_at = timezone.make_aware(since_at)
+            rows = rows.filter(submitted_at__gte=since_at)
+    oldest = dict(
+        Job.objects.filter(state="submitted").values_list("queue").annotate(Min("submitted_at"))
+    )
+    now = timezone.now()
     since = timezone.now() - timedelta(hours=1)
     per_minute = (
         JobEvent.objects.filter(at__gte=since, to_state__in=["completed", "failed"])
@@ -43,6 +54,7 @@ def _history(filters: dict[str, str]) -> dict[str, Any]:
     )
     fields = ("id", "task", "queue", "state", "attempt", "progress", "progress_message", "worker")
     return {
+        "oldest_waiting_s": {q: (now - at).total_seconds() for q, at in oldest.items() if at},
         "jobs": [
             {
                 **{f: getattr(j, f) for f in fields},

@@ -182,3 +182,23 @@ def test_bulk_actions_by_ids_or_filter(engine: EngineSettings, token: str) -> No
     async_to_sync(mirror_all)()
     again = call(web, "post", "/bulk/retry", token, data={"state": "cancelled"}).json()
     assert again == {"matched": 4, "changed": 4}
+
+
+def test_cursor_pagination_walks_the_whole_history(engine: EngineSettings, token: str) -> None:
+    web = WebClient()
+    made = {
+        call(web, "post", "/jobs", token, data={"task": "add", "args": [i, 1]}).json()["id"]
+        for i in range(7)
+    }
+    async_to_sync(mirror_all)()
+    seen: list[str] = []
+    cursor = ""
+    while True:
+        page = call(
+            web, "get", f"/jobs?limit=3{'&cursor=' + cursor if cursor else ''}", token
+        ).json()
+        seen += [j["id"] for j in page["items"]]
+        if not page["next_cursor"]:
+            break
+        cursor = page["next_cursor"]
+    assert len(seen) == len(set(seen)) == 7 and set(seen) == made

@@ -108,7 +108,10 @@ def test_filter_changes_the_snapshot(engine: EngineSettings) -> None:
         await socket.receive_json_from(timeout=5)
         await socket.send_json_to({"filter": {"task": "add_sync", "bogus": "x"}})
         filtered = await socket.receive_json_from(timeout=5)
+        await socket.send_json_to({"filter": {"since": "2999-01-01T00:00"}})
+        future = await socket.receive_json_from(timeout=5)
         await socket.disconnect()
+        assert future["jobs"] == [] and set(future["oldest_waiting_s"]) == {"default"}
         return [j["task"] for j in filtered["jobs"]]
 
     assert async_to_sync(go)() == ["add_sync"]
