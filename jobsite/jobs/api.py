@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import base64
 import inspect
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import Count, Min, Q
-from django.db.models.functions import TruncMinute
+from django.db.models import Min
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Query, Router, Status
@@ -19,6 +18,7 @@ from engine import Client, InvalidArguments, JobNotFound, Task
 from engine import Job as EngineJob
 
 from . import services
+from .live import throughput
 from .models import Job, JobEvent, text_search
 from .registry import known_tasks
 from .schemas import (
@@ -326,18 +326,7 @@ def workers(request: HttpRequest) -> list[WorkerOut]:
 @router.get("/stats", response={200: list[StatsPoint], **ERRORS})
 def stats(request: HttpRequest, minutes: int = Query(60, ge=1, le=1440)) -> list[StatsPoint]:  # type: ignore[type-arg]
     """Completed and failed jobs per minute over the last `minutes`."""
-    since = timezone.now() - timedelta(minutes=minutes)
-    rows = (
-        JobEvent.objects.filter(at__gte=since, to_state__in=["completed", "failed"])
-        .annotate(minute=TruncMinute("at"))
-        .values("minute")
-        .annotate(
-            completed=Count("id", filter=Q(to_state="completed")),
-            failed=Count("id", filter=Q(to_state="failed")),
-        )
-        .order_by("minute")
-    )
-    return [StatsPoint(**r) for r in rows]
+    return [StatsPoint(**r) for r in throughput(minutes)]
 
 
 def _argument_schema(task: Task) -> dict[str, Any]:

@@ -24,6 +24,21 @@ def clean_filter(raw: dict[str, Any]) -> dict[str, str]:
     return {k: str(raw[k])[:200] for k in FILTER_KEYS if raw.get(k) not in (None, "")}
 
 
+def throughput(minutes: int) -> list[dict[str, Any]]:
+    """Return completed and failed jobs per minute over the last `minutes`."""
+    since = timezone.now() - timedelta(minutes=minutes)
+    return list(
+        JobEvent.objects.filter(at__gte=since, to_state__in=["completed", "failed"])
+        .annotate(minute=TruncMinute("at"))
+        .values("minute")
+        .annotate(
+            completed=Count("id", filter=Q(to_state="completed")),
+            failed=Count("id", filter=Q(to_state="failed")),
+        )
+        .order_by("minute")
+    )
+
+
 def _history(filters: dict[str, str]) -> dict[str, Any]:
     rows = Job.objects.all()
     for key in ("state", "queue", "task"):
@@ -41,17 +56,7 @@ def _history(filters: dict[str, str]) -> dict[str, Any]:
         Job.objects.filter(state="submitted").values_list("queue").annotate(Min("submitted_at"))
     )
     now = timezone.now()
-    since = timezone.now() - timedelta(hours=1)
-    per_minute = (
-        JobEvent.objects.filter(at__gte=since, to_state__in=["completed", "failed"])
-        .annotate(minute=TruncMinute("at"))
-        .values("minute")
-        .annotate(
-            completed=Count("id", filter=Q(to_state="completed")),
-            failed=Count("id", filter=Q(to_state="failed")),
-        )
-        .order_by("minute")
-    )
+    per_minute = throughput(60)
     fields = ("id", "task", "queue", "state", "attempt", "progress", "progress_message", "worker")
     return {
         "oldest_waiting_s": {q: (now - at).total_seconds() for q, at in oldest.items() if at},
