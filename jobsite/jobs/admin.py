@@ -115,6 +115,18 @@ class JobAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
+    ) -> HttpResponse:
+        """Show a job without save buttons: rows change only through events."""
+        context = {
+            **(extra_context or {}),
+            "show_save": False,
+            "show_save_and_continue": False,
+            "show_save_and_add_another": False,
+        }
+        return super().change_view(request, object_id, form_url, extra_context=context)
+
     def has_cancel_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("jobs.cancel_job")
 
