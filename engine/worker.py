@@ -10,6 +10,7 @@ import uuid
 from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from redis.asyncio import Redis
@@ -209,6 +210,7 @@ class Worker:
                 rec.job.attempt = code
                 failpoints.hit("after_begin")
                 rec.handle = asyncio.create_task(self._run_one(rec))
+                rec.handle.add_done_callback(partial(self._cancelled_before_start, rec))
 
     async def _run_one(self, rec: Running) -> None:
         outcome: Outcome | None
@@ -228,6 +230,11 @@ class Worker:
         if outcome is not None and rec.ctx.cancelled and outcome.kind in ("retry", "failed"):
             outcome.kind = "cancelled"
         self._finish(rec, outcome)
+
+    def _cancelled_before_start(self, rec: Running, handle: asyncio.Task[None]) -> None:
+        """Finish a job whose task was cancelled before its first step (no code of it ran)."""
+        if handle.cancelled():
+            self._finish(rec, stopped_outcome(rec.job, rec.stop_reason))
 
     def _finish(self, rec: Running, outcome: Outcome | None) -> None:
         self._forget(rec)

@@ -127,3 +127,20 @@ async def test_pause_stops_claiming_and_resume_restarts_it(
     assert {j.state for j in done} == {JobState.COMPLETED}
     worker.stop()
     await running
+
+
+async def test_a_job_cancelled_before_its_first_step_still_finishes(
+    client: Client, settings: EngineSettings
+) -> None:
+    job = await client.enqueue(t.waits, 5)
+    worker = Worker(settings, [t.waits], concurrency=1)
+    [rec] = await worker._claim(1)
+    await worker._admit([rec])  # the task exists but has not run a single step yet
+    worker._stop_job(rec, "cancelled")
+    for _ in range(3):  # the cancellation, then the task's done callbacks
+        await asyncio.sleep(0)
+    assert worker._active == {} and len(worker._outcomes) == 1
+    await worker.writer.write(worker._outcomes)
+    assert (await client.get(job.id)).state is JobState.CANCELLED
+    await worker.redis.aclose()
+    await worker.blocking.aclose()
