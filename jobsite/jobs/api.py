@@ -235,7 +235,7 @@ def retry_many(request: HttpRequest, body: BulkIn) -> BulkOut:
 def dlq(
     request: HttpRequest,
     queue: str = "default",
-    offset: int = Query(0, ge=0),  # type: ignore[type-arg]
+    offset: int = Query(0, ge=0, le=10_000_000),  # type: ignore[type-arg]
     limit: int = Query(100, ge=1, le=1000),
 ) -> list[JobOut]:  # type: ignore[type-arg]
     """List the dead-letter queue of a queue, oldest first."""
