@@ -97,6 +97,30 @@ def _headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
+class _Watch:
+    """What `progress` of either client decides after each poll."""
+
+    def __init__(self, job_id: str, timeout_s: float | None) -> None:
+        self.job_id = job_id
+        self.timeout_s = timeout_s
+        self.deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        self.last: tuple[Any, ...] | None = None
+
+    def changed(self, job: dict[str, Any]) -> bool:
+        """Tell whether the state or progress moved since the last poll."""
+        seen = (job["state"], job.get("progress"), job.get("progress_message"))
+        moved, self.last = seen != self.last, seen
+        return moved
+
+    def done(self, job: dict[str, Any]) -> bool:
+        """Tell whether the job is terminal; raise TimeoutError past the deadline."""
+        if job["state"] in TERMINAL:
+            return True
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise TimeoutError(f"job {self.job_id} still {job['state']} after {self.timeout_s}s")
+        return False
+
+
 class JobsiteClient:
     """Synchronous client."""
 
@@ -167,18 +191,13 @@ class JobsiteClient:
         self, job_id: str, poll_s: float = 0.5, timeout_s: float | None = None
     ) -> Iterator[dict[str, Any]]:
         """Yield the job each time its state or progress changes, until a terminal state."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        last = None
+        watch = _Watch(job_id, timeout_s)
         while True:
             job = self.get(job_id)
-            seen = (job["state"], job.get("progress"), job.get("progress_message"))
-            if seen != last:
-                last = seen
+            if watch.changed(job):
                 yield job
-            if job["state"] in TERMINAL:
+            if watch.done(job):
                 return
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"job {job_id} still {job['state']} after {timeout_s}s")
             time.sleep(poll_s)
 
     def wait(self, job_id: str, timeout_s: float = 30.0, poll_s: float = 0.2) -> dict[str, Any]:
@@ -259,18 +278,13 @@ class AsyncJobsiteClient:
         self, job_id: str, poll_s: float = 0.5, timeout_s: float | None = None
     ) -> AsyncIterator[dict[str, Any]]:
         """Yield the job each time its state or progress changes, until a terminal state."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        last = None
+        watch = _Watch(job_id, timeout_s)
         while True:
             job = await self.get(job_id)
-            seen = (job["state"], job.get("progress"), job.get("progress_message"))
-            if seen != last:
-                last = seen
+            if watch.changed(job):
                 yield job
-            if job["state"] in TERMINAL:
+            if watch.done(job):
                 return
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"job {job_id} still {job['state']} after {timeout_s}s")
             await asyncio.sleep(poll_s)
 
     async def wait(
