@@ -12,15 +12,14 @@ from redis.asyncio import Redis
 
 from . import serializer
 from .connection import CONNECTION_ERRORS, connect
-from .errors import DuplicateJob, JobNotFound, JobTimeout, RedisUnavailable
+from .errors import ConfigError, DuplicateJob, JobNotFound, JobTimeout, RedisUnavailable
 from .job import TERMINAL_STATES, Job, JobState
 from .keys import QueueKeys, queues_key, worker_key, workers_key
 from .scripts import Scripts
 from .settings import EngineSettings
-from .task import Task, json_args
+from .submit import flow_order, job_spec, submit
+from .task import Task
 
-# Hash fields the submit script writes itself.
-_SCRIPT_FIELDS = frozenset(("state", "submitted_at_ms", "run_at_ms"))
 _LIVE = ("submitted", "scheduled", "blocked", "started", "dlq")
 
 
@@ -56,54 +55,65 @@ class Client:
     async def enqueue_many(self, jobs: Iterable[Job]) -> list[Job]:
         """Submit jobs in one script call per queue; validate all before writing any.
 
-        Raises DuplicateJob (after the others were written) when a job id already exists.
+        Jobs with `depends_on` make the batch a flow (see `enqueue_flow`). Otherwise a job id
+        that already exists raises DuplicateJob after the others were written. A deduplicated
+        job comes back with the id and state of the job that holds its deduplication id.
         """
-        jobs = list(jobs)
+        return await self._enqueue(list(jobs), atomic=False)
+
+    async def enqueue_flow(self, jobs: Iterable[Job]) -> list[Job]:
+        """Submit a graph of jobs linked by `depends_on`, all or nothing, in one queue.
+
+        Raises ConfigError for a cycle, UnknownParent for a parent that is neither in the
+        batch nor in the queue, DuplicateJob for an id that exists; nothing is written then.
+        """
+        return await self._enqueue(list(jobs), atomic=True)
+
+    async def _enqueue(self, jobs: list[Job], atomic: bool) -> list[Job]:
+        atomic = atomic or any(job.parents for job in jobs)
+        if atomic:
+            if len({job.queue for job in jobs}) > 1:
+                raise ConfigError("a flow stays in one queue; submit one flow per queue")
+            jobs = flow_order(jobs)
         by_queue: dict[str, list[bytes]] = defaultdict(list)
         members: dict[str, list[Job]] = defaultdict(list)
-        limit = self.settings.max_payload_bytes
         for job in jobs:
-            args, kwargs = json_args(job, limit)
-            fields = job.to_hash()
-            fields["args"], fields["kwargs"] = args.decode(), kwargs.decode()
-            spec: list[Any] = [
-                job.id,
-                "" if job.delay_ms is None else str(job.delay_ms),
-                "" if job.run_at_ms is None else str(job.run_at_ms),
-                str(job.priority),
-            ]
-            for name, value in fields.items():
-                if name not in _SCRIPT_FIELDS:
-                    spec += (name, value)
-            by_queue[job.queue].append(serializer.dumps(spec))
+            by_queue[job.queue].append(
+                job_spec(job, self.keys(job.queue), self.settings.max_payload_bytes)
+            )
             members[job.queue].append(job)
         duplicates: list[str] = []
+        deduplicated: list[Job] = []
         for queue, specs in by_queue.items():
-            codes = await self._submit(queue, specs)
-            for job, code in zip(members[queue], codes, strict=True):
-                if code == -4:
+            results = await self._submit(queue, specs, atomic)
+            for job, (outcome, job_id) in zip(members[queue], results, strict=True):
+                if outcome == -4:
                     duplicates.append(job.id)
+                elif outcome == "deduplicated":
+                    job.id = job_id
+                    deduplicated.append(job)
                 else:
-                    job.state = JobState.SUBMITTED if code == 1 else JobState.SCHEDULED
+                    job.state = JobState(outcome)
+        for job in deduplicated:
+            state = await self.redis.hget(self.keys(job.queue).job(job.id), "state")
+            job.state = JobState(state or JobState.COMPLETED)
         if duplicates:
             raise DuplicateJob(f"job ids already exist: {', '.join(duplicates)}")
         return jobs
 
-    async def _submit(self, queue: str, specs: list[bytes]) -> list[int]:
+    async def _submit(
+        self, queue: str, specs: list[bytes], atomic: bool
+    ) -> list[tuple[str | int, str]]:
         keys = self.keys(queue)
         try:
             if queue not in self._known_queues:
                 await self.redis.sadd(queues_key(self.settings.prefix), queue)
                 self._known_queues.add(queue)
-            codes: list[int] = await self.scripts.submit(
-                keys,
-                [keys.job_prefix, self.settings.events_maxlen, len(specs), *specs],
-            )
+            return await submit(self.scripts, self.settings, keys, specs, atomic)
         except CONNECTION_ERRORS as exc:
             raise RedisUnavailable(
                 f"cannot reach Redis at {self.settings.redacted_url}: {exc}"
             ) from None
-        return codes
 
     async def queues(self) -> list[str]:
         """Return the names of every queue a client has submitted to."""

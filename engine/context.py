@@ -6,10 +6,12 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .job import Job
 
 ProgressWriter = Callable[[Job, float, str], Awaitable[None]]
+ResultReader = Callable[[Job], Awaitable[dict[str, Any]]]
 
 
 @dataclass(slots=True, eq=False)
@@ -20,6 +22,7 @@ class JobContext:
     worker_id: str
     _progress: ProgressWriter | None = None
     _loop: asyncio.AbstractEventLoop | None = None
+    _results: ResultReader | None = None
     # Set from the event loop, read by sync code in a thread (a bool is safe to share).
     _cancelled: bool = False
     # Monotonic time of the task's last heartbeat (starts when the job begins).
@@ -41,6 +44,17 @@ class JobContext:
     def queue(self) -> str:
         """Return the queue name."""
         return self.job.queue
+
+    @property
+    def parents(self) -> list[str]:
+        """Return the ids of the jobs this one depends on."""
+        return list(self.job.parents)
+
+    async def parent_results(self) -> dict[str, Any]:
+        """Return each parent's result by id (all completed before this job was released)."""
+        if self._results is None or not self.job.parents:
+            return {}
+        return await self._results(self.job)
 
     def cancel(self) -> None:
         """Mark the job cancelled; sync code sees it through `cancelled`."""

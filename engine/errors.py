@@ -56,6 +56,10 @@ class DuplicateJob(EngineError):
     """A job with this id already exists in the queue."""
 
 
+class UnknownParent(ConfigError, LookupError):
+    """A job depends on a job id that does not exist in its queue."""
+
+
 class Retry(Exception):
     """Raise from a task to retry it, optionally after `delay_s` seconds."""
 
@@ -78,6 +82,7 @@ SCRIPT_ERRORS: dict[int, type[EngineError]] = {
     -2: LeaseLost,
     -3: WrongState,
     -4: DuplicateJob,
+    -5: UnknownParent,
 }
 
 

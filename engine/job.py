@@ -70,9 +70,27 @@ TIMESTAMP_FIELDS: tuple[str, ...] = (
 )
 # Limits the producer stores for the cleaner, which runs without the task's code.
 LIMIT_FIELDS: tuple[str, ...] = ("max_stalls", "ttl_ms", "good_until_ms", "queue_timeout_ms")
-_JSON_FIELDS = ("args", "kwargs", "result", "errors", "options")
-_INT_FIELDS = ("version", "priority", "attempt", "stalls", *TIMESTAMP_FIELDS, *LIMIT_FIELDS)
-_FLOAT_FIELDS = ("progress",)
+# Flow, deduplication, limit and repeat fields, set by the producer (None: not used).
+FEATURE_FIELDS: tuple[str, ...] = (
+    "on_parent_failure",
+    "dedup_id",
+    "dedup_mode",
+    "concurrency_key",
+    "concurrency_limit",
+    "rate_interval_ms",
+    "repeat",
+)
+_JSON_FIELDS = ("args", "kwargs", "result", "errors", "options", "parents")
+_INT_FIELDS = (
+    "version",
+    "priority",
+    "attempt",
+    "stalls",
+    "concurrency_limit",
+    *TIMESTAMP_FIELDS,
+    *LIMIT_FIELDS,
+)
+_FLOAT_FIELDS = ("progress", "rate_interval_ms")
 _STR_FIELDS = (
     "id",
     "task",
@@ -83,6 +101,11 @@ _STR_FIELDS = (
     "dlq",
     "begun",
     "progress_message",
+    "on_parent_failure",
+    "dedup_id",
+    "dedup_mode",
+    "concurrency_key",
+    "repeat",
 )
 _KNOWN = frozenset((*_JSON_FIELDS, *_INT_FIELDS, *_FLOAT_FIELDS, *_STR_FIELDS))
 
@@ -126,9 +149,23 @@ class Job:
     run_at_ms: int | None = None
     deadline_ms: int | None = None
     cancel_requested_at_ms: int | None = None
+    # Jobs that must complete before this one starts (same queue), and what their failure does.
+    parents: list[str] = field(default_factory=list)
+    on_parent_failure: str | None = None
+    dedup_id: str | None = None
+    dedup_mode: str | None = None
+    # Jobs sharing a concurrency key run at most concurrency_limit at once, taking turns.
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
+    # The task's rate limit as the interval between starts.
+    rate_interval_ms: float | None = None
+    # Name of the repeatable whose tick made this job.
+    repeat: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
     # Client side only: wait this long after submission (counted on Redis server time).
     delay_ms: int | None = None
+    # Client side only: how long a deduplication id holds (0: until the job finishes).
+    dedup_ttl_ms: int | None = None
 
     @property
     def finished_at_ms(self) -> int | None:
@@ -162,6 +199,8 @@ class Job:
             out["result"] = serializer.dumps(self.result).decode()
         if self.errors:
             out["errors"] = serializer.dumps(self.errors).decode()
+        if self.parents:
+            out["parents"] = serializer.dumps(self.parents).decode()
         for name in (
             "worker",
             "token",
@@ -171,6 +210,7 @@ class Job:
             "progress_message",
             *TIMESTAMP_FIELDS,
             *LIMIT_FIELDS,
+            *FEATURE_FIELDS,
         ):
             value = getattr(self, name)
             if value is not None:
@@ -180,7 +220,7 @@ class Job:
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of every field, unknown keys included at top level."""
-        skip = ("extra", "delay_ms")
+        skip = ("extra", "delay_ms", "dedup_ttl_ms")
         data = {
             f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip
         }
@@ -191,7 +231,7 @@ class Job:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Job:
         """Build a Job from `to_dict` output; keys it does not know go to `extra`."""
-        names = {f.name for f in dataclasses.fields(cls)} - {"extra", "delay_ms"}
+        names = {f.name for f in dataclasses.fields(cls)} - {"extra", "delay_ms", "dedup_ttl_ms"}
         known = {k: v for k, v in data.items() if k in names}
         extra = {k: str(v) for k, v in data.items() if k not in names}
         known["state"] = JobState(known.get("state", JobState.UNSUBMITTED))
@@ -200,7 +240,7 @@ class Job:
     @classmethod
     def from_claim(cls, queue: str, row: list[Any]) -> Job:
         """Build the worker's view of a job from one row of the claim script."""
-        job_id, name, version, args, kwargs, attempt, token, options = row
+        job_id, name, version, args, kwargs, attempt, token, options, parents = row
         return cls(
             id=job_id,
             task=name,
@@ -212,6 +252,7 @@ class Job:
             attempt=int(attempt),
             token=token,
             options=_loads_or_raw(options) if options else {},
+            parents=_loads_or_raw(parents) if parents else [],
         )
 
     @classmethod

@@ -10,34 +10,40 @@ from .errors import ConfigError
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 
 
+# The keys every state-changing script takes first, in this order (common.lua's `queue()`).
+QUEUE_KEYS: tuple[str, ...] = (
+    "submitted",
+    "scheduled",
+    "blocked",
+    "started",
+    "dlq",
+    "done",
+    "events",
+    "marker",
+    "seq",
+    "stats",
+    "meta",
+    "deadlines",
+)
+
 # The KEYS of each Lua script, in order (engine/lua/<verb>-N.lua, N = len).
 SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
-    "submit": ("submitted", "scheduled", "events", "marker", "seq", "deadlines"),
-    "claim": ("submitted", "started", "events", "marker", "seq", "dlq", "done", "stats", "meta"),
+    "submit": (*QUEUE_KEYS, "repeat_due", "repeat_last"),
+    "claim": QUEUE_KEYS,
     "begin": ("started",),
     "heartbeat": ("started",),
     "progress": ("events",),
-    "complete": ("started", "done", "events", "stats"),
-    "retry": (
-        "started",
-        "submitted",
-        "scheduled",
-        "events",
-        "marker",
-        "seq",
-        "dlq",
-        "done",
-        "stats",
-    ),
-    "fail": ("started", "dlq", "done", "events", "stats"),
+    "complete": QUEUE_KEYS,
+    "retry": QUEUE_KEYS,
+    "fail": QUEUE_KEYS,
     "release": ("started", "submitted", "events", "marker"),
-    "promote": ("scheduled", "submitted", "events", "marker", "seq"),
-    "reap": ("started", "submitted", "dlq", "done", "events", "marker", "stats"),
-    "expire": ("deadlines", "submitted", "scheduled", "blocked", "dlq", "done", "events", "stats"),
-    "cancel": ("submitted", "scheduled", "blocked", "dlq", "done", "events", "stats", "deadlines"),
+    "promote": QUEUE_KEYS,
+    "reap": QUEUE_KEYS,
+    "expire": QUEUE_KEYS,
+    "cancel": QUEUE_KEYS,
     "prune": ("done", "dlq", "deadlines"),
     "purge": ("dlq", "done", "deadlines"),
-    "resubmit": ("dlq", "done", "submitted", "events", "marker", "seq"),
+    "resubmit": QUEUE_KEYS,
 }
 
 
@@ -132,13 +138,40 @@ class QueueKeys:
 
     @property
     def meta(self) -> str:
-        """HASH of queue settings (paused, limits)."""
+        """HASH of queue settings (paused, rate_interval_ms) and rate limiter state (tat fields)."""
         return f"{self.base}:meta"
 
     @property
     def job_prefix(self) -> str:
         """Prefix of job hashes; scripts append the id."""
         return f"{self.base}:job:"
+
+    @property
+    def repeats(self) -> str:
+        """HASH of repeatable name -> definition JSON."""
+        return f"{self.base}:repeats"
+
+    @property
+    def repeat_due(self) -> str:
+        """ZSET of active repeatable name -> next tick ms (paused ones are absent)."""
+        return f"{self.base}:repeat_due"
+
+    @property
+    def repeat_last(self) -> str:
+        """HASH of repeatable name -> id of the job its last tick submitted."""
+        return f"{self.base}:repeat_last"
+
+    def children(self, job_id: str) -> str:
+        """Return the key of the SET of jobs that wait for `job_id` to complete."""
+        return f"{self.base}:children:{job_id}"
+
+    def dedup(self, dedup_id: str) -> str:
+        """Return the key naming the job that holds deduplication id `dedup_id`."""
+        return f"{self.base}:dedup:{dedup_id}"
+
+    def concurrency(self, key: str) -> tuple[str, str]:
+        """Return the keys of a concurrency key: SET of admitted job ids, ZSET of waiting ones."""
+        return f"{self.base}:ckey:{key}:active", f"{self.base}:ckey:{key}:waiting"
 
     def job(self, job_id: str) -> str:
         """Return the key of a job's hash."""

@@ -7,7 +7,7 @@ import functools
 import inspect
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import ModuleType
@@ -21,6 +21,74 @@ from .keys import validate_queue_name
 
 DeadLetterPolicy = Literal["save", "none"]
 ShutdownPolicy = Literal["stop", "resubmit", "continue"]
+ParentFailurePolicy = Literal["wait", "fail", "cancel"]
+DEDUP_MODES = ("simple", "throttle", "debounce")
+_RATE_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+# A value computed from a call's arguments, or a constant.
+FromArgs = str | Callable[..., str]
+
+
+@dataclass(frozen=True, slots=True)
+class Deduplication:
+    """One job per `id` at a time: simple (until it finishes), throttle (for ttl_s), debounce
+    (the newest replaces the waiting one and its delay restarts)."""
+
+    id: FromArgs
+    mode: str = "simple"
+    ttl_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in DEDUP_MODES:
+            raise ConfigError(
+                f"deduplication mode must be one of {', '.join(DEDUP_MODES)}, not {self.mode!r}"
+            )
+        if not callable(self.id) and (not isinstance(self.id, str) or not self.id):
+            raise ConfigError("deduplication id must be a non-empty string or a function")
+        if self.ttl_s is not None and self.ttl_s <= 0:
+            raise ConfigError(f"deduplication ttl must be positive, got {self.ttl_s}")
+        if self.mode == "throttle" and self.ttl_s is None:
+            raise ConfigError("deduplication mode 'throttle' needs a ttl")
+
+    @classmethod
+    def of(cls, value: Deduplication | Mapping[str, Any]) -> Deduplication:
+        """Build from a Deduplication or a dict {id, mode, ttl} (ttl in seconds)."""
+        if isinstance(value, Deduplication):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"deduplication must be a dict {{id, mode, ttl}}, got {value!r}")
+        unknown = set(value) - {"id", "mode", "ttl", "ttl_s"}
+        if unknown or "id" not in value:
+            raise ConfigError(
+                f"deduplication takes id, mode and ttl; got {', '.join(sorted(value))}"
+            )
+        ttl = value.get("ttl_s", value.get("ttl"))
+        return cls(value["id"], value.get("mode", "simple"), ttl)
+
+
+def rate_interval_ms(rate: str | tuple[float, float]) -> float:
+    """Return the interval between starts of a rate like "10/s", "600/m", "5/2s" or (10, 1.0)."""
+    try:
+        if isinstance(rate, str):
+            count, _, period = rate.replace(" ", "").partition("/")
+            scale = _RATE_UNITS[period[-1:]]
+            period_s = float(period[:-1] or 1) * scale
+            limit = float(count)
+        else:
+            limit, period_s = float(rate[0]), float(rate[1])
+    except (KeyError, ValueError, TypeError, IndexError):
+        raise ConfigError(
+            f"rate_limit must look like '10/s', '600/m', '5/2s' or (10, 1.0), not {rate!r}"
+        ) from None
+    if not limit > 0 or not period_s > 0:
+        raise ConfigError(f"rate_limit must be a positive count per positive period, not {rate!r}")
+    return period_s * 1000 / limit
+
+
+def _from_args(value: FromArgs, what: str, args: Sequence[Any], kwargs: dict[str, Any]) -> str:
+    out = value(*args, **kwargs) if callable(value) else value
+    if not isinstance(out, str) or not out:
+        raise ConfigError(f"{what} must be a non-empty string, got {out!r}")
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +119,14 @@ class TaskOptions:
     max_concurrent: int | None = None
     # Pass a JobContext as the first argument.
     takes_context: bool = False
+    # What a parent's failure does to a job that depends on it.
+    on_parent_failure: ParentFailurePolicy = "wait"
+    deduplication: Deduplication | None = None
+    # Starts of this task per period, shared by every worker ("10/s", "600/m", (10, 1.0)).
+    rate_limit: str | tuple[float, float] | None = None
+    # Jobs with the same key run at most concurrency_limit at once, across all workers.
+    concurrency_key: FromArgs | None = None
+    concurrency_limit: int = 1
 
     def __post_init__(self) -> None:
         validate_queue_name(self.queue)
@@ -82,6 +158,16 @@ class TaskOptions:
             raise ConfigError(
                 f"dead_letter_policy must be 'save' or 'none', not {self.dead_letter_policy!r}"
             )
+        if self.on_parent_failure not in ("wait", "fail", "cancel"):
+            raise ConfigError(
+                f"on_parent_failure must be wait, fail or cancel, not {self.on_parent_failure!r}"
+            )
+        if self.deduplication is not None:
+            object.__setattr__(self, "deduplication", Deduplication.of(self.deduplication))
+        if self.rate_limit is not None:
+            rate_interval_ms(self.rate_limit)
+        if self.concurrency_limit < 1:
+            raise ConfigError(f"concurrency_limit must be >= 1, got {self.concurrency_limit}")
         object.__setattr__(self, "expected_exceptions", tuple(self.expected_exceptions))
         object.__setattr__(self, "retry_on", frozenset(self.retry_on))
         object.__setattr__(self, "no_retry_on", frozenset(self.no_retry_on))
@@ -94,9 +180,17 @@ class Schedule:
     delay_s: float | None = None
     run_at_ms: int | None = None
     job_id: str | None = None
+    depends_on: tuple[str, ...] = ()
 
 
 _LIMIT_OPTIONS = ("ttl_s", "good_until", "queue_timeout_s", "max_stalls")
+_PRODUCER_OPTIONS = (
+    "on_parent_failure",
+    "deduplication",
+    "rate_limit",
+    "concurrency_key",
+    "concurrency_limit",
+)
 
 
 def _epoch_s(when: datetime) -> float:
@@ -158,10 +252,12 @@ class Task:
         delay_s: float | None = None,
         run_at: datetime | float | None = None,
         job_id: str | None = None,
+        depends_on: Iterable[Job | str] | None = None,
         **options: Any,
     ) -> Task:
-        """Return a copy with per-call options, a delay or run time, or a job id."""
-        unknown = set(options) - {"queue", "priority", *OPTION_FIELDS, *_LIMIT_OPTIONS}
+        """Return a copy with per-call options, a delay or run time, a job id, or parents."""
+        allowed = {"queue", "priority", *OPTION_FIELDS, *_LIMIT_OPTIONS, *_PRODUCER_OPTIONS}
+        unknown = set(options) - allowed
         if unknown:
             raise ConfigError(f"unknown task options: {', '.join(sorted(unknown))}")
         if delay_s is not None and delay_s < 0:
@@ -177,6 +273,7 @@ class Task:
             delay_s if delay_s is not None else self.schedule.delay_s,
             run_at_ms if run_at_ms is not None else self.schedule.run_at_ms,
             job_id if job_id is not None else self.schedule.job_id,
+            _parent_ids(depends_on) if depends_on is not None else self.schedule.depends_on,
         )
         return dataclasses.replace(
             self, options=new_options, schedule=schedule, overrides=overrides
@@ -215,8 +312,28 @@ class Task:
             ttl_ms=_ms(opts.ttl_s),
             good_until_ms=_ms(opts.good_until),
             queue_timeout_ms=_ms(opts.queue_timeout_s),
+            parents=list(self.schedule.depends_on),
+            on_parent_failure=None if opts.on_parent_failure == "wait" else opts.on_parent_failure,
         )
+        if opts.deduplication is not None:
+            dedup = opts.deduplication
+            job.dedup_id = _from_args(dedup.id, "deduplication id", args, kwargs)
+            job.dedup_mode = dedup.mode
+            job.dedup_ttl_ms = _ms(dedup.ttl_s) or 0
+        if opts.concurrency_key is not None:
+            job.concurrency_key = _from_args(opts.concurrency_key, "concurrency_key", args, kwargs)
+            job.concurrency_limit = opts.concurrency_limit
+        if opts.rate_limit is not None:
+            job.rate_interval_ms = rate_interval_ms(opts.rate_limit)
         return job
+
+
+def _parent_ids(parents: Iterable[Job | str]) -> tuple[str, ...]:
+    ids = [p.id if isinstance(p, Job) else p for p in parents]
+    for parent in ids:
+        if not isinstance(parent, str) or not parent:
+            raise ConfigError(f"depends_on takes jobs or job ids, got {parent!r}")
+    return tuple(dict.fromkeys(ids))
 
 
 def task(

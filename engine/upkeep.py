@@ -86,6 +86,18 @@ class Upkeep:
         code: int = await self.scripts.progress(keys, [*argv, self.worker_id])
         return code
 
+    async def parent_results(self, job: Job) -> dict[str, Any]:
+        """Return the result of each of the job's parents, by id (None when it has none)."""
+        keys = QueueKeys(self.settings.prefix, job.queue)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for parent in job.parents:
+                pipe.hget(keys.job(parent), "result")
+            raw = await pipe.execute()
+        return {
+            parent: None if value is None else serializer.loads(value)
+            for parent, value in zip(job.parents, raw, strict=True)
+        }
+
     async def register(
         self, queues: Sequence[str], concurrency: int, records: Sequence[Running]
     ) -> None:

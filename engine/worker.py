@@ -168,7 +168,13 @@ class Worker:
                 job = Job.from_claim(keys.queue, row)
                 task = self.registry.get(job.task, job.version)
                 opts = options_for(task, job) if task is not None else None
-                ctx = JobContext(job, self.id, self._write_progress, asyncio.get_running_loop())
+                ctx = JobContext(
+                    job,
+                    self.id,
+                    self._write_progress,
+                    asyncio.get_running_loop(),
+                    self.upkeep.parent_results,
+                )
                 rec = Running(job, keys, task, opts, ctx, poison=poison)
                 self._active[job.token or job.id] = rec
                 out.append(rec)

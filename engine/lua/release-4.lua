@@ -8,15 +8,14 @@
   Events: started -> submitted.
 ]]
 --@include common
-local started, submitted, events, marker = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local prefix, maxlen, worker, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local key = prefix .. id
+local Q = {submitted = KEYS[2], events = KEYS[3], marker = KEYS[4], maxlen = ARGV[2], now = now_ms()}
+local worker, id, token = ARGV[3], ARGV[4], ARGV[5]
+local key = ARGV[1] .. id
 local code, cur = owned(key, token, 'attempt', 'begun')
 if code ~= 0 then return code end
 local attempt = tonumber(cur[3] or '0')
 if cur[4] == '1' then attempt = rcall('HINCRBY', key, 'attempt', -1) end
-local now = now_ms()
-rcall('ZREM', started, id)
-release(key, id, now, submitted, marker)
-emit(events, maxlen, id, 'started', 'submitted', now, attempt, worker, ARGV[6])
+rcall('ZREM', KEYS[1], id)
+release(Q, key, id)
+emit(Q, id, 'started', 'submitted', attempt, worker, ARGV[6])
 return 0

@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 
 from engine import Client, JobState
-from engine.errors import SCRIPT_ERRORS, DuplicateJob, JobNotFound, LeaseLost, WrongState
+from engine.errors import (
+    SCRIPT_ERRORS,
+    DuplicateJob,
+    JobNotFound,
+    LeaseLost,
+    UnknownParent,
+    WrongState,
+)
 
 from . import tasks as t
 
@@ -23,11 +30,17 @@ async def claim_one(client: Client, worker: str = "w1", limit: int = 1) -> list[
 
 
 def test_error_table() -> None:
-    assert {-1: JobNotFound, -2: LeaseLost, -3: WrongState, -4: DuplicateJob} == SCRIPT_ERRORS
+    assert {
+        -1: JobNotFound,
+        -2: LeaseLost,
+        -3: WrongState,
+        -4: DuplicateJob,
+        -5: UnknownParent,
+    } == SCRIPT_ERRORS
 
 
 async def test_key_count_is_checked(client: Client) -> None:
-    with pytest.raises(ValueError, match="claim takes 9 keys"):
+    with pytest.raises(ValueError, match="claim takes 12 keys"):
         await client.scripts.claim(["only-one"], [])
 
 

@@ -1,21 +1,41 @@
 --[[
   Shared helpers, inlined by engine/scripts.py where a script says `--@include common`.
+  queue(prefix, maxlen, ttl_ms): Q, the 12 queue keys of keys.QUEUE_KEYS (KEYS[1..12]) by name,
+  with the job key prefix, the events maxlen, the ttl of jobs ending outside the DLQ and `now`.
   now_ms(): Redis server time in ms. fmt(n): a number as an exact integer string.
   ready_score(priority, seq): ZSET score of a ready job (higher priority first, then arrival).
   emit(...): append one transition event to the queue's stream.
   append_error(key, err): append one JSON error object to the job's `errors` JSON array.
-  bury(...): end a job in a terminal state: into the DLQ (failures, unless the job's `dlq` field
-  is '0') or into `done` with an expiry (completed, cancelled, or dlq '0'); counts it in stats.
+  make_ready(Q, ...): put a `submitted` job where workers find it: the ready ZSET, or the waiting
+  ZSET of its concurrency key while that key is at its limit (keyed = false: it has none).
+  free_slot(Q, key, id): give back the job's concurrency slot (idempotent) and admit the next
+  waiting job of its key at the back of its priority band (fair turns between keys).
+  finish(Q, key, id): free_slot, and give back its deduplication id (except in throttle mode).
+  bury(Q, key, id, state): end a job in a terminal state other than completed: into the DLQ
+  (unless the job's `dlq` field is '0') or into `done` with an expiry; counts it in stats; then
+  applies the on_parent_failure policy of the jobs waiting for it (fail_child: 'wait' leaves a
+  child blocked, so a resubmitted parent that completes still releases it; 'fail' and 'cancel'
+  end it, and in turn its own children).
+  unblock_children(Q, children): count a completed parent off each waiting child; a child with
+  no unfinished parent left becomes `submitted` (or `scheduled` when its run_at is ahead).
+  unqueue(Q, id): remove a queued job from every queue structure.
   owned(key, token, ...): HMGET state, token and more fields; return 0 when the job is started
   and holds `token`, else -1 (not found), -2 (lease lost) or -3 (not started), then the values.
-  release(...): put a started job back into `submitted`, at the front of its priority band
-  (it was already under way), for reap and hand-back.
+  release(Q, key, id): put a started job back into `submitted`, at the front of its priority
+  band (it was already under way), for reap and hand-back.
 ]]
 local rcall = redis.call
 
 local function now_ms()
   local t = rcall('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function queue(prefix, maxlen, ttl_ms)
+  return {submitted = KEYS[1], scheduled = KEYS[2], blocked = KEYS[3], started = KEYS[4],
+          dlq = KEYS[5], done = KEYS[6], events = KEYS[7], marker = KEYS[8], seq = KEYS[9],
+          stats = KEYS[10], meta = KEYS[11], deadlines = KEYS[12],
+          prefix = prefix, maxlen = maxlen, ttl = tonumber(ttl_ms or 0), now = now_ms()}
 end
 
 local function fmt(n)
@@ -26,11 +46,11 @@ local function ready_score(priority, seq)
   return fmt((100 - tonumber(priority)) * 10000000000000 + seq)
 end
 
-local function emit(events, maxlen, id, from, to, at, attempt, worker, err)
+local function emit(Q, id, from, to, attempt, worker, err)
   if worker == nil or worker == false then worker = '' end
   if err == nil or err == false then err = '' end
-  rcall('XADD', events, 'MAXLEN', '~', maxlen, '*', 'job', id, 'from', from, 'to', to,
-        'at', fmt(at), 'attempt', attempt or '0', 'worker', worker, 'error', err)
+  rcall('XADD', Q.events, 'MAXLEN', '~', Q.maxlen, '*', 'job', id, 'from', from, 'to', to,
+        'at', fmt(Q.now), 'attempt', attempt or '0', 'worker', worker, 'error', err)
 end
 
 local function append_error(key, err)
@@ -43,24 +63,109 @@ local function append_error(key, err)
   rcall('HSET', key, 'errors', errors)
 end
 
-local function bury(key, id, state, now, dlq, done, stats, ttl_ms)
-  rcall('HSET', key, 'state', state, 'completed_at_ms', fmt(now))
-  rcall('HDEL', key, 'token')
-  if state ~= 'cancelled' and state ~= 'completed' and rcall('HGET', key, 'dlq') ~= '0' then
-    rcall('ZADD', dlq, fmt(now), id)
-  else
-    rcall('ZADD', done, fmt(now + ttl_ms), id)
-    rcall('PEXPIRE', key, ttl_ms)
+local function make_ready(Q, key, id, priority, seq, keyed)
+  local score = ready_score(priority or 0, seq)
+  local ck = {false}
+  if keyed ~= false then ck = rcall('HMGET', key, 'ckey_active', 'ckey_waiting', 'concurrency_limit') end
+  if ck[1] then
+    if rcall('SISMEMBER', ck[1], id) == 0 and rcall('SCARD', ck[1]) >= tonumber(ck[3]) then
+      rcall('ZADD', ck[2], score, id)
+      return false
+    end
+    rcall('SADD', ck[1], id)
   end
-  rcall('HINCRBY', stats, state, 1)
+  rcall('ZADD', Q.submitted, score, id)
+  rcall('ZADD', Q.marker, 0, '0')
+  return true
 end
 
-local function release(key, id, now, submitted, marker)
-  local priority = rcall('HGET', key, 'priority') or 0
-  rcall('HSET', key, 'state', 'submitted', 'submitted_at_ms', fmt(now), 'begun', '0')
+local function free_slot(Q, key, id)
+  local f = rcall('HMGET', key, 'ckey_active', 'ckey_waiting', 'concurrency_limit')
+  if not f[1] then return end
+  rcall('ZREM', f[2], id)
+  if rcall('SREM', f[1], id) == 0 then return end
+  while rcall('SCARD', f[1]) < tonumber(f[3]) do
+    local nxt = rcall('ZPOPMIN', f[2])
+    if #nxt == 0 then break end
+    rcall('SADD', f[1], nxt[1])
+    local priority = rcall('HGET', Q.prefix .. nxt[1], 'priority') or 0
+    rcall('ZADD', Q.submitted, ready_score(priority, rcall('INCR', Q.seq)), nxt[1])
+    rcall('ZADD', Q.marker, 0, '0')
+  end
+end
+
+local function finish(Q, key, id)
+  local f = rcall('HMGET', key, 'dedup_key', 'dedup_mode')
+  if f[1] and f[2] ~= 'throttle' and rcall('GET', f[1]) == id then rcall('DEL', f[1]) end
+  free_slot(Q, key, id)
+end
+
+local function unqueue(Q, id)
+  rcall('ZREM', Q.submitted, id)
+  rcall('ZREM', Q.scheduled, id)
+  rcall('SREM', Q.blocked, id)
+  rcall('ZREM', Q.deadlines, id)
+end
+
+local bury
+
+local function fail_child(Q, cid, parent, state)
+  local ckey = Q.prefix .. cid
+  local c = rcall('HMGET', ckey, 'state', 'on_parent_failure')
+  if c[1] == 'blocked' and (c[2] == 'fail' or c[2] == 'cancel') then
+    local to = 'failed'
+    if c[2] == 'cancel' then to = 'cancelled' end
+    local msg = 'parent ' .. parent .. ' ended ' .. state
+    unqueue(Q, cid)
+    append_error(ckey, cjson.encode({type = 'ParentFailed', message = msg, attempt = 0, at_ms = Q.now}))
+    emit(Q, cid, 'blocked', to, 0, '', msg)
+    bury(Q, ckey, cid, to)
+  end
+end
+
+bury = function(Q, key, id, state)
+  rcall('HSET', key, 'state', state, 'completed_at_ms', fmt(Q.now))
   rcall('HDEL', key, 'token')
-  rcall('ZADD', submitted, ready_score(priority, 0), id)
-  rcall('ZADD', marker, 0, '0')
+  local f = rcall('HMGET', key, 'dlq', 'children')
+  if state ~= 'cancelled' and f[1] ~= '0' then
+    rcall('ZADD', Q.dlq, fmt(Q.now), id)
+  else
+    rcall('ZADD', Q.done, fmt(Q.now + Q.ttl), id)
+    rcall('PEXPIRE', key, Q.ttl)
+  end
+  rcall('HINCRBY', Q.stats, state, 1)
+  finish(Q, key, id)
+  if f[2] then
+    for _, cid in ipairs(rcall('SMEMBERS', f[2])) do fail_child(Q, cid, id, state) end
+  end
+end
+
+local function unblock_children(Q, children)
+  for _, cid in ipairs(rcall('SMEMBERS', children)) do
+    local ckey = Q.prefix .. cid
+    local c = rcall('HMGET', ckey, 'state', 'priority', 'run_at_ms')
+    if c[1] == 'blocked' and rcall('HINCRBY', ckey, 'pending_parents', -1) <= 0 then
+      rcall('SREM', Q.blocked, cid)
+      if c[3] and tonumber(c[3]) > Q.now then
+        rcall('HSET', ckey, 'state', 'scheduled')
+        rcall('ZADD', Q.scheduled, c[3], cid)
+        emit(Q, cid, 'blocked', 'scheduled', 0)
+      else
+        rcall('HSET', ckey, 'state', 'submitted', 'submitted_at_ms', fmt(Q.now))
+        make_ready(Q, ckey, cid, c[2], rcall('INCR', Q.seq))
+        emit(Q, cid, 'blocked', 'submitted', 0)
+      end
+    end
+  end
+  rcall('DEL', children)
+end
+
+local function release(Q, key, id)
+  local priority = rcall('HGET', key, 'priority') or 0
+  rcall('HSET', key, 'state', 'submitted', 'submitted_at_ms', fmt(Q.now), 'begun', '0')
+  rcall('HDEL', key, 'token')
+  rcall('ZADD', Q.submitted, ready_score(priority, 0), id)
+  rcall('ZADD', Q.marker, 0, '0')
 end
 
 local function owned(key, token, ...)

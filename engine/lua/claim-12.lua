@@ -1,0 +1,78 @@
+--[[
+  Claim up to N ready jobs: each moves from `submitted` to `started` with a lease and a fresh
+  token. Claiming is not beginning: the attempt counter moves only in begin-1.lua, so a job whose
+  worker dies before it began goes back to `submitted` without using an attempt.
+  A job past its deadline_ms is expired instead (into the DLQ unless its dlq field is '0').
+  Rate limits (the queue's meta rate_interval_ms, the job's rate_interval_ms for its task) are
+  kept as theoretical arrival times in meta (`tat`, `tat:<task>`): a job whose slot is ahead is
+  not started but `scheduled` at its slot, which it keeps (rate_slot_ms), so it waits only once.
+  KEYS[1..12] the queue keys (keys.QUEUE_KEYS; meta paused = '1' gives nothing)
+  ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] max jobs   ARGV[4] lease_ms
+  ARGV[5] worker id        ARGV[6] result ttl ms for expired jobs kept outside the DLQ
+  Returns: a list of jobs, each {id, task, version, args, kwargs, attempt it will run as, token,
+  options, parents} (options and parents are false when the job has none).
+  Ids whose hash is gone or not `submitted` are removed and skipped.
+  Events: submitted -> started | expired | scheduled (rate limited). Re-adds the marker while
+  jobs remain.
+]]
+--@include common
+local Q = queue(ARGV[1], ARGV[2], ARGV[6])
+local limit, lease_ms, worker = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local meta = rcall('HMGET', Q.meta, 'paused', 'rate_interval_ms')
+if meta[1] == '1' then return {} end
+local popped = rcall('ZPOPMIN', Q.submitted, limit)
+if #popped == 0 then return {} end
+local now = Q.now
+local queue_interval = tonumber(meta[2])
+local lease = fmt(now + lease_ms)
+local token = rcall('INCRBY', Q.seq, #popped / 2) - #popped / 2
+local out = {}
+
+-- Return the time this job may start at, reserving it on every limiter that applies.
+local function rate_slot(task, task_interval)
+  local slot = now
+  local fields = {}
+  if queue_interval then fields['tat'] = queue_interval end
+  if task_interval then fields['tat:' .. task] = task_interval end
+  for name, _ in pairs(fields) do
+    slot = math.max(slot, tonumber(rcall('HGET', Q.meta, name) or '0'))
+  end
+  for name, interval in pairs(fields) do
+    rcall('HSET', Q.meta, name, string.format('%.3f', slot + interval))
+  end
+  return slot
+end
+
+for j = 1, #popped, 2 do
+  local id = popped[j]
+  local key = Q.prefix .. id
+  token = token + 1
+  local f = rcall('HMGET', key, 'state', 'task', 'version', 'args', 'kwargs', 'options', 'attempt',
+                  'deadline_ms', 'rate_interval_ms', 'rate_slot_ms', 'parents')
+  if f[1] == 'submitted' then
+    local attempt = tonumber(f[7] or '0') + 1
+    local task_interval = tonumber(f[9])
+    local slot = now
+    if (queue_interval or task_interval) and not (f[10] and tonumber(f[10]) <= now) then
+      slot = rate_slot(f[2], task_interval)
+    end
+    if f[8] and tonumber(f[8]) <= now then
+      bury(Q, key, id, 'expired')
+      emit(Q, id, 'submitted', 'expired', attempt - 1, worker, 'deadline passed')
+    elseif slot > now then
+      rcall('HSET', key, 'state', 'scheduled', 'run_at_ms', fmt(slot), 'rate_slot_ms', fmt(slot))
+      rcall('ZADD', Q.scheduled, fmt(slot), id)
+      free_slot(Q, key, id)
+      emit(Q, id, 'submitted', 'scheduled', attempt - 1, worker, 'rate limited')
+    else
+      rcall('HSET', key, 'state', 'started', 'token', fmt(token), 'worker', worker,
+            'claimed_at_ms', fmt(now), 'begun', '0')
+      if f[10] then rcall('HDEL', key, 'rate_slot_ms') end
+      rcall('ZADD', Q.started, lease, id)
+      emit(Q, id, 'submitted', 'started', attempt, worker)
+      out[#out + 1] = {id, f[2], f[3], f[4], f[5], attempt, fmt(token), f[6], f[11]}
+    end
+  end
+end
+if rcall('ZCARD', Q.submitted) > 0 then rcall('ZADD', Q.marker, 0, '0') end
+return out

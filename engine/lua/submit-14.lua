@@ -1,0 +1,154 @@
+--[[
+  Submit a batch of jobs: each becomes `submitted`, `scheduled` (a future run time) or `blocked`
+  (parents not completed yet). Parents must exist in the queue or come earlier in the batch
+  (the client orders a flow parents first); the batch is checked before anything is written.
+  A job with `ttl_ms`, `good_until_ms` or `queue_timeout_ms` gets a `deadline_ms` (the earliest)
+  and an entry in the deadlines ZSET; past it, a queued job expires.
+  Deduplication by a dedup key naming the job that holds it: simple ignores the new job while
+  the holder is not finished; throttle ignores it while the key lives (its ttl); debounce
+  replaces a holder that still waits (it ends `cancelled`), else the new job takes the key.
+  A repeatable tick is written only while the repeatable's next tick is still `due` (so one job
+  per tick, whatever the number of schedulers), which then moves to `next` (-1: no more ticks).
+  KEYS[1..12] the queue keys (keys.QUEUE_KEYS)   KEYS[13] repeat_due ZSET   KEYS[14] repeat_last HASH
+  ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] ttl ms of replaced (debounced) jobs
+  ARGV[4] '1': a duplicate id refuses the whole batch (a flow)   ARGV[5] number of jobs
+  then one JSON array per job: [id, delay_ms or '', run_at_ms or '', priority, extras, field,
+  value, ...]; extras: {parents = [[id, children SET key], ...], keyed = bool,
+  dedup = [key, mode, ttl_ms], ['repeat'] = [name, due_ms, next_ms, skip_if_running]}.
+  Returns: a flat list, per job an outcome and an id: 'submitted' | 'scheduled' | 'blocked' |
+  'failed' | 'cancelled' (created; failed and cancelled when a parent already failed and the
+  job's on_parent_failure says so), 'deduplicated' (id: the job that holds the dedup key),
+  'skipped' (the repeatable's previous job still runs), 'stale' (another scheduler took the tick),
+  -4 duplicate id. A refused batch returns only {-5, unknown parent id} or {-4, duplicate id}.
+  Events: unsubmitted -> submitted | scheduled | blocked; blocked -> failed | cancelled;
+  scheduled | submitted | blocked -> cancelled for a debounced job.
+]]
+--@include common
+local Q = queue(ARGV[1], ARGV[2], ARGV[3])
+local repeat_due, repeat_last = KEYS[13], KEYS[14]
+local atomic, count = ARGV[4] == '1', tonumber(ARGV[5])
+local specs, batch = {}, {}
+for j = 1, count do
+  specs[j] = cjson.decode(ARGV[5 + j])
+  batch[specs[j][1]] = true
+end
+for j = 1, count do
+  for _, parent in ipairs(specs[j][5].parents or {}) do
+    if not batch[parent[1]] and rcall('EXISTS', Q.prefix .. parent[1]) == 0 then
+      return {-5, parent[1]}
+    end
+  end
+  if atomic and rcall('EXISTS', Q.prefix .. specs[j][1]) == 1 then return {-4, specs[j][1]} end
+end
+local waiting = {submitted = true, scheduled = true, blocked = true}
+local failed = {failed = true, cancelled = true, stalled = true, dropped = true, expired = true}
+local now = Q.now
+local seq = rcall('INCRBY', Q.seq, count) - count
+local out = {}
+
+local function deadline_of(key, due)
+  local limits = rcall('HMGET', key, 'ttl_ms', 'good_until_ms', 'queue_timeout_ms')
+  local deadline = nil
+  if limits[1] then deadline = now + tonumber(limits[1]) end
+  if limits[2] and (not deadline or tonumber(limits[2]) < deadline) then deadline = tonumber(limits[2]) end
+  if limits[3] then
+    local start = math.max(now, due or now)
+    if not deadline or start + tonumber(limits[3]) < deadline then deadline = start + tonumber(limits[3]) end
+  end
+  return deadline
+end
+
+-- Return nil to go on, or the outcome and id when the dedup key is held.
+local function deduplicate(id, dedup)
+  local owner = rcall('GET', dedup[1])
+  if not owner then return nil end
+  local state = rcall('HGET', Q.prefix .. owner, 'state')
+  if dedup[2] == 'debounce' and waiting[state] then
+    local okey = Q.prefix .. owner
+    unqueue(Q, owner)
+    append_error(okey, cjson.encode({type = 'Debounced', message = 'replaced by ' .. id, attempt = 0, at_ms = now}))
+    emit(Q, owner, state, 'cancelled', rcall('HGET', okey, 'attempt') or '0', '', 'replaced by ' .. id)
+    bury(Q, okey, owner, 'cancelled')
+    return nil
+  end
+  if dedup[2] == 'throttle' then return 'deduplicated', owner end
+  if dedup[2] == 'simple' and state and not failed[state] and state ~= 'completed' then
+    return 'deduplicated', owner
+  end
+  return nil
+end
+
+-- Return nil to go on, or the outcome when this tick is not to be written.
+local function tick(rep)
+  local name, due, nxt = rep[1], rep[2], tonumber(rep[3])
+  if rcall('ZSCORE', repeat_due, name) ~= due then return 'stale' end
+  if nxt < 0 then rcall('ZREM', repeat_due, name) else rcall('ZADD', repeat_due, fmt(nxt), name) end
+  if rep[4] == '1' then
+    local last = rcall('HGET', repeat_last, name)
+    local state = last and rcall('HGET', Q.prefix .. last, 'state')
+    if state and not failed[state] and state ~= 'completed' then return 'skipped' end
+  end
+  return nil
+end
+
+for j = 1, count do
+  local spec = specs[j]
+  local id, delay, run_at, priority, x = spec[1], spec[2], spec[3], spec[4], spec[5]
+  local key = Q.prefix .. id
+  local skip, owner = nil, id
+  if x['repeat'] then skip = tick(x['repeat']) end
+  if not skip and rcall('EXISTS', key) == 1 then skip = -4 end
+  if not skip and x.dedup then skip, owner = deduplicate(id, x.dedup) end
+  if skip then
+    out[#out + 1], out[#out + 2] = skip, owner or id
+  else
+    local due = nil
+    if delay ~= '' then due = now + tonumber(delay) end
+    if run_at ~= '' then due = tonumber(run_at) end
+    rcall('HSET', key, 'submitted_at_ms', fmt(now), unpack(spec, 6))
+    local pending, dead = 0, nil
+    for _, parent in ipairs(x.parents or {}) do
+      local pstate = rcall('HGET', Q.prefix .. parent[1], 'state')
+      if pstate ~= 'completed' then
+        pending = pending + 1
+        rcall('SADD', parent[2], id)
+        rcall('HSET', Q.prefix .. parent[1], 'children', parent[2])
+        if failed[pstate] then dead = {parent[1], pstate} end
+      end
+    end
+    local deadline = deadline_of(key, due)
+    if deadline then
+      rcall('HSET', key, 'deadline_ms', fmt(deadline))
+      rcall('ZADD', Q.deadlines, fmt(deadline), id)
+    end
+    if due then rcall('HSET', key, 'run_at_ms', fmt(due)) end
+    local state = 'submitted'
+    if pending > 0 then
+      state = 'blocked'
+      rcall('HSET', key, 'state', state, 'pending_parents', pending)
+      rcall('SADD', Q.blocked, id)
+    elseif due and due > now then
+      state = 'scheduled'
+      rcall('HSET', key, 'state', state)
+      rcall('ZADD', Q.scheduled, fmt(due), id)
+    else
+      rcall('HSET', key, 'state', state)
+      make_ready(Q, key, id, priority, seq + j, x.keyed == true)
+    end
+    emit(Q, id, 'unsubmitted', state, 0)
+    if x.dedup then
+      if tonumber(x.dedup[3]) > 0 then
+        rcall('SET', x.dedup[1], id, 'PX', x.dedup[3])
+      else
+        rcall('SET', x.dedup[1], id)
+      end
+    end
+    if x['repeat'] then rcall('HSET', repeat_last, x['repeat'][1], id) end
+    if dead then
+      fail_child(Q, id, dead[1], dead[2])
+      state = rcall('HGET', key, 'state')
+    end
+    out[#out + 1], out[#out + 2] = state, id
+  end
+end
+return out

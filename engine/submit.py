@@ -1,0 +1,113 @@
+"""Turn jobs into submit-14.lua calls: payload checks, flow order, dedup and limit keys."""
+
+from __future__ import annotations
+
+import graphlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import serializer
+from .errors import ConfigError, DuplicateJob, UnknownParent
+from .job import Job
+from .keys import QueueKeys
+from .scripts import Scripts
+from .settings import EngineSettings
+from .task import json_args
+
+# Hash fields the submit script writes itself.
+_SCRIPT_FIELDS = frozenset(("state", "submitted_at_ms", "run_at_ms"))
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """A repeatable's tick: written only while `due_ms` is still its next tick."""
+
+    name: str
+    due_ms: int
+    next_ms: int
+    skip_if_running: bool
+
+
+def flow_order(jobs: Sequence[Job]) -> list[Job]:
+    """Return jobs with parents first; refuse cycles and parents in another queue."""
+    by_id = {job.id: job for job in jobs}
+    graph = graphlib.TopologicalSorter({job.id: job.parents for job in jobs})
+    try:
+        order = list(graph.static_order())
+    except graphlib.CycleError as exc:
+        raise ConfigError(f"depends_on forms a cycle: {' -> '.join(exc.args[1])}") from None
+    for job in jobs:
+        for parent in job.parents:
+            if parent == job.id:
+                raise ConfigError(f"job {job.id} depends on itself")
+            if parent in by_id and by_id[parent].queue != job.queue:
+                raise ConfigError(
+                    f"job {job.id} in queue {job.queue!r} depends on {parent} in queue "
+                    f"{by_id[parent].queue!r}: a flow stays in one queue"
+                )
+    return [by_id[i] for i in order if i in by_id]
+
+
+def job_spec(job: Job, keys: QueueKeys, limit_bytes: int, tick: Tick | None = None) -> bytes:
+    """Return one job's submit-14.lua argument (checks the payload size)."""
+    args, kwargs = json_args(job, limit_bytes)
+    fields = job.to_hash()
+    fields["args"], fields["kwargs"] = args.decode(), kwargs.decode()
+    extras: dict[str, Any] = {}
+    if job.parents:
+        extras["parents"] = [[p, keys.children(p)] for p in job.parents]
+    if job.dedup_id is not None:
+        fields["dedup_key"] = keys.dedup(job.dedup_id)
+        extras["dedup"] = [fields["dedup_key"], job.dedup_mode, job.dedup_ttl_ms or 0]
+    if job.concurrency_key is not None:
+        fields["ckey_active"], fields["ckey_waiting"] = keys.concurrency(job.concurrency_key)
+        extras["keyed"] = True
+    if tick is not None:
+        extras["repeat"] = [
+            tick.name,
+            str(tick.due_ms),
+            tick.next_ms,
+            "1" if tick.skip_if_running else "0",
+        ]
+    spec: list[Any] = [
+        job.id,
+        "" if job.delay_ms is None else str(job.delay_ms),
+        "" if job.run_at_ms is None else str(job.run_at_ms),
+        str(job.priority),
+        extras,
+    ]
+    for name, value in fields.items():
+        if name not in _SCRIPT_FIELDS:
+            spec += (name, value)
+    return serializer.dumps(spec)
+
+
+async def submit(
+    scripts: Scripts,
+    settings: EngineSettings,
+    keys: QueueKeys,
+    specs: list[bytes],
+    atomic: bool = False,
+) -> list[tuple[str | int, str]]:
+    """Run submit-14.lua; return (outcome, id) per job. A refused batch raises, writing nothing."""
+    out: list[Any] = await scripts.submit(
+        keys,
+        [
+            keys.job_prefix,
+            settings.events_maxlen,
+            settings.default_result_ttl_s * 1000,
+            "1" if atomic else "0",
+            len(specs),
+            *specs,
+        ],
+    )
+    if out and (out[0] == -5 or (atomic and out[0] == -4)):
+        _refuse(out[0], out[1], keys.queue)
+    return list(zip(out[::2], out[1::2], strict=True))
+
+
+def _refuse(code: int, job_id: str, queue: str) -> None:
+    if code == -5:
+        raise UnknownParent(f"depends_on names job {job_id!r}, which is not in queue {queue!r}")
+    raise DuplicateJob(f"job ids already exist: {job_id}")
