@@ -15,10 +15,11 @@ from .connection import CONNECTION_ERRORS, connect
 from .errors import ConfigError, DuplicateJob, JobNotFound, JobTimeout, RedisUnavailable
 from .job import TERMINAL_STATES, Job, JobState
 from .keys import QueueKeys, queues_key, worker_key, workers_key
+from .repeat import Repeats
 from .scripts import Scripts
 from .settings import EngineSettings
 from .submit import flow_order, job_spec, submit
-from .task import Task
+from .task import Task, rate_interval_ms
 
 _LIVE = ("submitted", "scheduled", "blocked", "started", "dlq")
 
@@ -32,6 +33,8 @@ class Client:
             redis if redis is not None else connect(settings, timeout_s=settings.client_timeout_s)
         )
         self.scripts = Scripts(self.redis)
+        # Repeatable and cron jobs: add, update, pause, resume, remove, list.
+        self.repeats = Repeats(settings, self.redis)
         self._known_queues: set[str] = set()
 
     def keys(self, queue: str) -> QueueKeys:
@@ -93,9 +96,9 @@ class Client:
                     job.id = job_id
                     deduplicated.append(job)
                 else:
-                    job.state = JobState(outcome)
+                    job.state = JobState(str(outcome))
         for job in deduplicated:
-            state = await self.redis.hget(self.keys(job.queue).job(job.id), "state")
+            state: str | None = await self.redis.hget(self.keys(job.queue).job(job.id), "state")  # type: ignore[assignment]
             job.state = JobState(state or JobState.COMPLETED)
         if duplicates:
             raise DuplicateJob(f"job ids already exist: {', '.join(duplicates)}")
@@ -213,6 +216,15 @@ class Client:
             pipe.hdel(keys.meta, "paused")
             pipe.zadd(keys.marker, {"0": 0})
             await pipe.execute()
+
+    async def set_rate_limit(self, queue: str, rate: str | tuple[float, float] | None) -> None:
+        """Limit starts from `queue` across all workers ("10/s", "600/m", (10, 1.0)); None lifts it."""
+        keys = self.keys(queue)
+        if rate is None:
+            await self.redis.hdel(keys.meta, "rate_interval_ms", "tat")
+        else:
+            interval = rate_interval_ms(rate)
+            await self.redis.hset(keys.meta, "rate_interval_ms", f"{interval:.3f}")
 
     async def is_paused(self, queue: str) -> bool:
         """Tell whether a queue is paused."""

@@ -1,8 +1,9 @@
-"""The scheduler loop: promote due scheduled jobs; safe with any number running at once."""
+"""The scheduler loop: fire repeatables, promote due jobs; safe with any number at once."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 
 from redis.asyncio import Redis
@@ -10,8 +11,12 @@ from redis.asyncio import Redis
 from . import failpoints
 from .keys import QueueKeys
 from .reconnect import run_periodic
+from .repeat import Repeatable
 from .scripts import Scripts
 from .settings import EngineSettings
+from .submit import Tick, job_spec, submit
+
+log = logging.getLogger("engine.scheduler")
 
 
 class Scheduler:
@@ -32,16 +37,49 @@ class Scheduler:
         failpoints.hit("after_promote")
         return int(promoted), int(wait_ms)
 
+    async def fire(self, keys: QueueKeys) -> int:
+        """Submit the due ticks of the queue's repeatables; return ms until the next (-1: none)."""
+        now_ms = await self._now_ms()
+        due: list[tuple[str, float]] = await self.redis.zrangebyscore(  # type: ignore[assignment]
+            keys.repeat_due, "-inf", now_ms, start=0, num=100, withscores=True
+        )
+        if due:
+            raws = await self.redis.hmget(keys.repeats, [name for name, _ in due])
+            specs = []
+            for (name, score), raw in zip(due, raws, strict=True):
+                if raw is None:
+                    continue  # removed meanwhile
+                rep = Repeatable.from_json(raw)
+                due_ms = int(score)
+                tick = Tick(name, due_ms, rep.next_after(now_ms) or -1, rep.skip_if_running)
+                job = rep.job_for(due_ms)
+                specs.append(job_spec(job, keys, self.settings.max_payload_bytes, tick))
+            if specs:
+                for outcome, job_id in await submit(self.scripts, self.settings, keys, specs):
+                    if outcome == "skipped":
+                        log.info("repeatable tick skipped: previous run still going job=%s", job_id)
+        nxt: list[tuple[str, float]] = await self.redis.zrange(  # type: ignore[assignment]
+            keys.repeat_due, 0, 0, withscores=True
+        )
+        return max(0, int(nxt[0][1]) - now_ms) if nxt else -1
+
+    async def _now_ms(self) -> int:
+        seconds, micros = await self.redis.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
     async def tick(self) -> float:
-        """Promote every due job of every queue; return seconds until the next one is due."""
+        """Fire due repeatables and promote due jobs; return seconds until the next is due."""
         sleep_s = self.settings.scheduler_interval_s
         for keys in self.queues:
+            waits = [await self.fire(keys)]
             while True:
                 promoted, wait_ms = await self.promote(keys)
                 if promoted < self.settings.promote_batch:
                     break
-            if wait_ms >= 0:
-                sleep_s = min(sleep_s, wait_ms / 1000)
+            waits.append(wait_ms)
+            for wait in waits:
+                if wait >= 0:
+                    sleep_s = min(sleep_s, wait / 1000)
         return max(sleep_s, 0.001)
 
     async def run(self, stopping: asyncio.Event) -> None:

@@ -32,11 +32,6 @@ class Tick:
 def flow_order(jobs: Sequence[Job]) -> list[Job]:
     """Return jobs with parents first; refuse cycles and parents in another queue."""
     by_id = {job.id: job for job in jobs}
-    graph = graphlib.TopologicalSorter({job.id: job.parents for job in jobs})
-    try:
-        order = list(graph.static_order())
-    except graphlib.CycleError as exc:
-        raise ConfigError(f"depends_on forms a cycle: {' -> '.join(exc.args[1])}") from None
     for job in jobs:
         for parent in job.parents:
             if parent == job.id:
@@ -46,6 +41,11 @@ def flow_order(jobs: Sequence[Job]) -> list[Job]:
                     f"job {job.id} in queue {job.queue!r} depends on {parent} in queue "
                     f"{by_id[parent].queue!r}: a flow stays in one queue"
                 )
+    graph = graphlib.TopologicalSorter({job.id: job.parents for job in jobs})
+    try:
+        order = list(graph.static_order())
+    except graphlib.CycleError as exc:
+        raise ConfigError(f"depends_on forms a cycle: {' -> '.join(exc.args[1])}") from None
     return [by_id[i] for i in order if i in by_id]
 
 

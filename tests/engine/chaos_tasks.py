@@ -124,3 +124,8 @@ def sync_loop(job: JobContext, seconds: float) -> str:
 async def progress(job: JobContext) -> None:
     for pct in (25, 50, 100):
         await job.set_progress(pct, f"step {pct}")
+
+
+@task(name="chaos.rated", takes_context=True, rate_limit="10/s")
+async def rated(job: JobContext) -> None:
+    ledger("start", job)

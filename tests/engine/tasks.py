@@ -106,3 +106,36 @@ async def progressing(job: JobContext) -> None:
 @task(name="waits", takes_context=True)
 async def waits(job: JobContext, seconds: float) -> None:
     await asyncio.sleep(seconds)
+
+
+# Labels in the order `step` jobs ran.
+ORDER: list[str] = []
+# (tenant, "start" | "end", monotonic time) of `tenant_work` jobs.
+TENANTS: list[tuple[str, str, float]] = []
+FAIL_ONCE: set[str] = set()
+
+
+@task(name="step", takes_context=True)
+async def step(job: JobContext, label: str) -> dict[str, object]:
+    parents = await job.parent_results()
+    ORDER.append(label)
+    return {"label": label, "saw": sorted(str(p["label"]) for p in parents.values())}
+
+
+@task(name="fails_first_time", max_retries=0)
+async def fails_first_time(label: str) -> dict[str, str]:
+    if label not in FAIL_ONCE:
+        FAIL_ONCE.add(label)
+        raise RuntimeError(f"{label} fails the first time")
+    return {"label": label}
+
+
+@task(
+    name="tenant_work",
+    concurrency_key=lambda tenant, n: tenant,
+    concurrency_limit=1,
+)
+async def tenant_work(tenant: str, n: int) -> None:
+    TENANTS.append((tenant, "start", time.monotonic()))
+    await asyncio.sleep(0.03)
+    TENANTS.append((tenant, "end", time.monotonic()))

@@ -1,0 +1,236 @@
+"""Repeatable jobs: every N seconds or a cron expression in a time zone, stored in Redis.
+
+Definitions live in the queue's `repeats` HASH, the next tick of each active one in its
+`repeat_due` ZSET. Schedulers fire due ticks through submit-14.lua, which writes a tick's job
+only while that tick is still due, so any number of schedulers give one job per tick. Ticks
+missed while no scheduler ran are not replayed: the late tick fires once, then the next future one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+from redis.asyncio import Redis
+
+from . import serializer
+from .errors import ConfigError
+from .job import Job
+from .keys import QueueKeys
+from .settings import EngineSettings
+from .task import Task
+
+_NAME = re.compile(r"^[A-Za-z0-9._:-]{1,200}$")
+# Hash fields of a job template that each tick sets afresh.
+_PER_TICK = ("id", "state", "sent_at_ms", "repeat")
+
+
+@dataclass(frozen=True, slots=True)
+class Repeatable:
+    """A job template and when to submit it: `every_s` seconds from `start_at_ms`, or `cron`."""
+
+    name: str
+    queue: str
+    job: dict[str, str]
+    every_s: float | None = None
+    cron: str | None = None
+    tz: str = "UTC"
+    skip_if_running: bool = False
+    start_at_ms: int = 0
+    end_at_ms: int | None = None
+    paused: bool = False
+    zone: ZoneInfo = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise ConfigError(f"repeatable names are 1-200 of [A-Za-z0-9._:-], got {self.name!r}")
+        if (self.every_s is None) == (self.cron is None):
+            raise ConfigError("a repeatable needs exactly one of every_s and cron")
+        if self.every_s is not None and not (
+            isinstance(self.every_s, int | float)
+            and math.isfinite(self.every_s)
+            and self.every_s > 0
+        ):
+            raise ConfigError(f"every_s must be a positive number of seconds, got {self.every_s!r}")
+        if self.cron is not None and not (
+            isinstance(self.cron, str) and croniter.is_valid(self.cron)
+        ):
+            raise ConfigError(f"invalid cron expression: {self.cron!r}")
+        try:
+            object.__setattr__(self, "zone", ZoneInfo(self.tz))
+        except (ZoneInfoNotFoundError, ValueError, TypeError):
+            raise ConfigError(f"unknown time zone: {self.tz!r}") from None
+        if self.end_at_ms is not None and self.end_at_ms < self.start_at_ms:
+            raise ConfigError("end_at must not be before start_at")
+
+    def next_after(self, after_ms: int) -> int | None:
+        """Return the first tick strictly after `after_ms`, or None when none is left."""
+        if self.every_s is not None:
+            every_ms = self.every_s * 1000
+            k = (
+                0
+                if after_ms < self.start_at_ms
+                else math.floor((after_ms - self.start_at_ms) / every_ms) + 1
+            )
+            tick = round(self.start_at_ms + k * every_ms)
+        else:
+            base = max(after_ms, self.start_at_ms - 1)
+            start = datetime.fromtimestamp(base / 1000, UTC).astimezone(self.zone)
+            times = croniter(str(self.cron), start)
+            nxt: datetime = times.get_next(datetime)
+            # As cron does: when clocks go back, a job at a fixed hour runs in the first pass
+            # of the repeated hour only; one with a wildcard hour runs in both.
+            while "*" not in str(self.cron).split()[1] and _second_pass(nxt):
+                nxt = times.get_next(datetime)
+            tick = int(nxt.timestamp() * 1000)
+        if self.end_at_ms is not None and tick > self.end_at_ms:
+            return None
+        return tick
+
+    def job_for(self, due_ms: int) -> Job:
+        """Return the job of the tick due at `due_ms` (its id names the repeatable and the tick)."""
+        fields = {**self.job, "id": f"{self.name}@{due_ms}", "repeat": self.name}
+        job = Job.from_hash(fields)
+        job.sent_at_ms = int(time.time() * 1000)
+        return job
+
+    def to_json(self) -> bytes:
+        """Return the stored definition."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
+        return serializer.dumps(data)
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> Repeatable:
+        """Build from a stored definition."""
+        data: dict[str, Any] = serializer.loads(raw)
+        return cls(**data)
+
+
+def _second_pass(when: datetime) -> bool:
+    """Tell whether `when` is the second occurrence of its wall time (clocks went back)."""
+    wall = when.replace(tzinfo=None)
+    first = wall.replace(tzinfo=when.tzinfo, fold=0).utcoffset()
+    second = wall.replace(tzinfo=when.tzinfo, fold=1).utcoffset()
+    return first != second and when.utcoffset() == second
+
+
+def _epoch_ms(value: datetime | float | None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ConfigError("datetimes must be timezone-aware")
+        return int(value.timestamp() * 1000)
+    return int(value * 1000)
+
+
+class Repeats:
+    """Add, update, pause, resume, remove and list the repeatables of any queue."""
+
+    def __init__(self, settings: EngineSettings, redis: Redis) -> None:
+        self.settings = settings
+        self.redis = redis
+
+    async def _now_ms(self) -> int:
+        seconds, micros = await self.redis.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    async def add(
+        self,
+        name: str,
+        task: Task,
+        *args: Any,
+        every_s: float | None = None,
+        cron: str | None = None,
+        tz: str = "UTC",
+        skip_if_running: bool = False,
+        start_at: datetime | float | None = None,
+        end_at: datetime | float | None = None,
+        **kwargs: Any,
+    ) -> Repeatable:
+        """Add or replace repeatable `name`: submit `task(*args, **kwargs)` on every tick.
+
+        Without `start_at`, an `every_s` repeatable ticks first `every_s` from now.
+        """
+        template = task.call(*args, **kwargs).to_hash()
+        for name_ in _PER_TICK:
+            template.pop(name_, None)
+        now = await self._now_ms()
+        start = _epoch_ms(start_at)
+        rep = Repeatable(
+            name=name,
+            queue=task.options.queue,
+            job=template,
+            every_s=every_s,
+            cron=cron,
+            tz=tz,
+            skip_if_running=skip_if_running,
+            start_at_ms=now if start is None else start,
+            end_at_ms=_epoch_ms(end_at),
+        )
+        if start is None and rep.every_s is not None:
+            rep = dataclasses.replace(rep, start_at_ms=now + round(rep.every_s * 1000))
+        await self._store(rep, now)
+        return rep
+
+    async def _store(self, rep: Repeatable, now_ms: int) -> None:
+        keys = QueueKeys(self.settings.prefix, rep.queue)
+        due = None if rep.paused else rep.next_after(now_ms - 1)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(keys.repeats, rep.name, rep.to_json())
+            if due is None:
+                pipe.zrem(keys.repeat_due, rep.name)
+            else:
+                pipe.zadd(keys.repeat_due, {rep.name: due})
+            await pipe.execute()
+
+    async def get(self, queue: str, name: str) -> Repeatable | None:
+        """Return repeatable `name` of `queue`, or None."""
+        raw = await self.redis.hget(QueueKeys(self.settings.prefix, queue).repeats, name)
+        return None if raw is None else Repeatable.from_json(raw)
+
+    async def list(self, queue: str) -> list[tuple[Repeatable, int | None]]:
+        """Return every repeatable of `queue` with its next tick in ms (None when paused)."""
+        keys = QueueKeys(self.settings.prefix, queue)
+        raw: dict[str, str] = await self.redis.hgetall(keys.repeats)  # type: ignore[assignment]
+        pairs: list[tuple[str, float]] = await self.redis.zrange(  # type: ignore[assignment]
+            keys.repeat_due, 0, -1, withscores=True
+        )
+        due = dict(pairs)
+        return [
+            (Repeatable.from_json(v), int(due[k]) if k in due else None)
+            for k, v in sorted(raw.items())
+        ]
+
+    async def _require(self, queue: str, name: str) -> Repeatable:
+        rep = await self.get(queue, name)
+        if rep is None:
+            raise ConfigError(f"no repeatable named {name!r} in queue {queue!r}")
+        return rep
+
+    async def pause(self, queue: str, name: str) -> None:
+        """Stop submitting ticks of `name` until `resume`."""
+        rep = await self._require(queue, name)
+        await self._store(dataclasses.replace(rep, paused=True), await self._now_ms())
+
+    async def resume(self, queue: str, name: str) -> None:
+        """Submit ticks of `name` again, from the next one after now."""
+        rep = await self._require(queue, name)
+        await self._store(dataclasses.replace(rep, paused=False), await self._now_ms())
+
+    async def remove(self, queue: str, name: str) -> bool:
+        """Delete repeatable `name`; return whether it existed. Jobs already submitted stay."""
+        keys = QueueKeys(self.settings.prefix, queue)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hdel(keys.repeats, name)
+            pipe.zrem(keys.repeat_due, name)
+            pipe.hdel(keys.repeat_last, name)
+            existed, _, _ = await pipe.execute()
+        return bool(existed)

@@ -1,0 +1,127 @@
+"""Flows: depends_on, blocked jobs, parent results and the parent-failure policies."""
+
+from __future__ import annotations
+
+import pytest
+from redis.asyncio import Redis
+
+from engine import Client, ConfigError, DuplicateJob, EngineSettings, JobState
+from engine.errors import UnknownParent
+
+from . import tasks as t
+from .helpers import drain
+
+
+async def test_a_diamond_flow_runs_in_order_and_children_see_parent_results(
+    client: Client, settings: EngineSettings
+) -> None:
+    t.ORDER.clear()
+    a = t.step.call("a")
+    b = t.step.using(depends_on=[a]).call("b")
+    c = t.step.using(depends_on=[a]).call("c")
+    d = t.step.using(depends_on=[b, c]).call("d")
+    await client.enqueue_flow([d, c, b, a])  # any order: the client puts parents first
+    assert [j.state for j in (a, b, c, d)] == [JobState.SUBMITTED] + [JobState.BLOCKED] * 3
+    assert (await client.counts("default"))["blocked"] == 3
+    await drain(settings, [t.step], concurrency=4)
+    assert t.ORDER[0] == "a" and sorted(t.ORDER[1:3]) == ["b", "c"] and t.ORDER[3] == "d"
+    done = await client.get(d.id)
+    assert done.state is JobState.COMPLETED
+    assert done.result == {"label": "d", "saw": ["b", "c"]}
+    assert (await client.get(b.id)).result == {"label": "b", "saw": ["a"]}
+    assert (await client.counts("default"))["blocked"] == 0
+
+
+async def test_a_child_of_a_completed_parent_is_ready_at_once(
+    client: Client, settings: EngineSettings
+) -> None:
+    parent = await client.enqueue(t.step, "p")
+    await drain(settings, [t.step])
+    child = await client.enqueue(t.step.using(depends_on=[parent.id]), "c")
+    assert child.state is JobState.SUBMITTED
+
+
+@pytest.mark.parametrize(
+    ("policy", "child_state"),
+    [("fail", JobState.FAILED), ("cancel", JobState.CANCELLED)],
+)
+async def test_a_failed_parent_ends_its_children_by_their_policy(
+    client: Client, settings: EngineSettings, policy: str, child_state: JobState
+) -> None:
+    parent = t.fails_first_time.call(f"parent-{policy}")
+    child = t.step.using(depends_on=[parent], on_parent_failure=policy).call("child")
+    grandchild = t.step.using(depends_on=[child], on_parent_failure="fail").call("grandchild")
+    await client.enqueue_flow([parent, child, grandchild])
+    await drain(settings, [t.fails_first_time, t.step])
+    ended = await client.get(child.id)
+    assert ended.state is child_state
+    assert ended.errors[-1]["type"] == "ParentFailed"
+    assert ended.errors[-1]["message"] == f"parent {parent.id} ended failed"
+    last = await client.get(grandchild.id)  # the policy cascades down the graph
+    assert last.state is JobState.FAILED
+    assert last.errors[-1]["message"] == f"parent {child.id} ended {child_state}"
+    assert (await client.counts("default"))["blocked"] == 0
+
+
+async def test_wait_keeps_children_blocked_until_a_resubmitted_parent_completes(
+    client: Client, settings: EngineSettings
+) -> None:
+    parent = t.fails_first_time.call("parent-wait")
+    child = t.step.using(depends_on=[parent]).call("child")  # on_parent_failure="wait"
+    await client.enqueue_flow([parent, child])
+    await drain(settings, [t.fails_first_time, t.step])
+    assert (await client.get(parent.id)).state is JobState.FAILED
+    assert (await client.get(child.id)).state is JobState.BLOCKED  # inspectable, not lost
+    assert await client.resubmit("default", [parent.id]) == 1
+    await drain(settings, [t.fails_first_time, t.step])
+    assert (await client.get(child.id)).state is JobState.COMPLETED
+
+
+async def test_a_child_of_an_already_failed_parent_gets_its_policy_at_submit(
+    client: Client, settings: EngineSettings
+) -> None:
+    parent = await client.enqueue(t.fails_first_time, "already-failed")
+    await drain(settings, [t.fails_first_time])
+    child = await client.enqueue(
+        t.step.using(depends_on=[parent], on_parent_failure="cancel"), "late"
+    )
+    assert child.state is JobState.CANCELLED
+
+
+async def test_a_blocked_job_can_be_cancelled(client: Client, settings: EngineSettings) -> None:
+    parent = t.step.call("p")
+    child = t.step.using(depends_on=[parent]).call("c")
+    await client.enqueue_flow([parent, child])
+    assert await client.cancel([child.id]) == {child.id: "cancelled"}
+    await drain(settings, [t.step])
+    assert (await client.get(child.id)).state is JobState.CANCELLED
+
+
+async def _dbsize(settings: EngineSettings) -> int:
+    async with Redis.from_url(settings.redis_url) as r:
+        return int(await r.dbsize())
+
+
+async def test_bad_flows_are_refused_and_write_nothing(
+    client: Client, settings: EngineSettings
+) -> None:
+    existing = await client.enqueue(t.step, "existing")
+    before = await _dbsize(settings)
+    x = t.step.using(job_id="x", depends_on=["y"]).call("x")
+    y = t.step.using(job_id="y", depends_on=["x"]).call("y")
+    with pytest.raises(ConfigError, match="cycle"):
+        await client.enqueue_flow([x, y])
+    with pytest.raises(ConfigError, match="itself"):
+        await client.enqueue(t.step.using(job_id="me", depends_on=["me"]), "me")
+    with pytest.raises(UnknownParent, match="'nope'"):
+        await client.enqueue_flow([t.step.call("ok"), t.step.using(depends_on=["nope"]).call("c")])
+    with pytest.raises(DuplicateJob):
+        await client.enqueue_flow(
+            [t.step.call("new"), t.step.using(job_id=existing.id).call("again")]
+        )
+    other = t.step.using(queue="other").call("o")
+    with pytest.raises(ConfigError, match="one queue"):
+        await client.enqueue_flow([other, t.step.using(depends_on=[other]).call("c")])
+    with pytest.raises(ConfigError, match="on_parent_failure"):
+        t.step.using(on_parent_failure="retry")
+    assert await _dbsize(settings) == before
