@@ -218,7 +218,7 @@ class Client:
             await pipe.execute()
 
     async def set_rate_limit(self, queue: str, rate: str | tuple[float, float] | None) -> None:
-        """Limit starts from `queue` across all workers ("10/s", "600/m", (10, 1.0)); None lifts it."""
+        """Limit starts from `queue` for all workers ("10/s", "600/m", (10, 1.0)); None lifts it."""
         keys = self.keys(queue)
         if rate is None:
             await self.redis.hdel(keys.meta, "rate_interval_ms", "tat")

@@ -1,0 +1,136 @@
+"""Rate limits per task and per queue, concurrency keys with fair turns, pause and resume."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from engine import Client, ConfigError, EngineSettings, JobState, Worker
+from engine.task import rate_interval_ms
+
+from . import chaos_tasks
+from . import tasks as t
+from .harness import WorkerProc, read_ledger
+
+
+def test_rates_are_parsed_and_bad_ones_refused() -> None:
+    assert rate_interval_ms("10/s") == 100
+    assert rate_interval_ms("600/m") == 100
+    assert rate_interval_ms("5/2s") == 400
+    assert rate_interval_ms((3, 1.5)) == 500
+    for bad in ("-1/s", "0/s", "10/x", "ten/s", "10/-1s", (1, 0)):
+        with pytest.raises(ConfigError, match="rate_limit"):
+            rate_interval_ms(bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="rate_limit"):
+        t.add.using(rate_limit="-5/s")
+
+
+@pytest.mark.chaos
+async def test_a_task_rate_limit_of_10_per_s_holds_over_20_s_with_4_workers(
+    client: Client, settings: EngineSettings, tmp_path: Path, procs: list[WorkerProc]
+) -> None:
+    ledger = tmp_path / "ledger.jsonl"
+    await client.enqueue_many([chaos_tasks.rated.call() for _ in range(400)])
+    for _ in range(4):
+        procs.append(WorkerProc(settings.redis_url, ledger, concurrency=10).start())
+    await asyncio.sleep(23)
+    starts = sorted(line["t"] for line in read_ledger(ledger) if line["kind"] == "start")
+    first = starts[0]
+    in_window = [s for s in starts if s < first + 20]
+    print(f"FIGURES rate_limit=10/s workers=4 window_s=20 started={len(in_window)}")
+    assert 180 <= len(in_window) <= 220
+    assert len({line["pid"] for line in read_ledger(ledger)}) == 4  # all shared one limit
+    per_second = [sum(1 for s in in_window if first + k <= s < first + k + 1) for k in range(20)]
+    assert max(per_second) <= 12
+
+
+async def test_a_queue_rate_limit_spaces_starts_across_workers(
+    client: Client, settings: EngineSettings
+) -> None:
+    await client.set_rate_limit("default", "20/s")
+    t.CALLS.clear()
+    jobs = await client.enqueue_many([t.record.call(f"r{i}") for i in range(12)])
+    workers = [Worker(settings, [t.record], concurrency=5) for _ in range(2)]
+    runs = [asyncio.create_task(w.run()) for w in workers]
+    done = [await client.wait(j.id, timeout_s=5) for j in jobs]
+    for w in workers:
+        w.stop()
+    await asyncio.gather(*runs)
+    started = sorted(j.claimed_at_ms or 0 for j in done)
+    # 12 starts at 20/s take at least 11 intervals of 50 ms.
+    assert started[-1] - started[0] >= 11 * 50 - 20
+    await client.set_rate_limit("default", None)
+    more = await client.enqueue_many([t.record.call(f"s{i}") for i in range(12)])
+    worker = Worker(settings, [t.record], concurrency=12, burst=True)
+    await worker.run()
+    fast = sorted([(await client.get(j.id)).claimed_at_ms or 0 for j in more])
+    assert fast[-1] - fast[0] < 11 * 50  # lifted
+
+
+async def test_two_keys_at_a_limit_of_1_take_turns_and_never_overlap(
+    client: Client, settings: EngineSettings
+) -> None:
+    t.TENANTS.clear()
+    # Tenant a's burst is submitted first; b's jobs must not wait behind all of it.
+    await client.enqueue_many([t.tenant_work.call("a", i) for i in range(10)])
+    await client.enqueue_many([t.tenant_work.call("b", i) for i in range(10)])
+    workers = [Worker(settings, [t.tenant_work], concurrency=4, burst=True) for _ in range(2)]
+    await asyncio.gather(*(w.run() for w in workers))
+    starts = [tenant for tenant, kind, _ in t.TENANTS if kind == "start"]
+    assert sorted(starts) == ["a"] * 10 + ["b"] * 10
+    assert starts[:4] in (["a", "b", "a", "b"], ["b", "a", "b", "a"])
+    running: dict[str, int] = {"a": 0, "b": 0}
+    for tenant, kind, _ in sorted(t.TENANTS, key=lambda e: e[2]):
+        running[tenant] += 1 if kind == "start" else -1
+        assert running[tenant] <= 1  # never two jobs of one key at once, across 2 workers
+    longest = max(
+        len(run) for run in "".join(starts).replace("ab", "a b").replace("ba", "b a").split()
+    )
+    assert longest <= 2
+
+
+async def test_a_burst_of_one_key_does_not_starve_another_key(
+    client: Client, settings: EngineSettings
+) -> None:
+    t.TENANTS.clear()
+    keyed = t.tenant_work.using(concurrency_limit=2)
+    await client.enqueue_many([keyed.call("a", i) for i in range(20)])
+    await client.enqueue_many([keyed.call("b", i) for i in range(3)])
+    await Worker(settings, [t.tenant_work], concurrency=2, burst=True).run()
+    starts = [tenant for tenant, kind, _ in t.TENANTS if kind == "start"]
+    assert "b" in starts[:4]  # b's first job waits for at most a's admitted pair
+    assert sorted(starts) == ["a"] * 20 + ["b"] * 3
+
+
+async def test_a_paused_queue_is_not_claimed_from_and_its_jobs_stay(
+    client: Client, settings: EngineSettings
+) -> None:
+    workers = [Worker(settings, [t.waits], concurrency=2) for _ in range(2)]
+    runs = [asyncio.create_task(w.run()) for w in workers]
+    await client.enqueue_many([t.waits.call(0.05) for _ in range(200)])
+    await asyncio.sleep(0.3)
+    await client.pause("default")
+    paused_at_ms = int(time.time() * 1000)
+    await asyncio.sleep(1.0)
+    waiting = (await client.counts("default"))["submitted"]
+    assert waiting > 0
+    keys = client.keys("default")
+    for job_id in await client.redis.zrange(keys.submitted, 0, -1):
+        job = await client.get(job_id)
+        assert job.state is JobState.SUBMITTED and job.claimed_at_ms is None
+    late = []
+    for job_id in await client.redis.zrange(keys.done, 0, -1):
+        job = await client.get(job_id)
+        if (job.claimed_at_ms or 0) > paused_at_ms + 5:
+            late.append(job_id)
+    assert late == []  # nothing claimed after the pause
+    assert (await client.counts("default"))["submitted"] == waiting  # the jobs stay put
+    await client.resume("default")
+    await asyncio.sleep(1.0)
+    assert (await client.counts("default"))["submitted"] < waiting
+    for w in workers:
+        w.stop()
+    await asyncio.gather(*runs)
