@@ -23,7 +23,7 @@ from redis.asyncio import Redis
 from . import serializer
 from .errors import ConfigError
 from .job import Job
-from .keys import QueueKeys
+from .keys import QueueKeys, queues_key
 from .settings import EngineSettings
 from .task import Task
 
@@ -184,6 +184,7 @@ class Repeats:
         keys = QueueKeys(self.settings.prefix, rep.queue)
         due = None if rep.paused else rep.next_after(now_ms - 1)
         async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.sadd(queues_key(self.settings.prefix), rep.queue)
             pipe.hset(keys.repeats, rep.name, rep.to_json())
             if due is None:
                 pipe.zrem(keys.repeat_due, rep.name)

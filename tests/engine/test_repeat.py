@@ -1,0 +1,186 @@
+"""Repeatable and cron jobs: one job per tick across schedulers, DST, run-time changes."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+import pytest
+from redis.asyncio import Redis
+
+from engine import Client, ConfigError, EngineSettings, JobState, Worker
+from engine.connection import connect
+from engine.repeat import Repeatable
+from engine.scheduler import Scheduler
+
+from . import tasks as t
+
+
+def ticks(rep: Repeatable, start: datetime, n: int) -> list[str]:
+    out, at = [], int(start.timestamp() * 1000)
+    for _ in range(n):
+        nxt = rep.next_after(at)
+        assert nxt is not None
+        out.append(datetime.fromtimestamp(nxt / 1000, rep.zone).isoformat())
+        at = nxt
+    return out
+
+
+def cron(expr: str, tz: str) -> Repeatable:
+    return Repeatable(name="c", queue="default", job={}, cron=expr, tz=tz)
+
+
+def test_cron_next_fire_times_across_dst_changes() -> None:
+    # Spring forward in Berlin: 02:30 does not exist on 29 March; it runs at 03:00 that day.
+    assert ticks(cron("30 2 * * *", "Europe/Berlin"), datetime(2026, 3, 27, 12, tzinfo=UTC), 3) == [
+        "2026-03-28T02:30:00+01:00",
+        "2026-03-29T03:00:00+02:00",
+        "2026-03-30T02:30:00+02:00",
+    ]
+    # Fall back in New York: a fixed-hour job runs once in the repeated hour ...
+    assert ticks(
+        cron("30 1 * * *", "America/New_York"), datetime(2026, 10, 31, 12, tzinfo=UTC), 3
+    ) == [
+        "2026-11-01T01:30:00-04:00",
+        "2026-11-02T01:30:00-05:00",
+        "2026-11-03T01:30:00-05:00",
+    ]
+    # ... an hourly one runs in both passes (they are an hour apart) ...
+    assert ticks(
+        cron("0 * * * *", "America/New_York"), datetime(2026, 11, 1, 4, 30, tzinfo=UTC), 3
+    ) == [
+        "2026-11-01T01:00:00-04:00",
+        "2026-11-01T01:00:00-05:00",
+        "2026-11-01T02:00:00-05:00",
+    ]
+    # ... and a daily 09:00 stays at 09:00 local time (13:00 UTC, then 14:00 UTC).
+    daily = cron("0 9 * * *", "America/New_York")
+    times = ticks(daily, datetime(2026, 10, 31, 12, tzinfo=UTC), 2)
+    assert times == ["2026-10-31T09:00:00-04:00", "2026-11-01T09:00:00-05:00"]
+
+
+def test_every_n_seconds_stays_on_its_grid_and_stops_at_end() -> None:
+    rep = Repeatable(
+        name="e", queue="default", job={}, every_s=1.5, start_at_ms=10_000, end_at_ms=14_500
+    )
+    assert rep.next_after(0) == 10_000
+    assert rep.next_after(10_000) == 11_500
+    assert rep.next_after(12_999) == 13_000  # late ticks are not replayed: the next one on the grid
+    assert rep.next_after(13_000) == 14_500
+    assert rep.next_after(14_500) is None
+
+
+async def _dbsize(settings: EngineSettings) -> int:
+    async with Redis.from_url(settings.redis_url) as r:
+        return int(await r.dbsize())
+
+
+async def test_bad_definitions_fail_at_once_and_change_nothing(
+    client: Client, settings: EngineSettings
+) -> None:
+    before = await _dbsize(settings)
+    bad = [
+        ({"cron": "61 * * * *"}, "invalid cron expression"),
+        ({"cron": "every day"}, "invalid cron expression"),
+        ({"cron": "0 9 * * *", "tz": "Mars/Olympus"}, "unknown time zone"),
+        ({"every_s": -1}, "positive number"),
+        ({"every_s": 0}, "positive number"),
+        ({}, "exactly one of every_s and cron"),
+        ({"every_s": 1, "cron": "* * * * *"}, "exactly one of every_s and cron"),
+        ({"every_s": 1, "start_at": 20, "end_at": 10}, "end_at"),
+    ]
+    for options, message in bad:
+        with pytest.raises(ConfigError, match=message):
+            await client.repeats.add("bad", t.add, 1, 2, **options)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="names"):
+        await client.repeats.add("no spaces", t.add, 1, 2, every_s=1)
+    with pytest.raises(ConfigError, match="no repeatable"):
+        await client.repeats.pause("default", "missing")
+    assert await _dbsize(settings) == before
+
+
+async def repeat_jobs(client: Client, name: str) -> list[str]:
+    keys = client.keys("default")
+    found = [k async for k in client.redis.scan_iter(match=keys.job(f"{name}@*"), count=1000)]
+    return sorted(k.rsplit(":", 1)[1] for k in found)
+
+
+@pytest.mark.chaos
+async def test_three_schedulers_give_exactly_30_jobs_in_30_s(
+    client: Client, settings: EngineSettings
+) -> None:
+    now = datetime.now(UTC).timestamp()
+    start = int(now) + 2
+    await client.repeats.add(
+        "every-second", t.add, 1, 2, every_s=1, start_at=start, end_at=start + 29.5
+    )
+    stopping = asyncio.Event()
+    redis = [connect(settings) for _ in range(3)]
+    schedulers = [Scheduler(settings, r, ["default"]) for r in redis]
+    runs = [asyncio.create_task(s.run(stopping)) for s in schedulers]
+    await asyncio.sleep(start + 31 - datetime.now(UTC).timestamp())
+    stopping.set()
+    await asyncio.gather(*runs)
+    for r in redis:
+        await r.aclose()
+    ids = await repeat_jobs(client, "every-second")
+    assert ids == [f"every-second@{(start + k) * 1000}" for k in range(30)]
+    job = await client.get(ids[0])
+    assert (job.task, job.args, job.repeat) == ("add", [1, 2], "every-second")
+    assert (await client.counts("default"))["submitted"] == 30
+    print(f"FIGURES repeatable=1s schedulers=3 window_s=30 jobs={len(ids)}")
+
+
+async def test_repeatables_change_at_run_time(client: Client, settings: EngineSettings) -> None:
+    stopping = asyncio.Event()
+    scheduler = Scheduler(settings, client.redis, ["default"])
+    run = asyncio.create_task(scheduler.run(stopping))
+    await client.repeats.add("r", t.add, 1, 1, every_s=0.1)
+    await asyncio.sleep(0.55)
+    first = len(await repeat_jobs(client, "r"))
+    assert 3 <= first <= 6
+    await client.repeats.pause("default", "r")
+    [(rep, due)] = await client.repeats.list("default")
+    assert due is None and rep.paused
+    await asyncio.sleep(0.4)
+    assert len(await repeat_jobs(client, "r")) == first
+    await client.repeats.add("r", t.add, 5, 5, every_s=0.2)  # update: new arguments and period
+    await asyncio.sleep(0.5)
+    jobs = await repeat_jobs(client, "r")
+    assert len(jobs) > first
+    assert (await client.get(jobs[-1])).args == [5, 5]
+    [(rep, due)] = await client.repeats.list("default")
+    assert rep.every_s == 0.2 and due is not None
+    assert await client.repeats.remove("default", "r")
+    count = len(await repeat_jobs(client, "r"))
+    await asyncio.sleep(0.4)
+    assert len(await repeat_jobs(client, "r")) == count
+    assert await client.repeats.list("default") == []
+    stopping.set()
+    await run
+
+
+async def test_skip_if_running_skips_ticks_while_the_last_job_runs(
+    client: Client, settings: EngineSettings
+) -> None:
+    await client.repeats.add("slow", t.waits, 0.5, every_s=0.1, skip_if_running=True)
+    worker = Worker(settings, [t.waits], concurrency=4)
+    run = asyncio.create_task(worker.run())
+    await asyncio.sleep(1.6)
+    worker.stop()
+    await run
+    jobs = [await client.get(i) for i in await repeat_jobs(client, "slow")]
+    assert 2 <= len(jobs) <= 4  # about 15 ticks, one job per finished run
+    spans = sorted((j.started_at_ms or 0, j.completed_at_ms or 2**62) for j in jobs)
+    for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+        assert start >= end  # never two at once
+    assert all(j.state in (JobState.COMPLETED, JobState.STALLED, JobState.STARTED) for j in jobs)
+
+
+def test_cron_in_a_time_zone_is_stored_and_read_back() -> None:
+    rep = Repeatable(
+        name="nightly", queue="default", job={"task": "add"}, cron="0 3 * * *", tz="Asia/Tokyo"
+    )
+    again = Repeatable.from_json(rep.to_json())
+    assert again == rep and again.zone == ZoneInfo("Asia/Tokyo")
