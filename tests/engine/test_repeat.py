@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
@@ -173,7 +174,7 @@ async def test_skip_if_running_skips_ticks_while_the_last_job_runs(
     jobs = [await client.get(i) for i in await repeat_jobs(client, "slow")]
     assert 2 <= len(jobs) <= 4  # about 15 ticks, one job per finished run
     spans = sorted((j.started_at_ms or 0, j.completed_at_ms or 2**62) for j in jobs)
-    for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+    for (_, end), (start, _) in itertools.pairwise(spans):
         assert start >= end  # never two at once
     assert all(j.state in (JobState.COMPLETED, JobState.STALLED, JobState.STARTED) for j in jobs)
 
