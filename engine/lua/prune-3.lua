@@ -12,7 +12,7 @@ local prefix, limit, max_age, max_len = ARGV[1], tonumber(ARGV[2]), tonumber(ARG
 local now = now_ms()
 local function drop(zset, ids)
   for _, id in ipairs(ids) do
-    rcall('DEL', prefix .. id)
+    forget(prefix .. id)
     rcall('ZREM', zset, id)
     rcall('ZREM', deadlines, id)
   end

@@ -19,7 +19,7 @@ for j = 2, #ARGV do
   elseif not terminal[state] then
     out[#out + 1] = -3
   else
-    rcall('DEL', prefix .. id)
+    forget(prefix .. id)
     rcall('ZREM', dlq, id)
     rcall('ZREM', done, id)
     rcall('ZREM', deadlines, id)

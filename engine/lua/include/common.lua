@@ -19,6 +19,7 @@
   unblock_children(Q, children): count a completed parent off each waiting child; a child with
   no unfinished parent left becomes `submitted` (or `scheduled` when its run_at is ahead).
   unqueue(Q, id): remove a queued job from every queue structure.
+  forget(key): delete a job's hash and the SET of jobs waiting for it.
   owned(key, token, ...): HMGET state, token and more fields; return 0 when the job is started
   and holds `token`, else -1 (not found), -2 (lease lost) or -3 (not started), then the values.
   release(Q, key, id): put a started job back into `submitted`, at the front of its priority
@@ -132,6 +133,7 @@ bury = function(Q, key, id, state)
   else
     rcall('ZADD', Q.done, fmt(Q.now + Q.ttl), id)
     rcall('PEXPIRE', key, Q.ttl)
+    if f[2] then rcall('PEXPIRE', f[2], Q.ttl) end
   end
   rcall('HINCRBY', Q.stats, state, 1)
   finish(Q, key, id)
@@ -166,6 +168,12 @@ local function release(Q, key, id)
   rcall('HDEL', key, 'token')
   rcall('ZADD', Q.submitted, ready_score(priority, 0), id)
   rcall('ZADD', Q.marker, 0, '0')
+end
+
+local function forget(key)
+  local children = rcall('HGET', key, 'children')
+  if children then rcall('DEL', children) end
+  rcall('DEL', key)
 end
 
 local function owned(key, token, ...)
