@@ -15,11 +15,14 @@ from .errors import (
     Retry,
     RetryableError,
     SerializationError,
+    UnknownParent,
     UnknownTask,
     WrongState,
 )
 from .job import TERMINAL_STATES, Job, JobState
 from .keys import QueueKeys
+from .limits import Deduplication
+from .repeat import Repeatable
 from .result import TaskResult
 from .settings import EngineSettings
 from .task import Registry, Task, TaskOptions, collect_tasks, task, task_ref
@@ -29,6 +32,7 @@ __all__ = [
     "TERMINAL_STATES",
     "Client",
     "ConfigError",
+    "Deduplication",
     "DuplicateJob",
     "EngineError",
     "EngineSettings",
@@ -43,12 +47,14 @@ __all__ = [
     "QueueKeys",
     "RedisUnavailable",
     "Registry",
+    "Repeatable",
     "Retry",
     "RetryableError",
     "SerializationError",
     "Task",
     "TaskOptions",
     "TaskResult",
+    "UnknownParent",
     "UnknownTask",
     "Worker",
     "WrongState",

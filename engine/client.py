@@ -15,11 +15,12 @@ from .connection import CONNECTION_ERRORS, connect
 from .errors import ConfigError, DuplicateJob, JobNotFound, JobTimeout, RedisUnavailable
 from .job import TERMINAL_STATES, Job, JobState
 from .keys import QueueKeys, queues_key, worker_key, workers_key
+from .limits import rate_interval_ms
 from .repeat import Repeats
 from .scripts import Scripts
 from .settings import EngineSettings
 from .submit import flow_order, job_spec, submit
-from .task import Task, rate_interval_ms
+from .task import Task
 
 _LIVE = ("submitted", "scheduled", "blocked", "started", "dlq")
 

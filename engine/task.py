@@ -7,7 +7,7 @@ import functools
 import inspect
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import ModuleType
@@ -18,77 +18,11 @@ from .backoff import Backoff, validate_backoff
 from .errors import ConfigError, InvalidArguments, PayloadTooLarge, UnknownTask
 from .job import OPTION_FIELDS, Job, JobState
 from .keys import validate_queue_name
+from .limits import Deduplication, FromArgs, from_args, rate_interval_ms
 
 DeadLetterPolicy = Literal["save", "none"]
 ShutdownPolicy = Literal["stop", "resubmit", "continue"]
 ParentFailurePolicy = Literal["wait", "fail", "cancel"]
-DEDUP_MODES = ("simple", "throttle", "debounce")
-_RATE_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-# A value computed from a call's arguments, or a constant.
-FromArgs = str | Callable[..., str]
-
-
-@dataclass(frozen=True, slots=True)
-class Deduplication:
-    """One job per `id` at a time: simple (until it finishes), throttle (for ttl_s), debounce
-    (the newest replaces the waiting one and its delay restarts)."""
-
-    id: FromArgs
-    mode: str = "simple"
-    ttl_s: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.mode not in DEDUP_MODES:
-            raise ConfigError(
-                f"deduplication mode must be one of {', '.join(DEDUP_MODES)}, not {self.mode!r}"
-            )
-        if not callable(self.id) and (not isinstance(self.id, str) or not self.id):
-            raise ConfigError("deduplication id must be a non-empty string or a function")
-        if self.ttl_s is not None and self.ttl_s <= 0:
-            raise ConfigError(f"deduplication ttl must be positive, got {self.ttl_s}")
-        if self.mode == "throttle" and self.ttl_s is None:
-            raise ConfigError("deduplication mode 'throttle' needs a ttl")
-
-    @classmethod
-    def of(cls, value: Deduplication | Mapping[str, Any]) -> Deduplication:
-        """Build from a Deduplication or a dict {id, mode, ttl} (ttl in seconds)."""
-        if isinstance(value, Deduplication):
-            return value
-        if not isinstance(value, Mapping):
-            raise ConfigError(f"deduplication must be a dict {{id, mode, ttl}}, got {value!r}")
-        unknown = set(value) - {"id", "mode", "ttl", "ttl_s"}
-        if unknown or "id" not in value:
-            raise ConfigError(
-                f"deduplication takes id, mode and ttl; got {', '.join(sorted(value))}"
-            )
-        ttl = value.get("ttl_s", value.get("ttl"))
-        return cls(value["id"], value.get("mode", "simple"), ttl)
-
-
-def rate_interval_ms(rate: str | tuple[float, float]) -> float:
-    """Return the interval between starts of a rate like "10/s", "600/m", "5/2s" or (10, 1.0)."""
-    try:
-        if isinstance(rate, str):
-            count, _, period = rate.replace(" ", "").partition("/")
-            scale = _RATE_UNITS[period[-1:]]
-            period_s = float(period[:-1] or 1) * scale
-            limit = float(count)
-        else:
-            limit, period_s = float(rate[0]), float(rate[1])
-    except (KeyError, ValueError, TypeError, IndexError):
-        raise ConfigError(
-            f"rate_limit must look like '10/s', '600/m', '5/2s' or (10, 1.0), not {rate!r}"
-        ) from None
-    if not limit > 0 or not period_s > 0:
-        raise ConfigError(f"rate_limit must be a positive count per positive period, not {rate!r}")
-    return period_s * 1000 / limit
-
-
-def _from_args(value: FromArgs, what: str, args: Sequence[Any], kwargs: dict[str, Any]) -> str:
-    out = value(*args, **kwargs) if callable(value) else value
-    if not isinstance(out, str) or not out:
-        raise ConfigError(f"{what} must be a non-empty string, got {out!r}")
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,11 +251,11 @@ class Task:
         )
         if opts.deduplication is not None:
             dedup = opts.deduplication
-            job.dedup_id = _from_args(dedup.id, "deduplication id", args, kwargs)
+            job.dedup_id = from_args(dedup.id, "deduplication id", args, kwargs)
             job.dedup_mode = dedup.mode
             job.dedup_ttl_ms = _ms(dedup.ttl_s) or 0
         if opts.concurrency_key is not None:
-            job.concurrency_key = _from_args(opts.concurrency_key, "concurrency_key", args, kwargs)
+            job.concurrency_key = from_args(opts.concurrency_key, "concurrency_key", args, kwargs)
             job.concurrency_limit = opts.concurrency_limit
         if opts.rate_limit is not None:
             job.rate_interval_ms = rate_interval_ms(opts.rate_limit)

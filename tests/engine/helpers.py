@@ -8,7 +8,15 @@ import sys
 from collections.abc import Iterable
 from subprocess import CompletedProcess
 
+import redis
+
 from engine import EngineSettings, Task, Worker
+
+
+def dbsize(settings: EngineSettings) -> int:
+    """Return the number of keys in the test Redis."""
+    with redis.Redis.from_url(settings.redis_url) as r:
+        return int(r.dbsize())
 
 
 async def drain(settings: EngineSettings, tasks: Iterable[Task], **kwargs: object) -> Worker:

@@ -21,11 +21,7 @@ from engine import (
 from engine.devserver import free_port
 
 from . import tasks as t
-
-
-def dbsize(settings: EngineSettings) -> int:
-    with redis.Redis.from_url(settings.redis_url) as r:
-        return int(r.dbsize())
+from .helpers import dbsize
 
 
 async def test_enqueue_submits_and_get_reads_back(client: Client) -> None:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from redis.asyncio import Redis
 
 from engine import Client, ConfigError, DuplicateJob, EngineSettings, JobState
 from engine.errors import UnknownParent
 
 from . import tasks as t
-from .helpers import drain
+from .helpers import dbsize, drain
 
 
 async def test_a_diamond_flow_runs_in_order_and_children_see_parent_results(
@@ -97,16 +96,11 @@ async def test_a_blocked_job_can_be_cancelled(client: Client, settings: EngineSe
     assert (await client.get(child.id)).state is JobState.CANCELLED
 
 
-async def _dbsize(settings: EngineSettings) -> int:
-    async with Redis.from_url(settings.redis_url) as r:
-        return int(await r.dbsize())
-
-
 async def test_bad_flows_are_refused_and_write_nothing(
     client: Client, settings: EngineSettings
 ) -> None:
     existing = await client.enqueue(t.step, "existing")
-    before = await _dbsize(settings)
+    before = dbsize(settings)
     x = t.step.using(job_id="x", depends_on=["y"]).call("x")
     y = t.step.using(job_id="y", depends_on=["x"]).call("y")
     with pytest.raises(ConfigError, match="cycle"):
@@ -124,4 +118,4 @@ async def test_bad_flows_are_refused_and_write_nothing(
         await client.enqueue_flow([other, t.step.using(depends_on=[other]).call("c")])
     with pytest.raises(ConfigError, match="on_parent_failure"):
         t.step.using(on_parent_failure="retry")
-    assert await _dbsize(settings) == before
+    assert dbsize(settings) == before

@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 import pytest
-from redis.asyncio import Redis
 
 from engine import Client, ConfigError, EngineSettings, JobState, Worker
 from engine.connection import connect
@@ -16,6 +15,7 @@ from engine.repeat import Repeatable
 from engine.scheduler import Scheduler
 
 from . import tasks as t
+from .helpers import dbsize
 
 
 def ticks(rep: Repeatable, start: datetime, n: int) -> list[str]:
@@ -72,15 +72,10 @@ def test_every_n_seconds_stays_on_its_grid_and_stops_at_end() -> None:
     assert rep.next_after(14_500) is None
 
 
-async def _dbsize(settings: EngineSettings) -> int:
-    async with Redis.from_url(settings.redis_url) as r:
-        return int(await r.dbsize())
-
-
 async def test_bad_definitions_fail_at_once_and_change_nothing(
     client: Client, settings: EngineSettings
 ) -> None:
-    before = await _dbsize(settings)
+    before = dbsize(settings)
     bad = [
         ({"cron": "61 * * * *"}, "invalid cron expression"),
         ({"cron": "every day"}, "invalid cron expression"),
@@ -98,7 +93,7 @@ async def test_bad_definitions_fail_at_once_and_change_nothing(
         await client.repeats.add("no spaces", t.add, 1, 2, every_s=1)
     with pytest.raises(ConfigError, match="no repeatable"):
         await client.repeats.pause("default", "missing")
-    assert await _dbsize(settings) == before
+    assert dbsize(settings) == before
 
 
 async def repeat_jobs(client: Client, name: str) -> list[str]:
