@@ -148,7 +148,8 @@ class Client:
             pause_s = min(pause_s * 2, 0.1)
 
     async def counts(self, queue: str) -> dict[str, int]:
-        """Return live counts per state, DLQ size, and totals of terminal states reached."""
+        """Return live counts per state (submitted includes waiting_turn: jobs waiting for their
+        concurrency key's turn), DLQ size, and totals of terminal states reached."""
         keys = self.keys(queue)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.zcard(keys.submitted)
@@ -159,6 +160,9 @@ class Client:
             pipe.hgetall(keys.stats)
             *sizes, stats = await pipe.execute()
         out = dict(zip(_LIVE, sizes, strict=True))
+        # Submitted jobs waiting for their concurrency key's turn are not in the ready ZSET.
+        out["waiting_turn"] = int(stats.get("waiting_turn", 0))
+        out["submitted"] += out["waiting_turn"]
         for state in sorted(TERMINAL_STATES):
             out[f"{state}_total"] = int(stats.get(state, 0))
         return out

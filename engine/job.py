@@ -75,6 +75,7 @@ FEATURE_FIELDS: tuple[str, ...] = (
     "on_parent_failure",
     "dedup_id",
     "dedup_mode",
+    "dedup_ttl_ms",
     "concurrency_key",
     "concurrency_limit",
     "rate_interval_ms",
@@ -87,6 +88,7 @@ _INT_FIELDS = (
     "attempt",
     "stalls",
     "concurrency_limit",
+    "dedup_ttl_ms",
     *TIMESTAMP_FIELDS,
     *LIMIT_FIELDS,
 )
@@ -154,6 +156,8 @@ class Job:
     on_parent_failure: str | None = None
     dedup_id: str | None = None
     dedup_mode: str | None = None
+    # How long the deduplication id holds (0: until the job finishes).
+    dedup_ttl_ms: int | None = None
     # Jobs sharing a concurrency key run at most concurrency_limit at once, taking turns.
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
@@ -164,8 +168,6 @@ class Job:
     extra: dict[str, str] = field(default_factory=dict)
     # Client side only: wait this long after submission (counted on Redis server time).
     delay_ms: int | None = None
-    # Client side only: how long a deduplication id holds (0: until the job finishes).
-    dedup_ttl_ms: int | None = None
 
     @property
     def finished_at_ms(self) -> int | None:
@@ -220,7 +222,7 @@ class Job:
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of every field, unknown keys included at top level."""
-        skip = ("extra", "delay_ms", "dedup_ttl_ms")
+        skip = ("extra", "delay_ms")
         data = {
             f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip
         }
@@ -231,7 +233,7 @@ class Job:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Job:
         """Build a Job from `to_dict` output; keys it does not know go to `extra`."""
-        names = {f.name for f in dataclasses.fields(cls)} - {"extra", "delay_ms", "dedup_ttl_ms"}
+        names = {f.name for f in dataclasses.fields(cls)} - {"extra", "delay_ms"}
         known = {k: v for k, v in data.items() if k in names}
         extra = {k: str(v) for k, v in data.items() if k not in names}
         known["state"] = JobState(known.get("state", JobState.UNSUBMITTED))

@@ -76,3 +76,10 @@ def from_args(value: FromArgs, what: str, args: Sequence[Any], kwargs: dict[str,
     if not isinstance(out, str) or not out:
         raise ConfigError(f"{what} must be a non-empty string, got {out!r}")
     return out
+
+
+def check_limit(limit: object) -> int:
+    """Return a concurrency limit if it is an integer >= 1, else raise ConfigError."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ConfigError(f"concurrency_limit must be an integer >= 1, got {limit!r}")
+    return limit

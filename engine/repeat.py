@@ -25,7 +25,7 @@ from .errors import ConfigError
 from .job import Job
 from .keys import QueueKeys, queues_key
 from .settings import EngineSettings
-from .task import Task
+from .task import json_args
 
 _NAME = re.compile(r"^[A-Za-z0-9._:-]{1,200}$")
 # Hash fields of a job template that each tick sets afresh.
@@ -145,28 +145,28 @@ class Repeats:
     async def add(
         self,
         name: str,
-        task: Task,
-        *args: Any,
+        job: Job,
+        *,
         every_s: float | None = None,
         cron: str | None = None,
         tz: str = "UTC",
         skip_if_running: bool = False,
         start_at: datetime | float | None = None,
         end_at: datetime | float | None = None,
-        **kwargs: Any,
     ) -> Repeatable:
-        """Add or replace repeatable `name`: submit `task(*args, **kwargs)` on every tick.
+        """Add or replace repeatable `name`: submit a copy of `job` (a `task.call(...)`) each tick.
 
         Without `start_at`, an `every_s` repeatable ticks first `every_s` from now.
         """
-        template = task.call(*args, **kwargs).to_hash()
-        for name_ in _PER_TICK:
-            template.pop(name_, None)
+        json_args(job, self.settings.max_payload_bytes)
+        template = job.to_hash()
+        for field_name in _PER_TICK:
+            template.pop(field_name, None)
         now = await self._now_ms()
         start = _epoch_ms(start_at)
         rep = Repeatable(
             name=name,
-            queue=task.options.queue,
+            queue=job.queue,
             job=template,
             every_s=every_s,
             cron=cron,

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from redis.asyncio import Redis
 
 from . import failpoints
+from .errors import EngineError
 from .keys import QueueKeys
 from .reconnect import run_periodic
 from .repeat import Repeatable
@@ -49,11 +50,18 @@ class Scheduler:
             for (name, score), raw in zip(due, raws, strict=True):
                 if raw is None:
                     continue  # removed meanwhile
-                rep = Repeatable.from_json(raw)
-                due_ms = int(score)
-                tick = Tick(name, due_ms, rep.next_after(now_ms) or -1, rep.skip_if_running)
-                job = rep.job_for(due_ms)
-                specs.append(job_spec(job, keys, self.settings.max_payload_bytes, tick))
+                try:
+                    rep = Repeatable.from_json(raw)
+                    due_ms = int(score)
+                    tick = Tick(name, due_ms, rep.next_after(now_ms) or -1, rep.skip_if_running)
+                    job = rep.job_for(due_ms)
+                    specs.append(job_spec(job, keys, self.settings.max_payload_bytes, tick))
+                except (EngineError, TypeError, ValueError) as exc:
+                    # Unreadable: stop its ticks (the definition stays to inspect), fire the rest.
+                    log.error(
+                        "bad repeatable set aside queue=%s name=%s error=%r", keys.queue, name, exc
+                    )
+                    await self.redis.zrem(keys.repeat_due, name)
             if specs:
                 for outcome, job_id in await submit(self.scripts, self.settings, keys, specs):
                     if outcome == "skipped":

@@ -18,7 +18,7 @@ from .backoff import Backoff, validate_backoff
 from .errors import ConfigError, InvalidArguments, PayloadTooLarge, UnknownTask
 from .job import OPTION_FIELDS, Job, JobState
 from .keys import validate_queue_name
-from .limits import Deduplication, FromArgs, from_args, rate_interval_ms
+from .limits import Deduplication, FromArgs, check_limit, from_args, rate_interval_ms
 
 DeadLetterPolicy = Literal["save", "none"]
 ShutdownPolicy = Literal["stop", "resubmit", "continue"]
@@ -58,9 +58,10 @@ class TaskOptions:
     deduplication: Deduplication | None = None
     # Starts of this task per period, shared by every worker ("10/s", "600/m", (10, 1.0)).
     rate_limit: str | tuple[float, float] | None = None
-    # Jobs with the same key run at most concurrency_limit at once, across all workers.
+    # Jobs with the same key run at most concurrency_limit at once, across all workers; the
+    # limit may also be computed from the arguments (a bigger one for some keys).
     concurrency_key: FromArgs | None = None
-    concurrency_limit: int = 1
+    concurrency_limit: int | Callable[..., int] = 1
 
     def __post_init__(self) -> None:
         validate_queue_name(self.queue)
@@ -100,8 +101,8 @@ class TaskOptions:
             object.__setattr__(self, "deduplication", Deduplication.of(self.deduplication))
         if self.rate_limit is not None:
             rate_interval_ms(self.rate_limit)
-        if self.concurrency_limit < 1:
-            raise ConfigError(f"concurrency_limit must be >= 1, got {self.concurrency_limit}")
+        if not callable(self.concurrency_limit):
+            check_limit(self.concurrency_limit)
         object.__setattr__(self, "expected_exceptions", tuple(self.expected_exceptions))
         object.__setattr__(self, "retry_on", frozenset(self.retry_on))
         object.__setattr__(self, "no_retry_on", frozenset(self.no_retry_on))
@@ -256,7 +257,10 @@ class Task:
             job.dedup_ttl_ms = _ms(dedup.ttl_s) or 0
         if opts.concurrency_key is not None:
             job.concurrency_key = from_args(opts.concurrency_key, "concurrency_key", args, kwargs)
-            job.concurrency_limit = opts.concurrency_limit
+            limit = opts.concurrency_limit
+            job.concurrency_limit = check_limit(
+                limit(*args, **kwargs) if callable(limit) else limit
+            )
         if opts.rate_limit is not None:
             job.rate_interval_ms = rate_interval_ms(opts.rate_limit)
         return job

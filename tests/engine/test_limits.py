@@ -104,6 +104,26 @@ async def test_a_burst_of_one_key_does_not_starve_another_key(
     assert sorted(starts) == ["a"] * 20 + ["b"] * 3
 
 
+async def test_a_limit_per_key_can_come_from_the_arguments(client: Client) -> None:
+    keyed = t.tenant_work.using(concurrency_limit=lambda tenant, n: 3 if tenant == "big" else 1)
+    jobs = await client.enqueue_many(
+        [keyed.call("big", i) for i in range(5)] + [keyed.call("small", i) for i in range(5)]
+    )
+    assert [j.concurrency_limit for j in jobs] == [3] * 5 + [1] * 5
+    counts = await client.counts("default")
+    assert (counts["submitted"], counts["waiting_turn"]) == (10, 10 - 3 - 1)
+    assert await client.cancel([jobs[4].id, jobs[0].id]) == {
+        jobs[4].id: "cancelled",
+        jobs[0].id: "cancelled",
+    }
+    counts = await client.counts("default")  # a waiting one left; an admitted one let one in
+    assert (counts["submitted"], counts["waiting_turn"]) == (8, 4)
+    with pytest.raises(ConfigError, match="concurrency_limit must be an integer >= 1"):
+        t.tenant_work.using(concurrency_limit=0)
+    with pytest.raises(ConfigError, match="concurrency_limit must be an integer >= 1"):
+        t.tenant_work.using(concurrency_limit=lambda tenant, n: -1).call("x", 1)
+
+
 async def test_a_paused_queue_is_not_claimed_from_and_its_jobs_stay(
     client: Client, settings: EngineSettings
 ) -> None:

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from engine import Client, ConfigError, EngineSettings, JobState, Worker
+from engine import Client, ConfigError, EngineSettings, JobState, PayloadTooLarge, Worker
 from engine.connection import connect
 from engine.repeat import Repeatable
 from engine.scheduler import Scheduler
@@ -88,9 +88,11 @@ async def test_bad_definitions_fail_at_once_and_change_nothing(
     ]
     for options, message in bad:
         with pytest.raises(ConfigError, match=message):
-            await client.repeats.add("bad", t.add, 1, 2, **options)  # type: ignore[arg-type]
+            await client.repeats.add("bad", t.add.call(1, 2), **options)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="names"):
-        await client.repeats.add("no spaces", t.add, 1, 2, every_s=1)
+        await client.repeats.add("no spaces", t.add.call(1, 2), every_s=1)
+    with pytest.raises(PayloadTooLarge):
+        await client.repeats.add("big", t.add.call("x" * 2_000_000, 1), every_s=1)
     with pytest.raises(ConfigError, match="no repeatable"):
         await client.repeats.pause("default", "missing")
     assert dbsize(settings) == before
@@ -109,7 +111,7 @@ async def test_three_schedulers_give_exactly_30_jobs_in_30_s(
     now = datetime.now(UTC).timestamp()
     start = int(now) + 2
     await client.repeats.add(
-        "every-second", t.add, 1, 2, every_s=1, start_at=start, end_at=start + 29.5
+        "every-second", t.add.call(1, 2), every_s=1, start_at=start, end_at=start + 29.5
     )
     stopping = asyncio.Event()
     redis = [connect(settings) for _ in range(3)]
@@ -132,7 +134,7 @@ async def test_repeatables_change_at_run_time(client: Client, settings: EngineSe
     stopping = asyncio.Event()
     scheduler = Scheduler(settings, client.redis, ["default"])
     run = asyncio.create_task(scheduler.run(stopping))
-    await client.repeats.add("r", t.add, 1, 1, every_s=0.1)
+    await client.repeats.add("r", t.add.call(1, 1), every_s=0.1)
     await asyncio.sleep(0.55)
     first = len(await repeat_jobs(client, "r"))
     assert 3 <= first <= 6
@@ -141,7 +143,7 @@ async def test_repeatables_change_at_run_time(client: Client, settings: EngineSe
     assert due is None and rep.paused
     await asyncio.sleep(0.4)
     assert len(await repeat_jobs(client, "r")) == first
-    await client.repeats.add("r", t.add, 5, 5, every_s=0.2)  # update: new arguments and period
+    await client.repeats.add("r", t.add.call(5, 5), every_s=0.2)  # update: new arguments and period
     await asyncio.sleep(0.5)
     jobs = await repeat_jobs(client, "r")
     assert len(jobs) > first
@@ -160,7 +162,7 @@ async def test_repeatables_change_at_run_time(client: Client, settings: EngineSe
 async def test_skip_if_running_skips_ticks_while_the_last_job_runs(
     client: Client, settings: EngineSettings
 ) -> None:
-    await client.repeats.add("slow", t.waits, 0.5, every_s=0.1, skip_if_running=True)
+    await client.repeats.add("slow", t.waits.call(0.5), every_s=0.1, skip_if_running=True)
     worker = Worker(settings, [t.waits], concurrency=4)
     run = asyncio.create_task(worker.run())
     await asyncio.sleep(1.6)
@@ -180,3 +182,18 @@ def test_cron_in_a_time_zone_is_stored_and_read_back() -> None:
     )
     again = Repeatable.from_json(rep.to_json())
     assert again == rep and again.zone == ZoneInfo("Asia/Tokyo")
+
+
+async def test_a_corrupt_definition_is_set_aside_and_the_others_still_fire(
+    client: Client, settings: EngineSettings
+) -> None:
+    await client.repeats.add("good", t.add.call(1, 1), every_s=0.05)
+    keys = client.keys("default")
+    await client.redis.hset(keys.repeats, "bad", "{not json")
+    await client.redis.zadd(keys.repeat_due, {"bad": 0})
+    scheduler = Scheduler(settings, client.redis, ["default"])
+    await asyncio.sleep(0.1)
+    await scheduler.tick()
+    assert len(await repeat_jobs(client, "good")) == 1
+    assert await client.redis.zscore(keys.repeat_due, "bad") is None  # no longer due
+    assert await client.redis.hget(keys.repeats, "bad") == "{not json"  # kept to inspect

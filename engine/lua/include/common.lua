@@ -7,7 +7,8 @@
   emit(...): append one transition event to the queue's stream.
   append_error(key, err): append one JSON error object to the job's `errors` JSON array.
   make_ready(Q, ...): put a `submitted` job where workers find it: the ready ZSET, or the waiting
-  ZSET of its concurrency key while that key is at its limit (keyed = false: it has none).
+  ZSET of its concurrency key while that key is at its limit (keyed = false: it has none);
+  stats' waiting_turn counts the jobs waiting so.
   free_slot(Q, key, id): give back the job's concurrency slot (idempotent) and admit the next
   waiting job of its key at the back of its priority band (fair turns between keys).
   finish(Q, key, id): free_slot, and give back its deduplication id (except in throttle mode).
@@ -71,6 +72,7 @@ local function make_ready(Q, key, id, priority, seq, keyed)
   if ck[1] then
     if rcall('SISMEMBER', ck[1], id) == 0 and rcall('SCARD', ck[1]) >= tonumber(ck[3]) then
       rcall('ZADD', ck[2], score, id)
+      rcall('HINCRBY', Q.stats, 'waiting_turn', 1)
       return false
     end
     rcall('SADD', ck[1], id)
@@ -83,11 +85,12 @@ end
 local function free_slot(Q, key, id)
   local f = rcall('HMGET', key, 'ckey_active', 'ckey_waiting', 'concurrency_limit')
   if not f[1] then return end
-  rcall('ZREM', f[2], id)
+  if rcall('ZREM', f[2], id) == 1 then rcall('HINCRBY', Q.stats, 'waiting_turn', -1) end
   if rcall('SREM', f[1], id) == 0 then return end
   while rcall('SCARD', f[1]) < tonumber(f[3]) do
     local nxt = rcall('ZPOPMIN', f[2])
     if #nxt == 0 then break end
+    rcall('HINCRBY', Q.stats, 'waiting_turn', -1)
     rcall('SADD', f[1], nxt[1])
     local priority = rcall('HGET', Q.prefix .. nxt[1], 'priority') or 0
     rcall('ZADD', Q.submitted, ready_score(priority, rcall('INCR', Q.seq)), nxt[1])
