@@ -129,3 +129,17 @@ async def progress(job: JobContext) -> None:
 @task(name="chaos.rated", takes_context=True, rate_limit="10/s")
 async def rated(job: JobContext) -> None:
     ledger("start", job)
+
+
+@task(
+    name="chaos.tenant",
+    takes_context=True,
+    max_stalls=100,
+    concurrency_key=lambda tenant, ms: tenant,
+    concurrency_limit=2,
+)
+async def tenant(job: JobContext, tenant: str, ms: int) -> int:
+    ledger("start", job)
+    await asyncio.sleep(ms / 1000)
+    ledger("end", job)
+    return ms
