@@ -52,11 +52,12 @@ for j = 1, #popped, 2 do
   if f[1] == 'submitted' then
     local attempt = tonumber(f[7] or '0') + 1
     local task_interval = tonumber(f[9])
+    local expired = f[8] and tonumber(f[8]) <= now
     local slot = now
-    if (queue_interval or task_interval) and not (f[10] and tonumber(f[10]) <= now) then
+    if not expired and (queue_interval or task_interval) and not (f[10] and tonumber(f[10]) <= now) then
       slot = rate_slot(f[2], task_interval)
     end
-    if f[8] and tonumber(f[8]) <= now then
+    if expired then
       bury(Q, key, id, 'expired')
       emit(Q, id, 'submitted', 'expired', attempt - 1, worker, 'deadline passed')
     elseif slot > now then
