@@ -272,7 +272,7 @@ class Client:
             chunk = ids[start : start + 500]
             codes = await self.scripts.resubmit(
                 keys,
-                [keys.job_prefix, self.settings.events_maxlen, *chunk],
+                [keys.job_prefix, self.settings.events_maxlen, keys.children_prefix, *chunk],
             )
             done += sum(1 for code in codes if code == 0)
         return done

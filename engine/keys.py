@@ -161,9 +161,14 @@ class QueueKeys:
         """HASH of repeatable name -> id of the job its last tick submitted."""
         return f"{self.base}:repeat_last"
 
+    @property
+    def children_prefix(self) -> str:
+        """Prefix of the SETs of jobs waiting for a parent; scripts append the parent's id."""
+        return f"{self.base}:children:"
+
     def children(self, job_id: str) -> str:
         """Return the key of the SET of jobs that wait for `job_id` to complete."""
-        return f"{self.base}:children:{job_id}"
+        return f"{self.children_prefix}{job_id}"
 
     def dedup(self, dedup_id: str) -> str:
         """Return the key naming the job that holds deduplication id `dedup_id`."""

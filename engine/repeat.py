@@ -158,6 +158,8 @@ class Repeats:
 
         Without `start_at`, an `every_s` repeatable ticks first `every_s` from now.
         """
+        if job.parents:
+            raise ConfigError("a repeatable job cannot depend on other jobs (depends_on)")
         json_args(job, self.settings.max_payload_bytes)
         template = job.to_hash()
         for field_name in _PER_TICK:

@@ -79,7 +79,11 @@ class Scheduler:
         """Fire due repeatables and promote due jobs; return seconds until the next is due."""
         sleep_s = self.settings.scheduler_interval_s
         for keys in self.queues:
-            waits = [await self.fire(keys)]
+            try:
+                waits = [await self.fire(keys)]
+            except EngineError as exc:  # repeatables must never hold up promotion
+                log.error("repeatables failed queue=%s error=%r", keys.queue, exc)
+                waits = []
             while True:
                 promoted, wait_ms = await self.promote(keys)
                 if promoted < self.settings.promote_batch:

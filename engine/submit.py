@@ -56,7 +56,7 @@ def job_spec(job: Job, keys: QueueKeys, limit_bytes: int, tick: Tick | None = No
     fields["args"], fields["kwargs"] = args.decode(), kwargs.decode()
     extras: dict[str, Any] = {}
     if job.parents:
-        extras["parents"] = [[p, keys.children(p)] for p in job.parents]
+        extras["parents"] = list(job.parents)
     if job.dedup_id is not None:
         fields["dedup_key"] = keys.dedup(job.dedup_id)
         extras["dedup"] = [fields["dedup_key"], job.dedup_mode, job.dedup_ttl_ms or 0]
@@ -98,6 +98,7 @@ async def submit(
             settings.events_maxlen,
             settings.default_result_ttl_s * 1000,
             "1" if atomic else "0",
+            keys.children_prefix,
             len(specs),
             *specs,
         ],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import math
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -254,7 +255,7 @@ class Task:
             dedup = opts.deduplication
             job.dedup_id = from_args(dedup.id, "deduplication id", args, kwargs)
             job.dedup_mode = dedup.mode
-            job.dedup_ttl_ms = _ms(dedup.ttl_s) or 0
+            job.dedup_ttl_ms = 0 if dedup.ttl_s is None else max(1, math.ceil(dedup.ttl_s * 1000))
         if opts.concurrency_key is not None:
             job.concurrency_key = from_args(opts.concurrency_key, "concurrency_key", args, kwargs)
             limit = opts.concurrency_limit

@@ -1,19 +1,22 @@
 --[[
   Resubmit finished jobs (failed, stalled, expired, dropped, cancelled) as a new attempt series.
-  Errors of earlier attempts stay on the job; the attempt counter starts again.
+  Errors of earlier attempts stay on the job; the attempt counter starts again. A job with
+  parents waits again (`blocked`) for those not completed, and gets its on_parent_failure at
+  once when one of them ended without completing.
   KEYS[1..12] the queue keys (keys.QUEUE_KEYS)
-  ARGV[1] job key prefix   ARGV[2] events maxlen   then job ids
+  ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] children SET key prefix   then job ids
   Returns: one code per id: 0 resubmitted, -1 not found, -3 not in a resubmittable state.
-  Events: <state> -> submitted.
+  Events: <state> -> submitted | blocked.
 ]]
 --@include common
 local Q = queue(ARGV[1], ARGV[2])
+Q.children = ARGV[3]
 local allowed = {failed = true, stalled = true, expired = true, dropped = true, cancelled = true}
 local out = {}
-for j = 3, #ARGV do
+for j = 4, #ARGV do
   local id = ARGV[j]
   local key = Q.prefix .. id
-  local cur = rcall('HMGET', key, 'state', 'priority')
+  local cur = rcall('HMGET', key, 'state', 'priority', 'children', 'parents')
   if not cur[1] then
     out[#out + 1] = -1
   elseif not allowed[cur[1]] then
@@ -26,8 +29,18 @@ for j = 3, #ARGV do
           'cancel_requested_at_ms', 'progress', 'progress_message', 'rate_slot_ms')
     rcall('ZREM', Q.dlq, id)
     rcall('ZREM', Q.done, id)
-    make_ready(Q, key, id, cur[2], rcall('INCR', Q.seq))
-    emit(Q, id, cur[1], 'submitted', 0)
+    if cur[3] then rcall('PERSIST', cur[3]) end
+    local pending, dead = 0, nil
+    if cur[4] then pending, dead = attach_parents(Q, id, cjson.decode(cur[4])) end
+    if pending > 0 then
+      rcall('HSET', key, 'state', 'blocked', 'pending_parents', pending)
+      rcall('SADD', Q.blocked, id)
+      emit(Q, id, cur[1], 'blocked', 0)
+      if dead then fail_child(Q, id, dead[1], dead[2]) end
+    else
+      make_ready(Q, key, id, cur[2], rcall('INCR', Q.seq))
+      emit(Q, id, cur[1], 'submitted', 0)
+    end
     out[#out + 1] = 0
   end
 end

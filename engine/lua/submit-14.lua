@@ -2,6 +2,7 @@
   Submit a batch of jobs: each becomes `submitted`, `scheduled` (a future run time) or `blocked`
   (parents not completed yet). Parents must exist in the queue or come earlier in the batch
   (the client orders a flow parents first); the batch is checked before anything is written.
+  A child of a batch job that was deduplicated waits for the job holding the dedup id instead.
   A job with `ttl_ms`, `good_until_ms` or `queue_timeout_ms` gets a `deadline_ms` (the earliest)
   and an entry in the deadlines ZSET; past it, a queued job expires.
   Deduplication by a dedup key naming the job that holds it: simple ignores the new job while
@@ -11,9 +12,10 @@
   per tick, whatever the number of schedulers), which then moves to `next` (-1: no more ticks).
   KEYS[1..12] the queue keys (keys.QUEUE_KEYS)   KEYS[13] repeat_due ZSET   KEYS[14] repeat_last HASH
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] ttl ms of replaced (debounced) jobs
-  ARGV[4] '1': a duplicate id refuses the whole batch (a flow)   ARGV[5] number of jobs
+  ARGV[4] '1': a duplicate id refuses the whole batch (a flow)
+  ARGV[5] children SET key prefix   ARGV[6] number of jobs
   then one JSON array per job: [id, delay_ms or '', run_at_ms or '', priority, extras, field,
-  value, ...]; extras: {parents = [[id, children SET key], ...], keyed = bool,
+  value, ...]; extras: {parents = [id, ...], keyed = bool,
   dedup = [key, mode, ttl_ms], ['repeat'] = [name, due_ms, next_ms, skip_if_running]}.
   Returns: a flat list, per job an outcome and an id: 'submitted' | 'scheduled' | 'blocked' |
   'failed' | 'cancelled' (created; failed and cancelled when a parent already failed and the
@@ -25,24 +27,26 @@
 ]]
 --@include common
 local Q = queue(ARGV[1], ARGV[2], ARGV[3])
+Q.children = ARGV[5]
 local repeat_due, repeat_last = KEYS[13], KEYS[14]
-local atomic, count = ARGV[4] == '1', tonumber(ARGV[5])
+local atomic, count = ARGV[4] == '1', tonumber(ARGV[6])
 local specs, batch = {}, {}
 for j = 1, count do
-  specs[j] = cjson.decode(ARGV[5 + j])
+  specs[j] = cjson.decode(ARGV[6 + j])
   batch[specs[j][1]] = true
 end
 for j = 1, count do
   for _, parent in ipairs(specs[j][5].parents or {}) do
-    if not batch[parent[1]] and rcall('EXISTS', Q.prefix .. parent[1]) == 0 then
-      return {-5, parent[1]}
+    if not batch[parent] and rcall('EXISTS', Q.prefix .. parent) == 0 then
+      return {-5, parent}
     end
   end
   if atomic and rcall('EXISTS', Q.prefix .. specs[j][1]) == 1 then return {-4, specs[j][1]} end
 end
 local waiting = {submitted = true, scheduled = true, blocked = true}
-local failed = {failed = true, cancelled = true, stalled = true, dropped = true, expired = true}
 local now = Q.now
+-- A deduplicated job of this batch stands for the job holding its dedup id (for its children).
+local alias = {}
 local seq = rcall('INCRBY', Q.seq, count) - count
 local out = {}
 
@@ -72,7 +76,7 @@ local function deduplicate(id, dedup)
     return nil
   end
   if dedup[2] == 'throttle' then return 'deduplicated', owner end
-  if dedup[2] == 'simple' and state and not failed[state] and state ~= 'completed' then
+  if dedup[2] == 'simple' and state and not DEAD[state] and state ~= 'completed' then
     return 'deduplicated', owner
   end
   return nil
@@ -86,7 +90,7 @@ local function tick(rep)
   if rep[4] == '1' then
     local last = rcall('HGET', repeat_last, name)
     local state = last and rcall('HGET', Q.prefix .. last, 'state')
-    if state and not failed[state] and state ~= 'completed' then return 'skipped' end
+    if state and not DEAD[state] and state ~= 'completed' then return 'skipped' end
   end
   return nil
 end
@@ -100,22 +104,20 @@ for j = 1, count do
   if not skip and rcall('EXISTS', key) == 1 then skip = -4 end
   if not skip and x.dedup then skip, owner = deduplicate(id, x.dedup) end
   if skip then
+    if skip == 'deduplicated' then alias[id] = owner end
     out[#out + 1], out[#out + 2] = skip, owner or id
   else
     local due = nil
     if delay ~= '' then due = now + tonumber(delay) end
     if run_at ~= '' then due = tonumber(run_at) end
     rcall('HSET', key, 'submitted_at_ms', fmt(now), unpack(spec, 6))
-    local pending, dead = 0, nil
-    for _, parent in ipairs(x.parents or {}) do
-      local pstate = rcall('HGET', Q.prefix .. parent[1], 'state')
-      if pstate ~= 'completed' then
-        pending = pending + 1
-        rcall('SADD', parent[2], id)
-        rcall('HSET', Q.prefix .. parent[1], 'children', parent[2])
-        if failed[pstate] then dead = {parent[1], pstate} end
-      end
+    local parents, renamed = {}, false
+    for i, parent in ipairs(x.parents or {}) do
+      parents[i] = alias[parent] or parent
+      renamed = renamed or parents[i] ~= parent
     end
+    if renamed then rcall('HSET', key, 'parents', cjson.encode(parents)) end
+    local pending, dead = attach_parents(Q, id, parents)
     local deadline = deadline_of(key, due)
     if deadline then
       rcall('HSET', key, 'deadline_ms', fmt(deadline))

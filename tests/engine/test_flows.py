@@ -119,3 +119,56 @@ async def test_bad_flows_are_refused_and_write_nothing(
     with pytest.raises(ConfigError, match="on_parent_failure"):
         t.step.using(on_parent_failure="retry")
     assert dbsize(settings) == before
+
+
+async def test_a_deduplicated_parent_makes_the_child_wait_for_the_holder(
+    client: Client, settings: EngineSettings
+) -> None:
+    once = t.step.using(deduplication={"id": "fetch"})
+    holder = await client.enqueue(once, "holder")
+    parent = once.call("parent")
+    child = t.step.using(depends_on=[parent]).call("child")
+    await client.enqueue_flow([parent, child])
+    assert parent.id == holder.id and child.state is JobState.BLOCKED
+    await drain(settings, [t.step])
+    done = await client.get(child.id)
+    assert done.state is JobState.COMPLETED and done.parents == [holder.id]
+    assert done.result == {"label": "child", "saw": ["holder"]}
+
+
+async def test_a_resubmitted_child_waits_for_its_parents_again(
+    client: Client, settings: EngineSettings
+) -> None:
+    parent = t.fails_first_time.call("parent-resubmit")
+    child = t.step.using(depends_on=[parent], on_parent_failure="fail").call("child")
+    await client.enqueue_flow([parent, child])
+    await drain(settings, [t.fails_first_time, t.step])
+    assert (await client.get(child.id)).state is JobState.FAILED
+    assert await client.resubmit("default", [child.id]) == 1  # its parent is still failed
+    again = await client.get(child.id)
+    assert again.state is JobState.FAILED and again.errors[-1]["type"] == "ParentFailed"
+    assert await client.resubmit("default", [parent.id]) == 1
+    assert await client.resubmit("default", [child.id]) == 1
+    assert (await client.get(child.id)).state is JobState.BLOCKED  # waits for the rerun
+    await drain(settings, [t.fails_first_time, t.step])
+    assert (await client.get(child.id)).state is JobState.COMPLETED
+
+
+async def test_a_resubmitted_cancelled_parent_keeps_its_children(
+    client: Client, settings: EngineSettings
+) -> None:
+    parent = t.step.using(delay_s=60).call("p")
+    child = t.step.using(depends_on=[parent]).call("c")
+    await client.enqueue_flow([parent, child])
+    await client.cancel([parent.id])
+    children = client.keys("default").children(parent.id)
+    assert await client.redis.pttl(children) > 0  # expires with the cancelled parent
+    assert await client.resubmit("default", [parent.id]) == 1
+    assert await client.redis.pttl(children) == -1
+    await drain(settings, [t.step])
+    assert (await client.get(child.id)).state is JobState.COMPLETED
+
+
+async def test_a_repeatable_cannot_depend_on_jobs(client: Client) -> None:
+    with pytest.raises(ConfigError, match="cannot depend"):
+        await client.repeats.add("r", t.step.using(depends_on=["x"]).call("r"), every_s=1)

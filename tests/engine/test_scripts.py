@@ -119,6 +119,6 @@ async def test_resubmit_refuses_live_jobs(client: Client) -> None:
     job = await client.enqueue(t.add, 1, 1)
     codes = await client.scripts.resubmit(
         k,
-        [k.job_prefix, 1000, job.id, "nope"],
+        [k.job_prefix, 1000, k.children_prefix, job.id, "nope"],
     )
     assert codes == [-3, -1]

@@ -20,6 +20,9 @@
   unblock_children(Q, children): count a completed parent off each waiting child; a child with
   no unfinished parent left becomes `submitted` (or `scheduled` when its run_at is ahead).
   unqueue(Q, id): remove a queued job from every queue structure.
+  attach_parents(Q, id, parents): register the job with each parent (ids) that exists and has
+  not completed (Q.children: the children SET key prefix); return how many, and one that
+  already ended without completing as {id, state} (or nil).
   forget(key): delete a job's hash and the SET of jobs waiting for it.
   owned(key, token, ...): HMGET state, token and more fields; return 0 when the job is started
   and holds `token`, else -1 (not found), -2 (lease lost) or -3 (not started), then the values.
@@ -112,6 +115,25 @@ local function unqueue(Q, id)
 end
 
 local bury
+
+-- States a job ends in without completing.
+local DEAD = {failed = true, cancelled = true, stalled = true, dropped = true, expired = true}
+
+local function attach_parents(Q, id, parents)
+  local pending, dead = 0, nil
+  for _, parent in ipairs(parents) do
+    local pkey = Q.prefix .. parent
+    local pstate = rcall('HGET', pkey, 'state')
+    if pstate and pstate ~= 'completed' then
+      pending = pending + 1
+      local children = Q.children .. parent
+      rcall('SADD', children, id)
+      rcall('HSET', pkey, 'children', children)
+      if DEAD[pstate] then dead = {parent, pstate} end
+    end
+  end
+  return pending, dead
+end
 
 local function fail_child(Q, cid, parent, state)
   local ckey = Q.prefix .. cid
