@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
+from .connection import server_ms
 from .keys import QueueKeys, workers_key
 from .reconnect import run_periodic
 from .scripts import Scripts
@@ -66,7 +67,7 @@ class Cleaner:
             one = await self.sweep(keys)
             for name in total.__slots__:
                 setattr(total, name, getattr(total, name) + getattr(one, name))
-        cutoff_ms = await self._server_ms() - int(self.settings.heartbeat_interval_s * 1000 * 6)
+        cutoff_ms = await server_ms(self.redis) - int(self.settings.heartbeat_interval_s * 1000 * 6)
         await self.redis.zremrangebyscore(workers_key(self.settings.prefix), "-inf", cutoff_ms)
         if total.released or total.stalled or total.expired:
             log.info(
@@ -78,10 +79,6 @@ class Cleaner:
                 total.trimmed,
             )
         return total
-
-    async def _server_ms(self) -> int:
-        seconds, micros = await self.redis.time()
-        return int(seconds) * 1000 + int(micros) // 1000
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Tick every `cleaner_interval_s` until `stopping` is set; Redis errors are retried."""

@@ -87,27 +87,21 @@ class Client:
             )
             members[job.queue].append(job)
         duplicates: list[str] = []
-        deduplicated: list[Job] = []
         for queue, specs in by_queue.items():
             results = await self._submit(queue, specs, atomic)
-            for job, (outcome, job_id) in zip(members[queue], results, strict=True):
+            for job, (outcome, job_id, state) in zip(members[queue], results, strict=True):
                 if outcome == -4:
                     duplicates.append(job.id)
-                elif outcome == "deduplicated":
+                else:  # a deduplicated job becomes the one holding its dedup id
                     job.id = job_id
-                    deduplicated.append(job)
-                else:
-                    job.state = JobState(str(outcome))
-        for job in deduplicated:
-            state: str | None = await self.redis.hget(self.keys(job.queue).job(job.id), "state")  # type: ignore[assignment]
-            job.state = JobState(state or JobState.COMPLETED)
+                    job.state = JobState(state or JobState.COMPLETED)
         if duplicates:
             raise DuplicateJob(f"job ids already exist: {', '.join(duplicates)}")
         return jobs
 
     async def _submit(
         self, queue: str, specs: list[bytes], atomic: bool
-    ) -> list[tuple[str | int, str]]:
+    ) -> list[tuple[str | int, str, str]]:
         keys = self.keys(queue)
         try:
             if queue not in self._known_queues:

@@ -73,3 +73,14 @@ def _sentinel_master(url: str, options: dict[str, Any]) -> Redis:
         service, redis_class=Redis, db=db, password=password, **options
     )
     return master
+
+
+def ms_from_time(reply: tuple[int, int] | list[Any]) -> int:
+    """Return Redis server time in ms from a TIME reply (seconds, microseconds)."""
+    seconds, micros = reply
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+async def server_ms(redis: Redis) -> int:
+    """Return Redis server time in ms (the clock every script uses)."""
+    return ms_from_time(await redis.time())

@@ -21,11 +21,12 @@ from croniter import croniter
 from redis.asyncio import Redis
 
 from . import serializer
+from .connection import server_ms
 from .errors import ConfigError
 from .job import Job
 from .keys import QueueKeys, queues_key
 from .settings import EngineSettings
-from .task import json_args
+from .task import epoch_s, json_args
 
 _NAME = re.compile(r"^[A-Za-z0-9._:-]{1,200}$")
 # Hash fields of a job template that each tick sets afresh.
@@ -124,11 +125,7 @@ def _second_pass(when: datetime) -> bool:
 def _epoch_ms(value: datetime | float | None) -> int | None:
     if value is None:
         return None
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            raise ConfigError("datetimes must be timezone-aware")
-        return int(value.timestamp() * 1000)
-    return int(value * 1000)
+    return int((epoch_s(value) if isinstance(value, datetime) else value) * 1000)
 
 
 class Repeats:
@@ -137,10 +134,6 @@ class Repeats:
     def __init__(self, settings: EngineSettings, redis: Redis) -> None:
         self.settings = settings
         self.redis = redis
-
-    async def _now_ms(self) -> int:
-        seconds, micros = await self.redis.time()
-        return int(seconds) * 1000 + int(micros) // 1000
 
     async def add(
         self,
@@ -164,7 +157,7 @@ class Repeats:
         template = job.to_hash()
         for field_name in _PER_TICK:
             template.pop(field_name, None)
-        now = await self._now_ms()
+        now = await server_ms(self.redis)
         start = _epoch_ms(start_at)
         rep = Repeatable(
             name=name,
@@ -221,12 +214,12 @@ class Repeats:
     async def pause(self, queue: str, name: str) -> None:
         """Stop submitting ticks of `name` until `resume`."""
         rep = await self._require(queue, name)
-        await self._store(dataclasses.replace(rep, paused=True), await self._now_ms())
+        await self._store(dataclasses.replace(rep, paused=True), await server_ms(self.redis))
 
     async def resume(self, queue: str, name: str) -> None:
         """Submit ticks of `name` again, from the next one after now."""
         rep = await self._require(queue, name)
-        await self._store(dataclasses.replace(rep, paused=False), await self._now_ms())
+        await self._store(dataclasses.replace(rep, paused=False), await server_ms(self.redis))
 
     async def remove(self, queue: str, name: str) -> bool:
         """Delete repeatable `name`; return whether it existed. Jobs already submitted stay."""

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from redis.asyncio import Redis
 
 from . import failpoints
+from .connection import ms_from_time
 from .errors import EngineError
 from .keys import QueueKeys
 from .reconnect import run_periodic
@@ -40,10 +41,12 @@ class Scheduler:
 
     async def fire(self, keys: QueueKeys) -> int:
         """Submit the due ticks of the queue's repeatables; return ms until the next (-1: none)."""
-        now_ms = await self._now_ms()
-        due: list[tuple[str, float]] = await self.redis.zrangebyscore(  # type: ignore[assignment]
-            keys.repeat_due, "-inf", now_ms, start=0, num=100, withscores=True
-        )
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.time()
+            pipe.zrange(keys.repeat_due, 0, 100, withscores=True)
+            reply, upcoming = await pipe.execute()
+        now_ms = ms_from_time(reply)
+        due: list[tuple[str, float]] = [(n, s) for n, s in upcoming if s <= now_ms][:100]
         if due:
             raws = await self.redis.hmget(keys.repeats, [name for name, _ in due])
             specs = []
@@ -63,17 +66,12 @@ class Scheduler:
                     )
                     await self.redis.zrem(keys.repeat_due, name)
             if specs:
-                for outcome, job_id in await submit(self.scripts, self.settings, keys, specs):
+                for outcome, job_id, _ in await submit(self.scripts, self.settings, keys, specs):
                     if outcome == "skipped":
                         log.info("repeatable tick skipped: previous run still going job=%s", job_id)
-        nxt: list[tuple[str, float]] = await self.redis.zrange(  # type: ignore[assignment]
-            keys.repeat_due, 0, 0, withscores=True
-        )
-        return max(0, int(nxt[0][1]) - now_ms) if nxt else -1
-
-    async def _now_ms(self) -> int:
-        seconds, micros = await self.redis.time()
-        return int(seconds) * 1000 + int(micros) // 1000
+        if len(due) < len(upcoming):
+            return max(0, int(upcoming[len(due)][1]) - now_ms)
+        return 0 if due else -1
 
     async def tick(self) -> float:
         """Fire due repeatables and promote due jobs; return seconds until the next is due."""

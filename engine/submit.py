@@ -89,8 +89,8 @@ async def submit(
     keys: QueueKeys,
     specs: list[bytes],
     atomic: bool = False,
-) -> list[tuple[str | int, str]]:
-    """Run submit-14.lua; return (outcome, id) per job. A refused batch raises, writing nothing."""
+) -> list[tuple[str | int, str, str]]:
+    """Run submit-14.lua; return (outcome, id, state) per job; a refused batch raises."""
     out: list[Any] = await scripts.submit(
         keys,
         [
@@ -105,7 +105,7 @@ async def submit(
     )
     if out and (out[0] == -5 or (atomic and out[0] == -4)):
         _refuse(out[0], out[1], keys.queue)
-    return list(zip(out[::2], out[1::2], strict=True))
+    return list(zip(out[::3], out[1::3], out[2::3], strict=True))
 
 
 def _refuse(code: int, job_id: str, queue: str) -> None:

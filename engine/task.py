@@ -89,7 +89,7 @@ class TaskOptions:
                 f"on_shutdown must be stop, resubmit or continue, not {self.on_shutdown!r}"
             )
         if isinstance(self.good_until, datetime):
-            object.__setattr__(self, "good_until", _epoch_s(self.good_until))
+            object.__setattr__(self, "good_until", epoch_s(self.good_until))
         if self.dead_letter_policy not in ("save", "none"):
             raise ConfigError(
                 f"dead_letter_policy must be 'save' or 'none', not {self.dead_letter_policy!r}"
@@ -129,7 +129,8 @@ _PRODUCER_OPTIONS = (
 )
 
 
-def _epoch_s(when: datetime) -> float:
+def epoch_s(when: datetime) -> float:
+    """Return a timezone-aware datetime as epoch seconds."""
     if when.tzinfo is None:
         raise ConfigError("datetimes must be timezone-aware")
     return when.timestamp()
@@ -199,7 +200,7 @@ class Task:
         if delay_s is not None and delay_s < 0:
             raise ConfigError(f"delay_s must be >= 0, got {delay_s}")
         if isinstance(run_at, datetime):
-            run_at = _epoch_s(run_at)
+            run_at = epoch_s(run_at)
         run_at_ms = int(run_at * 1000) if run_at is not None else None
         new_options = dataclasses.replace(self.options, **options)
         overrides = {**self.overrides, **{k: v for k, v in options.items() if k in OPTION_FIELDS}}

@@ -17,9 +17,10 @@
   then one JSON array per job: [id, delay_ms or '', run_at_ms or '', priority, extras, field,
   value, ...]; extras: {parents = [id, ...], keyed = bool,
   dedup = [key, mode, ttl_ms], ['repeat'] = [name, due_ms, next_ms, skip_if_running]}.
-  Returns: a flat list, per job an outcome and an id: 'submitted' | 'scheduled' | 'blocked' |
-  'failed' | 'cancelled' (created; failed and cancelled when a parent already failed and the
-  job's on_parent_failure says so), 'deduplicated' (id: the job that holds the dedup key),
+  Returns: a flat list, per job an outcome, an id and a state: 'submitted' | 'scheduled' |
+  'blocked' | 'failed' | 'cancelled' (created, with that state; failed and cancelled when a
+  parent already failed and the job's on_parent_failure says so), 'deduplicated' (id and state
+  of the job that holds the dedup key; '' when its hash is gone),
   'skipped' (the repeatable's previous job still runs), 'stale' (another scheduler took the tick),
   -4 duplicate id. A refused batch returns only {-5, unknown parent id} or {-4, duplicate id}.
   Events: unsubmitted -> submitted | scheduled | blocked; blocked -> failed | cancelled;
@@ -62,7 +63,7 @@ local function deadline_of(key, due)
   return deadline
 end
 
--- Return nil to go on, or the outcome and id when the dedup key is held.
+-- Return nil to go on, or the outcome, id and state of the job holding the dedup key.
 local function deduplicate(id, dedup)
   local owner = rcall('GET', dedup[1])
   if not owner then return nil end
@@ -75,9 +76,9 @@ local function deduplicate(id, dedup)
     bury(Q, okey, owner, 'cancelled')
     return nil
   end
-  if dedup[2] == 'throttle' then return 'deduplicated', owner end
+  if dedup[2] == 'throttle' then return 'deduplicated', owner, state or '' end
   if dedup[2] == 'simple' and state and not DEAD[state] and state ~= 'completed' then
-    return 'deduplicated', owner
+    return 'deduplicated', owner, state
   end
   return nil
 end
@@ -99,13 +100,13 @@ for j = 1, count do
   local spec = specs[j]
   local id, delay, run_at, priority, x = spec[1], spec[2], spec[3], spec[4], spec[5]
   local key = Q.prefix .. id
-  local skip, owner = nil, id
+  local skip, owner, held = nil, id, ''
   if x['repeat'] then skip = tick(x['repeat']) end
   if not skip and rcall('EXISTS', key) == 1 then skip = -4 end
-  if not skip and x.dedup then skip, owner = deduplicate(id, x.dedup) end
+  if not skip and x.dedup then skip, owner, held = deduplicate(id, x.dedup) end
   if skip then
     if skip == 'deduplicated' then alias[id] = owner end
-    out[#out + 1], out[#out + 2] = skip, owner or id
+    out[#out + 1], out[#out + 2], out[#out + 3] = skip, owner or id, held or ''
   else
     local due = nil
     if delay ~= '' then due = now + tonumber(delay) end
@@ -150,7 +151,7 @@ for j = 1, count do
       fail_child(Q, id, dead[1], dead[2])
       state = rcall('HGET', key, 'state')
     end
-    out[#out + 1], out[#out + 2] = state, id
+    out[#out + 1], out[#out + 2], out[#out + 3] = state, id, state
   end
 end
 return out
