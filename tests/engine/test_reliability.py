@@ -142,7 +142,10 @@ async def test_failpoints(
     await wait_terminal(client, ids, 60)
     report = audit(settings.redis_url, ids, ledger, {crashing.pid}, expected_runs=expected)
     report.assert_clean()
-    assert report.duplicates <= 1, report.duplicates
+    # Every re-run follows a run on the crashing worker (assert_clean). Outcomes are written in
+    # batches while the next job already runs, so the exit can cut off the batch being written
+    # (one or two outcomes at concurrency 1) and the job started meanwhile: at most 3 re-runs.
+    assert report.duplicates <= 3, report.duplicates
     if window in ("after_claim", "after_begin"):
         assert report.duplicates == 0
     record(
