@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from .connection import server_ms
-from .keys import QueueKeys, workers_key
+from .keys import QueueKeys, alive_key, workers_key
 from .reconnect import run_periodic
 from .scripts import Scripts
 from .settings import EngineSettings
@@ -42,13 +42,25 @@ class Cleaner:
         self.scripts = Scripts(redis)
         self.queues = [QueueKeys(settings.prefix, q) for q in queues]
 
-    async def sweep(self, keys: QueueKeys) -> Sweep:
-        """Run every cleaning step once on one queue."""
+    async def dead_workers(self) -> list[str]:
+        """Return the registered workers whose liveness key lapsed."""
+        prefix = self.settings.prefix
+        ids: list[str] = await self.redis.zrange(workers_key(prefix), 0, -1)  # type: ignore[assignment]
+        if not ids:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for worker_id in ids:
+                pipe.exists(alive_key(prefix, worker_id))
+            alive = await pipe.execute()
+        return [worker_id for worker_id, n in zip(ids, alive, strict=True) if not n]
+
+    async def sweep(self, keys: QueueKeys, dead: Sequence[str] = ()) -> Sweep:
+        """Run every cleaning step once on one queue; `dead` workers' jobs are handed back."""
         s = self.settings
         ttl_ms = s.default_result_ttl_s * 1000
         released, stalled, _ = await self.scripts.reap(
             keys,
-            [keys.job_prefix, s.events_maxlen, s.cleaner_batch, ttl_ms],
+            [keys.job_prefix, s.events_maxlen, s.cleaner_batch, ttl_ms, *dead],
         )
         expired = await self.scripts.expire(
             keys,
@@ -61,13 +73,17 @@ class Cleaner:
         return Sweep(released, stalled, expired, pruned, trimmed)
 
     async def tick(self) -> Sweep:
-        """Sweep every queue; forget workers that stopped renewing their registry entry."""
+        """Sweep every queue; forget dead workers once their leases have run out too."""
         total = Sweep()
+        dead = await self.dead_workers()
         for keys in self.queues:
-            one = await self.sweep(keys)
+            one = await self.sweep(keys, dead)
             for name in total.__slots__:
                 setattr(total, name, getattr(total, name) + getattr(one, name))
-        cutoff_ms = await server_ms(self.redis) - int(self.settings.heartbeat_interval_s * 1000 * 6)
+        # Dead workers stay listed until every lease they held expired, so that cleaners of
+        # every queue see them dead.
+        forget_ms = self.settings.lease_ms + int(self.settings.liveness_window_s * 1000)
+        cutoff_ms = await server_ms(self.redis) - forget_ms
         await self.redis.zremrangebyscore(workers_key(self.settings.prefix), "-inf", cutoff_ms)
         if total.released or total.stalled or total.expired:
             log.info(

@@ -13,11 +13,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .connection import CONNECTION_ERRORS
+from .errors import LoopCrashed, RedisUnavailable
 from .preflight import check_redis
 from .settings import EngineSettings
 from .task import Task, collect_tasks
 from .worker import Worker
+
+# Exit status of a worker stopped by a bug in one of its loops (EX_SOFTWARE).
+CRASH_STATUS = 70
 
 log = logging.getLogger("engine.cli")
 
@@ -101,11 +104,14 @@ async def run_worker(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, worker.stop)
     try:
         await worker.redis.ping()
-    except CONNECTION_ERRORS as exc:
+    except RedisUnavailable as exc:
         log.error("cannot reach redis url=%s error=%s", settings.redacted_url, exc)
         return 2
     await check_redis(worker.redis)
-    await worker.run()
+    try:
+        await worker.run()
+    except LoopCrashed:
+        return CRASH_STATUS  # logged with its traceback where it happened
     return 0
 
 

@@ -11,8 +11,8 @@ from typing import Any
 from redis.asyncio import Redis
 
 from . import serializer
-from .connection import CONNECTION_ERRORS, connect
-from .errors import ConfigError, DuplicateJob, JobNotFound, JobTimeout, RedisUnavailable
+from .connection import connect
+from .errors import ConfigError, DuplicateJob, JobNotFound, JobTimeout
 from .job import TERMINAL_STATES, Job, JobState
 from .keys import QueueKeys, queues_key, worker_key, workers_key
 from .limits import rate_interval_ms
@@ -103,15 +103,10 @@ class Client:
         self, queue: str, specs: list[bytes], atomic: bool
     ) -> list[tuple[str | int, str, str]]:
         keys = self.keys(queue)
-        try:
-            if queue not in self._known_queues:
-                await self.redis.sadd(queues_key(self.settings.prefix), queue)
-                self._known_queues.add(queue)
-            return await submit(self.scripts, self.settings, keys, specs, atomic)
-        except CONNECTION_ERRORS as exc:
-            raise RedisUnavailable(
-                f"cannot reach Redis at {self.settings.redacted_url}: {exc}"
-            ) from None
+        if queue not in self._known_queues:
+            await self.redis.sadd(queues_key(self.settings.prefix), queue)
+            self._known_queues.add(queue)
+        return await submit(self.scripts, self.settings, keys, specs, atomic)
 
     async def queues(self) -> list[str]:
         """Return the names of every queue a client has submitted to."""

@@ -6,24 +6,53 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .errors import ConfigError
+from .faults import typed
 from .settings import EngineSettings
 
-# Errors that mean "Redis is not reachable right now", as opposed to a bad command.
-CONNECTION_ERRORS: tuple[type[Exception], ...] = (
-    RedisConnectionError,
-    RedisTimeoutError,
-    ConnectionError,
-    TimeoutError,
-    OSError,
-)
 SENTINEL_SCHEME = "redis+sentinel"
+
+
+class TypedPipeline(Pipeline):
+    """A pipeline whose Redis failures are the engine's typed errors."""
+
+    # The Redis URL with its secrets hidden, for error messages.
+    shown_url = ""
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        """Run the queued commands; a dead socket or a refusal raises RedisUnavailable."""
+        try:
+            return await super().execute(raise_on_error)
+        except Exception as exc:
+            raise typed(exc, self.shown_url)  # noqa: B904 (typed() keeps the cause)
+
+
+class TypedRedis(Redis):
+    """A client whose Redis failures are the engine's typed errors, never transport errors.
+
+    RedisUnavailable when the connection is gone (redis-py has dropped it by then),
+    RedisRefused (a RedisUnavailable) when Redis refuses for now (OOM, LOADING, READONLY...).
+    """
+
+    shown_url = ""
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        """Run one command, translating Redis failures (see class doc)."""
+        try:
+            return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+        except Exception as exc:
+            raise typed(exc, self.shown_url)  # noqa: B904 (typed() keeps the cause)
+
+    def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
+        """Return a pipeline that translates failures like this client."""
+        pipe = TypedPipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
+        pipe.shown_url = self.shown_url
+        return pipe
 
 
 def connect(
@@ -43,11 +72,14 @@ def connect(
         "health_check_interval": 0 if blocking else 30,
     }
     if urlsplit(settings.redis_url).scheme == SENTINEL_SCHEME:
-        return _sentinel_master(settings.redis_url, options)
-    return Redis.from_url(settings.redis_url, **options)
+        client = _sentinel_master(settings.redis_url, options)
+    else:
+        client = TypedRedis.from_url(settings.redis_url, **options)  # type: ignore[assignment]
+    client.shown_url = settings.redacted_url
+    return client
 
 
-def _sentinel_master(url: str, options: dict[str, Any]) -> Redis:
+def _sentinel_master(url: str, options: dict[str, Any]) -> TypedRedis:
     """Connect to the master named in `redis+sentinel://[:pw@]h1:p1,h2:p2/service[/db]`."""
     parts = urlsplit(url)
     hosts = []
@@ -69,8 +101,8 @@ def _sentinel_master(url: str, options: dict[str, Any]) -> Redis:
         socket_timeout=options["socket_timeout"],
         sentinel_kwargs={"password": sentinel_password} if sentinel_password else None,
     )
-    master: Redis = sentinel.master_for(
-        service, redis_class=Redis, db=db, password=password, **options
+    master: TypedRedis = sentinel.master_for(
+        service, redis_class=TypedRedis, db=db, password=password, **options
     )
     return master
 

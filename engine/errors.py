@@ -36,6 +36,14 @@ class RedisUnavailable(EngineError, ConnectionError):
     """Redis could not be reached in time."""
 
 
+class RedisRefused(RedisUnavailable):
+    """Redis answered but refuses for now (`reason` is the reply's first word, e.g. OOM)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class JobTimeout(EngineError, TimeoutError):
     """A wait for a job's terminal state timed out."""
 
@@ -89,3 +97,7 @@ SCRIPT_ERRORS: dict[int, type[EngineError]] = {
 def error_for(code: int, job_id: str) -> EngineError:
     """Return the exception for a negative script code."""
     return SCRIPT_ERRORS.get(code, EngineError)(f"job {job_id}: script returned {code}")
+
+
+class LoopCrashed(EngineError):
+    """A loop of the worker died of a bug; the process must stop (its cause is chained)."""

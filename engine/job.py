@@ -242,7 +242,7 @@ class Job:
     @classmethod
     def from_claim(cls, queue: str, row: list[Any]) -> Job:
         """Build the worker's view of a job from one row of the claim script."""
-        job_id, name, version, args, kwargs, attempt, token, options, parents = row
+        job_id, name, version, args, kwargs, attempt, token, options, parents, stalls = row
         return cls(
             id=job_id,
             task=name,
@@ -255,6 +255,7 @@ class Job:
             token=token,
             options=_loads_or_raw(options) if options else {},
             parents=_loads_or_raw(parents) if parents else [],
+            stalls=int(stalls),
         )
 
     @classmethod

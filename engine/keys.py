@@ -36,6 +36,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "complete": QUEUE_KEYS,
     "retry": QUEUE_KEYS,
     "fail": QUEUE_KEYS,
+    "stall": QUEUE_KEYS,
     "release": ("started", "submitted", "events", "marker"),
     "promote": QUEUE_KEYS,
     "reap": QUEUE_KEYS,
@@ -67,6 +68,11 @@ def workers_key(prefix: str) -> str:
 def worker_key(prefix: str, worker_id: str) -> str:
     """Return the key of one worker's info HASH (expires when the worker stops renewing it)."""
     return f"{prefix}:worker:{worker_id}"
+
+
+def alive_key(prefix: str, worker_id: str) -> str:
+    """Return the key of one worker's liveness (renewed by its liveness thread, expires after)."""
+    return f"{prefix}:alive:{worker_id}"
 
 
 @dataclass(frozen=True, slots=True)

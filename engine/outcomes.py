@@ -29,20 +29,32 @@ class OutcomeWriter:
         self.worker_id = worker_id
         self.counters = counters
 
-    async def write(self, batch: list[Outcome]) -> None:
-        """Write every outcome of `batch`; raises on a Redis error (the caller retries all)."""
+    async def write(self, batch: list[Outcome]) -> tuple[list[Outcome], BaseException | None]:
+        """Write every outcome of `batch`; return those not written and the first error."""
         by_queue: dict[str, list[Outcome]] = defaultdict(list)
         for outcome in batch:
             by_queue[outcome.job.queue].append(outcome)
         calls: list[Awaitable[None]] = []
+        groups: list[list[Outcome]] = []
         for queue, outcomes in by_queue.items():
             keys = QueueKeys(self.settings.prefix, queue)
             done = [o for o in outcomes if o.kind == "complete"]
             if done:
                 failpoints.hit("after_return")
                 calls.append(self._complete(keys, done))
-            calls.extend(self._one(keys, o) for o in outcomes if o.kind != "complete")
-        await asyncio.gather(*calls)
+                groups.append(done)
+            for o in outcomes:
+                if o.kind != "complete":
+                    calls.append(self._one(keys, o))
+                    groups.append([o])
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        unwritten: list[Outcome] = []
+        error: BaseException | None = None
+        for group, result in zip(groups, results, strict=True):
+            if isinstance(result, BaseException):
+                unwritten += group
+                error = error or result
+        return unwritten, error
 
     async def _complete(self, keys: QueueKeys, outcomes: list[Outcome]) -> None:
         argv: list[Any] = [
@@ -77,6 +89,9 @@ class OutcomeWriter:
                 [*head, delay, err, short, ttl_ms],
             )
             self.count(o, "cancelled" if code == 1 else "retried", 0 if code == 1 else code)
+        elif o.kind == "stall":
+            code = await self.scripts.stall(keys, [*head, err, short, ttl_ms])
+            self.count(o, "stalled" if code == 1 else "stall_recovered", min(code, 0))
         elif o.kind == "release":
             code = await self.scripts.release(
                 keys,

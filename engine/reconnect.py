@@ -1,4 +1,4 @@
-"""Capped exponential backoff with jitter for loops that lost Redis; quiet logging."""
+"""Capped exponential backoff with jitter for loops that lost Redis; quiet logging; bugs raise."""
 
 from __future__ import annotations
 
@@ -9,35 +9,48 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 
-from .connection import CONNECTION_ERRORS
+from .faults import Fault, classify, refusal
 
 log = logging.getLogger("engine.reconnect")
 
 
 class Reconnect:
-    """Sleep after a Redis error: 0.05 s doubling to `cap_s`, with jitter.
+    """Decide what a loop's exception means; sleep after a Redis failure, re-raise a bug.
 
-    All loops of a process share one log limiter: at most one warning per second.
+    Sleeps 0.05 s doubling to `cap_s`, with jitter. All loops of a process share one log
+    limiter: at most one warning per second. `transient` adds the caller's own retryable
+    exception types (a database connection that dropped, say).
     """
 
     _last_log = 0.0
 
-    def __init__(self, loop_name: str, cap_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        loop_name: str,
+        cap_s: float = 1.0,
+        transient: tuple[type[BaseException], ...] = (),
+    ) -> None:
         self.loop_name = loop_name
         self.cap_s = cap_s
+        self.transient = transient
         self.failures = 0
 
     async def failed(self, exc: BaseException) -> None:
-        """Record a failure, log it (rate-limited) and wait before the next try."""
+        """Back off after a Redis failure (logged at most once a second); re-raise anything else."""
+        fault = classify(exc, self.transient)
+        if fault is Fault.BUG:
+            raise exc
         self.failures += 1
         now = time.monotonic()
         if now - Reconnect._last_log >= 1.0:
             Reconnect._last_log = now
             log.warning(
-                "redis unavailable loop=%s failures=%d error=%s",
+                "redis %s loop=%s failures=%d error=%s reason=%s",
+                "refused" if fault is Fault.REFUSED else "unavailable",
                 self.loop_name,
                 self.failures,
                 type(exc).__name__,
+                refusal(exc) or "-",
             )
         delay = min(self.cap_s, 0.05 * 2 ** min(self.failures, 10))
         await asyncio.sleep(delay * random.uniform(0.5, 1.0))
@@ -52,19 +65,23 @@ class Reconnect:
 
 
 async def run_periodic(
-    name: str, step: Callable[[], Awaitable[float]], stopping: asyncio.Event
+    name: str,
+    step: Callable[[], Awaitable[float]],
+    stopping: asyncio.Event,
+    transient: tuple[type[BaseException], ...] = (),
 ) -> None:
-    """Run `step` (which returns seconds to sleep) until `stopping`; never exit on an error."""
-    retry = Reconnect(name)
+    """Run `step` (which returns seconds to sleep) until `stopping`.
+
+    Redis failures (and `transient` ones) are retried with backoff; anything else is a bug and
+    propagates, so that the process stops instead of living on without this loop.
+    """
+    retry = Reconnect(name, transient=transient)
     while not stopping.is_set():
         try:
             sleep_s = await step()
             retry.ok()
-        except CONNECTION_ERRORS as exc:
+        except Exception as exc:
             await retry.failed(exc)
             continue
-        except Exception:
-            log.exception("tick failed loop=%s; going on", name)
-            sleep_s = 1.0
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stopping.wait(), timeout=sleep_s)

@@ -18,7 +18,7 @@ from .job import Job
 from .result import TaskResult
 from .task import Registry, Task, TaskOptions
 
-Kind = Literal["complete", "retry", "failed", "dropped", "cancelled", "stalled", "release"]
+Kind = Literal["complete", "retry", "failed", "dropped", "cancelled", "stalled", "release", "stall"]
 _TRACEBACK_LIMIT = 16_000
 
 
@@ -81,7 +81,7 @@ def stopped_outcome(job: Job, reason: str | None) -> Outcome | None:
 class Runner:
     """Execute jobs for a worker: async functions on the loop, sync ones in a thread pool."""
 
-    def __init__(self, registry: Registry, executor: Executor) -> None:
+    def __init__(self, registry: Registry, executor: Executor | None) -> None:
         self.registry = registry
         self.executor = executor
 
@@ -105,9 +105,9 @@ class Runner:
             else:
                 async with timer:
                     value = await self._call(task, opts, job, ctx)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise  # the worker's own stop, or Ctrl-C
+        except BaseException as exc:  # SystemExit and the like end this job, not the worker
             timed_out = timer is not None and timer.expired()
             return self._classify(outcome, task, opts, exc, timed_out=timed_out)
         return self._finish(outcome, value)

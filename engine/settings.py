@@ -33,7 +33,10 @@ class EngineSettings:
     default_result_ttl_s: int = 86_400
     # How often a worker renews its leases, reads cancel marks and refreshes its registry entry.
     heartbeat_interval_s: float = 0.5
-    # How often the cleaner looks for expired leases, deadlines and retention.
+    # A worker whose liveness key (renewed by a thread, every quarter of this) is older is dead:
+    # the cleaner hands its jobs back without waiting for their leases.
+    liveness_window_s: float = 2.0
+    # How often the cleaner looks for expired leases, dead workers, deadlines and retention.
     cleaner_interval_s: float = 1.0
     cleaner_batch: int = 1_000
     # After SIGTERM: how long running jobs may finish before on_shutdown applies.
@@ -60,6 +63,8 @@ class EngineSettings:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)!r}")
         if self.heartbeat_interval_s * 1000 >= self.lease_ms:
             raise ConfigError("heartbeat_interval_s must be shorter than lease_ms")
+        if not 0.2 <= self.liveness_window_s <= self.lease_ms / 1000:
+            raise ConfigError("liveness_window_s must be between 0.2 s and lease_ms")
         scheme = urlsplit(self.redis_url).scheme
         if scheme not in ("redis", "rediss", "unix", "redis+sentinel"):
             raise ConfigError(

@@ -36,6 +36,8 @@ class Running:
     claimed_at: float = field(default_factory=time.monotonic)
     # Why the job cannot run at all (a payload written past the client's checks).
     poison: str | None = None
+    # Runs alone in the worker's child process (a suspect: an earlier run's process died).
+    isolated: bool = False
 
     def lease_ms(self, lease_ms: int) -> int:
         """Return the lease to grant; capped so a task silent past its heartbeat limit stalls."""

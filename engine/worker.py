@@ -8,7 +8,7 @@ import os
 import socket
 import uuid
 from collections import defaultdict, deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
@@ -17,10 +17,13 @@ from redis.asyncio import Redis
 
 from . import failpoints
 from .cleaner import Cleaner
-from .connection import CONNECTION_ERRORS, connect
+from .connection import connect
 from .context import JobContext
+from .errors import LoopCrashed, RedisUnavailable
+from .isolate import Isolation, Lane
 from .job import Job
 from .keys import QueueKeys
+from .liveness import Liveness
 from .outcomes import OutcomeWriter
 from .reconnect import Reconnect
 from .runner import Outcome, Runner, error_info, options_for, stopped_outcome
@@ -45,6 +48,7 @@ class Worker:
         burst: bool = False,
         worker_id: str | None = None,
         queue_concurrency: Mapping[str, int] | None = None,
+        isolation: Isolation | None = None,
     ) -> None:
         self.settings = settings
         self.registry = Registry(tasks)
@@ -58,6 +62,14 @@ class Worker:
         self.scripts = Scripts(self.redis)
         self.executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="job")
         self.runner = Runner(self.registry, self.executor)
+        # Suspects run alone in a child process; without a way to load the tasks there, they run
+        # here like any other job.
+        isolation = isolation or Isolation.for_tasks(self.registry)
+        self.lane = (
+            Lane(isolation, 4 * settings.max_payload_bytes + (1 << 20)) if isolation else None
+        )
+        if self.lane is None:
+            log.warning("no isolation for suspects: a task module is not importable by name")
         self.counters: dict[str, int] = defaultdict(int)
         self.writer = OutcomeWriter(settings, self.scripts, self.id, self.counters)
         self.upkeep = Upkeep(settings, self.redis, self.scripts, self.id)
@@ -76,6 +88,8 @@ class Worker:
         self._stopping = asyncio.Event()
         self._forced = asyncio.Event()
         self._claim_retry = Reconnect("claim")
+        # The first exception that killed one of the worker's loops (a bug): the process stops.
+        self.crashed: BaseException | None = None
 
     def stop(self) -> None:
         """Stop claiming (first call); force running jobs to stop (second call)."""
@@ -95,28 +109,59 @@ class Worker:
             self.burst,
             self.settings.redacted_url,
         )
+        loop = asyncio.get_running_loop()
+        liveness = Liveness(
+            self.settings, self.id, lambda exc: loop.call_soon_threadsafe(self._crash, exc)
+        )
+        await asyncio.to_thread(liveness.start)
         loops = [
-            asyncio.create_task(self._flush_loop(), name="flusher"),
-            asyncio.create_task(self._upkeep_loop(), name="upkeep"),
-            asyncio.create_task(self.scheduler.run(self._stopping), name="scheduler"),
-            asyncio.create_task(self.cleaner.run(self._stopping), name="cleaner"),
+            asyncio.create_task(self._guard("flusher", self._flush_loop())),
+            asyncio.create_task(self._guard("upkeep", self._upkeep_loop())),
+            asyncio.create_task(self._guard("scheduler", self.scheduler.run(self._stopping))),
+            asyncio.create_task(self._guard("cleaner", self.cleaner.run(self._stopping))),
         ]
         try:
-            await self._claim_loop()
+            await self._guard("claim", self._claim_loop())
             await self._shutdown()
         finally:
             self._stopping.set()
             self._flush_wanted.set()
-            await loops[0]
-            for task in loops[1:]:
+            # After a crash, Redis may never answer again: the leases hand the jobs back then.
+            timeout_s = self.settings.shutdown_grace_s if self.crashed else None
+            await asyncio.wait([loops[0]], timeout=timeout_s)
+            for task in loops:
                 task.cancel()
-            await asyncio.gather(*loops[1:], return_exceptions=True)
+            await asyncio.gather(*loops, return_exceptions=True)
+            await asyncio.to_thread(liveness.stop)
             await self._deregister()
             self.executor.shutdown(wait=False, cancel_futures=True)
+            if self.lane is not None:
+                await self.lane.close()
             await self.redis.aclose()
             await self.blocking.aclose()
             stats = " ".join(f"{k}={v}" for k, v in sorted(self.counters.items()))
             log.info("worker stopped id=%s %s", self.id, stats)
+        if self.crashed is not None:
+            raise LoopCrashed(f"worker {self.id}: a loop crashed") from self.crashed
+
+    async def _guard(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
+        """Run one loop; a bug in it stops the whole worker (it must not live on without it)."""
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.critical("loop crashed loop=%s worker=%s; stopping", name, self.id, exc_info=exc)
+            self._crash(exc)
+
+    def _crash(self, exc: BaseException) -> None:
+        """Stop the worker after a bug: hand running jobs back, then exit non-zero."""
+        if self.crashed is None:
+            self.crashed = exc
+        self._stopping.set()
+        self._forced.set()
+        self._slot_free.set()
+        self._flush_wanted.set()
 
     async def _claim_loop(self) -> None:
         while not self._stopping.is_set():
@@ -128,7 +173,7 @@ class Worker:
             try:
                 claimed = await self._claim(free)
                 self._claim_retry.ok()
-            except CONNECTION_ERRORS as exc:
+            except Exception as exc:
                 await self._claim_retry.failed(exc)
                 continue
             if claimed:
@@ -201,10 +246,11 @@ class Worker:
         for keys, recs in by_queue.items():
             argv: list[Any] = [keys.job_prefix, self.settings.lease_ms, len(recs)]
             for rec in recs:
-                argv += (rec.job.id, rec.job.token or "")
+                rec.isolated = rec.job.stalls > 0 and self.lane is not None and rec.poison is None
+                argv += (rec.job.id, rec.job.token or "", "1" if rec.isolated else "0")
             try:
                 codes = await self.scripts.begin(keys, argv)
-            except CONNECTION_ERRORS as exc:
+            except RedisUnavailable as exc:
                 # Not begun: the lease expires and the cleaner hands them back without an attempt.
                 log.warning("begin failed worker=%s jobs=%d error=%r", self.id, len(recs), exc)
                 codes = [-2] * len(recs)
@@ -224,6 +270,8 @@ class Worker:
             if rec.poison is not None:
                 error = error_info(rec.job, None, "PayloadTooLarge", rec.poison)
                 outcome = Outcome(rec.job, "failed", error=error)
+            elif rec.isolated and self.lane is not None:
+                outcome = await self._run_isolated(rec, self.lane)
             else:
                 outcome = await self.runner.run(rec.job, rec.ctx)
         except asyncio.CancelledError:
@@ -236,6 +284,15 @@ class Worker:
         if outcome is not None and rec.ctx.cancelled and outcome.kind in ("retry", "failed"):
             outcome.kind = "cancelled"
         self._finish(rec, outcome)
+
+    async def _run_isolated(self, rec: Running, lane: Lane) -> Outcome:
+        """Run a suspect alone in the child process; its lease is renewed here meanwhile."""
+        results = await self.upkeep.parent_results(rec.job) if rec.job.parents else None
+
+        async def progress(pct: float, message: str) -> None:
+            await self._write_progress(rec.job, pct, message)
+
+        return await lane.run(rec.job, results, rec.ctx.touch, progress)
 
     def _cancelled_before_start(self, rec: Running, handle: asyncio.Task[None]) -> None:
         """Finish a job whose task was cancelled before its first step (no code of it ran)."""
@@ -270,7 +327,7 @@ class Worker:
         markers = [k.marker for k in self.queues]
         try:
             await self.blocking.bzpopmin(markers, timeout=self.settings.idle_wait_s)
-        except CONNECTION_ERRORS as exc:
+        except Exception as exc:
             await self._claim_retry.failed(exc)
 
     async def _drained(self) -> bool:
@@ -290,15 +347,16 @@ class Worker:
             self._flush_wanted.clear()
             batch, self._outcomes = self._outcomes, []
             if batch:
-                try:
-                    await self.writer.write(batch)
-                    retry.ok()
-                except CONNECTION_ERRORS as exc:
-                    self._outcomes[:0] = batch
+                # Outcomes not written (Redis gone or refusing) stay pending, ahead of newer ones;
+                # rewriting one is safe: the fenced scripts refuse what this worker no longer owns.
+                unwritten, error = await self.writer.write(batch)
+                self._unflushed -= len(batch) - len(unwritten)
+                if error is not None:
+                    self._outcomes[:0] = unwritten
                     self._flush_wanted.set()
-                    await retry.failed(exc)
+                    await retry.failed(error)
                     continue
-                self._unflushed -= len(batch)
+                retry.ok()
             if self._stopping.is_set() and not self._active and not self._outcomes:
                 return
 
@@ -319,11 +377,9 @@ class Worker:
                     [k.queue for k in self.queues], self.concurrency, records
                 )
                 retry.ok()
-            except CONNECTION_ERRORS as exc:
+            except Exception as exc:
                 await retry.failed(exc)
                 continue
-            except Exception:
-                log.exception("upkeep failed worker=%s; going on", self.id)
             await asyncio.sleep(self.settings.heartbeat_interval_s)
 
     def _stop_job(self, rec: Running, reason: str) -> None:
@@ -361,7 +417,9 @@ class Worker:
             await self._wait_running(self.settings.shutdown_grace_s)
         for rec in list(self._active.values()):
             policy = rec.opts.on_shutdown if rec.opts else "stop"
-            if policy != "continue":
+            if self.crashed is not None:
+                self._stop_job(rec, "resubmit")  # not the job's fault: hand it back as it was
+            elif policy != "continue":
                 failpoints.hit("during_handback")
                 self._stop_job(rec, "resubmit" if policy == "resubmit" else "stop")
         await self._wait_running(None)
@@ -393,5 +451,5 @@ class Worker:
     async def _deregister(self) -> None:
         try:
             await self.upkeep.deregister()
-        except CONNECTION_ERRORS:
+        except RedisUnavailable:
             log.warning("could not deregister worker=%s (redis unavailable)", self.id)

@@ -2,7 +2,8 @@
   Begin claimed jobs: count the attempt and stamp the start, just before user code runs.
   Also renews each lease, since a claimed job may have waited for a local slot.
   KEYS[1] started ZSET (id -> lease deadline ms)
-  ARGV[1] job key prefix   ARGV[2] lease_ms   ARGV[3] number of jobs   then per job: id, token
+  ARGV[1] job key prefix   ARGV[2] lease_ms   ARGV[3] number of jobs
+  then per job: id, token, isolated ('1': it runs alone in a child process, see reap-12.lua)
   Returns: one code per job: the attempt number (>= 1), or -2 when the token no longer matches.
   Events: none (the job is already `started`).
 ]]
@@ -12,7 +13,7 @@ local t = now_ms()
 local now, lease = fmt(t), fmt(t + lease_ms)
 local out = {}
 for j = 1, count do
-  local id, token = ARGV[2 + 2 * j], ARGV[3 + 2 * j]
+  local id, token, isolated = ARGV[1 + 3 * j], ARGV[2 + 3 * j], ARGV[3 + 3 * j]
   local key = prefix .. id
   local cur = rcall('HMGET', key, 'token', 'begun', 'started_at_ms')
   if cur[1] ~= token or cur[1] == false then
@@ -21,7 +22,7 @@ for j = 1, count do
     local attempt = rcall('HINCRBY', key, 'attempt', 1)
     local first = 'retried_at_ms'
     if not cur[3] then first = 'started_at_ms' end
-    rcall('HSET', key, 'begun', '1', first, now, 'heartbeat_at_ms', now)
+    rcall('HSET', key, 'begun', '1', first, now, 'heartbeat_at_ms', now, 'isolated', isolated)
     rcall('ZADD', KEYS[1], 'XX', lease, id)
     out[j] = attempt
   end

@@ -10,7 +10,8 @@
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] max jobs   ARGV[4] lease_ms
   ARGV[5] worker id        ARGV[6] result ttl ms for expired jobs kept outside the DLQ
   Returns: a list of jobs, each {id, task, version, args, kwargs, attempt it will run as, token,
-  options, parents} (options and parents are false when the job has none).
+  options, parents, stalls} (options and parents are false when the job has none; stalls > 0
+  marks a suspect, which the worker runs alone).
   Ids whose hash is gone or not `submitted` are removed and skipped.
   Events: submitted -> started | expired | scheduled (rate limited). Re-adds the marker while
   jobs remain.
@@ -48,7 +49,7 @@ for j = 1, #popped, 2 do
   local key = Q.prefix .. id
   token = token + 1
   local f = rcall('HMGET', key, 'state', 'task', 'version', 'args', 'kwargs', 'options', 'attempt',
-                  'deadline_ms', 'rate_interval_ms', 'rate_slot_ms', 'parents')
+                  'deadline_ms', 'rate_interval_ms', 'rate_slot_ms', 'parents', 'stalls')
   if f[1] == 'submitted' then
     local attempt = tonumber(f[7] or '0') + 1
     local task_interval = tonumber(f[9])
@@ -71,7 +72,7 @@ for j = 1, #popped, 2 do
       if f[10] then rcall('HDEL', key, 'rate_slot_ms') end
       rcall('ZADD', Q.started, lease, id)
       emit(Q, id, 'submitted', 'started', attempt, worker)
-      out[#out + 1] = {id, f[2], f[3], f[4], f[5], attempt, fmt(token), f[6], f[11]}
+      out[#out + 1] = {id, f[2], f[3], f[4], f[5], attempt, fmt(token), f[6], f[11], f[12] or '0'}
     end
   end
 end

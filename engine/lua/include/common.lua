@@ -28,6 +28,10 @@
   and holds `token`, else -1 (not found), -2 (lease lost) or -3 (not started), then the values.
   release(Q, key, id): put a started job back into `submitted`, at the front of its priority
   band (it was already under way), for reap and hand-back.
+  stall(Q, key, id, attempt, worker, err, why): count a stall of a begun job whose process died
+  (err: JSON error object); past its max_stalls (field, default 1) it ends `stalled` (bury),
+  else it goes back to `submitted`. Returns 1 when it ended, 0 when it went back. A job with
+  stalls > 0 is a suspect: workers run it alone in a process of its own.
 ]]
 local rcall = redis.call
 
@@ -207,4 +211,18 @@ local function owned(key, token, ...)
   if cur[2] ~= token then return -2, cur end
   if cur[1] ~= 'started' then return -3, cur end
   return 0, cur
+end
+
+local function stall(Q, key, id, attempt, worker, err, why)
+  local stalls = rcall('HINCRBY', key, 'stalls', 1)
+  append_error(key, err)
+  rcall('ZREM', Q.started, id)
+  if stalls > tonumber(rcall('HGET', key, 'max_stalls') or '1') then
+    emit(Q, id, 'started', 'stalled', attempt, worker, why .. '; max_stalls reached')
+    bury(Q, key, id, 'stalled')
+    return 1
+  end
+  release(Q, key, id)
+  emit(Q, id, 'started', 'submitted', attempt, worker, why .. '; recovered')
+  return 0
 end

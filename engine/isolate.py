@@ -1,0 +1,232 @@
+"""The suspect lane: run a job alone in a child process, so a job that kills its process kills
+only itself.
+
+A job whose worker died while running it (stalls > 0) is a suspect: it may be what killed the
+worker, or it may have been running beside what did. The worker runs suspects one at a time in a
+long-lived child process (`python -m engine.isolate`) that it respawns when it dies. If the child
+dies under a suspect, the job is to blame: the worker counts a stall (stall-12.lua), and after
+`max_stalls` it ends `stalled`. Jobs that merely ran beside a poison job complete in the child.
+
+The protocol is JSON lines: a header (how to load the tasks), then per job one line down and
+`beat`, `progress` and finally one `outcome` line up. The child's stdout is the protocol; what
+the task prints goes to stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from .context import JobContext
+from .job import Job, JobState
+from .runner import Outcome, Runner, error_info
+from .task import Registry, Task
+
+log = logging.getLogger("engine.isolate")
+
+BEAT_S = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class Isolation:
+    """How a child process loads the worker's tasks: `loader(*args)` returns them."""
+
+    # Dotted path of a callable returning the tasks, e.g. "engine.cli.load_tasks".
+    loader: str
+    args: tuple[str, ...] = ()
+
+    @classmethod
+    def for_tasks(cls, tasks: Iterable[Task]) -> Isolation | None:
+        """Return an isolation that imports the tasks' modules, or None if one cannot be."""
+        modules: set[str] = set()
+        for t in tasks:
+            fn = t.fn
+            module = getattr(fn, "__module__", None)
+            if not module or module == "__main__" or "<locals>" in fn.__qualname__:  # type: ignore[union-attr]
+                return None
+            modules.add(module)
+        return cls("engine.cli.load_tasks", (",".join(sorted(modules)),))
+
+
+def _job_line(job: Job, parent_results: dict[str, Any] | None) -> bytes:
+    return orjson.dumps(
+        {
+            "id": job.id,
+            "task": job.task,
+            "queue": job.queue,
+            "version": job.version,
+            "args": job.args,
+            "kwargs": job.kwargs,
+            "attempt": job.attempt,
+            "token": job.token,
+            "options": job.options,
+            "parents": job.parents,
+            "stalls": job.stalls,
+            "parent_results": parent_results,
+        }
+    )
+
+
+class Lane:
+    """One child process that runs suspects one at a time; respawned after it dies."""
+
+    def __init__(self, isolation: Isolation, line_limit_bytes: int) -> None:
+        self.isolation = isolation
+        self.line_limit_bytes = line_limit_bytes
+        self.lock = asyncio.Lock()
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def _spawn(self) -> asyncio.subprocess.Process:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "engine.isolate",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=self.line_limit_bytes,
+        )
+        header = {"loader": self.isolation.loader, "args": self.isolation.args, "path": sys.path}
+        assert proc.stdin is not None
+        proc.stdin.write(orjson.dumps(header) + b"\n")
+        log.info("isolation child started pid=%d", proc.pid)
+        return proc
+
+    async def run(
+        self,
+        job: Job,
+        parent_results: dict[str, Any] | None,
+        on_beat: Callable[[], None],
+        on_progress: Callable[[float, str], Awaitable[None]],
+    ) -> Outcome:
+        """Run `job` alone in the child; a child that dies under it gives a `stall` outcome."""
+        async with self.lock:
+            if self.proc is None or self.proc.returncode is not None:
+                self.proc = await self._spawn()
+            proc = self.proc
+            assert proc.stdin is not None and proc.stdout is not None
+            try:
+                proc.stdin.write(_job_line(job, parent_results) + b"\n")
+                with contextlib.suppress(ConnectionError):
+                    await proc.stdin.drain()
+                while True:
+                    line = await proc.stdout.readline()
+                    if not line:
+                        status = await proc.wait()
+                        self.proc = None
+                        message = f"killed its process (exit status {status}) while running alone"
+                        log.warning("isolation child died job=%s status=%d", job.id, status)
+                        return Outcome(
+                            job, "stall", error=error_info(job, None, "Stalled", message)
+                        )
+                    msg = orjson.loads(line)
+                    if "beat" in msg:
+                        on_beat()
+                    elif "progress" in msg:
+                        pct, text = msg["progress"]
+                        await on_progress(pct, text)
+                    else:
+                        out = msg["outcome"]
+                        return Outcome(
+                            job,
+                            out["kind"],
+                            result=out["result"].encode(),
+                            error=out["error"],
+                            delay_s=out["delay_s"],
+                            result_ttl_s=out["result_ttl_s"],
+                        )
+            except BaseException:
+                # Stopped (cancelled, shutdown) or a broken pipe: the child may be mid-job.
+                await self.close()
+                raise
+
+    async def close(self) -> None:
+        """Kill the child if it runs."""
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+
+
+# ---- the child ---------------------------------------------------------------------------
+
+
+async def _serve(registry: Registry, reader: asyncio.StreamReader, out: Any) -> None:
+    runner = Runner(registry, None)
+    loop = asyncio.get_running_loop()
+
+    def send(msg: dict[str, Any]) -> None:
+        out.write(orjson.dumps(msg) + b"\n")
+        out.flush()
+
+    while line := await reader.readline():
+        spec = orjson.loads(line)
+        results = spec.pop("parent_results")
+        job = Job(state=JobState.STARTED, **spec)
+
+        async def read_results(_: Job, results: Any = results) -> dict[str, Any]:
+            return dict(results or {})
+
+        async def progress(_: Job, pct: float, text: str) -> None:
+            send({"progress": [pct, text]})
+
+        ctx = JobContext(job, "isolated", progress, loop, read_results)
+
+        async def beat(ctx: JobContext = ctx) -> None:
+            while True:
+                await asyncio.sleep(BEAT_S)
+                if ctx.touched:
+                    ctx.touched = False
+                    send({"beat": 1})
+
+        beats = asyncio.create_task(beat())
+        try:
+            outcome = await runner.run(job, ctx)
+        finally:
+            beats.cancel()
+        send(
+            {
+                "outcome": {
+                    "kind": outcome.kind,
+                    "result": outcome.result.decode(),
+                    "error": outcome.error,
+                    "delay_s": outcome.delay_s,
+                    "result_ttl_s": outcome.result_ttl_s,
+                }
+            }
+        )
+
+
+async def _child_main(out: Any) -> None:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 30)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    header = orjson.loads(await reader.readline())
+    sys.path[:] = header["path"]
+    module, _, name = header["loader"].rpartition(".")
+    loader = getattr(importlib.import_module(module), name)
+    tasks: list[Task] = loader(*header["args"])
+    await _serve(Registry(tasks), reader, out)
+
+
+def main() -> None:
+    """Entry point of `python -m engine.isolate`."""
+    # The protocol keeps the real stdout; fd 1 becomes stderr so a task's print() cannot
+    # corrupt it.
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    asyncio.run(_child_main(out))
+
+
+if __name__ == "__main__":
+    main()
