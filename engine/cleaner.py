@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
+from . import failpoints
 from .connection import server_ms
 from .keys import QueueKeys, alive_key, workers_key
 from .reconnect import run_periodic
@@ -41,6 +43,10 @@ class Cleaner:
         self.redis = redis
         self.scripts = Scripts(redis)
         self.queues = [QueueKeys(settings.prefix, q) for q in queues]
+        # Since when this cleaner has reached Redis without a failure (None: it just failed).
+        # After an outage every worker's liveness key may have lapsed while they were all cut
+        # off too: dead workers count only once the cleaner has been connected a whole window.
+        self._ok_since: float | None = None
 
     async def dead_workers(self) -> list[str]:
         """Return the registered workers whose liveness key lapsed."""
@@ -75,7 +81,11 @@ class Cleaner:
     async def tick(self) -> Sweep:
         """Sweep every queue; forget dead workers once their leases have run out too."""
         total = Sweep()
-        dead = await self.dead_workers()
+        now = time.monotonic()
+        self._ok_since = self._ok_since or now
+        trusted = now - self._ok_since >= self.settings.liveness_window_s
+        dead = await self.dead_workers() if trusted else []
+        failpoints.bug("bug_in_cleaner")
         for keys in self.queues:
             one = await self.sweep(keys, dead)
             for name in total.__slots__:
@@ -100,7 +110,11 @@ class Cleaner:
         """Tick every `cleaner_interval_s` until `stopping` is set; Redis errors are retried."""
 
         async def step() -> float:
-            await self.tick()
+            try:
+                await self.tick()
+            except Exception:
+                self._ok_since = None
+                raise
             return self.settings.cleaner_interval_s
 
         await run_periodic("cleaner", step, stopping)

@@ -76,14 +76,66 @@ def _job_line(job: Job, parent_results: dict[str, Any] | None) -> bytes:
     )
 
 
+class Lanes:
+    """Up to `size` child processes, each running one suspect at a time."""
+
+    def __init__(
+        self, isolation: Isolation, worker_id: str, line_limit_bytes: int, size: int
+    ) -> None:
+        self.size = size
+        self._all = [Lane(isolation, worker_id, line_limit_bytes) for _ in range(size)]
+        self._warming: list[asyncio.Task[None]] = []
+        self._free: asyncio.Queue[Lane] = asyncio.Queue()
+        for lane in self._all:
+            self._free.put_nowait(lane)
+
+    async def run(
+        self,
+        job: Job,
+        parent_results: dict[str, Any] | None,
+        on_beat: Callable[[], None],
+        on_progress: Callable[[float, str], Awaitable[None]],
+    ) -> Outcome:
+        """Run `job` alone in the first free child (see Lane.run)."""
+        lane = await self._free.get()
+        try:
+            return await lane.run(job, parent_results, on_beat, on_progress)
+        finally:
+            self._free.put_nowait(lane)
+
+    def warm(self) -> None:
+        """Start the children now, in the background, so that the first suspect need not wait."""
+        self._warming = [asyncio.create_task(self._start(lane)) for lane in self._all]
+
+    @staticmethod
+    async def _start(lane: Lane) -> None:
+        await lane.start()
+
+    async def close(self) -> None:
+        """Kill every child."""
+        for task in self._warming:
+            task.cancel()
+        await asyncio.gather(*self._warming, return_exceptions=True)
+        for lane in self._all:
+            await lane.close()
+
+
 class Lane:
     """One child process that runs suspects one at a time; respawned after it dies."""
 
-    def __init__(self, isolation: Isolation, line_limit_bytes: int) -> None:
+    def __init__(self, isolation: Isolation, worker_id: str, line_limit_bytes: int) -> None:
         self.isolation = isolation
+        self.worker_id = worker_id
         self.line_limit_bytes = line_limit_bytes
-        self.lock = asyncio.Lock()
         self.proc: asyncio.subprocess.Process | None = None
+        self._starting = asyncio.Lock()
+
+    async def start(self) -> asyncio.subprocess.Process:
+        """Start the child unless it runs; return it."""
+        async with self._starting:
+            if self.proc is None or self.proc.returncode is not None:
+                self.proc = await self._spawn()
+            return self.proc
 
     async def _spawn(self) -> asyncio.subprocess.Process:
         proc = await asyncio.create_subprocess_exec(
@@ -94,7 +146,12 @@ class Lane:
             stdout=asyncio.subprocess.PIPE,
             limit=self.line_limit_bytes,
         )
-        header = {"loader": self.isolation.loader, "args": self.isolation.args, "path": sys.path}
+        header = {
+            "loader": self.isolation.loader,
+            "args": self.isolation.args,
+            "path": sys.path,
+            "worker_id": self.worker_id,
+        }
         assert proc.stdin is not None
         proc.stdin.write(orjson.dumps(header) + b"\n")
         log.info("isolation child started pid=%d", proc.pid)
@@ -108,45 +165,40 @@ class Lane:
         on_progress: Callable[[float, str], Awaitable[None]],
     ) -> Outcome:
         """Run `job` alone in the child; a child that dies under it gives a `stall` outcome."""
-        async with self.lock:
-            if self.proc is None or self.proc.returncode is not None:
-                self.proc = await self._spawn()
-            proc = self.proc
-            assert proc.stdin is not None and proc.stdout is not None
-            try:
-                proc.stdin.write(_job_line(job, parent_results) + b"\n")
-                with contextlib.suppress(ConnectionError):
-                    await proc.stdin.drain()
-                while True:
-                    line = await proc.stdout.readline()
-                    if not line:
-                        status = await proc.wait()
-                        self.proc = None
-                        message = f"killed its process (exit status {status}) while running alone"
-                        log.warning("isolation child died job=%s status=%d", job.id, status)
-                        return Outcome(
-                            job, "stall", error=error_info(job, None, "Stalled", message)
-                        )
-                    msg = orjson.loads(line)
-                    if "beat" in msg:
-                        on_beat()
-                    elif "progress" in msg:
-                        pct, text = msg["progress"]
-                        await on_progress(pct, text)
-                    else:
-                        out = msg["outcome"]
-                        return Outcome(
-                            job,
-                            out["kind"],
-                            result=out["result"].encode(),
-                            error=out["error"],
-                            delay_s=out["delay_s"],
-                            result_ttl_s=out["result_ttl_s"],
-                        )
-            except BaseException:
-                # Stopped (cancelled, shutdown) or a broken pipe: the child may be mid-job.
-                await self.close()
-                raise
+        proc = await self.start()
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(_job_line(job, parent_results) + b"\n")
+            with contextlib.suppress(ConnectionError):
+                await proc.stdin.drain()
+            while True:
+                line = await proc.stdout.readline()
+                if not line:
+                    status = await proc.wait()
+                    self.proc = None
+                    message = f"killed its process (exit status {status}) while running alone"
+                    log.warning("isolation child died job=%s status=%d", job.id, status)
+                    return Outcome(job, "stall", error=error_info(job, None, "Stalled", message))
+                msg = orjson.loads(line)
+                if "beat" in msg:
+                    on_beat()
+                elif "progress" in msg:
+                    pct, text = msg["progress"]
+                    await on_progress(pct, text)
+                else:
+                    out = msg["outcome"]
+                    return Outcome(
+                        job,
+                        out["kind"],
+                        result=out["result"].encode(),
+                        error=out["error"],
+                        delay_s=out["delay_s"],
+                        result_ttl_s=out["result_ttl_s"],
+                    )
+        except BaseException:
+            # Stopped (cancelled, shutdown) or a broken pipe: the child may be mid-job.
+            await self.close()
+            raise
 
     async def close(self) -> None:
         """Kill the child if it runs."""
@@ -160,7 +212,9 @@ class Lane:
 # ---- the child ---------------------------------------------------------------------------
 
 
-async def _serve(registry: Registry, reader: asyncio.StreamReader, out: Any) -> None:
+async def _serve(
+    registry: Registry, worker_id: str, reader: asyncio.StreamReader, out: Any
+) -> None:
     runner = Runner(registry, None)
     loop = asyncio.get_running_loop()
 
@@ -179,7 +233,7 @@ async def _serve(registry: Registry, reader: asyncio.StreamReader, out: Any) -> 
         async def progress(_: Job, pct: float, text: str) -> None:
             send({"progress": [pct, text]})
 
-        ctx = JobContext(job, "isolated", progress, loop, read_results)
+        ctx = JobContext(job, worker_id, progress, loop, read_results)
 
         async def beat(ctx: JobContext = ctx) -> None:
             while True:
@@ -215,7 +269,7 @@ async def _child_main(out: Any) -> None:
     module, _, name = header["loader"].rpartition(".")
     loader = getattr(importlib.import_module(module), name)
     tasks: list[Task] = loader(*header["args"])
-    await _serve(Registry(tasks), reader, out)
+    await _serve(Registry(tasks), header["worker_id"], reader, out)
 
 
 def main() -> None:

@@ -36,6 +36,8 @@ class EngineSettings:
     # A worker whose liveness key (renewed by a thread, every quarter of this) is older is dead:
     # the cleaner hands its jobs back without waiting for their leases.
     liveness_window_s: float = 2.0
+    # Child processes a worker may run suspects in, one suspect each (engine/isolate.py).
+    isolation_processes: int = 2
     # How often the cleaner looks for expired leases, dead workers, deadlines and retention.
     cleaner_interval_s: float = 1.0
     cleaner_batch: int = 1_000
@@ -58,6 +60,7 @@ class EngineSettings:
             "claim_batch",
             "events_maxlen",
             "cleaner_batch",
+            "isolation_processes",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)!r}")

@@ -20,7 +20,7 @@ from .cleaner import Cleaner
 from .connection import connect
 from .context import JobContext
 from .errors import LoopCrashed, RedisUnavailable
-from .isolate import Isolation, Lane
+from .isolate import Isolation, Lanes
 from .job import Job
 from .keys import QueueKeys
 from .liveness import Liveness
@@ -65,8 +65,11 @@ class Worker:
         # Suspects run alone in a child process; without a way to load the tasks there, they run
         # here like any other job.
         isolation = isolation or Isolation.for_tasks(self.registry)
+        line_limit = 4 * settings.max_payload_bytes + (1 << 20)
         self.lane = (
-            Lane(isolation, 4 * settings.max_payload_bytes + (1 << 20)) if isolation else None
+            Lanes(isolation, self.id, line_limit, settings.isolation_processes)
+            if isolation
+            else None
         )
         if self.lane is None:
             log.warning("no isolation for suspects: a task module is not importable by name")
@@ -114,6 +117,8 @@ class Worker:
             self.settings, self.id, lambda exc: loop.call_soon_threadsafe(self._crash, exc)
         )
         await asyncio.to_thread(liveness.start)
+        if self.lane is not None:
+            self.lane.warm()
         loops = [
             asyncio.create_task(self._guard("flusher", self._flush_loop())),
             asyncio.create_task(self._guard("upkeep", self._upkeep_loop())),
@@ -202,6 +207,7 @@ class Worker:
                     self.settings.lease_ms,
                     self.id,
                     self.settings.default_result_ttl_s * 1000,
+                    self._suspects_wanted(out),
                 ],
             )
             for row in rows:
@@ -224,6 +230,13 @@ class Worker:
                 self._active[job.token or job.id] = rec
                 out.append(rec)
         return out
+
+    def _suspects_wanted(self, claimed: list[Running]) -> int:
+        """Return how many suspects to claim: one per idle isolation child (-1: any)."""
+        if self.lane is None:
+            return -1
+        busy = sum(1 for r in self._active.values() if r.job.stalls > 0)
+        return max(0, self.lane.size - busy)
 
     async def _admit(self, claimed: list[Running]) -> None:
         """Begin what may start now; park jobs over their task's max_concurrent."""
@@ -285,7 +298,7 @@ class Worker:
             outcome.kind = "cancelled"
         self._finish(rec, outcome)
 
-    async def _run_isolated(self, rec: Running, lane: Lane) -> Outcome:
+    async def _run_isolated(self, rec: Running, lane: Lanes) -> Outcome:
         """Run a suspect alone in the child process; its lease is renewed here meanwhile."""
         results = await self.upkeep.parent_results(rec.job) if rec.job.parents else None
 
@@ -347,6 +360,7 @@ class Worker:
             self._flush_wanted.clear()
             batch, self._outcomes = self._outcomes, []
             if batch:
+                failpoints.bug("bug_in_flush")
                 # Outcomes not written (Redis gone or refusing) stay pending, ahead of newer ones;
                 # rewriting one is safe: the fenced scripts refuse what this worker no longer owns.
                 unwritten, error = await self.writer.write(batch)
@@ -365,6 +379,7 @@ class Worker:
         while True:
             try:
                 records = list(self._active.values())
+                failpoints.bug("bug_in_upkeep")
                 for rec, code in await self.upkeep.renew(records):
                     if self._active.get(rec.job.token or rec.job.id) is not rec:
                         continue  # it finished while the renewal was in flight

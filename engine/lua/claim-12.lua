@@ -9,6 +9,7 @@
   KEYS[1..12] the queue keys (keys.QUEUE_KEYS; meta paused = '1' gives nothing)
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] max jobs   ARGV[4] lease_ms
   ARGV[5] worker id        ARGV[6] result ttl ms for expired jobs kept outside the DLQ
+  ARGV[7] most suspects (stalls > 0) to take, or -1 for any: the rest stay where they were
   Returns: a list of jobs, each {id, task, version, args, kwargs, attempt it will run as, token,
   options, parents, stalls} (options and parents are false when the job has none; stalls > 0
   marks a suspect, which the worker runs alone).
@@ -21,6 +22,7 @@ local Q = queue(ARGV[1], ARGV[2], ARGV[6])
 local limit, lease_ms, worker = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local meta = rcall('HMGET', Q.meta, 'paused', 'rate_interval_ms')
 if meta[1] == '1' then return {} end
+local suspects_left = tonumber(ARGV[7])
 local popped = rcall('ZPOPMIN', Q.submitted, limit)
 if #popped == 0 then return {} end
 local now = Q.now
@@ -50,7 +52,11 @@ for j = 1, #popped, 2 do
   token = token + 1
   local f = rcall('HMGET', key, 'state', 'task', 'version', 'args', 'kwargs', 'options', 'attempt',
                   'deadline_ms', 'rate_interval_ms', 'rate_slot_ms', 'parents', 'stalls')
-  if f[1] == 'submitted' then
+  local suspect = tonumber(f[12] or '0') > 0
+  if f[1] == 'submitted' and suspect and suspects_left == 0 then
+    rcall('ZADD', Q.submitted, popped[j + 1], id)  -- for a worker with a free isolation child
+  elseif f[1] == 'submitted' then
+    if suspect then suspects_left = suspects_left - 1 end
     local attempt = tonumber(f[7] or '0') + 1
     local task_interval = tonumber(f[9])
     local expired = f[8] and tonumber(f[8]) <= now

@@ -24,7 +24,10 @@ def ledger(kind: str, job: JobContext) -> None:
         "kind": kind,
         "id": job.id,
         "attempt": job.attempt,
-        "pid": os.getpid(),
+        # The worker's pid (from its default id "host:pid:random"): a suspect runs alone in the
+        # worker's isolation child, whose own pid is `proc`.
+        "pid": int(job.worker_id.split(":")[1]),
+        "proc": os.getpid(),
         "t": time.time(),
     }
     os.write(_FD[0], orjson.dumps(line) + b"\n")

@@ -22,6 +22,7 @@ TUNABLES = {
     "lease_ms": 2000,
     "heartbeat_interval_s": 0.3,
     "cleaner_interval_s": 0.5,
+    "liveness_window_s": 1.0,
     "scheduler_interval_s": 0.1,
     "idle_wait_s": 0.2,
     "shutdown_grace_s": 1.0,

@@ -1,0 +1,111 @@
+"""A loopback TCP proxy that tests drive to break connections: reset, blackhole, latency.
+
+Threads, not asyncio: it keeps working whatever the test's event loop is doing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import struct
+import threading
+import time
+
+
+class FaultProxy:
+    """Forward 127.0.0.1:<port> to an upstream port; break the traffic on demand."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self._listener.getsockname()[1])
+        self._pairs: set[tuple[socket.socket, socket.socket]] = set()
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        # While set, nothing is forwarded and new connections are held: packets vanish.
+        self.blackholed = threading.Event()
+        # Seconds added to every chunk forwarded, each way.
+        self.latency_s = 0.0
+        self.resets = 0
+        threading.Thread(target=self._accept, daemon=True, name="proxy-accept").start()
+
+    def url(self, db: int = 0) -> str:
+        """Return the redis:// URL that goes through this proxy."""
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+    def reset_all(self) -> int:
+        """Reset every open connection (RST to both ends); return how many."""
+        with self._lock:
+            pairs = list(self._pairs)
+            self._pairs.clear()
+        for pair in pairs:
+            for sock in pair:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    sock.close()
+        self.resets += len(pairs)
+        return len(pairs)
+
+    def close(self) -> None:
+        """Stop accepting and reset everything."""
+        self._closed.set()
+        self.blackholed.clear()
+        with contextlib.suppress(OSError):
+            self._listener.close()
+        self.reset_all()
+
+    def __enter__(self) -> FaultProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._open, args=(client,), daemon=True).start()
+
+    def _open(self, client: socket.socket) -> None:
+        while self.blackholed.is_set() and not self._closed.is_set():
+            time.sleep(0.01)
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+        except OSError:
+            client.close()
+            return
+        pair = (client, upstream)
+        with self._lock:
+            self._pairs.add(pair)
+        for src, dst in ((client, upstream), (upstream, client)):
+            threading.Thread(target=self._pump, args=(pair, src, dst), daemon=True).start()
+
+    def _pump(
+        self, pair: tuple[socket.socket, socket.socket], src: socket.socket, dst: socket.socket
+    ) -> None:
+        try:
+            while True:
+                if self.blackholed.is_set():
+                    time.sleep(0.01)
+                    continue
+                ready, _, _ = select.select([src], [], [], 0.05)
+                if not ready:
+                    if src.fileno() < 0:
+                        return
+                    continue
+                data = src.recv(65536)
+                if not data:
+                    break
+                if self.latency_s:
+                    time.sleep(self.latency_s)
+                dst.sendall(data)
+        except (OSError, ValueError):
+            pass
+        with self._lock:
+            self._pairs.discard(pair)
+        for sock in pair:
+            with contextlib.suppress(OSError):
+                sock.close()
