@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
 
 import orjson
@@ -146,3 +147,45 @@ async def tenant(job: JobContext, tenant: str, ms: int) -> int:
     await asyncio.sleep(ms / 1000)
     ledger("end", job)
     return ms
+
+
+@task(name="chaos.plain", takes_context=True)
+async def plain(job: JobContext, ms: int) -> int:
+    """Like work, with every option at its default (max_stalls=1)."""
+    ledger("start", job)
+    await asyncio.sleep(ms / 1000)
+    ledger("end", job)
+    return ms
+
+
+@task(name="chaos.poison", takes_context=True)
+async def poison(job: JobContext) -> None:
+    """Kill the process running it, as a crash in a C extension or the OOM killer would."""
+    ledger("start", job)
+    await asyncio.sleep(0.05)
+    os._exit(1)
+
+
+@task(name="chaos.exit_async", takes_context=True, max_retries=0)
+async def exit_async(job: JobContext, code: int | None) -> None:
+    ledger("start", job)
+    if code is None:
+        raise SystemExit
+    sys.exit(code)
+
+
+@task(name="chaos.exit_sync", takes_context=True, max_retries=0)
+def exit_sync(job: JobContext, code: int | None) -> None:
+    ledger("start", job)
+    if code is None:
+        raise SystemExit
+    sys.exit(code)
+
+
+@task(name="chaos.block_loop", takes_context=True)
+async def block_loop(job: JobContext, seconds: float) -> str:
+    """Block the worker's event loop (a coroutine calling blocking code)."""
+    ledger("start", job)
+    time.sleep(seconds)
+    ledger("end", job)
+    return "done"

@@ -41,9 +41,10 @@ class WorkerProc:
         concurrency: int = 10,
         queues: str = "default",
         env: dict[str, str] | None = None,
+        tunables: bool = True,
         **overrides: Any,
     ) -> None:
-        settings = {**TUNABLES, **overrides}
+        settings = {**(TUNABLES if tunables else {}), **overrides}
         self.cmd = [
             sys.executable,
             "-m",

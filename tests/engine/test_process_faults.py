@@ -1,0 +1,308 @@
+"""Faults at the socket and in the process, judged by the tasks' own ledger.
+
+Connection resets through a loopback proxy, Redis at maxmemory, a job that kills its process,
+SystemExit in a task, SIGKILL chaos with default settings, blocked event loops, and a loop that
+dies of a bug.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import statistics
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from engine import Client, DuplicateJob, EngineSettings, JobState, RedisUnavailable
+from engine.devserver import RedisServer
+
+from ..faultproxy import FaultProxy
+from . import chaos_tasks as ct
+from .harness import WorkerProc, audit, read_ledger
+from .test_reliability import record, wait_terminal
+
+pytestmark = pytest.mark.chaos
+
+
+def ends_per_job(ledger: Path) -> Counter[str]:
+    return Counter(x["id"] for x in read_ledger(ledger) if x["kind"] == "end")
+
+
+async def states(url: str, ids: list[str]) -> Counter[str]:
+    async with (
+        Client(EngineSettings.from_url(url)) as client,
+        client.redis.pipeline(transaction=False) as pipe,
+    ):
+        for job_id in ids:
+            pipe.hget(client.keys("default").job(job_id), "state")
+        return Counter(await pipe.execute())
+
+
+async def test_connection_resets_lose_nothing(
+    settings: EngineSettings, ledger: Path, procs: list[WorkerProc]
+) -> None:
+    """Resets every 3 s for 30 s while 1,000 jobs flow: 0 lost, 0 twice, 0 exits, typed errors."""
+    with FaultProxy(int(settings.redis_url.rsplit(":", 1)[1].split("/")[0])) as proxy:
+        for _ in range(2):
+            procs.append(WorkerProc(proxy.url(), ledger, concurrency=10, lease_ms=30_000).start())
+        typed_errors = 0
+        untyped: list[str] = []
+        ids = [f"reset-{i}" for i in range(1000)]
+
+        async def produce() -> None:
+            nonlocal typed_errors
+            async with Client(EngineSettings.from_url(proxy.url())) as client:
+                for job_id in ids:
+                    while True:
+                        try:
+                            await client.enqueue(ct.plain.using(job_id=job_id), 50)
+                            break
+                        except DuplicateJob:
+                            break  # the first try landed; its reply was cut off
+                        except RedisUnavailable:
+                            typed_errors += 1
+                        except Exception as exc:
+                            untyped.append(repr(exc))
+                        await asyncio.sleep(0.05)
+                    await asyncio.sleep(0.028)
+
+        async def reset() -> int:
+            for _ in range(10):
+                await asyncio.sleep(3)
+                proxy.reset_all()
+            return proxy.resets
+
+        _, resets = await asyncio.gather(produce(), reset())
+        async with Client(settings) as client:
+            await wait_terminal(client, ids, 60)
+        exits = [p.proc.returncode for p in procs if p.proc and not p.alive()]
+        assert not exits, [p.output()[-3000:] for p in procs]
+    report = audit(settings.redis_url, ids, ledger, set())
+    report.assert_clean()
+    twice = [job for job, n in ends_per_job(ledger).items() if n > 1]
+    assert report.states == {"completed": 1000}
+    assert not twice and not untyped, (twice[:5], untyped[:5])
+    record(
+        "connection_resets",
+        jobs=len(ids),
+        resets=resets,
+        lost=len(report.lost),
+        completed_twice=len(twice),
+        worker_exits=len(exits),
+        typed_errors=typed_errors,
+        untyped_errors=len(untyped),
+    )
+
+
+@pytest.fixture
+def small_redis() -> Iterator[RedisServer]:
+    args = ("--maxmemory", "6mb", "--maxmemory-policy", "noeviction")
+    with RedisServer(args=args) as server:
+        yield server
+
+
+async def test_redis_at_maxmemory_loses_nothing_and_workers_go_on(
+    small_redis: RedisServer, ledger: Path, procs: list[WorkerProc]
+) -> None:
+    url = small_redis.url
+    async with Client(EngineSettings.from_url(url)) as client:
+        ids = [j.id for j in await client.enqueue_many([ct.plain.call(100) for _ in range(400)])]
+    for _ in range(2):
+        procs.append(WorkerProc(url, ledger, concurrency=10, lease_ms=30_000).start())
+    await asyncio.sleep(1.0)
+    filler = redis.Redis(port=small_redis.port)
+    refused, n = 0, 0
+    while refused < 3:  # fill Redis until it refuses writes
+        try:
+            filler.set(f"filler:{n}", b"x" * 100_000)
+            n += 1
+        except redis.exceptions.OutOfMemoryError:
+            refused += 1
+    full_at = time.time()
+    await asyncio.sleep(3.0)
+    ends_while_full = sum(1 for x in read_ledger(ledger) if x["kind"] == "end" and x["t"] > full_at)
+    filler.delete(*[f"filler:{i}" for i in range(n)])
+    freed_at = time.time()
+    async with Client(EngineSettings.from_url(url)) as client:
+        more = [j.id for j in await client.enqueue_many([ct.plain.call(50) for _ in range(200)])]
+        await wait_terminal(client, ids + more, 60)
+    assert all(p.alive() for p in procs), [p.output()[-3000:] for p in procs]
+    report = audit(url, ids + more, ledger, set())
+    report.assert_clean()
+    assert report.states == {"completed": 600}
+    after = Counter(
+        x["pid"] for x in read_ledger(ledger) if x["kind"] == "end" and x["t"] > freed_at
+    )
+    assert set(after) == {p.pid for p in procs}, after  # every worker still does work
+    logs = "".join(p.output() for p in procs)
+    assert "reason=OOM" in logs
+    filler.close()
+    record(
+        "redis_maxmemory",
+        jobs=600,
+        lost=len(report.lost),
+        completions_run_while_full=ends_while_full,
+        worker_exits=0,
+        jobs_per_worker_after_freeing=dict(after),
+    )
+
+
+async def test_a_poison_job_kills_only_itself(
+    settings: EngineSettings, client: Client, ledger: Path, procs: list[WorkerProc]
+) -> None:
+    """500 jobs + 1 that kills its process, 2 workers restarted on death: 500/500 complete."""
+    rng = random.Random(5)
+    calls = [ct.plain.call(rng.randint(50, 100)) for _ in range(500)]
+    calls.insert(100, ct.poison.call())
+    jobs = await client.enqueue_many(calls)
+    ids = [j.id for j in jobs]
+    poison_id = jobs[100].id
+    for _ in range(2):
+        procs.append(WorkerProc(settings.redis_url, ledger, concurrency=10, tunables=True).start())
+    deaths = 0
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        counts = await client.counts("default")
+        if counts["submitted"] + counts["started"] + counts["scheduled"] == 0:
+            break
+        for i, proc in enumerate(procs):
+            if not proc.alive():
+                deaths += 1
+                procs[i] = WorkerProc(settings.redis_url, ledger, concurrency=10).start()
+        await asyncio.sleep(0.2)
+    await wait_terminal(client, ids, 30)
+    got = await states(settings.redis_url, ids)
+    poison = await client.get(poison_id)
+    runs = sum(1 for x in read_ledger(ledger) if x["kind"] == "start" and x["id"] == poison_id)
+    assert got == {"completed": 500, "stalled": 1}, got
+    assert poison.state is JobState.STALLED
+    assert runs == 1 + 1  # max_stalls (1) + 1
+    assert "killed its process" in poison.errors[-1]["message"]
+    assert poison_id in await client.redis.zrange(client.keys("default").dlq, 0, -1)
+    record(
+        "poison_neighbours", jobs=500, completed=got["completed"], poison_runs=runs, deaths=deaths
+    )
+
+
+async def test_system_exit_in_a_task_fails_that_job_only(
+    settings: EngineSettings, client: Client, ledger: Path, procs: list[WorkerProc]
+) -> None:
+    calls = [
+        ct.exit_async.call(3),
+        ct.exit_async.call(None),
+        ct.exit_sync.call(3),
+        ct.exit_sync.call(None),
+    ]
+    exits = [j.id for j in await client.enqueue_many(calls)]
+    after = (await client.enqueue(ct.plain, 10)).id
+    worker = WorkerProc(settings.redis_url, ledger, concurrency=1).start()
+    procs.append(worker)
+    await wait_terminal(client, [*exits, after], 30)
+    for job_id in exits:
+        job = await client.get(job_id)
+        assert job.state is JobState.FAILED
+        assert job.errors[-1]["type"] == "SystemExit"
+        assert "SystemExit" in job.errors[-1]["traceback"]
+    assert (await client.get(after)).state is JobState.COMPLETED
+    [end] = [x for x in read_ledger(ledger) if x["kind"] == "end"]
+    assert end["pid"] == worker.pid and worker.alive()
+
+
+async def test_sigkill_chaos_with_default_settings(
+    settings: EngineSettings, client: Client, ledger: Path, procs: list[WorkerProc]
+) -> None:
+    """SIGKILL a random worker every 2 s for 40 s; defaults: 0 lost, re-runs within 5 s (p99)."""
+    rng = random.Random(3)
+    ids = [
+        j.id
+        for j in await client.enqueue_many(
+            [ct.plain.call(rng.randint(100, 500)) for _ in range(2000)]
+        )
+    ]
+
+    def start() -> WorkerProc:
+        return WorkerProc(settings.redis_url, ledger, concurrency=8, tunables=False).start()
+
+    procs.extend(start() for _ in range(2))
+    kill_times: dict[int, float] = {}
+    await asyncio.sleep(2)
+    for _ in range(20):
+        victim = rng.randrange(len(procs))
+        pid = procs[victim].pid
+        procs[victim].signal(signal.SIGKILL)
+        procs[victim].wait()
+        kill_times[pid] = time.time()
+        procs[victim] = start()
+        await asyncio.sleep(2)
+    await wait_terminal(client, ids, 120)
+    report = audit(settings.redis_url, ids, ledger, set(kill_times))
+    report.assert_clean()
+    assert report.states == {"completed": 2000}, report.states
+    lines = read_ledger(ledger)
+    ended = {(x["id"], x["pid"]) for x in lines if x["kind"] == "end"}
+    restarts = []
+    for x in lines:
+        if x["kind"] == "start" and x["pid"] in kill_times and (x["id"], x["pid"]) not in ended:
+            later = [
+                y["t"]
+                for y in lines
+                if y["kind"] == "start" and y["id"] == x["id"] and y["t"] > x["t"]
+            ]
+            restarts.append(min(later) - kill_times[x["pid"]])
+    restarts.sort()
+    p99 = restarts[int(0.99 * (len(restarts) - 1))]
+    assert p99 <= 5.0, restarts[-10:]
+    record(
+        "sigkill_chaos_defaults",
+        jobs=2000,
+        kills=len(kill_times),
+        lost=len(report.lost),
+        orphaned=len(restarts),
+        rerun_p50_s=round(statistics.median(restarts), 2),
+        rerun_p99_s=round(p99, 2),
+        rerun_max_s=round(restarts[-1], 2),
+    )
+
+
+async def test_blocked_loops_and_cpu_bound_jobs_keep_their_jobs(
+    settings: EngineSettings, client: Client, ledger: Path, procs: list[WorkerProc]
+) -> None:
+    """20 s of a blocked event loop and of CPU-bound jobs, liveness window 1 s: 0 recoveries."""
+    blocker = (await client.enqueue(ct.block_loop, 20.0)).id
+    procs.append(WorkerProc(settings.redis_url, ledger, concurrency=1, lease_ms=30_000).start())
+    while not any(x["id"] == blocker for x in read_ledger(ledger)):
+        await asyncio.sleep(0.05)
+    cpu = [j.id for j in await client.enqueue_many([ct.cpu.call(10.0) for _ in range(4)])]
+    procs.append(WorkerProc(settings.redis_url, ledger, concurrency=2, lease_ms=30_000).start())
+    await wait_terminal(client, [blocker, *cpu], 60)
+    starts = Counter(x["id"] for x in read_ledger(ledger) if x["kind"] == "start")
+    assert starts == {job_id: 1 for job_id in [blocker, *cpu]}
+    got = await states(settings.redis_url, [blocker, *cpu])
+    assert got == {"completed": 5}
+    events = await client.redis.xrange(client.keys("default").events)
+    recovered = [e for _, e in events if e["from"] == "started" and e["to"] != "completed"]
+    assert recovered == []
+    record(
+        "no_false_recovery", blocked_loop_s=20, cpu_jobs_s=40, liveness_window_s=1.0, recoveries=0
+    )
+
+
+@pytest.mark.parametrize("loop", ["flush", "upkeep", "cleaner"])
+async def test_a_loop_that_dies_of_a_bug_takes_the_worker_down(
+    loop: str, settings: EngineSettings, client: Client, ledger: Path, procs: list[WorkerProc]
+) -> None:
+    ids = [j.id for j in await client.enqueue_many([ct.plain.call(50) for _ in range(20)])]
+    env = {"JOBSITE_FAILPOINTS": f"bug_in_{loop}"}
+    buggy = WorkerProc(settings.redis_url, ledger, concurrency=5, env=env).start()
+    procs.append(buggy)
+    assert buggy.wait(timeout_s=20) == 70
+    assert f"loop crashed loop={'flusher' if loop == 'flush' else loop}" in buggy.output()
+    procs.append(WorkerProc(settings.redis_url, ledger, concurrency=5).start())
+    await wait_terminal(client, ids, 30)
+    assert await states(settings.redis_url, ids) == {"completed": 20}
