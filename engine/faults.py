@@ -51,6 +51,16 @@ REFUSALS = frozenset(
     )
 )
 
+_PARSED: tuple[tuple[type[Exception], str], ...] = (
+    (rx.BusyLoadingError, "LOADING"),
+    (rx.OutOfMemoryError, "OOM"),
+    (rx.ReadOnlyError, "READONLY"),
+    (rx.NoScriptError, "NOSCRIPT"),
+    (rx.MasterDownError, "MASTERDOWN"),
+    (rx.ClusterDownError, "CLUSTERDOWN"),
+    (rx.TryAgainError, "TRYAGAIN"),
+)
+
 _GONE_TYPES: tuple[type[BaseException], ...] = (
     rx.ConnectionError,
     rx.TimeoutError,
@@ -75,16 +85,13 @@ def refusal(exc: BaseException) -> str | None:
     """Return the reply's first word if `exc` is a temporary refusal by Redis, else None."""
     if isinstance(exc, RedisRefused):
         return exc.reason
-    if isinstance(exc, rx.BusyLoadingError):
-        return "LOADING"
+    for kind, word in _PARSED:  # redis-py strips the first word off these replies
+        if isinstance(exc, kind):
+            return word
     if isinstance(exc, rx.ResponseError):
         word = str(exc).split(" ", 1)[0].upper()
         if word in REFUSALS:
             return word
-        if isinstance(exc, (rx.OutOfMemoryError, rx.ReadOnlyError, rx.NoScriptError)):
-            return type(exc).__name__
-        if isinstance(exc, (rx.ClusterDownError, rx.TryAgainError)):
-            return "CLUSTERDOWN"
     return None
 
 
