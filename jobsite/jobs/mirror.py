@@ -111,8 +111,10 @@ class Mirror:
             await self.apply(events)
         return len(events)
 
-    async def run(self, stopping: asyncio.Event) -> None:
-        """Mirror until `stopping` is set; Redis and database errors are retried, never fatal."""
+    async def run(
+        self, stopping: asyncio.Event, transient: tuple[type[BaseException], ...] = ()
+    ) -> None:
+        """Mirror until `stopping` is set; Redis and `transient` errors are retried, bugs raise."""
         started = False
 
         async def tick() -> float:
@@ -123,7 +125,7 @@ class Mirror:
             await self.step()
             return 0.0
 
-        await run_periodic("mirror", tick, stopping)
+        await run_periodic("mirror", tick, stopping, transient)
 
     async def aclose(self) -> None:
         """Close the Redis connection."""

@@ -92,3 +92,25 @@ def test_runworker_burst_runs_and_mirrors(engine: EngineSettings) -> None:
     assert Job.objects.filter(id__in=[j.id for j in jobs], state="completed").count() == 10
     with redis.Redis.from_url(engine.redis_url) as r:
         assert r.zcard("jobsite:workers") == 0  # deregistered on exit
+
+
+def test_runworker_stops_non_zero_when_a_loop_dies_of_a_bug(
+    engine: EngineSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.core.management.base import CommandError
+    from django.db import OperationalError
+
+    from jobsite.jobs.mirror import Mirror
+
+    calls: list[int] = []
+
+    async def step(self: Mirror, block_ms: int = 1000) -> int:
+        calls.append(block_ms)
+        if len(calls) <= 2:  # a database that drops out is retried, not fatal
+            raise OperationalError("database is locked")
+        raise KeyError("a bug in the mirror")
+
+    monkeypatch.setattr(Mirror, "step", step)
+    with pytest.raises(CommandError, match="loop mirror crashed") as info:
+        call_command("runworker", "--only", "mirror,relay")
+    assert info.value.returncode == 70 and len(calls) == 3

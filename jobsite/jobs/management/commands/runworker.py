@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.core.management.base import BaseCommand, CommandParser
-from django.db import connections
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import InterfaceError, OperationalError, connections
 
-from engine import Worker
+from engine import LoopCrashed, Worker
 from engine.cli import parse_queues
 from engine.reconnect import run_periodic
 
@@ -20,7 +21,10 @@ from ...reconcile import reconcile, sync_queues, sync_workers
 from ...registry import load_tasks
 from ...services import relay_once
 
+log = logging.getLogger("jobsite.runworker")
 LOOPS = ("worker", "mirror", "relay", "reconcile")
+# Database failures that pass (a dropped connection, a locked SQLite file): retried like Redis'.
+DB_TRANSIENT: tuple[type[BaseException], ...] = (OperationalError, InterfaceError)
 
 
 class Command(BaseCommand):
@@ -66,26 +70,49 @@ class Command(BaseCommand):
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal)
         mirror = Mirror(queues) if "mirror" in loops else None
-        background = []
+        background: dict[str, asyncio.Task[None]] = {}
         if mirror is not None:
-            background.append(asyncio.create_task(mirror.run(stopping)))
+            background["mirror"] = asyncio.create_task(mirror.run(stopping, DB_TRANSIENT))
         if "relay" in loops:
-            background.append(asyncio.create_task(run_periodic("relay", self._relay, stopping)))
-        if "reconcile" in loops:
-            interval = options["reconcile_interval"]
-            background.append(
-                asyncio.create_task(run_periodic("reconcile", self._reconcile(interval), stopping))
+            background["relay"] = asyncio.create_task(
+                run_periodic("relay", self._relay, stopping, DB_TRANSIENT)
             )
-        if worker is not None:
-            await worker.run()
-            if options["burst"]:
-                await self._drain(mirror)
-                stopping.set()
-        await stopping.wait()
-        await asyncio.gather(*background, return_exceptions=True)
-        if mirror is not None:
-            await mirror.aclose()
-        await sync_to_async(connections.close_all, thread_sensitive=True)()
+        if "reconcile" in loops:
+            step = self._reconcile(options["reconcile_interval"])
+            background["reconcile"] = asyncio.create_task(
+                run_periodic("reconcile", step, stopping, DB_TRANSIENT)
+            )
+        crashed: list[tuple[str, BaseException]] = []
+
+        def watch(name: str, task: asyncio.Task[None]) -> None:
+            """A loop that ends of a bug stops the whole process (no loop lives on alone)."""
+            exc = None if task.cancelled() else task.exception()
+            if exc is not None:
+                log.critical("loop crashed loop=%s; stopping", name, exc_info=exc)
+                crashed.append((name, exc))
+                on_signal()
+
+        for name, task in background.items():
+            task.add_done_callback(lambda t, name=name: watch(name, t))
+        try:
+            if worker is not None:
+                await worker.run()
+                if options["burst"] and not crashed:
+                    await self._drain(mirror)
+                    stopping.set()
+            await stopping.wait()
+            await asyncio.gather(*background.values(), return_exceptions=True)
+        except LoopCrashed as exc:
+            crashed.append(("worker", exc))
+            stopping.set()
+            await asyncio.gather(*background.values(), return_exceptions=True)
+        finally:
+            if mirror is not None:
+                await mirror.aclose()
+            await sync_to_async(connections.close_all, thread_sensitive=True)()
+        if crashed:
+            name, exc = crashed[0]
+            raise CommandError(f"loop {name} crashed: {exc!r}; see the log above", returncode=70)
 
     @staticmethod
     async def _relay() -> float:
