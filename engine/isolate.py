@@ -36,6 +36,10 @@ log = logging.getLogger("engine.isolate")
 BEAT_S = 0.2
 
 
+class IsolationUnavailable(RuntimeError):
+    """The child process could not load the tasks: suspects cannot be isolated here."""
+
+
 @dataclass(frozen=True, slots=True)
 class Isolation:
     """How a child process loads the worker's tasks: `loader(*args)` returns them."""
@@ -109,7 +113,8 @@ class Lanes:
 
     @staticmethod
     async def _start(lane: Lane) -> None:
-        await lane.start()
+        with contextlib.suppress(IsolationUnavailable):  # reported when a suspect needs it
+            await lane.start()
 
     async def close(self) -> None:
         """Kill every child."""
@@ -152,9 +157,16 @@ class Lane:
             "path": sys.path,
             "worker_id": self.worker_id,
         }
-        assert proc.stdin is not None
+        assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(orjson.dumps(header) + b"\n")
-        log.info("isolation child started pid=%d", proc.pid)
+        ready = await proc.stdout.readline()  # after the child loaded the tasks
+        if not ready:
+            status = await proc.wait()
+            raise IsolationUnavailable(
+                f"the isolation child exited with status {status} while loading the tasks "
+                f"with {self.isolation.loader}{self.isolation.args!r}; see its traceback above"
+            )
+        log.info("isolation child ready pid=%d tasks=%d", proc.pid, orjson.loads(ready)["ready"])
         return proc
 
     async def run(
@@ -269,6 +281,8 @@ async def _child_main(out: Any) -> None:
     module, _, name = header["loader"].rpartition(".")
     loader = getattr(importlib.import_module(module), name)
     tasks: list[Task] = loader(*header["args"])
+    out.write(orjson.dumps({"ready": len(tasks)}) + b"\n")
+    out.flush()
     await _serve(Registry(tasks), header["worker_id"], reader, out)
 
 

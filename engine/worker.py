@@ -20,7 +20,7 @@ from .cleaner import Cleaner
 from .connection import connect
 from .context import JobContext
 from .errors import LoopCrashed, RedisUnavailable
-from .isolate import Isolation, Lanes
+from .isolate import Isolation, IsolationUnavailable, Lanes
 from .job import Job
 from .keys import QueueKeys
 from .liveness import Liveness
@@ -157,6 +157,13 @@ class Worker:
             raise
         except Exception as exc:
             log.critical("loop crashed loop=%s worker=%s; stopping", name, self.id, exc_info=exc)
+            self._crash(exc)
+
+    def _crash_on_bug(self, task: asyncio.Task[None]) -> None:
+        """Stop the worker if a detached step died of a bug (nothing else awaits it)."""
+        exc = None if task.cancelled() else task.exception()
+        if exc is not None:
+            log.critical("step crashed worker=%s; stopping", self.id, exc_info=exc)
             self._crash(exc)
 
     def _crash(self, exc: BaseException) -> None:
@@ -305,7 +312,14 @@ class Worker:
         async def progress(pct: float, message: str) -> None:
             await self._write_progress(rec.job, pct, message)
 
-        return await lane.run(rec.job, results, rec.ctx.touch, progress)
+        try:
+            return await lane.run(rec.job, results, rec.ctx.touch, progress)
+        except IsolationUnavailable as exc:
+            # Not the job's fault: run suspects here from now on, like any other job.
+            log.error("suspects run in the worker from now on worker=%s error=%s", self.id, exc)
+            self.lane = None
+            await lane.close()
+            return await self.runner.run(rec.job, rec.ctx)
 
     def _cancelled_before_start(self, rec: Running, handle: asyncio.Task[None]) -> None:
         """Finish a job whose task was cancelled before its first step (no code of it ran)."""
@@ -321,7 +335,8 @@ class Worker:
         queue = self._waiting.get(rec.job.task)
         if queue and not self._stopping.is_set():
             nxt = queue.popleft()
-            asyncio.get_running_loop().create_task(self._begin_and_start([nxt]))
+            begin = asyncio.get_running_loop().create_task(self._begin_and_start([nxt]))
+            begin.add_done_callback(self._crash_on_bug)
         else:
             self._per_task[rec.job.task] -= 1
 

@@ -78,3 +78,18 @@ def test_the_callers_own_transient_errors_are_retried_not_fatal() -> None:
 
     assert classify(DatabaseGone()) is Fault.BUG
     assert classify(DatabaseGone(), transient=(DatabaseGone,)) is Fault.REFUSED
+
+
+async def test_a_child_that_cannot_load_the_tasks_is_not_blamed_on_the_job() -> None:
+    from engine import Job
+    from engine.isolate import Isolation, IsolationUnavailable, Lanes
+
+    lanes = Lanes(Isolation("no_such_module.load"), "host:1:abc", 1 << 20, 1)
+
+    async def progress(pct: float, message: str) -> None:
+        pass
+
+    job = Job(id="j1", task="add", args=[1, 2], attempt=1, stalls=1)
+    with pytest.raises(IsolationUnavailable, match="while loading the tasks"):
+        await lanes.run(job, None, lambda: None, progress)
+    await lanes.close()

@@ -16,6 +16,7 @@ from engine.cli import parse_queues
 from engine.reconnect import run_periodic
 
 from ... import conf
+from ...isolation import isolation
 from ...mirror import Mirror
 from ...reconcile import reconcile, sync_queues, sync_workers
 from ...registry import load_tasks
@@ -55,6 +56,7 @@ class Command(BaseCommand):
             worker = Worker(
                 conf.engine_settings(),
                 load_tasks(conf.task_modules()),
+                isolation=isolation(conf.task_modules()),
                 queues=queues,
                 concurrency=options["concurrency"],
                 burst=options["burst"],
