@@ -139,11 +139,16 @@ class Lane:
         """Start the child unless it runs; return it."""
         async with self._starting:
             if self.proc is None or self.proc.returncode is not None:
-                self.proc = await self._spawn()
+                try:
+                    await self._spawn()
+                except BaseException:  # cancelled while it loads, or it failed to load
+                    await asyncio.shield(self.close())
+                    raise
+            assert self.proc is not None
             return self.proc
 
-    async def _spawn(self) -> asyncio.subprocess.Process:
-        proc = await asyncio.create_subprocess_exec(
+    async def _spawn(self) -> None:
+        self.proc = proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
             "engine.isolate",
@@ -162,12 +167,12 @@ class Lane:
         ready = await proc.stdout.readline()  # after the child loaded the tasks
         if not ready:
             status = await proc.wait()
+            self.proc = None
             raise IsolationUnavailable(
                 f"the isolation child exited with status {status} while loading the tasks "
                 f"with {self.isolation.loader}{self.isolation.args!r}; see its traceback above"
             )
         log.info("isolation child ready pid=%d tasks=%d", proc.pid, orjson.loads(ready)["ready"])
-        return proc
 
     async def run(
         self,
@@ -215,10 +220,18 @@ class Lane:
     async def close(self) -> None:
         """Kill the child if it runs."""
         proc, self.proc = self.proc, None
-        if proc is not None and proc.returncode is None:
+        if proc is None:
+            return
+        if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
-            await proc.wait()
+        await proc.wait()
+        # asyncio closes the process transport once its output pipe is drained too.
+        if proc.stdin is not None:
+            proc.stdin.close()
+        if proc.stdout is not None:
+            with contextlib.suppress(TimeoutError, ConnectionError):
+                await asyncio.wait_for(proc.stdout.read(), 1.0)
 
 
 # ---- the child ---------------------------------------------------------------------------
