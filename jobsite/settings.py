@@ -54,14 +54,12 @@ TEMPLATES = [
 WSGI_APPLICATION = "jobsite.wsgi.application"
 ASGI_APPLICATION = "jobsite.asgi.application"
 
-# SQLite by default; PostgreSQL (or any database) through DATABASE_URL.
-DATABASES = {
-    "default": dj_database_url.config(
-        default="sqlite:///"
-        + os.environ.get("SQLITE_PATH", str(BASE_DIR / "var" / "jobsite.sqlite3")),
-        conn_max_age=60,
-    )
-}
+# SQLite by default (its folder made here, so migrate and check work on a fresh clone);
+# PostgreSQL (or any database) through DATABASE_URL.
+SQLITE_PATH = Path(os.environ.get("SQLITE_PATH", str(BASE_DIR / "var" / "jobsite.sqlite3")))
+if "DATABASE_URL" not in os.environ:
+    SQLITE_PATH.parent.mkdir(parents=True, exist_ok=True)
+DATABASES = {"default": dj_database_url.config(default=f"sqlite:///{SQLITE_PATH}", conn_max_age=60)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"
