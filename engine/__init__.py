@@ -22,15 +22,16 @@ from .errors import (
     WrongState,
 )
 from .job import TERMINAL_STATES, Job, JobState
-from .keys import QueueKeys
+from .keys import JOB_ID_PATTERN, QueueKeys, check_job_id
 from .limits import Deduplication
 from .repeat import Repeatable
 from .result import TaskResult
-from .settings import EngineSettings
+from .settings import EngineSettings, redact_url
 from .task import Registry, Task, TaskOptions, collect_tasks, task, task_ref
 from .worker import Worker
 
 __all__ = [
+    "JOB_ID_PATTERN",
     "TERMINAL_STATES",
     "Client",
     "ConfigError",
@@ -62,7 +63,9 @@ __all__ = [
     "UnknownTask",
     "Worker",
     "WrongState",
+    "check_job_id",
     "collect_tasks",
+    "redact_url",
     "task",
     "task_ref",
 ]

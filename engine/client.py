@@ -14,7 +14,7 @@ from . import serializer
 from .connection import connect
 from .errors import ConfigError, DuplicateJob, JobNotFound, JobTimeout
 from .job import TERMINAL_STATES, Job, JobState
-from .keys import QueueKeys, queues_key, worker_key, workers_key
+from .keys import QueueKeys, check_job_id, queues_key, worker_key, workers_key
 from .limits import rate_interval_ms
 from .repeat import Repeats
 from .scripts import Scripts
@@ -23,6 +23,8 @@ from .submit import flow_order, job_spec, submit
 from .task import Task
 
 _LIVE = ("submitted", "scheduled", "blocked", "started", "dlq")
+# Most job ids one script call takes (cancel, purge, resubmit).
+_CHUNK = 500
 
 
 class Client:
@@ -82,6 +84,7 @@ class Client:
         by_queue: dict[str, list[bytes]] = defaultdict(list)
         members: dict[str, list[Job]] = defaultdict(list)
         for job in jobs:
+            check_job_id(job.id)
             by_queue[job.queue].append(
                 job_spec(job, self.keys(job.queue), self.settings.max_payload_bytes)
             )
@@ -174,27 +177,29 @@ class Client:
             except JobNotFound:
                 result[job_id] = "not_found"
         names = {0: "cancelled", 1: "cancelling", -1: "not_found", -3: "finished"}
-        for name, chunk in by_queue.items():
+        for name, queued in by_queue.items():
             keys = self.keys(name)
-            codes = await self.scripts.cancel(
-                keys,
-                [
-                    keys.job_prefix,
-                    self.settings.events_maxlen,
-                    self.settings.default_result_ttl_s * 1000,
-                    *chunk,
-                ],
-            )
-            result.update((job_id, names[code]) for job_id, code in zip(chunk, codes, strict=True))
+            for start in range(0, len(queued), _CHUNK):
+                chunk = queued[start : start + _CHUNK]
+                codes = await self.scripts.cancel(
+                    keys,
+                    [
+                        keys.job_prefix,
+                        self.settings.events_maxlen,
+                        self.settings.default_result_ttl_s * 1000,
+                        *chunk,
+                    ],
+                )
+                result.update((i, names[code]) for i, code in zip(chunk, codes, strict=True))
         return result
 
     async def purge(self, queue: str, job_ids: Iterable[str]) -> int:
         """Delete finished jobs from Redis (live ones are left alone); return how many."""
         ids = list(job_ids)
         purged = 0
-        for start in range(0, len(ids), 500):
+        for start in range(0, len(ids), _CHUNK):
             codes = await self.scripts.purge(
-                self.keys(queue), [self.keys(queue).job_prefix, *ids[start : start + 500]]
+                self.keys(queue), [self.keys(queue).job_prefix, *ids[start : start + _CHUNK]]
             )
             purged += sum(1 for code in codes if code == 0)
         return purged
@@ -257,8 +262,8 @@ class Client:
         keys = self.keys(queue)
         ids = list(job_ids)
         done = 0
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
             codes = await self.scripts.resubmit(
                 keys,
                 [keys.job_prefix, self.settings.events_maxlen, keys.children_prefix, *chunk],
@@ -272,7 +277,7 @@ class Client:
         total = 0
         cursor = 0
         while True:
-            cursor, page = await self.redis.zscan(keys.dlq, cursor, count=500)
+            cursor, page = await self.redis.zscan(keys.dlq, cursor, count=_CHUNK)
             ids: list[str] = [str(job_id) for job_id, _ in page]
             if task is not None and ids:
                 async with self.redis.pipeline(transaction=False) as pipe:

@@ -8,6 +8,11 @@ from dataclasses import dataclass, field
 from .errors import ConfigError
 
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
+# The rule for job ids a caller chooses (the API's schema uses the same pattern).
+# 1-128 characters, never starting with a dot (so "." and ".." never reach a URL path); "@"
+# joins a repeatable's name to its tick in the ids the scheduler makes ("nightly@1767225600000").
+JOB_ID_PATTERN = r"^[A-Za-z0-9_:@-][A-Za-z0-9._:@-]{0,127}$"
+_JOB_ID = re.compile(JOB_ID_PATTERN)
 
 
 # The keys every state-changing script takes first, in this order (common.lua's `queue()`).
@@ -53,6 +58,16 @@ def validate_queue_name(queue: str) -> str:
     if not isinstance(queue, str) or not _QUEUE_NAME.match(queue):
         raise ConfigError(f"queue names are 1-100 characters of [A-Za-z0-9._-], got {queue!r}")
     return queue
+
+
+def check_job_id(job_id: str) -> str:
+    """Return `job_id` if it matches JOB_ID_PATTERN, else raise ConfigError naming it."""
+    if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
+        raise ConfigError(
+            f"job ids are 1-128 characters of [A-Za-z0-9._:@-], not starting with '.'; "
+            f"got {job_id!r}"
+        )
+    return job_id
 
 
 def queues_key(prefix: str) -> str:

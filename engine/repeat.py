@@ -24,7 +24,7 @@ from . import serializer
 from .connection import server_ms
 from .errors import ConfigError
 from .job import Job
-from .keys import QueueKeys, queues_key
+from .keys import QueueKeys, check_job_id, queues_key
 from .settings import EngineSettings
 from .task import epoch_s, json_args
 
@@ -153,6 +153,7 @@ class Repeats:
         """
         if job.parents:
             raise ConfigError("a repeatable job cannot depend on other jobs (depends_on)")
+        check_job_id(f"{name}@{10**13}")  # its ticks' ids: the name, "@", a 14-digit time
         json_args(job, self.settings.max_payload_bytes)
         template = job.to_hash()
         for field_name in _PER_TICK:

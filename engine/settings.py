@@ -3,12 +3,46 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote_plus, urlsplit
 
 from .errors import ConfigError
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+# Query parameters whose name contains one of these words hold secrets.
+_SECRET_WORDS = ("password", "secret", "token", "auth")
+
+
+def redact_url(url: str) -> str:
+    """Return `url` with its password and secret query values replaced by ***; never raise.
+
+    Takes any form, well-formed or not: redis://, rediss://, unix:// sockets, comma-separated
+    hosts (Sentinel, cluster). The userinfo ends at the last @ and the password is all of it
+    after its first :, so a password with an unencoded @ / ? or # stays hidden too.
+    """
+    scheme = _SCHEME.match(url)
+    head = scheme.group() if scheme else ""
+    userinfo, at, tail = url[len(head) :].rpartition("@")
+    if ":" in userinfo:
+        userinfo = userinfo.partition(":")[0] + ":***"
+    shown, question, query = f"{head}{userinfo}{at}{tail}".partition("?")
+    return f"{shown}{question}{_redact_query(query)}" if question else shown
+
+
+def _redact_query(query: str) -> str:
+    """Hide the values of secret parameters, and any &-piece without = that follows one."""
+    out: list[str] = []
+    hiding = False
+    for piece in query.split("&"):
+        name, equals, _ = piece.partition("=")
+        if hiding and not equals:
+            continue  # an unencoded & inside the secret value
+        hiding = bool(equals) and any(w in unquote_plus(name).lower() for w in _SECRET_WORDS)
+        out.append(f"{name}=***" if hiding else piece)
+    return "&".join(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +102,10 @@ class EngineSettings:
             raise ConfigError("heartbeat_interval_s must be shorter than lease_ms")
         if not 0.2 <= self.liveness_window_s <= self.lease_ms / 1000:
             raise ConfigError("liveness_window_s must be between 0.2 s and lease_ms")
-        scheme = urlsplit(self.redis_url).scheme
+        try:
+            scheme = urlsplit(self.redis_url).scheme
+        except ValueError as exc:
+            raise ConfigError(f"redis_url {self.redacted_url!r} does not parse: {exc}") from None
         if scheme not in ("redis", "rediss", "unix", "redis+sentinel"):
             raise ConfigError(
                 "redis_url must be redis://, rediss://, unix:// or redis+sentinel://, "
@@ -92,13 +129,8 @@ class EngineSettings:
 
     @property
     def redacted_url(self) -> str:
-        """Return the Redis URL with any password replaced by ***."""
-        parts = urlsplit(self.redis_url)
-        if parts.password is None:
-            return self.redis_url
-        user = parts.username or ""
-        netloc = f"{user}:***@{parts.netloc.rpartition('@')[2]}"
-        return urlunsplit(parts._replace(netloc=netloc))
+        """Return the Redis URL with its secrets replaced by *** (see `redact_url`)."""
+        return redact_url(self.redis_url)
 
     def __repr__(self) -> str:
         return f"EngineSettings(redis_url={self.redacted_url!r}, prefix={self.prefix!r})"

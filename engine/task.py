@@ -18,7 +18,7 @@ from . import serializer
 from .backoff import Backoff, validate_backoff
 from .errors import ConfigError, InvalidArguments, PayloadTooLarge, UnknownTask
 from .job import OPTION_FIELDS, Job, JobState
-from .keys import validate_queue_name
+from .keys import check_job_id, validate_queue_name
 from .limits import Deduplication, FromArgs, check_limit, from_args, rate_interval_ms
 
 DeadLetterPolicy = Literal["save", "none"]
@@ -209,7 +209,7 @@ class Task:
         schedule = Schedule(
             delay_s if delay_s is not None else self.schedule.delay_s,
             run_at_ms if run_at_ms is not None else self.schedule.run_at_ms,
-            job_id if job_id is not None else self.schedule.job_id,
+            check_job_id(job_id) if job_id is not None else self.schedule.job_id,
             _parent_ids(depends_on) if depends_on is not None else self.schedule.depends_on,
         )
         return dataclasses.replace(

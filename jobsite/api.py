@@ -1,11 +1,17 @@
-"""The NinjaAPI under /api/v1/: staff session (CSRF on changes) or API token; typed errors."""
+"""The NinjaAPI under /api/v1/: staff session (CSRF on changes) or API token; JSON errors only."""
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
+import orjson
 from django.contrib.admin.views.decorators import staff_member_required
+from django.core.exceptions import RequestDataTooBig
 from django.db import DataError
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
+from ninja.parser import Parser
 
 from engine import DuplicateJob, PayloadTooLarge, RedisUnavailable, SerializationError
 from engine.errors import ConfigError
@@ -13,12 +19,23 @@ from engine.errors import ConfigError
 from .jobs.api import router
 from .jobs.tokens import AUTH
 
+log = logging.getLogger("jobsite.api")
+
+
+class StrictJson(Parser):
+    """Parse bodies as strict JSON: NaN, Infinity and duplicate-free garbage are refused."""
+
+    def parse_body(self, request: HttpRequest) -> Any:
+        return orjson.loads(request.body)
+
+
 api = NinjaAPI(
     title="Jobsite API",
     version="1",
     urls_namespace="api",
     auth=AUTH,
     docs_decorator=staff_member_required,
+    parser=StrictJson(),
 )
 api.add_router("/", router)
 
@@ -56,3 +73,17 @@ def bad_characters(request: HttpRequest, exc: DataError) -> HttpResponse:
 @api.exception_handler(DuplicateJob)
 def duplicate(request: HttpRequest, exc: DuplicateJob) -> HttpResponse:
     return api.create_response(request, {"detail": str(exc)}, status=409)
+
+
+@api.exception_handler(RequestDataTooBig)
+def body_too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    return api.create_response(
+        request, {"detail": "request body too large (DATA_UPLOAD_MAX_MEMORY_SIZE)"}, status=413
+    )
+
+
+@api.exception_handler(Exception)
+def server_error(request: HttpRequest, exc: Exception) -> HttpResponse:
+    # Logged with its traceback for the operator; the caller learns nothing about the server.
+    log.exception("api error method=%s path=%s", request.method, request.path)
+    return api.create_response(request, {"detail": "internal server error"}, status=500)

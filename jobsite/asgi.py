@@ -1,4 +1,4 @@
-"""ASGI entry point: Django's HTTP app first, then staff-only websockets (Origin checked)."""
+"""ASGI entry point: Django's HTTP app first, then websockets from this site's own origin."""
 
 import os
 
@@ -9,15 +9,13 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402 - after Django is set up
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from jobsite.jobs.origins import SameOriginValidator  # noqa: E402
 from jobsite.jobs.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -91,6 +92,11 @@ def _body(
         "kwargs": kwargs,
         **{k: v for k, v in options.items() if v is not None},
     }
+
+
+def _segment(value: str) -> str:
+    """Return `value` as one path segment: percent-encoded, and never a . or .. dot segment."""
+    return "%2E" * len(value) if value in (".", "..") else quote(value, safe="")
 
 
 def _headers(token: str | None) -> dict[str, str]:
@@ -177,15 +183,15 @@ class JobsiteClient:
 
     def get(self, job_id: str) -> dict[str, Any]:
         """Return a job: state, progress, result, errors per attempt, history."""
-        return _check(self.http.get(f"/jobs/{job_id}"))  # type: ignore[no-any-return]
+        return _check(self.http.get(f"/jobs/{_segment(job_id)}"))  # type: ignore[no-any-return]
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         """Cancel a queued or running job."""
-        return _check(self.http.delete(f"/jobs/{job_id}"))  # type: ignore[no-any-return]
+        return _check(self.http.delete(f"/jobs/{_segment(job_id)}"))  # type: ignore[no-any-return]
 
     def retry(self, job_id: str) -> dict[str, Any]:
         """Retry a finished job as a new attempt series."""
-        return _check(self.http.post(f"/jobs/{job_id}/retry"))  # type: ignore[no-any-return]
+        return _check(self.http.post(f"/jobs/{_segment(job_id)}/retry"))  # type: ignore[no-any-return]
 
     def progress(
         self, job_id: str, poll_s: float = 0.5, timeout_s: float | None = None
@@ -264,15 +270,15 @@ class AsyncJobsiteClient:
 
     async def get(self, job_id: str) -> dict[str, Any]:
         """Return a job."""
-        return _check(await self.http.get(f"/jobs/{job_id}"))  # type: ignore[no-any-return]
+        return _check(await self.http.get(f"/jobs/{_segment(job_id)}"))  # type: ignore[no-any-return]
 
     async def cancel(self, job_id: str) -> dict[str, Any]:
         """Cancel a queued or running job."""
-        return _check(await self.http.delete(f"/jobs/{job_id}"))  # type: ignore[no-any-return]
+        return _check(await self.http.delete(f"/jobs/{_segment(job_id)}"))  # type: ignore[no-any-return]
 
     async def retry(self, job_id: str) -> dict[str, Any]:
         """Retry a finished job as a new attempt series."""
-        return _check(await self.http.post(f"/jobs/{job_id}/retry"))  # type: ignore[no-any-return]
+        return _check(await self.http.post(f"/jobs/{_segment(job_id)}/retry"))  # type: ignore[no-any-return]
 
     async def progress(
         self, job_id: str, poll_s: float = 0.5, timeout_s: float | None = None

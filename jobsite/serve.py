@@ -1,9 +1,14 @@
 """The README's main command: web app, worker, mirror and demo jobs, on a private Redis if needed.
 
 `python -m jobsite.serve [--port 8000] [--smoke]`: migrates the database (SQLite by default),
-creates an `admin` user and prints its password once, starts `manage.py runworker` and the web
-server, and feeds demo jobs so the admin shows life at once. `--smoke` checks it all comes up,
-then stops.
+collects static files, creates an `admin` user and prints its password once, starts
+`manage.py runworker` and Daphne (a production ASGI server; WhiteNoise serves static files),
+and feeds demo jobs so the admin shows life at once. `--smoke` checks it all comes up, then
+stops. SIGTERM or SIGINT stops everything it started, within the worker's shutdown grace.
+
+Its local-only conveniences are explicit, in `LOCAL_ENV`: it listens on 127.0.0.1 over plain
+HTTP, keeps a generated secret key in var/secret_key unless DJANGO_SECRET_KEY is set, and loads
+the demo's tasks.
 """
 
 from __future__ import annotations
@@ -34,8 +39,29 @@ def manage(*args: str) -> list[str]:
     return [sys.executable, str(ROOT / "manage.py"), *args]
 
 
+# Stop waiting for a child this long after SIGTERM, then kill it (the worker's own grace
+# for running jobs is shorter).
+STOP_GRACE_S = 30.0
+
+
+def local_env() -> dict[str, str]:
+    """Return the environment of this loopback-only demo: what it turns on, said out loud."""
+    env = {"DJANGO_HTTPS": "0", "JOBSITE_TASK_MODULES": "jobsite.demo_tasks"}
+    if not os.environ.get("DJANGO_SECRET_KEY"):
+        path = ROOT / "var" / "secret_key"
+        if not path.exists():
+            path.touch(mode=0o600)
+            path.write_text(secrets.token_urlsafe(50))
+        env["DJANGO_SECRET_KEY"] = path.read_text().strip()
+        console.print(f"using the local secret key in {path} (set DJANGO_SECRET_KEY in production)")
+    return env
+
+
 def create_admin() -> None:
-    """Create the `admin` superuser once and print its password (it is never shown again)."""
+    """Create the `admin` superuser once and print its password (it is never shown again).
+
+    The password travels on the shell's stdin, never on a command line (`ps` shows those).
+    """
     password = secrets.token_urlsafe(12)
     code = (
         "from django.contrib.auth.models import User\n"
@@ -43,7 +69,7 @@ def create_admin() -> None:
         "if User.objects.filter(username='admin').exists(): sys.exit(3)\n"
         f"User.objects.create_superuser('admin', 'admin@localhost', {password!r})\n"
     )
-    status = subprocess.run(manage("shell", "-v", "0", "-c", code), check=False).returncode
+    status = subprocess.run(manage("shell", "-v", "0"), input=code.encode(), check=False).returncode
     if status == 0:
         console.print(
             f"[bold]admin user created[/]: username [bold]admin[/], password [bold]{password}[/]"
@@ -96,24 +122,53 @@ def smoke_check(timeout_s: float = 30) -> int:
     return 1
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # one way out: the `finally` of main() stops everything
+
+
+def stop(procs: list[subprocess.Popen[bytes]], server: RedisServer | None) -> None:
+    """Stop the children (SIGTERM, then SIGKILL after the grace) and the private Redis."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    running = [p for p in procs if p.poll() is None]
+    if running or server is not None:
+        console.print("stopping: worker, web server" + (", redis-server" if server else ""))
+    for proc in running:
+        proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for proc in running:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if server is not None:
+        server.cleanup()
+    console.print("stopped")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
     parser.add_argument("--smoke", action="store_true", help="start, check, stop")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, _terminate)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jobsite.settings")
     (ROOT / "var").mkdir(exist_ok=True)
+    os.environ.update(local_env())
     server = None
-    if not os.environ.get("REDIS_URL"):
-        server = RedisServer().start()
-        os.environ["REDIS_URL"] = server.url
-        console.print(f"started a private redis-server at {server.url}")
     procs: list[subprocess.Popen[bytes]] = []
     try:
+        if not os.environ.get("REDIS_URL"):
+            server = RedisServer().start()
+            os.environ["REDIS_URL"] = server.url
+            console.print(f"started a private redis-server at {server.url}")
         subprocess.run(manage("migrate", "--noinput", "-v", "0"), check=True)
+        subprocess.run(manage("collectstatic", "--noinput", "-v", "0"), check=True)
         create_admin()
         procs.append(subprocess.Popen(manage("runworker", "--concurrency", "20")))
-        procs.append(subprocess.Popen(manage("runserver", f"127.0.0.1:{args.port}", "--noreload")))
+        daphne = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(args.port)]
+        procs.append(subprocess.Popen([*daphne, "jobsite.asgi:application"]))
         wait_http(f"http://127.0.0.1:{args.port}/admin/login/", 30)
         console.print(f"Jobsite is up: http://127.0.0.1:{args.port}/admin/ (Ctrl-C to stop)")
         settings = EngineSettings.from_url(os.environ["REDIS_URL"])
@@ -124,15 +179,7 @@ def main() -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        if server is not None:
-            server.cleanup()
+        stop(procs, server)
     return 0
 
 

@@ -1,4 +1,16 @@
-"""Django settings for Jobsite: SQLite by default, the engine configured from ENGINE."""
+"""Django settings for Jobsite: SQLite by default, the engine configured from ENGINE.
+
+Safe by default: DEBUG off, no start-up without a secret key, HTTPS-only cookies, HSTS and a
+redirect to HTTPS, a Content-Security-Policy with nonces. Local conveniences are explicit
+environment variables (`bin/run` sets them for its loopback-only server):
+
+- `DJANGO_DEBUG=1`: debug pages (never in production); a throw-away secret key if none is set.
+- `DJANGO_HTTPS=0`: plain HTTP (cookies without `Secure`, no HSTS, no redirect).
+
+Production (see docs/security.md): `DJANGO_SECRET_KEY`, `DJANGO_ALLOWED_HOSTS`,
+`DJANGO_CSRF_TRUSTED_ORIGINS` when the site is reached through another origin,
+`DJANGO_BEHIND_PROXY=1` behind a TLS-terminating proxy that sets X-Forwarded-Proto.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +18,59 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
-DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
-ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1").split(",")
+
+def _flag(name: str, default: bool) -> bool:
+    return os.environ.get(name, "1" if default else "0").strip().lower() in ("1", "true", "yes")
+
+
+def _list(name: str, default: str = "") -> list[str]:
+    return [v.strip() for v in os.environ.get(name, default).split(",") if v.strip()]
+
+
+DEBUG = _flag("DJANGO_DEBUG", False)
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY is not set. Set it to a long random value, e.g. the output of "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`, kept secret and "
+            "stable across restarts (sessions and tokens shown once depend on it). "
+            "For local development only, DJANGO_DEBUG=1 runs with a throw-away key."
+        )
+    SECRET_KEY = "django-insecure-debug-only-" + "x" * 40
+ALLOWED_HOSTS = _list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1")
+CSRF_TRUSTED_ORIGINS = _list("DJANGO_CSRF_TRUSTED_ORIGINS")
+
+HTTPS = _flag("DJANGO_HTTPS", not DEBUG)
+SECURE_SSL_REDIRECT = HTTPS
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", "31536000")) if HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _flag("DJANGO_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = _flag("DJANGO_HSTS_PRELOAD", False)
+if _flag("DJANGO_BEHIND_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_HTTPONLY = True
+# Scripts only from this site, and inline ones only with the page's nonce; no plugins, no
+# framing, forms post back here only.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF, CSP.NONCE],
+    "style-src": [CSP.SELF, CSP.UNSAFE_INLINE],  # the admin sets inline style attributes
+    "img-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "frame-ancestors": [CSP.NONE],
+    "form-action": [CSP.SELF],
+}
+# Secrets in Redis and channel-layer URLs never reach an error report.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "jobsite.jobs.debug.RedactingFilter"
 
 INSTALLED_APPS = [
     "daphne",
@@ -21,6 +80,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "ninja",  # Swagger UI's files, served from here (never from a CDN)
     # Before "channels", so that our runworker command wins over Channels' own.
     "jobsite.jobs",
     "channels",
@@ -28,6 +88,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -47,6 +109,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "django.template.context_processors.csp",
             ],
         },
     },
@@ -60,6 +123,14 @@ SQLITE_PATH = Path(os.environ.get("SQLITE_PATH", str(BASE_DIR / "var" / "jobsite
 if "DATABASE_URL" not in os.environ:
     SQLITE_PATH.parent.mkdir(parents=True, exist_ok=True)
 DATABASES = {"default": dj_database_url.config(default=f"sqlite:///{SQLITE_PATH}", conn_max_age=60)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # One writer at a time: take the write lock up front (no deadlock on upgrade), wait for it
+    # up to 20 s, and let readers run beside the writer (WAL).
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"
@@ -69,6 +140,12 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# `manage.py collectstatic` gathers them here; WhiteNoise serves them, compressed.
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", str(BASE_DIR / "var" / "static")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
 
 # The engine's settings (any EngineSettings field, upper case), turned into
 # engine.EngineSettings in one place: jobsite.jobs.conf. TASK_MODULES lists the modules whose
@@ -76,7 +153,8 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 ENGINE = {
     "REDIS_URL": os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
     "PREFIX": os.environ.get("JOBSITE_PREFIX", "jobsite"),
-    "TASK_MODULES": ["jobsite.demo_tasks"],
+    # The demo's tasks only when the demo runs (bin/run sets JOBSITE_TASK_MODULES).
+    "TASK_MODULES": _list("JOBSITE_TASK_MODULES"),
     "QUEUES": ["default"],
 }
 # What reconciliation does with a live row whose job exists nowhere in Redis: "lost" or "resubmit".

@@ -10,16 +10,19 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin.models import CHANGE, DELETION, LogEntry
+from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from . import services, tokens
+from . import audit, services, tokens
 from .models import ApiToken, Job, JobEvent, OutboxEntry, Queue, Worker
+from .permissions import Perm, user_allows
+from .schemas import QUEUE_NAME
 
 CANCELLABLE = ["submitted", "scheduled", "blocked", "started"]
 RETRYABLE = ["failed", "stalled", "expired", "dropped", "cancelled"]
@@ -33,10 +36,10 @@ def _confirm(
     verb: str,
     eligible: QuerySet[Job],
     run: Callable[[list[tuple[str, str]]], Any],
-    flag: int,
 ) -> HttpResponse | None:
-    """Show a confirmation page with the count; on "yes", run the action and log it."""
+    """Show a confirmation page with the count; on "yes", run the action and audit it."""
     count = eligible.count()
+    select_across = request.POST.get("select_across") == "1"
     if request.POST.get("post") != "yes":
         return TemplateResponse(
             request,
@@ -49,18 +52,16 @@ def _confirm(
                 "skipped": queryset.count() - count,
                 "queryset": queryset,
                 "action": request.POST.get("action", ""),
-                "select_across": request.POST.get("select_across") == "1",
+                "select_across": select_across,
             },
         )
     pairs = list(eligible.values_list("id", "queue"))
     outcome = run(pairs)
-    LogEntry.objects.log_actions(
-        request.user.pk,
-        list(eligible),
-        flag,
-        change_message=f"{verb} via engine: {outcome}",
-        single_object=False,
-    )
+    if select_across:
+        selector = {k: v for k, v in request.GET.items() if k not in ("p", "o")}
+        audit.record_bulk(request.user, verb, selector, len(pairs), "admin")
+    else:
+        audit.record(request.user, verb, [i for i, _ in pairs], "admin", outcome=outcome)
     modeladmin.message_user(
         request, f"{verb}: {count} job(s) sent to the engine ({outcome}).", messages.SUCCESS
     )
@@ -128,13 +129,13 @@ class JobAdmin(admin.ModelAdmin):
         return super().change_view(request, object_id, form_url, extra_context=context)
 
     def has_cancel_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("jobs.cancel_job")
+        return user_allows(request.user, Perm.CANCEL)
 
     def has_retry_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("jobs.retry_job")
+        return user_allows(request.user, Perm.RETRY)
 
     def has_purge_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("jobs.purge_job")
+        return user_allows(request.user, Perm.PURGE)
 
     @admin.display(description="arguments")
     def args_json(self, obj: Job) -> str:
@@ -174,17 +175,17 @@ class JobAdmin(admin.ModelAdmin):
     @admin.action(description="Cancel selected jobs", permissions=["cancel"])
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
         eligible = queryset.filter(state__in=CANCELLABLE)
-        return _confirm(self, request, queryset, "cancel", eligible, services.cancel, CHANGE)
+        return _confirm(self, request, queryset, "cancel", eligible, services.cancel)
 
     @admin.action(description="Retry selected jobs (new attempt series)", permissions=["retry"])
     def retry_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
         eligible = queryset.filter(state__in=RETRYABLE)
-        return _confirm(self, request, queryset, "retry", eligible, services.resubmit, CHANGE)
+        return _confirm(self, request, queryset, "retry", eligible, services.resubmit)
 
     @admin.action(description="Resubmit selected jobs from the DLQ", permissions=["retry"])
     def resubmit_dlq(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
         eligible = queryset.filter(state__in=["failed", "stalled", "expired", "dropped"])
-        return _confirm(self, request, queryset, "resubmit", eligible, services.resubmit, CHANGE)
+        return _confirm(self, request, queryset, "resubmit", eligible, services.resubmit)
 
     @admin.action(description="Purge selected finished jobs", permissions=["purge"])
     def purge_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
@@ -197,7 +198,7 @@ class JobAdmin(admin.ModelAdmin):
             Job.objects.filter(id__in=ids).delete()
             return purged
 
-        return _confirm(self, request, queryset, "purge", eligible, run, DELETION)
+        return _confirm(self, request, queryset, "purge", eligible, run)
 
 
 @admin.register(Queue)
@@ -218,14 +219,8 @@ class QueueAdmin(admin.ModelAdmin):
         names = list(queryset.values_list("name", flat=True))
         services.set_paused(names, paused)
         queryset.update(paused=paused)
+        audit.record(request.user, "pause" if paused else "resume", names, "admin", model=Queue)
         verb = "paused" if paused else "resumed"
-        LogEntry.objects.log_actions(
-            request.user.pk,
-            list(queryset),
-            CHANGE,
-            change_message=f"{verb} via engine",
-            single_object=False,
-        )
         self.message_user(request, f"{verb} {len(names)} queue(s)", messages.SUCCESS)
 
     @admin.action(description="Pause selected queues", permissions=["change"])
@@ -258,21 +253,94 @@ class OutboxAdmin(ViewOnlyAdmin):
     list_filter = ("pushed_at",)
 
 
+class TokenForm(forms.ModelForm):  # type: ignore[type-arg]
+    """A token's name, expiry and scope; its owner is never a field of the form."""
+
+    permissions = forms.MultipleChoiceField(
+        choices=[(p.value, p.full) for p in Perm],
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Leave all unticked to act with every permission of the owner.",
+    )
+    queues = forms.CharField(
+        required=False, help_text="Comma-separated queue names; empty for every queue."
+    )
+
+    class Meta:
+        model = ApiToken
+        fields = ("name", "expires_at", "permissions", "queues", "revoked_at")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.initial["queues"] = ", ".join(self.instance.queues or [])
+
+    def clean_queues(self) -> list[str]:
+        names = [q.strip() for q in self.cleaned_data["queues"].split(",") if q.strip()]
+        bad = [q for q in names if not QUEUE_NAME.fullmatch(q)]
+        if bad:
+            raise forms.ValidationError(f"not a queue name: {', '.join(bad)}")
+        return names
+
+
+class OwnedTokenForm(TokenForm):
+    """The form a superuser adds a token with: it may be made for another staff user."""
+
+    owner = forms.ModelChoiceField(
+        queryset=get_user_model().objects.filter(is_active=True, is_staff=True),
+        help_text="The token acts as this user; it can never be moved to another.",
+    )
+
+    class Meta(TokenForm.Meta):
+        fields = ("owner", *TokenForm.Meta.fields)
+
+
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ("name", "user", "prefix", "created_at", "last_used_at", "revoked_at")
-    fields = ("name", "user", "revoked_at")
+    """Tokens belong to whoever made them; only a superuser makes one for someone else.
+
+    The key is shown once, on the page that answers the "save" (never in a message cookie).
+    """
+
+    form = TokenForm
+    list_display = ("name", "user", "prefix", "created_at", "expires_at", "last_used_at")
+    list_filter = ("revoked_at",)
     actions = ["revoke"]
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ApiToken]:
+        rows = super().get_queryset(request).select_related("user")
+        return rows if request.user.is_superuser else rows.filter(user=request.user)
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kw: Any
+    ) -> Any:
+        if obj is None and request.user.is_superuser:
+            kw["form"] = OwnedTokenForm
+        return super().get_form(request, obj, change=change, **kw)
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        return {"owner": request.user.pk}
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return ["user", "prefix"] if obj is not None else []
+
     def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
-        key = tokens.issue(obj) if not change else None
+        if not change:
+            obj.user = form.cleaned_data.get("owner") or request.user
+            request.jobsite_token_key = tokens.issue(obj)  # type: ignore[attr-defined]
         super().save_model(request, obj, form, change)
-        if key:
-            self.message_user(
-                request,
-                f"Token {obj.name}: {key} (copy it now: it is not stored)",
-                messages.WARNING,
-            )
+
+    def response_add(self, request: HttpRequest, obj: ApiToken, post_url: Any = None) -> Any:
+        """Answer the new token's page with its key, once."""
+        return TemplateResponse(
+            request,
+            "jobsite/token_key.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": f"API token {obj.name}",
+                "token": obj,
+                "key": request.jobsite_token_key,  # type: ignore[attr-defined]
+            },
+        )
 
     @admin.action(description="Revoke selected tokens", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:

@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 import base64
-import inspect
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import Min
+from django.db.models import Min, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Query, Router, Status
 from ninja.errors import HttpError
-from pydantic import TypeAdapter
 
 from engine import Client, InvalidArguments, JobNotFound, Task
 from engine import Job as EngineJob
 
-from . import services
+from . import audit, services
+from .arguments import check_types, schema
+from .conf import bulk_max
 from .live import throughput
-from .models import Job, JobEvent, text_search
+from .models import Job, JobEvent, Queue, text_search
+from .permissions import Grant, Perm, need
 from .registry import known_tasks
 from .schemas import (
     BulkIn,
@@ -42,6 +43,7 @@ router = Router(tags=["jobs"])
 ERRORS: dict[int, Any] = {
     400: ErrorOut,
     401: ErrorOut,
+    403: ErrorOut,
     404: ErrorOut,
     409: ErrorOut,
     413: ErrorOut,
@@ -61,6 +63,8 @@ def _task(name: str) -> Task:
 def submit(request: HttpRequest, body: JobIn) -> Status[JobOut]:
     """Submit a job; arguments are checked against the task before anything reaches Redis."""
     task = _task(body.task)
+    rights = need(request, Perm.SUBMIT, body.queue or task.options.queue)
+    check_types(task, body.args, body.kwargs)
     options: dict[str, Any] = {
         k: v
         for k, v in (("queue", body.queue), ("priority", body.priority), ("ttl_s", body.ttl_s))
@@ -71,6 +75,7 @@ def submit(request: HttpRequest, body: JobIn) -> Status[JobOut]:
         job = services.enqueue(task, *body.args, **body.kwargs)
     except InvalidArguments as exc:
         raise HttpError(422, str(exc)) from None
+    audit.record(rights.user, "submit", [job.id], rights.via)
     return Status(201, _live_out(job.id, job.queue))
 
 
@@ -118,13 +123,16 @@ def _row_out(row: Job) -> JobOut:
 @router.get("/jobs/{job_id}", response={200: JobOut, **ERRORS})
 def get_job(request: HttpRequest, job_id: str) -> JobOut:
     """Return a job: live from Redis, else from the history; 404 for an id nobody knows."""
+    rights = need(request, Perm.VIEW)
     try:
-        return _live_out(job_id)
+        job = _live_out(job_id)
     except JobNotFound:
         row = Job.objects.filter(id=job_id).first()
         if row is None:
             raise HttpError(404, f"no job with id {job_id!r}") from None
-        return _row_out(row)
+        job = _row_out(row)
+    rights.require(Perm.VIEW, job.queue)
+    return job
 
 
 def _cursor(row: Job) -> str:
@@ -145,7 +153,7 @@ def list_jobs(
     limit: int = Query(50, ge=1, le=500),  # type: ignore[type-arg]
 ) -> JobPage:
     """List the history, newest first, with filters and an opaque cursor."""
-    rows = Job.objects.order_by("-submitted_at", "-id")
+    rows = _scoped(need(request, Perm.VIEW, queue), Job.objects.order_by("-submitted_at", "-id"))
     filters = {
         "state": state,
         "queue": queue,
@@ -176,59 +184,95 @@ def list_jobs(
 @router.delete("/jobs/{job_id}", response={202: CancelOut, **ERRORS})
 def cancel(request: HttpRequest, job_id: str) -> Status[CancelOut]:
     """Cancel a queued or running job."""
-
-    async def call(client: Client) -> dict[str, str]:
-        return await client.cancel([job_id])
-
-    outcome = services.run_engine(call)[job_id]
+    rights = need(request, Perm.CANCEL)
+    try:
+        queue = _live_out(job_id).queue
+    except JobNotFound:
+        raise HttpError(404, f"no live job with id {job_id!r}") from None
+    rights.require(Perm.CANCEL, queue)
+    outcome = services.cancel([(job_id, queue)])[job_id]
     if outcome == "not_found":
         raise HttpError(404, f"no live job with id {job_id!r}")
     if outcome == "finished":
         raise HttpError(409, "the job already finished")
+    audit.record(rights.user, "cancel", [job_id], rights.via, outcome=outcome)
     return Status(202, CancelOut(id=job_id, outcome=outcome))
 
 
 @router.post("/jobs/{job_id}/retry", response={200: JobOut, **ERRORS})
 def retry(request: HttpRequest, job_id: str) -> JobOut:
     """Retry a finished job (failed, stalled, expired, dropped, cancelled) as a new series."""
+    rights = need(request, Perm.RETRY)
     try:
         job = _live_out(job_id)
     except JobNotFound:
         raise HttpError(404, f"no job with id {job_id!r} in Redis") from None
+    rights.require(Perm.RETRY, job.queue)
     if services.resubmit([(job_id, job.queue)]) != 1:
         raise HttpError(409, f"a {job.state} job cannot be retried")
+    audit.record(rights.user, "retry", [job_id], rights.via)
     return _live_out(job_id, job.queue)
 
 
-def _matching(body: BulkIn, states: list[str]) -> list[tuple[str, str]]:
-    rows = Job.objects.filter(state__in=states)
+def _scoped(rights: Grant, rows: QuerySet[Job]) -> QuerySet[Job]:
+    """Narrow history rows to the queues the request may see."""
+    scope = rights.queues
+    return rows if scope is None else rows.filter(queue__in=scope)
+
+
+def _bulk(request: HttpRequest, body: BulkIn, perm: Perm, action: str) -> BulkOut:
+    """Apply `action` to the jobs `body` selects, within the cap; audit it."""
+    rights = need(request, perm, body.queue)
+    rows = _scoped(rights, Job.objects.filter(state__in=BULK_STATES[action]))
     if body.ids is not None:
         rows = rows.filter(id__in=body.ids)
     filters = {"state": body.state, "queue": body.queue, "task": body.task}
     rows = rows.filter(**{k: v for k, v in filters.items() if v})
+    if body.since is not None:
+        rows = rows.filter(submitted_at__gte=body.since)
     if body.q:
         rows = text_search(rows, body.q)
-    return list(rows.values_list("id", "queue")[:100_000])
+    cap = bulk_max()
+    pairs = list(rows.values_list("id", "queue")[: cap + 1])
+    matched = rows.count() if len(pairs) > cap else len(pairs)
+    if body.dry_run:
+        return BulkOut(matched=matched, changed=0)
+    if matched > cap:
+        raise HttpError(
+            422,
+            f"{matched} jobs match; one request may change at most {cap} "
+            "(JOBSITE_BULK_MAX): narrow the selection",
+        )
+    changed = BULK_ACTIONS[action](pairs)
+    if body.ids is not None:
+        audit.record(rights.user, action, [i for i, _ in pairs], rights.via)
+    else:
+        audit.record_bulk(rights.user, action, body.selector(), matched, rights.via)
+    return BulkOut(matched=matched, changed=changed)
+
+
+def _cancel_count(pairs: list[tuple[str, str]]) -> int:
+    outcome = services.cancel(pairs)
+    return sum(1 for v in outcome.values() if v in ("cancelled", "cancelling"))
+
+
+BULK_STATES = {
+    "cancel": ["submitted", "scheduled", "blocked", "started"],
+    "retry": ["failed", "stalled", "expired", "dropped", "cancelled"],
+}
+BULK_ACTIONS = {"cancel": _cancel_count, "retry": services.resubmit}
 
 
 @router.post("/bulk/cancel", response={200: BulkOut, **ERRORS})
 def cancel_many(request: HttpRequest, body: BulkIn) -> BulkOut:
-    """Cancel the given jobs, or every live job matching the filter (`dry_run` counts only)."""
-    pairs = _matching(body, ["submitted", "scheduled", "blocked", "started"])
-    if body.dry_run:
-        return BulkOut(matched=len(pairs), changed=0)
-    outcome = services.cancel(pairs)
-    changed = sum(1 for v in outcome.values() if v in ("cancelled", "cancelling"))
-    return BulkOut(matched=len(pairs), changed=changed)
+    """Cancel the given live jobs, or every one matching the filter (`dry_run` counts only)."""
+    return _bulk(request, body, Perm.CANCEL, "cancel")
 
 
 @router.post("/bulk/retry", response={200: BulkOut, **ERRORS})
 def retry_many(request: HttpRequest, body: BulkIn) -> BulkOut:
     """Retry (or resubmit from the DLQ) the given finished jobs, or every one matching."""
-    pairs = _matching(body, ["failed", "stalled", "expired", "dropped", "cancelled"])
-    if body.dry_run:
-        return BulkOut(matched=len(pairs), changed=0)
-    return BulkOut(matched=len(pairs), changed=services.resubmit(pairs))
+    return _bulk(request, body, Perm.RETRY, "retry")
 
 
 @router.get("/dlq", response={200: list[JobOut], **ERRORS})
@@ -239,6 +283,7 @@ def dlq(
     limit: int = Query(100, ge=1, le=1000),
 ) -> list[JobOut]:  # type: ignore[type-arg]
     """List the dead-letter queue of a queue, oldest first."""
+    need(request, Perm.VIEW, queue)
 
     async def call(client: Client) -> list[EngineJob]:
         return await client.dlq(queue, offset, limit)
@@ -249,23 +294,26 @@ def dlq(
 @router.post("/dlq/resubmit", response={200: CountOut, **ERRORS})
 def dlq_resubmit(request: HttpRequest, body: ResubmitIn) -> CountOut:
     """Resubmit DLQ jobs by ids, or every one of a task (or all) in a queue."""
+    rights = need(request, Perm.RETRY, body.queue)
 
     async def call(client: Client) -> int:
         if body.ids is not None:
             return await client.resubmit(body.queue, body.ids)
         return await client.resubmit_dlq(body.queue, task=body.task)
 
-    return CountOut(count=services.run_engine(call))
+    count = services.run_engine(call)
+    if body.ids is not None:
+        audit.record(rights.user, "resubmit", body.ids, rights.via)
+    else:
+        selector = {"queue": body.queue, "task": body.task, "dlq": True}
+        audit.record_bulk(rights.user, "resubmit", selector, count, rights.via)
+    return CountOut(count=count)
 
 
-@router.get("/queues", response={200: list[QueueOut], **ERRORS})
-def queues(request: HttpRequest) -> list[QueueOut]:
-    """Counts per state, paused flag and oldest waiting job of every queue."""
-
+def _queues(rights: Grant) -> list[QueueOut]:
     async def call(client: Client) -> list[tuple[str, bool, dict[str, int]]]:
-        return [
-            (q, await client.is_paused(q), await client.counts(q)) for q in await client.queues()
-        ]
+        names = [q for q in await client.queues() if rights.allows(Perm.VIEW, q)]
+        return [(q, await client.is_paused(q), await client.counts(q)) for q in names]
 
     oldest = dict(
         Job.objects.filter(state="submitted").values_list("queue").annotate(Min("submitted_at"))
@@ -282,38 +330,42 @@ def queues(request: HttpRequest) -> list[QueueOut]:
     ]
 
 
+@router.get("/queues", response={200: list[QueueOut], **ERRORS})
+def queues(request: HttpRequest) -> list[QueueOut]:
+    """Counts per state, paused flag and oldest waiting job of every queue."""
+    return _queues(need(request, Perm.VIEW))
+
+
+def _set_paused(request: HttpRequest, name: str, paused: bool) -> QueueOut:
+    """Pause or resume a known queue; an unknown name is a 404 before anything is written."""
+    rights = need(request, Perm.CHANGE_QUEUE, name)
+
+    async def known(client: Client) -> list[str]:
+        return await client.queues()
+
+    if name not in services.run_engine(known):
+        raise HttpError(404, f"no queue named {name!r}")
+    services.set_paused([name], paused)
+    audit.record(rights.user, "pause" if paused else "resume", [name], rights.via, model=Queue)
+    return next(q for q in _queues(rights) if q.name == name)
+
+
 @router.post("/queues/{name}/pause", response={200: QueueOut, **ERRORS})
 def pause(request: HttpRequest, name: str) -> QueueOut:
     """Pause a queue: no worker claims from it until resumed."""
-    services.set_paused([name], True)
-    return (
-        next(q for q in queues(request) if q.name == name) if _known_queue(name) else _unknown(name)
-    )
+    return _set_paused(request, name, True)
 
 
 @router.post("/queues/{name}/resume", response={200: QueueOut, **ERRORS})
 def resume(request: HttpRequest, name: str) -> QueueOut:
     """Resume a paused queue."""
-    services.set_paused([name], False)
-    return (
-        next(q for q in queues(request) if q.name == name) if _known_queue(name) else _unknown(name)
-    )
-
-
-def _known_queue(name: str) -> bool:
-    async def call(client: Client) -> list[str]:
-        return await client.queues()
-
-    return name in services.run_engine(call)
-
-
-def _unknown(name: str) -> QueueOut:
-    raise HttpError(404, f"no queue named {name!r}")
+    return _set_paused(request, name, False)
 
 
 @router.get("/workers", response={200: list[WorkerOut], **ERRORS})
 def workers(request: HttpRequest) -> list[WorkerOut]:
     """Live workers and what each runs."""
+    need(request, Perm.VIEW)
 
     async def call(client: Client) -> list[dict[str, Any]]:
         return await client.workers()
@@ -326,34 +378,14 @@ def workers(request: HttpRequest) -> list[WorkerOut]:
 @router.get("/stats", response={200: list[StatsPoint], **ERRORS})
 def stats(request: HttpRequest, minutes: int = Query(60, ge=1, le=1440)) -> list[StatsPoint]:  # type: ignore[type-arg]
     """Completed and failed jobs per minute over the last `minutes`."""
+    need(request, Perm.VIEW)
     return [StatsPoint(**r) for r in throughput(minutes)]
-
-
-def _argument_schema(task: Task) -> dict[str, Any]:
-    props: dict[str, Any] = {}
-    required: list[str] = []
-    if task.fn is None:
-        return {"type": "object"}
-    params = list(inspect.signature(task.fn).parameters.values())
-    if task.options.takes_context:
-        params = params[1:]
-    for p in params:
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
-        try:
-            props[p.name] = (
-                TypeAdapter(p.annotation).json_schema() if p.annotation is not p.empty else {}
-            )
-        except Exception:
-            props[p.name] = {}
-        if p.default is p.empty:
-            required.append(p.name)
-    return {"type": "object", "properties": props, "required": required}
 
 
 @router.get("/tasks", response={200: list[TaskOut], **ERRORS})
 def tasks(request: HttpRequest) -> list[TaskOut]:
     """Every registered task with its options and its argument schema."""
+    need(request, Perm.VIEW)
     return [
         TaskOut(
             name=t.name,
@@ -362,7 +394,7 @@ def tasks(request: HttpRequest) -> list[TaskOut]:
             priority=t.options.priority,
             max_retries=t.options.max_retries,
             timeout_s=t.options.timeout_s,
-            arguments=_argument_schema(t),
+            arguments=schema(t),
         )
         for t in sorted(known_tasks().values(), key=lambda t: t.name)
     ]

@@ -2,26 +2,63 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from channels.db import database_sync_to_async
 from django.db.models import Count, Min, Q
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine import Client
 
-from .conf import engine_settings
-from .models import Job, JobEvent, text_search
+from .models import STATE_CHOICES, Job, JobEvent, text_search
+from .schemas import QUEUE
 
-FILTER_KEYS = ("state", "queue", "task", "q", "since")
+STATES = frozenset(value for value, _ in STATE_CHOICES)
 
 
-def clean_filter(raw: dict[str, Any]) -> dict[str, str]:
-    """Keep the known filter keys with short string values."""
-    return {k: str(raw[k])[:200] for k in FILTER_KEYS if raw.get(k) not in (None, "")}
+class Filter(BaseModel):
+    """What a dashboard tab watches; blank fields are no filter."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    state: str | None = None
+    queue: str | None = Field(None, pattern=QUEUE)
+    task: str | None = Field(None, max_length=255)
+    q: str | None = Field(None, max_length=200)
+    since: datetime | None = None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: Any) -> Any:
+        return None if value == "" else value
+
+    @field_validator("state")
+    @classmethod
+    def _known_state(cls, value: str | None) -> str | None:
+        if value is not None and value not in STATES:
+            raise ValueError(f"unknown state; one of {', '.join(sorted(STATES))}")
+        return value
+
+    @field_validator("since")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        return timezone.make_aware(value) if value and timezone.is_naive(value) else value
+
+    def shown(self) -> dict[str, str]:
+        """Return the filter as the client sent it back (JSON, blanks left out)."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class Message(BaseModel):
+    """A message from a dashboard tab: a new filter, or whether the tab is visible."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    filter: Filter | None = None
+    visible: bool | None = None
 
 
 def throughput(minutes: int) -> list[dict[str, Any]]:
@@ -39,19 +76,15 @@ def throughput(minutes: int) -> list[dict[str, Any]]:
     )
 
 
-def _history(filters: dict[str, str]) -> dict[str, Any]:
+def _history(chosen: Filter) -> dict[str, Any]:
     rows = Job.objects.all()
     for key in ("state", "queue", "task"):
-        if key in filters:
-            rows = rows.filter(**{key: filters[key]})
-    if "q" in filters:
-        rows = text_search(rows, filters["q"])
-    if "since" in filters:
-        since_at = parse_datetime(filters["since"]) or parse_datetime(filters["since"] + "T00:00")
-        if since_at is not None:
-            if timezone.is_naive(since_at):
-                since_at = timezone.make_aware(since_at)
-            rows = rows.filter(submitted_at__gte=since_at)
+        if getattr(chosen, key) is not None:
+            rows = rows.filter(**{key: getattr(chosen, key)})
+    if chosen.q:
+        rows = text_search(rows, chosen.q)
+    if chosen.since is not None:
+        rows = rows.filter(submitted_at__gte=chosen.since)
     oldest = dict(
         Job.objects.filter(state="submitted").values_list("queue").annotate(Min("submitted_at"))
     )
@@ -82,11 +115,16 @@ def _history(filters: dict[str, str]) -> dict[str, Any]:
     }
 
 
-async def snapshot(filters: dict[str, str]) -> dict[str, Any]:
-    """Return counts per queue, workers, and the history views for `filters`."""
-    async with Client(engine_settings()) as client:
-        queues = {q: await client.counts(q) for q in await client.queues()}
-        paused = {q: await client.is_paused(q) for q in queues}
-        workers = await client.workers()
-    history = await database_sync_to_async(_history)(filters)
-    return {"filter": filters, "queues": queues, "paused": paused, "workers": workers, **history}
+async def snapshot(client: Client, chosen: Filter) -> dict[str, Any]:
+    """Return counts per queue, workers, and the history views for the filter `chosen`."""
+    queues = {q: await client.counts(q) for q in await client.queues()}
+    paused = {q: await client.is_paused(q) for q in queues}
+    workers = await client.workers()
+    history = await database_sync_to_async(_history)(chosen)
+    return {
+        "filter": chosen.shown(),
+        "queues": queues,
+        "paused": paused,
+        "workers": workers,
+        **history,
+    }

@@ -134,13 +134,22 @@ class Queue(models.Model):
 
 
 class ApiToken(models.Model):
-    """A bearer token for the JSON API; only its SHA-256 is stored."""
+    """A bearer token for the JSON API; only its SHA-256 is stored.
 
-    user = models.ForeignKey("auth.User", on_delete=models.CASCADE, related_name="api_tokens")
+    It acts as its user, never beyond: `permissions` (codenames) and `queues`, when not empty,
+    narrow what it may do; past `expires_at` it is refused.
+    """
+
+    user = models.ForeignKey(
+        "auth.User", on_delete=models.CASCADE, related_name="api_tokens", editable=False
+    )
     name = models.CharField(max_length=100)
     prefix = models.CharField(max_length=8, editable=False)
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    permissions = models.JSONField(default=list, blank=True)
+    queues = models.JSONField(default=list, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
 

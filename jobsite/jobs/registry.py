@@ -62,6 +62,7 @@ def wrap(dtask: DjangoTask) -> Task:
             return await func(*lead, *args, **kwargs)
 
         run_async.__signature__ = _signature(dtask)  # type: ignore[attr-defined]
+        run_async.__wrapped__ = func  # type: ignore[attr-defined]  # its type hints
         return task(run_async, name=name, **options)  # type: ignore[no-any-return]
 
     def run_sync(job: JobContext, *args: Any, **kwargs: Any) -> Any:
@@ -73,6 +74,7 @@ def wrap(dtask: DjangoTask) -> Task:
             close_old_connections()
 
     run_sync.__signature__ = _signature(dtask)  # type: ignore[attr-defined]
+    run_sync.__wrapped__ = func  # type: ignore[attr-defined]  # its type hints
     return task(run_sync, name=name, **options)  # type: ignore[no-any-return]
 
 

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from ninja import Field, Schema
+from pydantic import ConfigDict, model_validator
 
-JOB_ID = r"^[A-Za-z0-9._:-]{1,128}$"
+from engine import JOB_ID_PATTERN
+
 QUEUE = r"^[A-Za-z0-9._-]{1,100}$"
+QUEUE_NAME = re.compile(QUEUE)
 
 
 class JobIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
     task: str = Field(..., min_length=1, max_length=255)
     args: list[Any] = Field(default_factory=list)
     kwargs: dict[str, Any] = Field(default_factory=dict)
@@ -20,7 +26,7 @@ class JobIn(Schema):
     delay_s: float | None = Field(None, ge=0, le=366 * 86_400)
     run_at: datetime | None = None
     ttl_s: float | None = Field(None, gt=0, le=366 * 86_400)
-    job_id: str | None = Field(None, pattern=JOB_ID)
+    job_id: str | None = Field(None, pattern=JOB_ID_PATTERN)
 
 
 class EventOut(Schema):
@@ -68,9 +74,13 @@ class CountOut(Schema):
 
 
 class ResubmitIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
     queue: str = Field("default", pattern=QUEUE)
-    ids: list[str] | None = Field(None, max_length=10_000)
-    task: str | None = None
+    ids: list[Annotated[str, Field(pattern=JOB_ID_PATTERN)]] | None = Field(
+        None, min_length=1, max_length=10_000
+    )
+    task: str | None = Field(None, min_length=1, max_length=255)
 
 
 class QueueOut(Schema):
@@ -112,14 +122,38 @@ class ErrorOut(Schema):
 
 
 class BulkIn(Schema):
-    """Act on ids, or on every job of the history matching a filter; dry_run only counts."""
+    """Act on ids, or on every job of the history matching a filter; dry_run only counts.
 
-    ids: list[str] | None = Field(None, max_length=10_000)
-    state: str | None = None
-    queue: str | None = None
-    task: str | None = None
-    q: str | None = None
+    Something must be chosen: ids, at least one filter, or `"all": true` for every job.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    ids: list[Annotated[str, Field(pattern=JOB_ID_PATTERN)]] | None = Field(
+        None, min_length=1, max_length=10_000
+    )
+    all: bool = False
+    state: str | None = Field(None, min_length=1, max_length=16)
+    queue: str | None = Field(None, pattern=QUEUE)
+    task: str | None = Field(None, min_length=1, max_length=255)
+    q: str | None = Field(None, min_length=1, max_length=200)
+    since: datetime | None = None
     dry_run: bool = False
+
+    @model_validator(mode="after")
+    def _chosen(self) -> BulkIn:
+        if self.ids is None and not self.all and not self.selector():
+            raise ValueError(
+                'choose the jobs: "ids", at least one of "state", "queue", "task", "q", '
+                '"since", or "all": true'
+            )
+        return self
+
+    def selector(self) -> dict[str, Any]:
+        """Return the filter this body chose, as JSON (empty for ids or "all")."""
+        return self.model_dump(
+            mode="json", exclude_none=True, include={"state", "queue", "task", "q", "since"}
+        )
 
 
 class BulkOut(Schema):

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from engine import Client, DuplicateJob, Job, Task
 
-from .conf import engine_settings
+from .conf import check_queue, engine_settings
 from .models import OutboxEntry
 
 log = logging.getLogger("jobsite.services")
@@ -53,6 +53,7 @@ async def _submit(client: Client, jobs: list[Job]) -> None:
 def enqueue(task: Task, *args: Any, **kwargs: Any) -> Job:
     """Enqueue a call of `task`. Inside transaction.atomic() it reaches Redis after commit."""
     job = task.call(*args, **kwargs)
+    check_queue(job.queue)
     if transaction.get_connection().in_atomic_block:
         OutboxEntry.objects.create(job_id=job.id, queue=job.queue, job=_outbox_payload(job))
         transaction.on_commit(lambda: push_outbox([job.id]), robust=True)
@@ -64,6 +65,7 @@ def enqueue(task: Task, *args: Any, **kwargs: Any) -> Job:
 async def aenqueue(task: Task, *args: Any, **kwargs: Any) -> Job:
     """Async twin of `enqueue` (no transaction: it reaches Redis at once)."""
     job = task.call(*args, **kwargs)
+    check_queue(job.queue)
     await _with_client(lambda client: _submit(client, [job]))
     return job
 

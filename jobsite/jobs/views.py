@@ -1,15 +1,27 @@
-"""Dashboard pages (staff only); live data comes over the websocket, actions over the API."""
+"""Dashboard pages; live data comes over the websocket, actions over the API."""
 
 from __future__ import annotations
 
 from django.contrib.admin.views.decorators import staff_member_required
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
+from django.middleware.csrf import get_token
 from django.shortcuts import render
-from django.views.decorators.csrf import ensure_csrf_cookie
+from django.urls import reverse
+
+from .permissions import Perm, user_allows
 
 
 @staff_member_required
-@ensure_csrf_cookie
 def dashboard(request: HttpRequest) -> HttpResponse:
-    """Render the live dashboard shell."""
-    return render(request, "dashboard/index.html")
+    """Render the live dashboard shell, with the actions this user may take."""
+    if not user_allows(request.user, Perm.VIEW):
+        raise PermissionDenied(f"the dashboard needs the permission {Perm.VIEW.full}")
+    config = {
+        "csrf": get_token(request),
+        "api": reverse("api:api-root").rstrip("/"),
+        "socket": "/ws/dashboard/",
+        "job_page": reverse("admin:jobs_job_change", args=["JOB_ID"]),
+        "may": {p.name.lower(): user_allows(request.user, p) for p in Perm},
+    }
+    return render(request, "dashboard/index.html", {"config": config})

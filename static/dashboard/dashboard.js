@@ -3,15 +3,26 @@
   "use strict";
   const $ = (sel) => document.querySelector(sel);
   const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
+  // Where things are and what this user may do: from the page (reverse() on the server).
+  const config = JSON.parse(document.getElementById("jobsite-config").textContent);
+  const csrf = config.csrf;
+  // Every value put into a URL is encoded: an id like "../queues/x/pause?" stays one segment.
+  const seg = encodeURIComponent;
+  const jobPage = (id) => config.job_page.replace("JOB_ID", seg(id));
+  const may = (action) => Boolean(config.may[action]);
   let socket;
   let filter = {};
 
   function connect() {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
-    socket = new WebSocket(`${scheme}://${location.host}/ws/dashboard/`);
+    socket = new WebSocket(`${scheme}://${location.host}${config.socket}`);
     socket.onopen = () => { $("#status").textContent = "live"; socket.send(JSON.stringify({filter})); };
     socket.onclose = () => { $("#status").textContent = "reconnecting…"; setTimeout(connect, 1000); };
-    socket.onmessage = (event) => render(JSON.parse(event.data));
+    socket.onmessage = (event) => {
+      const data = JSON.parse(event.data);
+      if (data.type === "error") { $("#status").textContent = `error: ${data.detail}`; return; }
+      render(data);
+    };
   }
 
   function render(data) {
@@ -19,16 +30,16 @@
     $("#queues tbody").innerHTML = queues.map(([name, c]) => `<tr><td>${esc(name)}${data.paused[name] ? " (paused)" : ""}</td>
       <td>${c.submitted}</td><td>${c.scheduled}</td><td>${c.started}</td><td>${c.dlq}</td><td>${c.completed_total}</td><td>${c.failed_total}</td>
       <td>${data.oldest_waiting_s && data.oldest_waiting_s[name] != null ? Math.round(data.oldest_waiting_s[name]) + " s" : "–"}</td>
-      <td><button data-queue="${esc(name)}" data-action="${data.paused[name] ? "resume" : "pause"}">${data.paused[name] ? "resume" : "pause"}</button></td></tr>`).join("");
+      <td>${may("change_queue") ? `<button data-queue="${esc(name)}" data-action="${data.paused[name] ? "resume" : "pause"}">${data.paused[name] ? "resume" : "pause"}</button>` : ""}</td></tr>`).join("");
     $("#workers ul").innerHTML = (data.workers || []).map((w) => `<li><b>${esc(w.id)}</b> ${esc(w.queues)} · ${w.current_jobs.length}/${w.concurrency} busy · seen ${Math.round((Date.now() - w.heartbeat_at_ms) / 1000)}s ago</li>`).join("") || "<li>none</li>";
     $("#running ul").innerHTML = (data.running || []).map((j) => `<li>${esc(j.task)} <small>${esc(j.id)}</small>
       <div class="bar"><span style="width:${Math.max(0, Math.min(100, j.progress || 0))}%"></span></div><small>${esc(j.progress_message)}</small></li>`).join("") || "<li>nothing running</li>";
-    $("#failures ul").innerHTML = (data.failures || []).map((f) => `<li data-id="${esc(f.id)}"><b>${esc(f.task)}</b> <a href="/admin/jobs/job/${esc(f.id)}/change/"><small>${esc(f.id)}</small></a>
-      <button data-job="${esc(f.id)}" data-action="retry">retry</button><pre>${esc(f.error.traceback || f.error.message || "")}</pre></li>`).join("") || "<li>none</li>";
+    $("#failures ul").innerHTML = (data.failures || []).map((f) => `<li data-id="${esc(f.id)}"><b>${esc(f.task)}</b> <a href="${esc(jobPage(f.id))}"><small>${esc(f.id)}</small></a>
+      ${may("retry") ? `<button data-job="${esc(f.id)}" data-action="retry">retry</button>` : ""}<pre>${esc(f.error.traceback || f.error.message || "")}</pre></li>`).join("") || "<li>none</li>";
     const ticked = new Set([...document.querySelectorAll("#search tbody input:checked")].map((i) => i.value));
-    $("#search tbody").innerHTML = (data.jobs || []).map((j) => `<tr data-id="${esc(j.id)}"><td><input type="checkbox" value="${esc(j.id)}" ${ticked.has(j.id) ? "checked" : ""}></td><td><a href="/admin/jobs/job/${esc(j.id)}/change/"><small>${esc(j.id)}</small></a></td><td>${esc(j.task)}</td><td>${esc(j.queue)}</td>
+    $("#search tbody").innerHTML = (data.jobs || []).map((j) => `<tr data-id="${esc(j.id)}"><td><input type="checkbox" value="${esc(j.id)}" ${ticked.has(j.id) ? "checked" : ""}></td><td><a href="${esc(jobPage(j.id))}"><small>${esc(j.id)}</small></a></td><td>${esc(j.task)}</td><td>${esc(j.queue)}</td>
       <td class="state-${esc(j.state)}">${esc(j.state)}</td><td>${j.attempt}</td>
-      <td>${["submitted", "scheduled", "started"].includes(j.state) ? `<button data-job="${esc(j.id)}" data-action="cancel">cancel</button>` : ""}</td></tr>`).join("");
+      <td>${may("cancel") && ["submitted", "scheduled", "blocked", "started"].includes(j.state) ? `<button data-job="${esc(j.id)}" data-action="cancel">cancel</button>` : ""}</td></tr>`).join("");
     chart(data.throughput || []);
   }
 
@@ -50,22 +61,32 @@
 
   async function act(path, method, question) {
     if (!confirm(question)) return;
-    const response = await fetch(`/api/v1${path}`, {method, headers: {"X-CSRFToken": window.JOBSITE.csrf}, credentials: "same-origin"});
+    const response = await fetch(`${config.api}${path}`, {method, headers: {"X-CSRFToken": csrf}, credentials: "same-origin"});
     if (!response.ok) alert(`failed: ${response.status} ${(await response.json()).detail}`);
   }
 
   async function bulk(action, scope) {
-    const body = scope === "selected"
-      ? {ids: [...document.querySelectorAll("#search tbody input:checked")].map((i) => i.value)}
-      : {...filter};
-    const call = async (dry) => (await fetch(`/api/v1/bulk/${action}`, {method: "POST", credentials: "same-origin",
-      headers: {"X-CSRFToken": window.JOBSITE.csrf, "Content-Type": "application/json"},
-      body: JSON.stringify({...body, dry_run: dry})})).json();
-    const {matched} = await call(true);
+    const ids = [...document.querySelectorAll("#search tbody input:checked")].map((i) => i.value);
+    if (scope === "selected" && !ids.length) { alert("Tick some jobs first."); return; }
+    const chosen = Object.fromEntries(Object.entries(filter).filter(([, v]) => v !== ""));
+    // "All matching" with no filter at all is said explicitly: the API never guesses "everything".
+    const body = scope === "selected" ? {ids} : (Object.keys(chosen).length ? chosen : {all: true});
+    const call = async (dry) => {
+      const response = await fetch(`${config.api}/bulk/${seg(action)}`, {method: "POST", credentials: "same-origin",
+        headers: {"X-CSRFToken": csrf, "Content-Type": "application/json"},
+        body: JSON.stringify({...body, dry_run: dry})});
+      const answer = await response.json();
+      if (!response.ok) throw new Error(`${response.status} ${JSON.stringify(answer.detail)}`);
+      return answer;
+    };
+    let matched;
+    try { ({matched} = await call(true)); } catch (error) { alert(`failed: ${error.message}`); return; }
     if (!matched) { alert(`No job to ${action}.`); return; }
     if (!confirm(`${action} ${matched} job${matched === 1 ? "" : "s"}?`)) return;
-    const {changed} = await call(false);
-    $("#status").textContent = `${action}: ${changed} of ${matched}`;
+    try {
+      const {changed} = await call(false);
+      $("#status").textContent = `${action}: ${changed} of ${matched}`;
+    } catch (error) { alert(`failed: ${error.message}`); }
   }
 
   document.addEventListener("click", (event) => {
@@ -74,9 +95,9 @@
     const b = event.target.closest("button[data-action]");
     if (!b) return;
     const {action, job, queue} = b.dataset;
-    if (action === "cancel") act(`/jobs/${job}`, "DELETE", `Cancel 1 job (${job})?`);
-    if (action === "retry") act(`/jobs/${job}/retry`, "POST", `Retry 1 job (${job})?`);
-    if (action === "pause" || action === "resume") act(`/queues/${queue}/${action}`, "POST", `${action} queue ${queue}?`);
+    if (action === "cancel") act(`/jobs/${seg(job)}`, "DELETE", `Cancel 1 job (${job})?`);
+    if (action === "retry") act(`/jobs/${seg(job)}/retry`, "POST", `Retry 1 job (${job})?`);
+    if (action === "pause" || action === "resume") act(`/queues/${seg(queue)}/${action}`, "POST", `${action} queue ${queue}?`);
   });
   $("#filter").addEventListener("submit", (event) => {
     event.preventDefault();
@@ -84,5 +105,8 @@
     socket.send(JSON.stringify({filter}));
   });
   document.addEventListener("visibilitychange", () => socket && socket.readyState === 1 && socket.send(JSON.stringify({visible: !document.hidden})));
+  for (const el of document.querySelectorAll("[data-needs]")) {
+    if (!el.dataset.needs.split(" ").some(may)) el.hidden = true;
+  }
   connect();
 })();

@@ -9,9 +9,11 @@ import redis
 
 from engine import (
     Client,
+    ConfigError,
     DuplicateJob,
     EngineSettings,
     InvalidArguments,
+    Job,
     JobNotFound,
     JobState,
     PayloadTooLarge,
@@ -19,6 +21,7 @@ from engine import (
     SerializationError,
 )
 from engine.devserver import free_port
+from engine.submit import job_spec, submit
 
 from . import tasks as t
 from .helpers import dbsize
@@ -100,6 +103,42 @@ async def test_duplicate_job_id_refused(client: Client) -> None:
     with pytest.raises(DuplicateJob, match="fixed"):
         await client.enqueue(t.add.using(job_id="fixed"), 3, 4)
     assert (await client.get("fixed")).args == [1, 2]
+
+
+async def test_a_job_id_off_the_rule_writes_nothing(
+    client: Client, settings: EngineSettings
+) -> None:
+    with pytest.raises(ConfigError, match="job ids are"):
+        await client.enqueue(t.add.using(job_id="../queues/default/pause?x="), 1, 2)
+    renamed = t.add.call(3, 4)
+    renamed.id = "a b"
+    with pytest.raises(ConfigError, match="'a b'"):
+        await client.enqueue_many([t.add.call(1, 2), renamed])
+    by_hand = Job(id="x" * 129, task="add", args=[1, 2])
+    with pytest.raises(ConfigError, match="job ids are"):
+        await client.enqueue_flow([t.add.using(job_id="parent").call(1, 2), by_hand])
+    assert dbsize(settings) == 0
+
+
+async def test_lookups_take_any_id(client: Client, settings: EngineSettings) -> None:
+    for bad in ("a b", "../x", ""):
+        with pytest.raises(JobNotFound):
+            await client.get(bad, queue="default")
+    assert await client.cancel(["a b", "../x"], "default") == {
+        "a b": "not_found",
+        "../x": "not_found",
+    }
+    assert await client.cancel(["a b"]) == {"a b": "not_found"}
+    assert await client.resubmit("default", ["a b"]) == 0
+    assert await client.purge("default", ["a b"]) == 0
+    # The scheduler names a repeatable's ticks <name>@<ms>, outside the rule: still found.
+    await client.enqueue(t.add, 0, 0)  # names the queue for lookups without one
+    keys = client.keys("default")
+    tick = t.add.call(1, 2)
+    tick.id = "nightly@1767225600000"
+    await submit(client.scripts, settings, keys, [job_spec(tick, keys, 1 << 20)])
+    assert (await client.get(tick.id)).args == [1, 2]
+    assert await client.cancel([tick.id]) == {tick.id: "cancelled"}
 
 
 async def test_every_submit_appends_an_event(client: Client, settings: EngineSettings) -> None:

@@ -112,6 +112,23 @@ async def test_cancel_scheduled_and_unknown(client: Client) -> None:
     assert await client.cancel([later.id]) == {later.id: "finished"}
 
 
+async def test_cancel_sends_at_most_500_ids_per_script_call(
+    client: Client, settings: EngineSettings
+) -> None:
+    jobs = await client.enqueue_many([t.add.using(delay_s=60).call(i, 1) for i in range(1_190)])
+    ids = [j.id for j in jobs] + [f"nobody-{i}" for i in range(10)]
+    with redis.Redis.from_url(settings.redis_url) as r:
+        r.config_resetstat()
+        result = await client.cancel(ids, "default")
+        calls = r.info("commandstats")["cmdstat_evalsha"]["calls"]
+    assert calls == 3
+    assert result == {
+        **{j.id: "cancelled" for j in jobs},
+        **{f"nobody-{i}": "not_found" for i in range(10)},
+    }
+    assert (await client.counts("default"))["cancelled_total"] == 1_190
+
+
 async def test_pause_stops_claiming_and_resume_restarts_it(
     client: Client, settings: EngineSettings
 ) -> None:

@@ -14,6 +14,8 @@ from engine import (
     InvalidArguments,
     Job,
     JobState,
+    check_job_id,
+    redact_url,
     task,
 )
 from engine.backoff import delay_s
@@ -74,6 +76,64 @@ def test_dict_round_trip_keeps_unknown_keys() -> None:
     assert back.state is JobState.FAILED and back.to_dict()["custom"] == "yes"
 
 
+# Every secret below is made of "s3c" and "r3t", which appear nowhere else.
+REDACTED = [
+    ("redis://user:s3cr3t@h:1/0", "redis://user:***@h:1/0"),
+    ("rediss://:s3cr3t@h", "rediss://:***@h"),
+    ("redis://h:1/0?password=s3cr3t", "redis://h:1/0?password=***"),
+    ("redis://h/0?db=1&sentinel_password=s3cr3t&x=1", "redis://h/0?db=1&sentinel_password=***&x=1"),
+    ("redis://h/0?Client_Secret=s3c&AUTH=r3t", "redis://h/0?Client_Secret=***&AUTH=***"),
+    ("redis://h/0?access_token=s3cr3t&db=2", "redis://h/0?access_token=***&db=2"),
+    ("redis://h/0?pass%77ord=s3cr3t", "redis://h/0?pass%77ord=***"),
+    ("redis://u:s3c@h/0?password=r3t", "redis://u:***@h/0?password=***"),
+    ("unix://:s3cr3t@/path/redis.sock?db=0", "unix://:***@/path/redis.sock?db=0"),
+    ("unix://user:s3cr3t@/path/redis.sock", "unix://user:***@/path/redis.sock"),
+    ("unix:///path/redis.sock?password=s3cr3t", "unix:///path/redis.sock?password=***"),
+    ("redis+sentinel://:s3cr3t@h1:1,h2:2/mymaster", "redis+sentinel://:***@h1:1,h2:2/mymaster"),
+    (
+        "redis+sentinel://:s3c@h1:1,h2:2/m?sentinel_password=r3t",
+        "redis+sentinel://:***@h1:1,h2:2/m?sentinel_password=***",
+    ),
+    ("redis+cluster://u:s3cr3t@h1:1,h2:2", "redis+cluster://u:***@h1:1,h2:2"),
+    # Unencoded @ / ? # : & in a secret, an @ in a query value, garbage: hidden, never raised.
+    ("redis://:s3c@/?#:r3t@h:1/0", "redis://:***@h:1/0"),
+    ("redis://h/0?password=s3c@r3t", "redis://h/0?password=***"),
+    ("redis://h/0?password=s3c&r3t&db=1", "redis://h/0?password=***&db=1"),
+    ("redis://u:s3cr3t@[::1", "redis://u:***@[::1"),
+    ("u:s3cr3t@host", "u:***@host"),
+    ("redis://:s3c@h/0?client_name=a@b", "redis://:***@b"),
+    ("not a url", "not a url"),
+    ("", ""),
+    ("redis://user@h:1/0?db=1", "redis://user@h:1/0?db=1"),
+]
+
+
+@pytest.mark.parametrize(("url", "shown"), REDACTED)
+def test_redact_url_hides_every_secret(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+    assert "s3c" not in shown and "r3t" not in shown
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        url
+        for url, _ in REDACTED
+        if url.split("://")[0] in ("redis", "rediss", "unix", "redis+sentinel") and "[" not in url
+    ],
+)
+def test_settings_never_show_a_secret(url: str) -> None:
+    s = EngineSettings.from_url(url)
+    assert s.redacted_url == redact_url(url)
+    assert "s3c" not in repr(s) and "r3t" not in repr(s)
+
+
+def test_a_url_that_does_not_parse_is_refused_without_its_secret() -> None:
+    with pytest.raises(ConfigError, match="does not parse") as info:
+        EngineSettings.from_url("redis://u:s3cr3t@[::1")
+    assert "s3cr3t" not in str(info.value) and "u:***@" in str(info.value)
+
+
 def test_settings_validation_and_redaction() -> None:
     s = EngineSettings.from_url("redis://user:s3cret@localhost:6380/1")
     assert "s3cret" not in s.redacted_url and "s3cret" not in repr(s)
@@ -94,6 +154,44 @@ def test_task_options_are_validated() -> None:
         task(lambda: None, queue="bad:name")
     with pytest.raises(ConfigError, match="unknown task options"):
         task(lambda: None).using(colour="red")
+
+
+@pytest.mark.parametrize(
+    "job_id",
+    ["a", "x" * 128, "Order-42.v2:retry_1", "2026-01-01T00:00", "nightly@1767225600000", "a.."],
+)
+def test_job_id_rule_accepts(job_id: str) -> None:
+    assert check_job_id(job_id) == job_id
+    assert task(lambda: None).using(job_id=job_id).call().id == job_id
+
+
+@pytest.mark.parametrize(
+    "job_id",
+    [
+        "",
+        "x" * 129,
+        "a b",
+        "../queues/default/pause?x=",
+        "a/b",
+        "ok\n",
+        "é",
+        "a{b}",
+        7,
+        ".",
+        "..",
+        ".hidden",
+    ],
+)
+def test_job_id_rule_refuses(job_id: str) -> None:
+    with pytest.raises(ConfigError, match="job ids are") as info:
+        check_job_id(job_id)
+    assert repr(job_id) in str(info.value)
+    with pytest.raises(ConfigError, match="job ids are"):
+        task(lambda: None).using(job_id=job_id)
+
+
+def test_generated_job_ids_follow_the_rule() -> None:
+    assert all(check_job_id(task(lambda: None).call().id) for _ in range(100))
 
 
 def test_call_checks_the_signature() -> None:

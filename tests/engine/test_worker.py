@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 
+import pytest
 import redis
 
 from engine import Client, EngineSettings, JobState, task_ref
@@ -247,10 +250,30 @@ async def test_cli_worker_burst(client: Client, settings: EngineSettings) -> Non
     assert [(await client.get(j.id)).result for j in jobs] == [i + 1 for i in range(50)]
 
 
-def test_cli_exits_nonzero_without_redis() -> None:
-    proc = run_cli("redis://:hunter2@127.0.0.1:1/0", "tests.engine.tasks", timeout_s=30)
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:hunter2@127.0.0.1:1/0?password=hunter3",
+        "unix://user:hunter2@/nonexistent/redis.sock?db=0&password=hunter3",
+    ],
+)
+def test_cli_exits_nonzero_without_redis(url: str) -> None:
+    proc = run_cli(url, "tests.engine.tasks", timeout_s=30)
     assert proc.returncode == 2
-    assert "cannot reach redis" in proc.stderr and "hunter2" not in proc.stderr
+    assert "cannot reach redis" in proc.stderr and "hunter" not in proc.stderr
+
+
+async def test_worker_start_line_hides_secrets(
+    settings: EngineSettings, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The private server's default user has no password, so any password logs in.
+    url = settings.redis_url.replace("redis://", "redis://default:s3c@") + "?password=r3t"
+    with caplog.at_level(logging.INFO, logger="engine.worker"):
+        await drain(dataclasses.replace(settings, redis_url=url), ALL)
+    started = [r.getMessage() for r in caplog.records if "worker started" in r.getMessage()]
+    assert len(started) == 1 and "url=redis://default:***@127.0.0.1:" in started[0]
+    assert started[0].endswith("/0?password=***")
+    assert "s3c" not in caplog.text and "r3t" not in caplog.text
 
 
 async def test_exponential_jitter_retries_stay_in_their_windows(

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 from channels.layers import channel_layers
+from django.contrib.auth.models import Group, Permission, User
 from django.tasks import task_backends
 from django.test import override_settings
 
@@ -14,7 +15,10 @@ from engine import EngineSettings, Worker
 from engine.devserver import RedisServer
 from jobsite.jobs import conf
 from jobsite.jobs.mirror import Mirror
+from jobsite.jobs.models import ApiToken
+from jobsite.jobs.permissions import GROUPS, OPERATORS
 from jobsite.jobs.registry import load_tasks
+from jobsite.jobs.tokens import issue
 
 MODULES = ["jobsite.demo_tasks", "tests.jobsite.dj_tasks", "tests.engine.tasks"]
 
@@ -42,19 +46,39 @@ def engine(redis_server: RedisServer) -> Iterator[EngineSettings]:
     channel_layers.backends.clear()
 
 
-@pytest.fixture
-def token() -> str:
-    """Return the key of an API token of a staff user."""
-    from django.contrib.auth.models import User
+@pytest.fixture(autouse=True)
+def jobsite_groups(request: pytest.FixtureRequest) -> None:
+    """Make the groups of the data migration again: transactional tests flush them away."""
+    if request.node.get_closest_marker("django_db") is None:
+        return
+    for name, codenames in GROUPS.items():
+        group, made = Group.objects.get_or_create(name=name)
+        if made:
+            group.permissions.set(
+                Permission.objects.filter(content_type__app_label="jobs", codename__in=codenames)
+            )
 
-    from jobsite.jobs.models import ApiToken
-    from jobsite.jobs.tokens import issue
 
-    user = User.objects.create_user("robot", password="x", is_staff=True)
-    row = ApiToken(user=user, name="ci")
+def staff_user(name: str, group: str | None = None, **extra: object) -> User:
+    """Create a staff user, in `group` (one of the groups the migration made) when given."""
+    user = User.objects.create_user(name, password="x", is_staff=True, **extra)
+    if group is not None:
+        user.groups.add(Group.objects.get(name=group))
+    return user
+
+
+def make_token(user: User, **scope: object) -> str:
+    """Create an API token of `user` (with `scope`: permissions, queues, expires_at)."""
+    row = ApiToken(user=user, name=f"{user.username}-token", **scope)
     key = issue(row)
     row.save()
     return key
+
+
+@pytest.fixture
+def token() -> str:
+    """Return the key of an API token of a staff user in the "Jobsite operators" group."""
+    return make_token(staff_user("robot", OPERATORS))
 
 
 async def run_worker(settings: EngineSettings) -> Worker:

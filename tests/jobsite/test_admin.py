@@ -68,7 +68,7 @@ def test_cancel_needs_csrf_then_confirmation(engine: EngineSettings, admin_user:
     assert done.status_code == 302
     assert states(engine, ids) == [JobState.CANCELLED, JobState.CANCELLED, JobState.SCHEDULED]
     entries = LogEntry.objects.filter(object_id__in=ids[:2])
-    assert entries.count() == 2 and "cancel via engine" in entries[0].change_message
+    assert entries.count() == 2 and "cancel via admin" in entries[0].change_message
 
 
 def test_action_on_everything_matching_the_filter(engine: EngineSettings, admin_user: User) -> None:

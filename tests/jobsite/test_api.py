@@ -16,8 +16,9 @@ from engine.devserver import free_port
 from jobsite.api import api
 from jobsite.jobs import conf
 from jobsite.jobs.models import ApiToken
+from jobsite.jobs.permissions import OPERATORS
 
-from .conftest import mirror_all, run_worker
+from .conftest import mirror_all, run_worker, staff_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BASE = "/api/v1"
@@ -59,7 +60,7 @@ def test_revoked_or_non_staff_tokens_are_refused(engine: EngineSettings, token: 
 
 
 def test_session_needs_staff_and_csrf(engine: EngineSettings) -> None:
-    staff = User.objects.create_user("s", password="x", is_staff=True)
+    staff = staff_user("s", OPERATORS)
     plain = User.objects.create_user("p", password="x")
     web = WebClient(enforce_csrf_checks=True)
     web.force_login(plain)
@@ -123,8 +124,14 @@ def test_bad_input_never_yields_a_500(engine: EngineSettings, token: str) -> Non
         == 422
     )
     assert call(web, "post", "/jobs", token, data="{not json").status_code in (400, 422)
-    big = call(web, "post", "/jobs", token, data={"task": "add", "args": [1, "x" * (2 << 20)]})
-    assert big.status_code == 413
+    big = call(web, "post", "/jobs", token, data={"task": "ctx", "args": ["x" * (2 << 20)]})
+    assert big.status_code == 413  # over the engine's max_payload_bytes
+    huge = call(web, "post", "/jobs", token, data={"task": "ctx", "args": ["x" * (3 << 20)]})
+    assert huge.status_code == 413 and "DATA_UPLOAD_MAX_MEMORY_SIZE" in huge.json()["detail"]
+    typed = call(web, "post", "/jobs", token, data={"task": "add", "args": ["<b>x</b>", 1]})
+    assert typed.status_code == 422 and "argument 'a'" in typed.json()["detail"]
+    nan = call(web, "post", "/jobs", token, data='{"task": "ctx", "args": [NaN]}')
+    assert nan.status_code == 400
     assert call(web, "get", "/jobs/nobody", token).status_code == 404
     assert call(web, "delete", "/jobs/nobody", token).status_code == 404
     assert call(web, "get", "/jobs?cursor=%%%", token).status_code == 422

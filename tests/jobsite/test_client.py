@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import threading
+from urllib.parse import unquote
 
 import httpx
 import pytest
 from asgiref.sync import async_to_sync
 
-from engine import EngineSettings
+from engine import Client, EngineSettings
 from jobsite.asgi import application as asgi_app
 from jobsite.client import (
     AsyncJobsiteClient,
@@ -50,7 +51,7 @@ def test_sync_client_round_trip_and_typed_errors(engine: EngineSettings, token: 
         with pytest.raises(InvalidRequest):
             api.submit("add", 1)
         with pytest.raises(PayloadTooLarge):
-            api.submit("add", 1, "x" * (2 << 20))
+            api.submit("ctx", "x" * (2 << 20))
         with pytest.raises(TimeoutError):
             api.wait(later["id"], timeout_s=0.2, poll_s=0.05)
     with sync_client(None) as anonymous, pytest.raises(Unauthorized):
@@ -70,3 +71,76 @@ def test_async_client(engine: EngineSettings, token: str) -> None:
 
     done = async_to_sync(go)()
     assert done["state"] == "completed" and done["result"] == 42
+
+
+# Job ids that would leave /jobs/<id> if they were not encoded as one path segment.
+TRICKY_IDS = ["../queues/default/pause?x=", "..", ".", "a/b#c", "a%2Fb"]
+
+
+class RecordingWSGI(httpx.WSGITransport):
+    """The real app, recording the raw path of every request."""
+
+    def __init__(self) -> None:
+        super().__init__(app=wsgi_app)
+        self.paths: list[bytes] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.paths.append(request.url.raw_path)
+        return super().handle_request(request)
+
+
+class RecordingASGI(httpx.ASGITransport):
+    """The real app over ASGI, recording the raw path of every request."""
+
+    def __init__(self) -> None:
+        super().__init__(app=asgi_app)
+        self.paths: list[bytes] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.paths.append(request.url.raw_path)
+        return await super().handle_async_request(request)
+
+
+def assert_job_paths(paths: list[bytes]) -> None:
+    """Check each path is /api/v1/jobs/<one tricky id>[/retry], with no query."""
+    assert len(paths) == 3 * len(TRICKY_IDS)
+    for path, job_id in zip(paths, [i for i in TRICKY_IDS for _ in range(3)], strict=True):
+        _, api, version, jobs, segment, *rest = path.decode().split("/")
+        assert (api, version, jobs, unquote(segment)) == ("api", "v1", "jobs", job_id), path
+        assert rest in ([], ["retry"]) and "?" not in path.decode(), path
+
+
+def queue_paused(engine: EngineSettings) -> bool:
+    async def paused() -> bool:
+        async with Client(engine) as client:
+            return await client.is_paused("default")
+
+    return async_to_sync(paused)()
+
+
+def test_a_job_id_stays_one_path_segment(engine: EngineSettings, token: str) -> None:
+    from django.contrib.auth.models import User
+
+    User.objects.update(is_superuser=True)  # allowed to pause: only the path stops it
+    transport = RecordingWSGI()
+    with JobsiteClient("http://testserver", token, transport=transport) as api:
+        api.submit("add", 1, 2, delay_s=60)  # makes the queue known
+        transport.paths.clear()
+        for job_id in TRICKY_IDS:
+            for call in (api.get, api.cancel, api.retry):
+                with pytest.raises(NotFound):
+                    call(job_id)
+    assert_job_paths(transport.paths)
+    assert not queue_paused(engine)
+
+    async def go() -> list[bytes]:
+        transport = RecordingASGI()
+        async with AsyncJobsiteClient("http://testserver", token, transport=transport) as api:
+            for job_id in TRICKY_IDS:
+                for call in (api.get, api.cancel, api.retry):
+                    with pytest.raises(NotFound):
+                        await call(job_id)
+        return transport.paths
+
+    assert_job_paths(async_to_sync(go)())
+    assert not queue_paused(engine)

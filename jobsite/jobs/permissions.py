@@ -1,0 +1,107 @@
+"""Who may do what: one table from operations to Django permissions, for every surface.
+
+The admin, the API, the dashboard and the websocket all ask `Grant.allows`, so a user has the
+same rights everywhere: an active staff user with the Django permission, narrowed further by
+the scope of the API token the request came with, if any.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from django.http import HttpRequest
+from ninja.errors import HttpError
+
+if TYPE_CHECKING:
+    from .models import ApiToken
+
+APP_LABEL = "jobs"
+
+
+class Perm(StrEnum):
+    """A permission codename of the app, one per kind of operation."""
+
+    VIEW = "view_job"  # read jobs, workers, queues, stats; open the live socket
+    SUBMIT = "add_job"  # submit a job through the API
+    CANCEL = "cancel_job"
+    RETRY = "retry_job"  # retry, bulk retry, DLQ resubmit, replay
+    PURGE = "purge_job"
+    CHANGE_QUEUE = "change_queue"  # pause, resume, limits
+
+    @property
+    def full(self) -> str:
+        """Return the name `User.has_perm` takes (`app_label.codename`)."""
+        return f"{APP_LABEL}.{self.value}"
+
+
+# The groups the data migration creates; the admin pages of queues and workers need their
+# own view permissions, so viewers get those too.
+VIEWERS = "Jobsite viewers"
+OPERATORS = "Jobsite operators"
+_READ = ["view_job", "view_jobevent", "view_queue", "view_worker"]
+GROUPS: dict[str, list[str]] = {
+    VIEWERS: _READ,
+    OPERATORS: [*_READ, "add_job", "cancel_job", "retry_job", "purge_job", "change_queue"],
+}
+
+
+def user_allows(user: Any, perm: Perm) -> bool:
+    """Tell whether an active staff user holds `perm` (superusers hold every permission)."""
+    return bool(
+        user is not None
+        and user.is_authenticated
+        and user.is_active
+        and user.is_staff
+        and user.has_perm(perm.full)
+    )
+
+
+@dataclass(frozen=True)
+class Grant:
+    """The rights of one request: its user, narrowed by its API token's scope."""
+
+    user: Any
+    token: ApiToken | None = None
+
+    @property
+    def queues(self) -> list[str] | None:
+        """Return the queues the request is limited to, or None for every queue."""
+        return list(self.token.queues) if self.token is not None and self.token.queues else None
+
+    @property
+    def via(self) -> str:
+        """Describe where the request came from, for the audit log."""
+        return f"API token {self.token.name!r}" if self.token is not None else "session"
+
+    def allows(self, perm: Perm, queue: str | None = None) -> bool:
+        """Tell whether this request may do `perm` (on `queue`, when given)."""
+        if not user_allows(self.user, perm):
+            return False
+        if self.token is not None and self.token.permissions and perm not in self.token.permissions:
+            return False
+        scope = self.queues
+        return scope is None or queue is None or queue in scope
+
+    def require(self, perm: Perm, queue: str | None = None) -> None:
+        """Raise a 403 naming what is missing unless `allows(perm, queue)`."""
+        if not user_allows(self.user, perm):
+            raise HttpError(403, f"this needs the permission {perm.full}")
+        if not self.allows(perm):
+            raise HttpError(403, f"this API token is not allowed {perm.full}")
+        if not self.allows(perm, queue):
+            raise HttpError(403, f"this API token is not allowed on queue {queue!r}")
+
+
+def grant(request: HttpRequest) -> Grant:
+    """Return the rights of an authenticated API request (set by the API's auth)."""
+    auth = getattr(request, "auth", None)
+    return auth if isinstance(auth, Grant) else Grant(request.user)
+
+
+def need(request: HttpRequest, perm: Perm, queue: str | None = None) -> Grant:
+    """Require `perm` (on `queue`) of an API request; return its grant."""
+    rights = grant(request)
+    rights.require(perm, queue)
+    return rights
