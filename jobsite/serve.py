@@ -49,10 +49,16 @@ def local_env() -> dict[str, str]:
     env = {"DJANGO_HTTPS": "0", "JOBSITE_TASK_MODULES": "jobsite.demo_tasks"}
     if not os.environ.get("DJANGO_SECRET_KEY"):
         path = ROOT / "var" / "secret_key"
-        if not path.exists():
-            path.touch(mode=0o600)
-            path.write_text(secrets.token_urlsafe(50))
-        env["DJANGO_SECRET_KEY"] = path.read_text().strip()
+        key = path.read_text().strip() if path.exists() else ""
+        if not key:  # none yet, or an empty file left by a run stopped while writing it
+            key = secrets.token_urlsafe(50)
+            # Written whole under another name, then renamed: never seen half-written.
+            part = path.with_name(f".secret_key.{os.getpid()}")
+            fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(key)
+            os.replace(part, path)
+        env["DJANGO_SECRET_KEY"] = key
         console.print(f"using the local secret key in {path} (set DJANGO_SECRET_KEY in production)")
     return env
 
@@ -160,7 +166,9 @@ def main() -> int:
     procs: list[subprocess.Popen[bytes]] = []
     try:
         if not os.environ.get("REDIS_URL"):
-            server = RedisServer().start()
+            # Known to stop() before it starts: a SIGTERM during start() still stops it.
+            server = RedisServer()
+            server.start()
             os.environ["REDIS_URL"] = server.url
             console.print(f"started a private redis-server at {server.url}")
         subprocess.run(manage("migrate", "--noinput", "-v", "0"), check=True)

@@ -8,7 +8,10 @@
   const csrf = config.csrf;
   // Every value put into a URL is encoded: an id like "../queues/x/pause?" stays one segment.
   const seg = encodeURIComponent;
-  const jobPage = (id) => config.job_page.replace("JOB_ID", seg(id));
+  // The admin's own quoting of primary keys in URLs (django.contrib.admin.utils.quote), then ours.
+  const adminQuote = (id) => String(id).replace(/[:/_#?;@&=+$,"[\]<>%\n\\]/g,
+    (c) => "_" + c.charCodeAt(0).toString(16).toUpperCase().padStart(2, "0"));
+  const jobPage = (id) => config.job_page.replace("JOB_ID", seg(adminQuote(id)));
   const may = (action) => Boolean(config.may[action]);
   let socket;
   let filter = {};

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import Client, EngineSettings, JobState
+from engine import Client, ConfigError, EngineSettings, JobState
 from engine.devserver import RedisServer, free_port
 from jobsite.demo_tasks import charge_card, resize_image
 
@@ -76,6 +76,31 @@ def engine(settings: EngineSettings, coro_fn):  # type: ignore[no-untyped-def]
         return pool.submit(asyncio.run, go()).result()
 
 
+def launch(pw):  # type: ignore[no-untyped-def]
+    """Start Debian's Chromium, headless, quiet."""
+    return pw.chromium.launch(
+        executable_path=CHROMIUM,
+        args=[
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+        ],
+    )
+
+
+def login(page, base: str, password: str) -> None:  # type: ignore[no-untyped-def]
+    """Log in as the admin that serve created and open the dashboard, live."""
+    page.goto(f"{base}/admin/login/?next=/dashboard/")
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", password)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{base}/dashboard/")
+    page.wait_for_selector("#status:text('live')", timeout=10_000)
+
+
 def test_dashboard_end_to_end(site: tuple[str, str, EngineSettings]) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -89,31 +114,18 @@ def test_dashboard_end_to_end(site: tuple[str, str, EngineSettings]) -> None:
         ),
     )
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
+        browser = launch(pw)
         page = browser.new_page(viewport={"width": 1366, "height": 900})
-        page.goto(f"{base}/admin/login/?next=/dashboard/")
-        page.fill("#id_username", "admin")
-        page.fill("#id_password", password)
-        page.click("input[type=submit]")
-        page.wait_for_url(f"{base}/dashboard/")
-        page.wait_for_selector("#status:text('live')", timeout=10_000)
+        login(page, base, password)
         # counts change while the worker runs the demo jobs
         cell = "#queues tbody tr:first-child td:nth-child(6)"
         page.wait_for_selector(cell, timeout=15_000)
         first = int(page.text_content(cell) or 0)
-        page.wait_for_function(
-            f"Number(document.querySelector('{cell}').textContent) > {first}", timeout=20_000
-        )
+        # polled from here: wait_for_function evaluates a string, which the page's CSP forbids
+        deadline = time.monotonic() + 20
+        while int(page.text_content(cell) or 0) <= first:
+            assert time.monotonic() < deadline, "the completed count did not move"
+            page.wait_for_timeout(200)
         page.wait_for_selector(f"#failures li[data-id='{failing.id}']", timeout=15_000)
         page.screenshot(path=str(DOCS / "dashboard.png"), full_page=True)
 
@@ -164,4 +176,61 @@ def test_dashboard_end_to_end(site: tuple[str, str, EngineSettings]) -> None:
         phone.wait_for_selector("#status:text('live')", timeout=10_000)
         phone.wait_for_timeout(800)
         phone.screenshot(path=str(DOCS / "dashboard-phone.png"), full_page=False)
+        browser.close()
+
+
+def test_tricky_job_id_is_one_url_segment(site: tuple[str, str, EngineSettings]) -> None:
+    """A job id that would be a path of its own is refused; a legal tricky one stays one segment.
+
+    "../queues/default/pause?x=" put unencoded into /jobs/<id>/retry would pause the queue.
+    """
+    from playwright.sync_api import sync_playwright
+
+    base, password, settings = site
+    with pytest.raises(ConfigError, match="job id"):
+        charge_card.using(job_id="../queues/default/pause?x=")
+
+    async def submit_raw(client: Client) -> None:
+        job = charge_card.call(100)
+        job.id = "../queues/default/pause?x="  # past Task.using: the Client checks on its own
+        await client.enqueue_many([job])
+
+    with pytest.raises(ConfigError, match="job id"):
+        engine(settings, submit_raw)
+    tricky = "a:b@c-d.e..queues:default@pause"
+    failing = engine(settings, lambda c: c.enqueue(charge_card.using(job_id=tricky), 100))
+    assert failing.id == tricky
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        messages: list[str] = []
+        page.on("dialog", lambda d: (messages.append(d.message), d.accept()))
+        errors: list[str] = []
+        page.on(
+            "console",
+            lambda m: (
+                m.type == "error"
+                and not m.location.get("url", "").endswith("/favicon.ico")  # no favicon: 404
+                and errors.append(f"{m.text} {m.location}")
+            ),
+        )
+        login(page, base, password)
+        item = f"#failures li[data-id='{tricky}']"
+        page.wait_for_selector(item, timeout=20_000)
+        assert engine(settings, lambda c: c.get(tricky)).state is JobState.FAILED
+        page.click(f"{item} button[data-action=retry]", timeout=10_000)
+        deadline = time.monotonic() + 15
+        while len(engine(settings, lambda c: c.get(tricky)).errors) < 2:
+            assert time.monotonic() < deadline, f"not retried: {messages}"
+            page.wait_for_timeout(200)  # lets Playwright handle the page's dialogs meanwhile
+        assert f"Retry 1 job ({tricky})?" in messages
+        assert not [m for m in messages if m.startswith("failed")], messages
+        assert engine(settings, lambda c: c.is_paused("default")) is False
+        assert "(paused)" not in (page.text_content("#queues tbody") or "")
+        assert not errors, errors  # nothing the Content-Security-Policy blocked, no script error
+        # its link opens its own admin page
+        page.wait_for_selector(item, timeout=20_000)
+        page.click(f"{item} a")
+        page.wait_for_selector("text=errors per attempt")
+        assert tricky in (page.text_content("#content") or "")
         browser.close()
