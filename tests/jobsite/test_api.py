@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import User
 from django.test import Client as WebClient
 from django.test import override_settings
@@ -14,9 +15,10 @@ from django.urls import get_resolver
 from engine import EngineSettings
 from engine.devserver import free_port
 from jobsite.api import api
-from jobsite.jobs import conf
-from jobsite.jobs.models import ApiToken
+from jobsite.jobs import conf, services
+from jobsite.jobs.models import ApiToken, Job
 from jobsite.jobs.permissions import OPERATORS
+from tests.engine import tasks as t
 
 from .conftest import mirror_all, run_worker, staff_user
 
@@ -209,3 +211,75 @@ def test_cursor_pagination_walks_the_whole_history(engine: EngineSettings, token
             break
         cursor = page["next_cursor"]
     assert len(seen) == len(set(seen)) == 7 and set(seen) == made
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "[null, null]",
+        "[]",
+        "{}",
+        '{"dry_run": true}',
+        '{"ids": []}',
+        '{"state": ""}',
+        '{"state": "scheduled", "bogus": 1}',
+        '"all"',
+        "null",
+        '{"ids": ["../queues/default/pause"]}',
+    ],
+)
+def test_bulk_needs_an_explicit_selector(engine: EngineSettings, token: str, body: str) -> None:
+    web = WebClient()
+    services.enqueue(t.add.using(delay_s=60), 1, 1)
+    async_to_sync(mirror_all)()
+    response = call(web, "post", "/bulk/cancel", token, data=body)
+    assert response.status_code in (400, 422), (body, response.status_code, response.content)
+    assert Job.objects.get().state == "scheduled"  # nothing was cancelled
+
+
+def test_bulk_is_capped_and_audited(engine: EngineSettings, token: str) -> None:
+    web = WebClient()
+    ids = [services.enqueue(t.add.using(delay_s=60), i, i).id for i in range(3)]
+    async_to_sync(mirror_all)()
+    with override_settings(JOBSITE_BULK_MAX=2):
+        dry = call(web, "post", "/bulk/cancel", token, data={"all": True, "dry_run": True})
+        assert dry.json() == {"matched": 3, "changed": 0}
+        over = call(web, "post", "/bulk/cancel", token, data={"state": "scheduled"})
+        assert over.status_code == 422 and "at most 2" in over.json()["detail"]
+        assert set(Job.objects.values_list("state", flat=True)) == {"scheduled"}
+        by_ids = call(web, "post", "/bulk/cancel", token, data={"ids": ids[:2]})
+        assert by_ids.json() == {"matched": 2, "changed": 2}
+    per_job = LogEntry.objects.filter(object_id__in=ids[:2])
+    assert per_job.count() == 2
+    assert all("cancel via API token 'robot-token'" in e.change_message for e in per_job)
+    async_to_sync(mirror_all)()
+    rest = call(web, "post", "/bulk/cancel", token, data={"all": True})
+    assert rest.json() == {"matched": 1, "changed": 1}
+    [summary] = LogEntry.objects.filter(object_id__isnull=True)
+    assert "1 jobs matching {}" in summary.change_message
+
+
+def test_every_api_action_is_audited(engine: EngineSettings, token: str) -> None:
+    web = WebClient()
+    made = call(web, "post", "/jobs", token, data={"task": "add", "args": [1, 1], "delay_s": 60})
+    job_id = made.json()["id"]
+    call(web, "delete", f"/jobs/{job_id}", token)
+    call(web, "post", f"/jobs/{job_id}/retry", token)
+    call(web, "post", "/queues/default/pause", token)
+    call(web, "post", "/queues/nope/pause", token)  # 404: nothing done, nothing logged
+    messages = list(LogEntry.objects.order_by("pk").values_list("object_id", "change_message"))
+    assert [(o, m.split(" via ")[0]) for o, m in messages] == [
+        (job_id, "submit"),
+        (job_id, "cancel"),
+        (job_id, "retry"),
+        ("default", "pause"),
+    ]
+
+
+def test_queues_are_the_configured_ones(engine: EngineSettings, token: str) -> None:
+    web = WebClient()
+    body = {"task": "add", "args": [1, 1], "queue": "typo"}
+    refused = call(web, "post", "/jobs", token, data=body)
+    assert refused.status_code == 422 and "ENGINE['QUEUES']" in refused.json()["detail"]
+    with override_settings(JOBSITE_ANY_QUEUE=True):
+        assert call(web, "post", "/jobs", token, data=body).status_code == 201
