@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
@@ -19,8 +21,12 @@ from jobsite.wsgi import application
 
 schema = schemathesis.openapi.from_dict(api.get_openapi_schema())
 # derandomize: CI runs the same examples every time (a new finding never blocks a landing).
+# Locally, JOBSITE_FUZZ_EXAMPLES=500 JOBSITE_FUZZ_RANDOM=1 explores new ones (see docs/security.md).
 FUZZ = settings(
-    max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+    max_examples=int(os.environ.get("JOBSITE_FUZZ_EXAMPLES", "25")),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=not os.environ.get("JOBSITE_FUZZ_RANDOM"),
 )
 # No server errors and nothing that breaks the schema. (Task names and their arguments are
 # checked at run time, so schema-valid bodies may still get a documented 422.)
