@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ import pytest
 
 from engine.devserver import RedisServer, free_port
 from jobsite import serve
+from tests import serving
 
 
 def test_demo_runs_once(redis_server: RedisServer) -> None:
@@ -128,23 +128,10 @@ def test_main_command_stops_everything_on_sigterm(tmp_path: Path) -> None:
     watcher = CommandLines()
     watcher.start()
     children: dict[int, str | None] = {}
-    with log.open("w") as out:  # a file, not a pipe: a full pipe would block the server
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "jobsite.serve", "--port", str(port)],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    proc = serving.start(env, port, log)
     try:
-        deadline = time.monotonic() + 90
-        while "Jobsite is up" not in log.read_text():
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
+        password = serving.wait_up(proc, log).encode()
         text = log.read_text()
-        match = re.search(r"password (\S+) \(shown once\)", text)
-        assert match, text
-        password = match.group(1).encode()
         assert "started a private redis-server" in text
 
         children = {pid: _start_time(pid) for pid in _descendants(proc.pid)}

@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from engine.devserver import RedisServer, free_port
+from tests import serving
 
 pytestmark = pytest.mark.chaos
 CLIENTS = 20
@@ -77,19 +78,9 @@ def test_twenty_clients_for_thirty_seconds_get_no_server_error(tmp_path: Path) -
         }
         env.pop("DJANGO_SETTINGS_MODULE", None)
         log = tmp_path / "serve.log"
-        with log.open("w") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "jobsite.serve", "--port", str(port)],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=ROOT,
-            )
+        proc = serving.start(env, port, log)
         try:
-            deadline = time.monotonic() + 60
-            while "Jobsite is up" not in log.read_text():
-                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-                time.sleep(0.2)
+            serving.wait_up(proc, log)
             key = _make_token({**env, "JOBSITE_TASK_MODULES": "jobsite.demo_tasks"})
             statuses: Counter[int] = Counter()
             stop_at = time.monotonic() + DURATION_S

@@ -62,8 +62,9 @@ def _task(name: str) -> Task:
 @router.post("/jobs", response={201: JobOut, **ERRORS})
 def submit(request: HttpRequest, body: JobIn) -> Status[JobOut]:
     """Submit a job; arguments are checked against the task before anything reaches Redis."""
+    rights = need(request, Perm.SUBMIT)
     task = _task(body.task)
-    rights = need(request, Perm.SUBMIT, body.queue or task.options.queue)
+    rights.require(Perm.SUBMIT, body.queue or task.options.queue)
     check_types(task, body.args, body.kwargs)
     options: dict[str, Any] = {
         k: v

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +19,7 @@ import pytest
 from engine import Client, ConfigError, EngineSettings, JobState
 from engine.devserver import RedisServer, free_port
 from jobsite.demo_tasks import charge_card, resize_image
+from tests import serving
 
 pytestmark = pytest.mark.browser
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -42,23 +40,12 @@ def site(tmp_path: Path) -> Iterator[tuple[str, str, EngineSettings]]:
         }
         env.pop("DJANGO_SETTINGS_MODULE", None)
         log = tmp_path / "serve.log"
-        with log.open("w") as out:  # a file, not a pipe: a full pipe would block the server
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "jobsite.serve", "--port", str(port)],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and "Jobsite is up" not in log.read_text():
-            time.sleep(0.2)
-        match = re.search(r"password (\S+) \(shown once\)", log.read_text())
-        assert match, "no admin password printed"
+        proc = serving.start(env, port, log)
+        password = serving.wait_up(proc, log, timeout_s=60)
         try:
             yield (
                 f"http://127.0.0.1:{port}",
-                match.group(1),
+                password,
                 EngineSettings.from_url(redis_server.url),
             )
         finally:

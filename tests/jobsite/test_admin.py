@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.contrib.admin.models import LogEntry
+from django.contrib.admin.models import DELETION, LogEntry
 from django.contrib.auth.models import Permission, User
 from django.test import Client as WebClient
 
@@ -104,6 +104,8 @@ def test_retry_and_purge(engine: EngineSettings, admin_user: User) -> None:
     async_to_sync(mirror_all)()
     assert web.post(URL, {**form, "action": "purge_jobs"}).status_code == 302
     assert not Job.objects.filter(id=failed.id).exists()
+    purged = LogEntry.objects.get(object_id=failed.id, action_flag=DELETION)
+    assert purged.change_message.startswith("purge via admin")
 
 
 def test_staff_without_permission_cannot_act(engine: EngineSettings) -> None:

@@ -108,6 +108,7 @@ def test_job_lifecycle(engine: EngineSettings, token: str) -> None:
     assert call(web, "post", "/queues/default/pause", token).json()["paused"] is True
     assert call(web, "post", "/queues/default/resume", token).json()["paused"] is False
     assert call(web, "post", "/queues/nope/pause", token).status_code == 404
+    assert [q["name"] for q in call(web, "get", "/queues", token).json()] == ["default"]
     assert isinstance(call(web, "get", "/stats", token).json(), list)
     assert call(web, "get", "/workers", token).json() == []
     names = {t["name"]: t for t in call(web, "get", "/tasks", token).json()}
