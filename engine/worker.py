@@ -473,8 +473,10 @@ class Worker:
             [all_done, forced], timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
         )
         if forced.done():
+            # After a crash the jobs are not at fault: they go back as they were.
+            how = "resubmit" if self.crashed is not None else "stop"
             for rec in list(self._active.values()):
-                self._stop_job(rec, "stop")
+                self._stop_job(rec, how)
             await all_done
         forced.cancel()
 
