@@ -24,11 +24,12 @@ from . import serializer
 from .connection import server_ms
 from .errors import ConfigError
 from .job import Job
-from .keys import QueueKeys, check_job_id, queues_key
+from .keys import QueueKeys, queues_key
 from .settings import EngineSettings
 from .task import epoch_s, json_args
 
-_NAME = re.compile(r"^[A-Za-z0-9._:-]{1,200}$")
+# Its ticks' job ids are the name, "@" and a 14-digit time: they must follow the job-id rule.
+_NAME = re.compile(r"^[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,112}$")
 # Hash fields of a job template that each tick sets afresh.
 _PER_TICK = ("id", "state", "sent_at_ms", "repeat")
 
@@ -51,7 +52,10 @@ class Repeatable:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
-            raise ConfigError(f"repeatable names are 1-200 of [A-Za-z0-9._:-], got {self.name!r}")
+            raise ConfigError(
+                f"repeatable names are 1-113 of [A-Za-z0-9._:-], not starting with '.'; "
+                f"got {self.name!r}"
+            )
         if (self.every_s is None) == (self.cron is None):
             raise ConfigError("a repeatable needs exactly one of every_s and cron")
         if self.every_s is not None and not (
@@ -153,7 +157,6 @@ class Repeats:
         """
         if job.parents:
             raise ConfigError("a repeatable job cannot depend on other jobs (depends_on)")
-        check_job_id(f"{name}@{10**13}")  # its ticks' ids: the name, "@", a 14-digit time
         json_args(job, self.settings.max_payload_bytes)
         template = job.to_hash()
         for field_name in _PER_TICK:
