@@ -10,17 +10,21 @@ from typing import Any
 from django.tasks import Task as DjangoTask
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import TaskError, TaskResult, TaskResultStatus
-from django.tasks.exceptions import TaskResultDoesNotExist
-from django.utils import timezone
+from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+from django.tasks.signals import task_enqueued
 
 from engine import Client, InvalidArguments, JobNotFound, JobState, Task, task_ref
 from engine import Job as EngineJob
+from engine.errors import ConfigError
+from engine.keys import validate_queue_name
 
 from . import services
-from .conf import task_modules
+from .conf import check_queue, task_modules
 from .models import Job
+from .options import options_of
 
 STATUS = {
+    JobState.UNSUBMITTED: TaskResultStatus.READY,  # waiting in the outbox for its commit
     JobState.SCHEDULED: TaskResultStatus.READY,
     JobState.BLOCKED: TaskResultStatus.READY,
     JobState.SUBMITTED: TaskResultStatus.READY,
@@ -41,10 +45,8 @@ def django_tasks_in(module_names: list[str]) -> dict[str, DjangoTask]:
 
 def engine_ref(task: DjangoTask) -> Task:
     """Return the engine task a django Task is enqueued as (its module path is the name)."""
-    run_at = task.run_after
-    return task_ref(task.module_path, queue=task.queue_name, priority=task.priority).using(
-        run_at=run_at
-    )
+    options = {"queue": task.queue_name, "priority": task.priority, **options_of(task)}
+    return task_ref(task.module_path, **options).using(run_at=task.run_after)
 
 
 def _dt(ms: int | None) -> datetime | None:
@@ -52,7 +54,13 @@ def _dt(ms: int | None) -> datetime | None:
 
 
 class JobsiteBackend(BaseTaskBackend):
-    """`TASKS = {"default": {"BACKEND": "jobsite.jobs.backends.JobsiteBackend"}}`."""
+    """`TASKS = {"default": {"BACKEND": "jobsite.jobs.backends.JobsiteBackend"}}`.
+
+    Enqueue reaches Redis at once, as Django's contract says; with
+    `"OPTIONS": {"TRANSACTIONAL_OUTBOX": True}` a call inside `transaction.atomic()` is kept in
+    the outbox and pushed after commit (never after a rollback), and `get_result` answers READY
+    for it meanwhile.
+    """
 
     supports_defer = True
     supports_async_task = True
@@ -62,6 +70,7 @@ class JobsiteBackend(BaseTaskBackend):
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
         self._tasks: dict[str, DjangoTask] | None = None
+        self.outbox = bool(self.options.get("TRANSACTIONAL_OUTBOX", False))
 
     @property
     def tasks(self) -> dict[str, DjangoTask]:
@@ -70,21 +79,30 @@ class JobsiteBackend(BaseTaskBackend):
             self._tasks = django_tasks_in(task_modules())
         return self._tasks
 
-    def enqueue(self, task: DjangoTask, args: Any, kwargs: Any) -> TaskResult:
-        """Enqueue through services (after commit inside a transaction)."""
+    def validate_task(self, task: DjangoTask) -> None:
+        """Django's checks, then the engine's: a queue name it accepts and serves."""
+        super().validate_task(task)
+        try:
+            validate_queue_name(task.queue_name)
+            check_queue(task.queue_name)
+        except ConfigError as exc:
+            raise InvalidTask(str(exc)) from None
+
+    def _prepare(self, task: DjangoTask, args: Any, kwargs: Any) -> tuple[EngineJob, TaskResult]:
+        """Check the call and build its job and result; nothing reaches Redis yet."""
         self.validate_task(task)
         lead = (None,) if task.takes_context else ()
         try:
             inspect.signature(task.func).bind(*lead, *args, **kwargs)
         except TypeError as exc:
             raise InvalidArguments(f"task {task.module_path!r}: {exc}") from None
-        self.tasks[task.module_path] = task
-        job = services.enqueue(engine_ref(task), *args, **kwargs)
-        return TaskResult(
+        job = engine_ref(task).call(*args, **kwargs)
+        # TaskResult checks the arguments are JSON (TypeError "Unsupported type"): before the push.
+        result = TaskResult(
             task=task,
             id=job.id,
             status=TaskResultStatus.READY,
-            enqueued_at=timezone.now(),
+            enqueued_at=_dt(job.sent_at_ms),
             started_at=None,
             finished_at=None,
             last_attempted_at=None,
@@ -94,6 +112,22 @@ class JobsiteBackend(BaseTaskBackend):
             errors=[],
             worker_ids=[],
         )
+        self.tasks[task.module_path] = task
+        return job, result
+
+    def enqueue(self, task: DjangoTask, args: Any, kwargs: Any) -> TaskResult:
+        """Enqueue at once (or through the outbox when that option is on); send task_enqueued."""
+        job, result = self._prepare(task, args, kwargs)
+        services.submit(job, outbox=self.outbox)
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    async def aenqueue(self, task: DjangoTask, args: Any, kwargs: Any) -> TaskResult:
+        """Enqueue on the engine's async path (no outbox: there is no transaction here)."""
+        job, result = self._prepare(task, args, kwargs)
+        await services.asubmit(job)
+        await task_enqueued.asend(type(self), task_result=result)
+        return result
 
     def get_result(self, result_id: str) -> TaskResult:
         """Read the job from Redis, or from the mirrored history once Redis forgot it."""
@@ -104,7 +138,7 @@ class JobsiteBackend(BaseTaskBackend):
             except JobNotFound:
                 return None
 
-        job = services.run_engine(fetch)
+        job = services.run_engine(fetch) or services.outboxed(result_id)
         if job is None:
             row = Job.objects.filter(id=result_id).first()
             if row is None:
@@ -125,7 +159,10 @@ class JobsiteBackend(BaseTaskBackend):
                         "worker",
                     )
                 }
-                | {"state": row.state if row.state in JobState else JobState.FAILED}
+                | {
+                    "state": row.state if row.state in JobState else JobState.FAILED,
+                    "sent_at_ms": int(row.sent_at.timestamp() * 1000) if row.sent_at else None,
+                }
             )
         return self.to_result(job)
 
@@ -146,7 +183,7 @@ class JobsiteBackend(BaseTaskBackend):
             task=task,
             id=job.id,
             status=STATUS.get(job.state, TaskResultStatus.FAILED),
-            enqueued_at=_dt(job.submitted_at_ms),
+            enqueued_at=_dt(job.sent_at_ms),
             started_at=_dt(job.started_at_ms),
             finished_at=_dt(job.completed_at_ms),
             last_attempted_at=_dt(job.retried_at_ms or job.started_at_ms),

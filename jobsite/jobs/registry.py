@@ -5,25 +5,36 @@ Built from ENGINE["TASK_MODULES"] at start-up; a payload never decides what gets
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib
 import inspect
+import logging
+import traceback
 from typing import Any
 
 from django.db import close_old_connections
+from django.dispatch import Signal
 from django.tasks import Task as DjangoTask
-from django.tasks.base import TaskContext, TaskResult, TaskResultStatus
+from django.tasks import task_backends
+from django.tasks.base import TaskContext, TaskError, TaskResult, TaskResultStatus
+from django.tasks.signals import task_finished, task_started
 from django.utils import timezone
+from django.utils.json import normalize_json
 
 from engine import JobContext, Task, collect_tasks, task
 
 from . import conf
 from .backends import django_tasks_in
+from .options import options_of
+
+log = logging.getLogger("jobsite.registry")
 
 
-def _context(dtask: DjangoTask, job: JobContext, args: Any, kwargs: Any) -> TaskContext:
+def _started(dtask: DjangoTask, job: JobContext, args: Any, kwargs: Any) -> TaskResult:
+    """Return the running TaskResult of this attempt (what a context-taking task gets)."""
     now = timezone.now()
-    result = TaskResult(
+    return TaskResult(
         task=dtask,
         id=job.id,
         status=TaskResultStatus.RUNNING,
@@ -37,7 +48,45 @@ def _context(dtask: DjangoTask, job: JobContext, args: Any, kwargs: Any) -> Task
         errors=[],
         worker_ids=[job.worker_id] * job.attempt,
     )
-    return TaskContext(task_result=result)
+
+
+def _finished(result: TaskResult, exc: BaseException | None = None, value: Any = None) -> None:
+    """Mark the attempt's TaskResult finished, with its return value or its error."""
+    object.__setattr__(result, "finished_at", timezone.now())
+    if exc is None:
+        object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
+        object.__setattr__(result, "_return_value", value)
+        return
+    object.__setattr__(result, "status", TaskResultStatus.FAILED)
+    kind = type(exc)
+    result.errors.append(
+        TaskError(
+            exception_class_path=f"{kind.__module__}.{kind.__qualname__}",
+            traceback="".join(traceback.format_exception(exc)),
+        )
+    )
+
+
+def _logged(signal_name: str, responses: list[tuple[Any, Any]]) -> None:
+    """Log receivers that raised: a receiver never fails the job."""
+    for receiver, response in responses:
+        if isinstance(response, Exception):
+            log.error(
+                "task signal receiver failed signal=%s receiver=%r error=%r",
+                signal_name,
+                receiver,
+                response,
+            )
+
+
+def _send(signal: Signal, name: str, result: TaskResult) -> None:
+    sender = type(task_backends[result.backend])
+    _logged(name, signal.send_robust(sender, task_result=result))
+
+
+async def _asend(signal: Signal, name: str, result: TaskResult) -> None:
+    sender = type(task_backends[result.backend])
+    _logged(name, await signal.asend_robust(sender, task_result=result))
 
 
 def _signature(dtask: DjangoTask) -> inspect.Signature:
@@ -51,15 +100,36 @@ def _signature(dtask: DjangoTask) -> inspect.Signature:
 
 
 def wrap(dtask: DjangoTask) -> Task:
-    """Return an engine task that runs a django Task (with its context when it takes one)."""
+    """Return an engine task that runs a django Task, sending Django's started/finished signals.
+
+    The return value must be JSON as Django defines it (a datetime is not): otherwise the
+    attempt fails with the TypeError, as with Django's own backends.
+    """
     func = dtask.func
     name = dtask.module_path
-    options = {"queue": dtask.queue_name, "priority": dtask.priority, "takes_context": True}
+    options = {
+        "queue": dtask.queue_name,
+        "priority": dtask.priority,
+        **options_of(dtask),
+        "takes_context": True,
+    }
     if inspect.iscoroutinefunction(func):
 
         async def run_async(job: JobContext, *args: Any, **kwargs: Any) -> Any:
-            lead = (_context(dtask, job, args, kwargs),) if dtask.takes_context else ()
-            return await func(*lead, *args, **kwargs)
+            result = _started(dtask, job, args, kwargs)
+            await _asend(task_started, "task_started", result)
+            lead = (TaskContext(task_result=result),) if dtask.takes_context else ()
+            try:
+                value = normalize_json(await func(*lead, *args, **kwargs))
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                raise  # stopped, not finished
+            except BaseException as exc:
+                _finished(result, exc)
+                await _asend(task_finished, "task_finished", result)
+                raise
+            _finished(result, value=value)
+            await _asend(task_finished, "task_finished", result)
+            return value
 
         run_async.__signature__ = _signature(dtask)  # type: ignore[attr-defined]
         run_async.__wrapped__ = func  # type: ignore[attr-defined]  # its type hints
@@ -68,8 +138,20 @@ def wrap(dtask: DjangoTask) -> Task:
     def run_sync(job: JobContext, *args: Any, **kwargs: Any) -> Any:
         close_old_connections()
         try:
-            lead = (_context(dtask, job, args, kwargs),) if dtask.takes_context else ()
-            return func(*lead, *args, **kwargs)
+            result = _started(dtask, job, args, kwargs)
+            _send(task_started, "task_started", result)
+            lead = (TaskContext(task_result=result),) if dtask.takes_context else ()
+            try:
+                value = normalize_json(func(*lead, *args, **kwargs))
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
+                _finished(result, exc)
+                _send(task_finished, "task_finished", result)
+                raise
+            _finished(result, value=value)
+            _send(task_finished, "task_finished", result)
+            return value
         finally:
             close_old_connections()
 

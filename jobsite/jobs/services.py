@@ -52,9 +52,13 @@ async def _submit(client: Client, jobs: list[Job]) -> None:
 
 def enqueue(task: Task, *args: Any, **kwargs: Any) -> Job:
     """Enqueue a call of `task`. Inside transaction.atomic() it reaches Redis after commit."""
-    job = task.call(*args, **kwargs)
+    return submit(task.call(*args, **kwargs), outbox=True)
+
+
+def submit(job: Job, outbox: bool) -> Job:
+    """Submit a prepared job: at once, or with `outbox` inside a transaction, after commit."""
     check_queue(job.queue)
-    if transaction.get_connection().in_atomic_block:
+    if outbox and transaction.get_connection().in_atomic_block:
         OutboxEntry.objects.create(job_id=job.id, queue=job.queue, job=_outbox_payload(job))
         transaction.on_commit(lambda: push_outbox([job.id]), robust=True)
         return job
@@ -62,12 +66,22 @@ def enqueue(task: Task, *args: Any, **kwargs: Any) -> Job:
     return job
 
 
-async def aenqueue(task: Task, *args: Any, **kwargs: Any) -> Job:
-    """Async twin of `enqueue` (no transaction: it reaches Redis at once)."""
-    job = task.call(*args, **kwargs)
+async def asubmit(job: Job) -> Job:
+    """Async twin of `submit` (no transaction: it reaches Redis at once)."""
     check_queue(job.queue)
     await _with_client(lambda client: _submit(client, [job]))
     return job
+
+
+async def aenqueue(task: Task, *args: Any, **kwargs: Any) -> Job:
+    """Async twin of `enqueue` (no transaction: it reaches Redis at once)."""
+    return await asubmit(task.call(*args, **kwargs))
+
+
+def outboxed(job_id: str) -> Job | None:
+    """Return a job still waiting in the outbox (its transaction committed, not yet pushed)."""
+    row = OutboxEntry.objects.filter(job_id=job_id, pushed_at__isnull=True).first()
+    return None if row is None else _from_outbox(row.job)
 
 
 def push_outbox(job_ids: Iterable[str] | None = None, older_than_s: float = 0.0) -> int:

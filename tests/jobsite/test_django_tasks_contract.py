@@ -1,0 +1,178 @@
+"""Django's documented django.tasks contract, kept by JobsiteBackend through a real worker.
+
+Each test mirrors a behaviour of Django's own backends (django/tasks/backends/immediate.py,
+tests/tasks in Django's repository): signals, enqueue at once, JSON rules, equal results,
+validate_task, the async path, and the engine's options reachable from a django.tasks function.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.db import transaction
+from django.tasks import TaskResultStatus
+from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+from django.tasks.signals import task_enqueued, task_finished, task_started
+from django.test import override_settings
+
+from engine import Client, EngineSettings
+from jobsite.jobs.backends import JobsiteBackend
+
+from . import dj_tasks
+from .conftest import run_worker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def signals() -> Iterator[list[tuple[str, Any, Any]]]:
+    """Record (signal, sender, task_result as it was then) of the three django.tasks signals."""
+    seen: list[tuple[str, Any, Any]] = []
+    receivers = {}
+    for name, signal in (
+        ("enqueued", task_enqueued),
+        ("started", task_started),
+        ("finished", task_finished),
+    ):
+
+        def receive(sender: Any, task_result: Any, _name: str = name, **kw: Any) -> None:
+            then = dataclasses.replace(task_result)  # a copy: the worker updates its result
+            object.__setattr__(then, "_return_value", task_result._return_value)
+            seen.append((_name, sender, then))
+
+        receivers[name] = receive
+        signal.connect(receive)
+    yield seen
+    task_enqueued.disconnect(receivers["enqueued"])
+    task_started.disconnect(receivers["started"])
+    task_finished.disconnect(receivers["finished"])
+
+
+def submitted(engine: EngineSettings) -> int:
+    async def count() -> int:
+        async with Client(engine) as client:
+            return (await client.counts("default"))["submitted"]
+
+    return async_to_sync(count)()
+
+
+def test_the_three_signals_fire_with_djangos_arguments(
+    engine: EngineSettings, signals: list[tuple[str, Any, Any]]
+) -> None:
+    ok = dj_tasks.add.enqueue(2, 3)
+    bad = dj_tasks.fails_once.enqueue()
+    assert [(n, s, r.id) for n, s, r in signals] == [
+        ("enqueued", JobsiteBackend, ok.id),
+        ("enqueued", JobsiteBackend, bad.id),
+    ]
+    async_to_sync(run_worker)(engine)
+    by_id = {(n, r.id): (s, r) for n, s, r in signals}
+    assert by_id[("started", ok.id)][1].status == TaskResultStatus.RUNNING
+    sender, finished = by_id[("finished", ok.id)]
+    assert sender is JobsiteBackend and finished.status == TaskResultStatus.SUCCESSFUL
+    assert finished.return_value == 5
+    failed = by_id[("finished", bad.id)][1]
+    assert failed.status == TaskResultStatus.FAILED
+    assert failed.errors[0].exception_class_path == "builtins.RuntimeError"
+
+
+def test_a_receiver_that_raises_never_fails_the_job(engine: EngineSettings) -> None:
+    def broken(sender: Any, **kw: Any) -> None:
+        raise RuntimeError("receiver bug")
+
+    task_started.connect(broken)
+    task_finished.connect(broken)
+    try:
+        result = dj_tasks.add.enqueue(1, 1)
+        async_to_sync(run_worker)(engine)
+    finally:
+        task_started.disconnect(broken)
+        task_finished.disconnect(broken)
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL and result.return_value == 2
+
+
+def test_enqueue_is_immediate_inside_a_transaction(engine: EngineSettings) -> None:
+    with transaction.atomic():
+        result = dj_tasks.add.enqueue(1, 2)
+        assert dj_tasks.add.get_result(result.id).status == TaskResultStatus.READY
+        assert submitted(engine) == 1  # in Redis already, as Django's backends do
+    with pytest.raises(RuntimeError), transaction.atomic():
+        dj_tasks.add.enqueue(3, 4)
+        raise RuntimeError("rollback")
+    assert submitted(engine) == 2  # a rollback does not take an enqueued task back
+
+
+def test_the_outbox_option_defers_to_commit(engine: EngineSettings) -> None:
+    with override_settings(
+        TASKS={
+            "default": {
+                "BACKEND": "jobsite.jobs.backends.JobsiteBackend",
+                "QUEUES": [],
+                "OPTIONS": {"TRANSACTIONAL_OUTBOX": True},
+            }
+        }
+    ):
+        with transaction.atomic():
+            kept = dj_tasks.add.enqueue(1, 2)
+            assert dj_tasks.add.get_result(kept.id).status == TaskResultStatus.READY
+            assert submitted(engine) == 0
+        assert submitted(engine) == 1  # pushed on commit
+        with pytest.raises(RuntimeError), transaction.atomic():
+            dropped = dj_tasks.add.enqueue(3, 4)
+            raise RuntimeError("rollback")
+        assert submitted(engine) == 1
+        with pytest.raises(TaskResultDoesNotExist):
+            dj_tasks.add.get_result(dropped.id)
+
+
+def test_arguments_and_return_values_follow_djangos_json_rules(engine: EngineSettings) -> None:
+    with pytest.raises(TypeError, match="Unsupported type"):
+        dj_tasks.add.enqueue(datetime.now(), 1)
+    assert submitted(engine) == 0  # refused before anything reached Redis
+    result = dj_tasks.when.enqueue()
+    async_to_sync(run_worker)(engine)
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED
+    assert result.errors[0].exception_class_path == "builtins.TypeError"
+
+
+def test_a_result_equals_what_get_result_reads_back(engine: EngineSettings) -> None:
+    result = dj_tasks.add.enqueue(1, 2)
+    assert dj_tasks.add.get_result(result.id) == result
+    before = dataclasses.asdict(result)
+    result.refresh()
+    assert dataclasses.asdict(result) == before
+
+
+def test_queue_names_are_validated_by_validate_task(engine: EngineSettings) -> None:
+    with pytest.raises(InvalidTask, match="queue names"):
+        dj_tasks.add.using(queue_name="no spaces")
+    with pytest.raises(InvalidTask, match="ENGINE"):
+        dj_tasks.add.using(queue_name="unserved")
+
+
+def test_aenqueue_takes_the_async_path(
+    engine: EngineSettings, signals: list[tuple[str, Any, Any]]
+) -> None:
+    result = async_to_sync(dj_tasks.async_double.aenqueue)(21)
+    assert [n for n, *_ in signals] == ["enqueued"]
+    async_to_sync(run_worker)(engine)
+    assert async_to_sync(dj_tasks.async_double.aget_result)(result.id).return_value == 42
+
+
+def test_engine_options_reach_a_django_task(engine: EngineSettings) -> None:
+    twice = dj_tasks.fails_twice.enqueue()
+    once = dj_tasks.fails_once.enqueue()
+    async_to_sync(run_worker)(engine)
+    assert len(dj_tasks.fails_twice.get_result(twice.id).errors) == 2  # max_retries=1
+    assert len(dj_tasks.fails_once.get_result(once.id).errors) == 1  # max_retries=0
+    from jobsite.jobs.options import engine_options
+
+    with pytest.raises(TypeError, match="@task"):
+        engine_options(queue="x")
