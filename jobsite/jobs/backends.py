@@ -20,7 +20,7 @@ from engine.keys import validate_queue_name
 
 from . import services
 from .conf import check_queue, task_modules
-from .models import Job
+from .models import Job, JobEvent
 from .options import options_of
 
 STATUS = {
@@ -191,7 +191,20 @@ class JobsiteBackend(BaseTaskBackend):
             kwargs=job.kwargs if isinstance(job.kwargs, dict) else {},
             backend=self.alias,
             errors=errors,
-            worker_ids=[job.worker or ""] * job.attempt,
+            worker_ids=_worker_ids(job),
         )
         object.__setattr__(result, "_return_value", job.result)
         return result
+
+
+def _worker_ids(job: EngineJob) -> list[str]:
+    """Return the worker of each attempt: from the mirrored history, the last one from Redis."""
+    if not job.attempt:
+        return []
+    started = list(
+        JobEvent.objects.filter(job_id=job.id, to_state="started")
+        .order_by("event_id")
+        .values_list("worker", flat=True)[: job.attempt]
+    )
+    # Attempts the mirror has not written yet ran on the worker Redis names last.
+    return started + [job.worker or ""] * (job.attempt - len(started))

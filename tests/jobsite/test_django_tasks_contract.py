@@ -176,3 +176,15 @@ def test_engine_options_reach_a_django_task(engine: EngineSettings) -> None:
 
     with pytest.raises(TypeError, match="@task"):
         engine_options(queue="x")
+
+
+def test_worker_ids_has_one_entry_per_attempt(engine: EngineSettings) -> None:
+    from .conftest import mirror_all
+
+    result = dj_tasks.fails_twice.enqueue()
+    worker = async_to_sync(run_worker)(engine)
+    before_mirror = dj_tasks.fails_twice.get_result(result.id)
+    async_to_sync(mirror_all)()
+    got = dj_tasks.fails_twice.get_result(result.id)
+    assert len(got.errors) == 2
+    assert got.worker_ids == before_mirror.worker_ids == [worker.id, worker.id]
