@@ -251,6 +251,17 @@ class Client:
         """Return jobs in the DLQ of `queue`, oldest first."""
         keys = self.keys(queue)
         ids: list[str] = await self.redis.zrange(keys.dlq, offset, offset + limit - 1)  # type: ignore[assignment]
+        return await self._jobs(queue, ids)
+
+    async def waiting(self, queue: str, limit: int = 1000) -> list[Job]:
+        """Return jobs of `queue` not started yet: submitted (next first), then scheduled."""
+        keys = self.keys(queue)
+        ready: list[str] = await self.redis.zrange(keys.submitted, 0, limit - 1)  # type: ignore[assignment]
+        later: list[str] = await self.redis.zrange(keys.scheduled, 0, limit - 1)  # type: ignore[assignment]
+        return (await self._jobs(queue, [*ready, *later]))[:limit]
+
+    async def _jobs(self, queue: str, ids: list[str]) -> list[Job]:
+        keys = self.keys(queue)
         async with self.redis.pipeline(transaction=False) as pipe:
             for job_id in ids:
                 pipe.hgetall(keys.job(job_id))

@@ -10,6 +10,9 @@ import redis
 from engine import Client, EngineSettings
 from engine.devserver import RedisServer
 
+# The kit users get: its fixtures (jobsite_eager, jobsite_redis), loaded as a user's would be.
+pytest_plugins = ["jobsite.testing"]
+
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:

@@ -118,16 +118,16 @@ class JobsiteBackend(BaseTaskBackend):
     def enqueue(self, task: DjangoTask, args: Any, kwargs: Any) -> TaskResult:
         """Enqueue at once (or through the outbox when that option is on); send task_enqueued."""
         job, result = self._prepare(task, args, kwargs)
-        services.submit(job, outbox=self.outbox)
         task_enqueued.send(type(self), task_result=result)
-        return result
+        done = services.submit(job, outbox=self.outbox)
+        return self.to_result(done) if done.state.is_terminal else result
 
     async def aenqueue(self, task: DjangoTask, args: Any, kwargs: Any) -> TaskResult:
         """Enqueue on the engine's async path (no outbox: there is no transaction here)."""
         job, result = self._prepare(task, args, kwargs)
-        await services.asubmit(job)
         await task_enqueued.asend(type(self), task_result=result)
-        return result
+        done = await services.asubmit(job)
+        return self.to_result(done) if done.state.is_terminal else result
 
     def get_result(self, result_id: str) -> TaskResult:
         """Read the job from Redis, or from the mirrored history once Redis forgot it."""

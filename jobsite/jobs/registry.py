@@ -24,7 +24,7 @@ from django.utils.json import normalize_json
 
 from engine import JobContext, Task, collect_tasks, task
 
-from . import conf
+from . import conf, eager
 from .backends import django_tasks_in
 from .options import options_of
 
@@ -136,7 +136,10 @@ def wrap(dtask: DjangoTask) -> Task:
         return task(run_async, name=name, **options)  # type: ignore[no-any-return]
 
     def run_sync(job: JobContext, *args: Any, **kwargs: Any) -> Any:
-        close_old_connections()
+        # A worker thread drops stale connections; eager mode runs in the caller's own.
+        on_worker = job.worker_id != eager.WORKER_ID
+        if on_worker:
+            close_old_connections()
         try:
             result = _started(dtask, job, args, kwargs)
             _send(task_started, "task_started", result)
@@ -153,7 +156,8 @@ def wrap(dtask: DjangoTask) -> Task:
             _send(task_finished, "task_finished", result)
             return value
         finally:
-            close_old_connections()
+            if on_worker:
+                close_old_connections()
 
     run_sync.__signature__ = _signature(dtask)  # type: ignore[attr-defined]
     run_sync.__wrapped__ = func  # type: ignore[attr-defined]  # its type hints

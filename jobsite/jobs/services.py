@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from engine import Client, DuplicateJob, Job, Task
 
+from . import eager
 from .conf import check_queue, engine_settings
 from .models import OutboxEntry
 
@@ -56,8 +57,13 @@ def enqueue(task: Task, *args: Any, **kwargs: Any) -> Job:
 
 
 def submit(job: Job, outbox: bool) -> Job:
-    """Submit a prepared job: at once, or with `outbox` inside a transaction, after commit."""
+    """Submit a prepared job: at once, or with `outbox` inside a transaction, after commit.
+
+    With JOBSITE_EAGER on, it runs here and now instead (see jobsite.jobs.eager).
+    """
     check_queue(job.queue)
+    if eager.enabled():
+        return eager.run_inline(job)
     if outbox and transaction.get_connection().in_atomic_block:
         OutboxEntry.objects.create(job_id=job.id, queue=job.queue, job=_outbox_payload(job))
         transaction.on_commit(lambda: push_outbox([job.id]), robust=True)
@@ -69,6 +75,8 @@ def submit(job: Job, outbox: bool) -> Job:
 async def asubmit(job: Job) -> Job:
     """Async twin of `submit` (no transaction: it reaches Redis at once)."""
     check_queue(job.queue)
+    if eager.enabled():
+        return await sync_to_async(eager.run_inline)(job)
     await _with_client(lambda client: _submit(client, [job]))
     return job
 

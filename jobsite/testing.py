@@ -1,0 +1,103 @@
+"""A test kit for projects that use Jobsite.
+
+Unit tests, no Redis: `settings.JOBSITE_EAGER = True` (or the `jobsite_eager` fixture) runs each
+job inline when it is enqueued, as Django's ImmediateBackend does.
+
+Integration tests, a real Redis: `enqueued_jobs(queue)` lists what waits, `assert_enqueued(task,
+*args, **kwargs)` checks a call was enqueued, `run_jobs()` drains the queues with an in-process
+burst worker. The pytest fixtures come with `pytest_plugins = ["jobsite.testing"]` in a
+conftest.py: `jobsite_eager`, and `jobsite_redis` (a private redis-server on a free port,
+settings.ENGINE pointed at it, flushed for each test).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.tasks import Task as DjangoTask
+from django.test import override_settings
+
+from engine import Client, Job, Task, Worker
+from engine.devserver import RedisServer
+from jobsite.jobs import conf
+from jobsite.jobs.registry import load_tasks
+
+
+def _name(task: Task | DjangoTask) -> str:
+    return task.module_path if isinstance(task, DjangoTask) else task.name
+
+
+def enqueued_jobs(queue: str = "default") -> list[Job]:
+    """Return the jobs of `queue` that have not started: next to run first, then scheduled."""
+
+    async def read() -> list[Job]:
+        async with Client(conf.engine_settings()) as client:
+            return await client.waiting(queue)
+
+    return async_to_sync(read)()
+
+
+def assert_enqueued(task: Task | DjangoTask, *args: Any, **kwargs: Any) -> Job:
+    """Assert one waiting job calls `task` with these arguments; return it."""
+    name = _name(task)
+    queue = task.queue_name if isinstance(task, DjangoTask) else task.options.queue
+    jobs = enqueued_jobs(queue)
+    for job in jobs:
+        if job.task == name and job.args == list(args) and job.kwargs == kwargs:
+            return job
+    calls = [f"{j.task}(*{j.args}, **{j.kwargs})" for j in jobs if j.task == name]
+    raise AssertionError(
+        f"no waiting call {name}(*{list(args)}, **{kwargs}) on queue {queue!r}; "
+        f"waiting calls of it: {calls or 'none'}"
+    )
+
+
+def run_jobs(queues: list[str] | None = None, concurrency: int = 10) -> dict[str, int]:
+    """Run every waiting job (and what they enqueue) in this process; return the counts."""
+    settings = conf.engine_settings()
+    names = queues or conf.queues()
+
+    async def drain() -> dict[str, int]:
+        worker = Worker(
+            settings,
+            load_tasks(conf.task_modules()),
+            queues=names,
+            concurrency=concurrency,
+            burst=True,
+        )
+        await worker.run()
+        return dict(worker.counters)
+
+    return async_to_sync(drain)()
+
+
+@pytest.fixture
+def jobsite_eager() -> Iterator[None]:
+    """Run every job inline when it is enqueued (no Redis, no worker)."""
+    with override_settings(JOBSITE_EAGER=True):
+        yield
+
+
+@pytest.fixture(scope="session")
+def _jobsite_redis_server() -> Iterator[RedisServer]:
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture
+def jobsite_redis(_jobsite_redis_server: RedisServer) -> Iterator[RedisServer]:
+    """Point settings.ENGINE at a private, flushed redis-server for this test."""
+    import redis
+
+    with redis.Redis(port=_jobsite_redis_server.port) as r:
+        r.flushall()
+    from django.conf import settings
+
+    engine = {**settings.ENGINE, "REDIS_URL": _jobsite_redis_server.url}
+    with override_settings(ENGINE=engine):
+        conf.engine_settings.cache_clear()
+        yield _jobsite_redis_server
+    conf.engine_settings.cache_clear()

@@ -1,0 +1,66 @@
+"""The test kit users get (jobsite.testing): eager mode, enqueued-job assertions, run_jobs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.tasks import TaskResultStatus
+from django.tasks.signals import task_finished
+from django.test import override_settings
+
+from engine.devserver import free_port
+from jobsite.jobs import conf, services
+from jobsite.testing import assert_enqueued, enqueued_jobs, run_jobs
+from tests.engine import tasks as t
+
+from . import dj_tasks
+from .conftest import MODULES
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def modules() -> Any:
+    with override_settings(ENGINE={**settings.ENGINE, "TASK_MODULES": MODULES}):
+        yield
+
+
+def test_eager_mode_runs_each_job_at_enqueue_without_redis(jobsite_eager: None) -> None:
+    nowhere = {"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0", "TASK_MODULES": MODULES}
+    finished: list[Any] = []
+
+    def record(sender: Any, task_result: Any, **kw: Any) -> None:
+        finished.append(task_result.status)
+
+    task_finished.connect(record)
+    try:
+        with override_settings(ENGINE=nowhere):
+            conf.engine_settings.cache_clear()
+            ok = dj_tasks.add.enqueue(2, 3)
+            bad = dj_tasks.explode.enqueue()
+            engine_job = services.enqueue(t.add, 1, 2)
+    finally:
+        task_finished.disconnect(record)
+        conf.engine_settings.cache_clear()
+    assert ok.status == TaskResultStatus.SUCCESSFUL and ok.return_value == 5
+    assert bad.status == TaskResultStatus.FAILED
+    assert bad.errors[0].exception_class_path == "builtins.ValueError"
+    assert engine_job.state == "completed" and engine_job.result == 3
+    assert finished == [TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED]
+
+
+def test_assert_enqueued_and_run_jobs_against_a_real_redis(
+    jobsite_redis: Any, modules: None
+) -> None:
+    dj_tasks.add.enqueue(1, 2)
+    services.enqueue(t.add, 5, 5)
+    assert [j.task for j in enqueued_jobs()] == ["tests.jobsite.dj_tasks.add", "add"]
+    assert assert_enqueued(dj_tasks.add, 1, 2).args == [1, 2]
+    assert_enqueued(t.add, 5, 5)
+    with pytest.raises(AssertionError, match=r"waiting calls of it: \['tests.jobsite"):
+        assert_enqueued(dj_tasks.add, 9, 9)
+    counts = run_jobs()
+    assert counts["completed"] == 2
+    assert enqueued_jobs() == []
