@@ -21,6 +21,7 @@ from .errors import (
     UnknownTask,
     WrongState,
 )
+from .hooks import Hook, HookEvent
 from .job import TERMINAL_STATES, Job, JobState
 from .keys import JOB_ID_PATTERN, QueueKeys, check_job_id
 from .limits import Deduplication
@@ -39,6 +40,8 @@ __all__ = [
     "DuplicateJob",
     "EngineError",
     "EngineSettings",
+    "Hook",
+    "HookEvent",
     "InvalidArguments",
     "Job",
     "JobContext",

@@ -20,6 +20,7 @@ from .cleaner import Cleaner
 from .connection import connect
 from .context import JobContext
 from .errors import LoopCrashed, RedisUnavailable
+from .hooks import Hook, HookEvent, Hooks
 from .isolate import Isolation, IsolationUnavailable, Lanes
 from .job import Job
 from .keys import QueueKeys
@@ -49,8 +50,10 @@ class Worker:
         worker_id: str | None = None,
         queue_concurrency: Mapping[str, int] | None = None,
         isolation: Isolation | None = None,
+        hooks: Iterable[Hook] = (),
     ) -> None:
         self.settings = settings
+        self.hooks = Hooks(hooks)
         self.registry = Registry(tasks)
         self.queues = [QueueKeys(settings.prefix, q) for q in queues]
         self.concurrency = concurrency
@@ -293,6 +296,7 @@ class Worker:
             elif rec.isolated and self.lane is not None:
                 outcome = await self._run_isolated(rec, self.lane)
             else:
+                await self.hooks.emit(HookEvent("before_run", rec.job, self.id))
                 outcome = await self.runner.run(rec.job, rec.ctx)
         except asyncio.CancelledError:
             outcome = stopped_outcome(rec.job, rec.stop_reason)
@@ -304,6 +308,24 @@ class Worker:
         if outcome is not None and rec.ctx.cancelled and outcome.kind in ("retry", "failed"):
             outcome.kind = "cancelled"
         self._finish(rec, outcome)
+        if outcome is not None and self.hooks.hooks:
+            await self._after_hooks(rec, outcome)
+
+    async def _after_hooks(self, rec: Running, outcome: Outcome) -> None:
+        """Tell the hooks how the attempt ended (after its outcome is queued for writing)."""
+        kind = "completed" if outcome.kind == "complete" else outcome.kind
+        event = partial(
+            HookEvent, job=rec.job, worker_id=self.id, outcome=kind, error=outcome.error
+        )
+        await self.hooks.emit(event("after_run"))
+        if outcome.kind == "retry":
+            await self.hooks.emit(event("retry", delay_s=outcome.delay_s))
+        elif (
+            outcome.kind == "failed"
+            and rec.job.dlq != "0"
+            and (rec.opts is None or rec.opts.dead_letter_policy != "none")
+        ):
+            await self.hooks.emit(event("dead_letter"))
 
     async def _run_isolated(self, rec: Running, lane: Lanes) -> Outcome:
         """Run a suspect alone in the child process; its lease is renewed here meanwhile."""

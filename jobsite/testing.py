@@ -24,6 +24,7 @@ from engine import Client, Job, Task, Worker
 from engine.devserver import RedisServer
 from jobsite.jobs import conf
 from jobsite.jobs.registry import load_tasks
+from jobsite.jobs.signals import WORKER_HOOKS
 
 
 def _name(task: Task | DjangoTask) -> str:
@@ -67,6 +68,7 @@ def run_jobs(queues: list[str] | None = None, concurrency: int = 10) -> dict[str
             queues=names,
             concurrency=concurrency,
             burst=True,
+            hooks=WORKER_HOOKS,
         )
         await worker.run()
         return dict(worker.counters)

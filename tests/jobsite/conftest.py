@@ -18,6 +18,7 @@ from jobsite.jobs.mirror import Mirror
 from jobsite.jobs.models import ApiToken
 from jobsite.jobs.permissions import GROUPS, OPERATORS
 from jobsite.jobs.registry import load_tasks
+from jobsite.jobs.signals import WORKER_HOOKS
 from jobsite.jobs.tokens import issue
 
 MODULES = ["jobsite.demo_tasks", "tests.jobsite.dj_tasks", "tests.engine.tasks"]
@@ -83,7 +84,7 @@ def token() -> str:
 
 async def run_worker(settings: EngineSettings) -> Worker:
     """Run a burst worker over every test task module."""
-    worker = Worker(settings, load_tasks(MODULES), burst=True)
+    worker = Worker(settings, load_tasks(MODULES), burst=True, hooks=WORKER_HOOKS)
     await worker.run()
     return worker
 

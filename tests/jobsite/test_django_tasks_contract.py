@@ -188,3 +188,42 @@ def test_worker_ids_has_one_entry_per_attempt(engine: EngineSettings) -> None:
     got = dj_tasks.fails_twice.get_result(result.id)
     assert len(got.errors) == 2
     assert got.worker_ids == before_mirror.worker_ids == [worker.id, worker.id]
+
+
+def test_job_signals_reach_django_receivers(engine: EngineSettings) -> None:
+    from jobsite.jobs.signals import job_dead_lettered, job_finished, job_started
+
+    seen: list[tuple[str, str, Any]] = []
+
+    def started(sender: Any, job: Any, worker_id: str, **kw: Any) -> None:
+        seen.append(("started", job.task, None))
+
+    def finished(sender: Any, job: Any, outcome: str, **kw: Any) -> None:
+        seen.append(("finished", job.task, outcome))
+
+    def dead(sender: Any, job: Any, error: dict[str, Any], **kw: Any) -> None:
+        seen.append(("dead", job.task, error["exception"]))
+        raise RuntimeError("a receiver bug never fails the job")
+
+    job_started.connect(started)
+    job_finished.connect(finished)
+    job_dead_lettered.connect(dead)
+    try:
+        ok = dj_tasks.add.enqueue(1, 2)
+        dj_tasks.fails_once.enqueue()
+        async_to_sync(run_worker)(engine)
+    finally:
+        job_started.disconnect(started)
+        job_finished.disconnect(finished)
+        job_dead_lettered.disconnect(dead)
+    assert dj_tasks.add.get_result(ok.id).status == TaskResultStatus.SUCCESSFUL
+    add, once = "tests.jobsite.dj_tasks.add", "tests.jobsite.dj_tasks.fails_once"
+    assert sorted(seen) == sorted(
+        [
+            ("started", add, None),
+            ("finished", add, "completed"),
+            ("started", once, None),
+            ("finished", once, "failed"),
+            ("dead", once, "builtins.RuntimeError"),
+        ]
+    )

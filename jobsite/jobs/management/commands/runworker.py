@@ -21,6 +21,7 @@ from ...mirror import Mirror
 from ...reconcile import reconcile, sync_queues, sync_workers
 from ...registry import load_tasks
 from ...services import relay_once
+from ...signals import WORKER_HOOKS
 
 log = logging.getLogger("jobsite.runworker")
 LOOPS = ("worker", "mirror", "relay", "reconcile")
@@ -61,6 +62,7 @@ class Command(BaseCommand):
                 concurrency=options["concurrency"],
                 burst=options["burst"],
                 queue_concurrency=limits,
+                hooks=WORKER_HOOKS,
             )
         loop = asyncio.get_running_loop()
 

@@ -1,0 +1,62 @@
+"""Hooks: code a project runs around each job (error reporting, audit), never failing it.
+
+A hook is a callable taking a `HookEvent`; it may be a coroutine function. Hooks run in the
+worker's event loop, so a sync hook must be quick (hand slow work to a thread). A hook that
+raises is logged with its traceback; the job goes on as if it had not run.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .job import Job
+
+log = logging.getLogger("engine.hooks")
+
+HookKind = Literal["before_run", "after_run", "retry", "dead_letter"]
+
+
+@dataclass(frozen=True, slots=True)
+class HookEvent:
+    """What happened to a job: about to run, ended (with its outcome), retrying, dead-lettered."""
+
+    kind: HookKind
+    job: Job
+    worker_id: str
+    # after_run, retry, dead_letter: the outcome: "completed", "failed", "retry", "cancelled",
+    # "dropped", "stalled" or "release" (handed back unrun),
+    # and the attempt's error record (type, message, exception, traceback), if any.
+    outcome: str | None = None
+    error: dict[str, Any] | None = None
+    # retry: seconds until the next attempt.
+    delay_s: float | None = None
+
+
+Hook = Callable[[HookEvent], Awaitable[None] | None]
+
+
+class Hooks:
+    """The hooks of one worker, called in the order given."""
+
+    def __init__(self, hooks: Iterable[Hook] = ()) -> None:
+        self.hooks = list(hooks)
+
+    async def emit(self, event: HookEvent) -> None:
+        """Call every hook with `event`; log those that raise."""
+        for hook in self.hooks:
+            try:
+                returned = hook(event)
+                if inspect.isawaitable(returned):
+                    await returned
+            except Exception:
+                log.exception(
+                    "hook failed hook=%s event=%s job=%s", _name(hook), event.kind, event.job.id
+                )
+
+
+def _name(hook: Hook) -> str:
+    return getattr(hook, "__qualname__", None) or repr(hook)

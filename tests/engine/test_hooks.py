@@ -1,0 +1,52 @@
+"""Hooks around each job: before it runs, after it ends, on retry, on dead letter; never fatal."""
+
+from __future__ import annotations
+
+from engine import Client, EngineSettings, HookEvent, Worker
+
+from . import tasks as t
+
+
+async def test_hooks_see_every_job_and_a_raising_hook_changes_nothing(
+    settings: EngineSettings, client: Client
+) -> None:
+    seen: list[tuple[str, str, str | None]] = []
+
+    def record(event: HookEvent) -> None:
+        seen.append((event.kind, event.job.task, event.outcome))
+
+    async def record_async(event: HookEvent) -> None:
+        if event.kind == "retry":
+            assert event.delay_s is not None and event.error is not None
+            seen.append(("async-retry", event.job.task, event.outcome))
+
+    def broken(event: HookEvent) -> None:
+        raise RuntimeError("a bug in a hook")
+
+    ok = await client.enqueue(t.add, 1, 2)
+    dead = await client.enqueue(t.boom)
+    again = await client.enqueue(t.retry_twice)
+    worker = Worker(
+        settings, [t.add, t.boom, t.retry_twice], burst=True, hooks=[broken, record, record_async]
+    )
+    await worker.run()
+
+    assert (await client.get(ok.id)).state == "completed"
+    assert (await client.get(dead.id)).state == "failed"
+    assert (await client.get(again.id)).state == "completed"
+    by_task = {
+        name: [(kind, outcome) for kind, task, outcome in seen if task == name]
+        for name in ("add", "boom", "retry_twice")
+    }
+    assert by_task["add"] == [("before_run", None), ("after_run", "completed")]
+    assert by_task["boom"] == [
+        ("before_run", None),
+        ("after_run", "failed"),
+        ("dead_letter", "failed"),
+    ]
+    assert by_task["retry_twice"] == [
+        ("before_run", None),
+        ("after_run", "retry"),
+        ("retry", "retry"),
+        ("async-retry", "retry"),
+    ] * 2 + [("before_run", None), ("after_run", "completed")]
