@@ -8,3 +8,6 @@ class JobsConfig(AppConfig):
     label = "jobs"
     verbose_name = "Jobs"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401 - registers the system checks

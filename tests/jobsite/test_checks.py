@@ -1,0 +1,50 @@
+"""System checks catch a broken Jobsite configuration at `manage.py check`, before any job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core.checks import run_checks
+from django.test import override_settings
+
+from jobsite.jobs.checks import TAG
+
+
+def ids(**overrides: Any) -> list[str]:
+    with override_settings(**overrides):
+        return sorted(m.id for m in run_checks(tags=[TAG]) if m.id)
+
+
+def engine(**values: Any) -> dict[str, Any]:
+    return {**settings.ENGINE, **values}
+
+
+def test_the_project_settings_pass() -> None:
+    assert ids() == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"ENGINE": None}, ["jobsite.E001"]),
+        ({"ENGINE": engine(BOGUS=1)}, ["jobsite.E002"]),
+        ({"ENGINE": engine(REDIS_URL="http://x")}, ["jobsite.E002"]),
+        ({"ENGINE": engine(TASK_MODULES=["no.such.module"])}, ["jobsite.E003"]),
+        ({"ENGINE": engine(QUEUES=["bad queue"])}, ["jobsite.E004"]),
+        (
+            {
+                "TASKS": {
+                    "default": {
+                        "BACKEND": "jobsite.jobs.backends.JobsiteBackend",
+                        "QUEUES": ["default", "reports"],
+                    }
+                }
+            },
+            ["jobsite.W001"],
+        ),
+    ],
+)
+def test_each_mistake_is_named(overrides: dict[str, Any], expected: list[str]) -> None:
+    assert ids(**overrides) == expected
