@@ -30,6 +30,7 @@ from engine import Client, EngineSettings
 from engine.devserver import RedisServer
 
 from .demo import demo_jobs
+from .localkey import local_secret_key
 
 console = Console()
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,16 +50,7 @@ def local_env() -> dict[str, str]:
     env = {"DJANGO_HTTPS": "0", "JOBSITE_TASK_MODULES": "jobsite.demo_tasks"}
     if not os.environ.get("DJANGO_SECRET_KEY"):
         path = ROOT / "var" / "secret_key"
-        key = path.read_text().strip() if path.exists() else ""
-        if not key:  # none yet, or an empty file left by a run stopped while writing it
-            key = secrets.token_urlsafe(50)
-            # Written whole under another name, then renamed: never seen half-written.
-            part = path.with_name(f".secret_key.{os.getpid()}")
-            fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as out:
-                out.write(key)
-            os.replace(part, path)
-        env["DJANGO_SECRET_KEY"] = key
+        env["DJANGO_SECRET_KEY"] = local_secret_key(path)
         console.print(f"using the local secret key in {path} (set DJANGO_SECRET_KEY in production)")
     return env
 

@@ -87,12 +87,30 @@ def test_deploy_check_without_hsts_preload_only_reports_w021() -> None:
 
 
 def test_no_secret_key_without_debug_is_refused() -> None:
-    proc = manage(project_env(), "check")
+    # The server's entry points (what Daphne, Uvicorn or gunicorn load) refuse to start.
+    proc = subprocess.run(
+        [sys.executable, "-c", "import jobsite.asgi"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env=project_env(),
+    )
     assert proc.returncode != 0
     assert "django.core.exceptions.ImproperlyConfigured: DJANGO_SECRET_KEY is not set" in (
         proc.stderr
     )
     assert "secrets.token_urlsafe(50)" in proc.stderr  # the fix is in the message
+
+
+def test_manage_py_on_a_fresh_clone_uses_a_local_key() -> None:
+    # The demo project's manage.py: `check` and `migrate` work on a clean clone, and say which
+    # key they used.
+    proc = manage(project_env(), "check", "--fail-level", "WARNING")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "local secret key from" in proc.stderr
+    path = ROOT / "var" / "secret_key"
+    assert path.stat().st_mode & 0o077 == 0 and len(path.read_text()) >= 50
 
 
 def test_debug_runs_with_a_throwaway_key() -> None:
