@@ -20,13 +20,19 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from . import audit, services, tokens
-from .models import ApiToken, Job, JobEvent, OutboxEntry, Queue, Worker
+from .models import (
+    CANCELLABLE,
+    RETRYABLE,
+    TERMINAL,
+    ApiToken,
+    Job,
+    JobEvent,
+    OutboxEntry,
+    Queue,
+    Worker,
+)
 from .permissions import Perm, user_allows
 from .schemas import QUEUE_NAME
-
-CANCELLABLE = ["submitted", "scheduled", "blocked", "started"]
-RETRYABLE = ["failed", "stalled", "expired", "dropped", "cancelled"]
-FINISHED = ["completed", *RETRYABLE]
 
 
 def _confirm(
@@ -189,7 +195,7 @@ class JobAdmin(admin.ModelAdmin):
 
     @admin.action(description="Purge selected finished jobs", permissions=["purge"])
     def purge_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
-        eligible = queryset.filter(state__in=FINISHED)
+        eligible = queryset.filter(state__in=TERMINAL)
 
         def run(pairs: list[tuple[str, str]]) -> int:
             purged = services.purge(pairs)

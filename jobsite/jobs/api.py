@@ -6,7 +6,7 @@ import base64
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import Min, QuerySet
+from django.db.models import Min
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Query, Router, Status
@@ -15,9 +15,8 @@ from ninja.errors import HttpError
 from engine import Client, InvalidArguments, JobNotFound, Task
 from engine import Job as EngineJob
 
-from . import audit, services
+from . import audit, bulk, services
 from .arguments import check_types, schema
-from .conf import bulk_max
 from .live import throughput
 from .models import Job, JobEvent, Queue, text_search
 from .permissions import Grant, Perm, need
@@ -154,7 +153,7 @@ def list_jobs(
     limit: int = Query(50, ge=1, le=500),  # type: ignore[type-arg]
 ) -> JobPage:
     """List the history, newest first, with filters and an opaque cursor."""
-    rows = _scoped(need(request, Perm.VIEW, queue), Job.objects.order_by("-submitted_at", "-id"))
+    rows = need(request, Perm.VIEW, queue).narrow(Job.objects.order_by("-submitted_at", "-id"))
     filters = {
         "state": state,
         "queue": queue,
@@ -215,65 +214,16 @@ def retry(request: HttpRequest, job_id: str) -> JobOut:
     return _live_out(job_id, job.queue)
 
 
-def _scoped(rights: Grant, rows: QuerySet[Job]) -> QuerySet[Job]:
-    """Narrow history rows to the queues the request may see."""
-    scope = rights.queues
-    return rows if scope is None else rows.filter(queue__in=scope)
-
-
-def _bulk(request: HttpRequest, body: BulkIn, perm: Perm, action: str) -> BulkOut:
-    """Apply `action` to the jobs `body` selects, within the cap; audit it."""
-    rights = need(request, perm, body.queue)
-    rows = _scoped(rights, Job.objects.filter(state__in=BULK_STATES[action]))
-    if body.ids is not None:
-        rows = rows.filter(id__in=body.ids)
-    filters = {"state": body.state, "queue": body.queue, "task": body.task}
-    rows = rows.filter(**{k: v for k, v in filters.items() if v})
-    if body.since is not None:
-        rows = rows.filter(submitted_at__gte=body.since)
-    if body.q:
-        rows = text_search(rows, body.q)
-    cap = bulk_max()
-    pairs = list(rows.values_list("id", "queue")[: cap + 1])
-    matched = rows.count() if len(pairs) > cap else len(pairs)
-    if body.dry_run:
-        return BulkOut(matched=matched, changed=0)
-    if matched > cap:
-        raise HttpError(
-            422,
-            f"{matched} jobs match; one request may change at most {cap} "
-            "(JOBSITE_BULK_MAX): narrow the selection",
-        )
-    changed = BULK_ACTIONS[action](pairs)
-    if body.ids is not None:
-        audit.record(rights.user, action, [i for i, _ in pairs], rights.via)
-    else:
-        audit.record_bulk(rights.user, action, body.selector(), matched, rights.via)
-    return BulkOut(matched=matched, changed=changed)
-
-
-def _cancel_count(pairs: list[tuple[str, str]]) -> int:
-    outcome = services.cancel(pairs)
-    return sum(1 for v in outcome.values() if v in ("cancelled", "cancelling"))
-
-
-BULK_STATES = {
-    "cancel": ["submitted", "scheduled", "blocked", "started"],
-    "retry": ["failed", "stalled", "expired", "dropped", "cancelled"],
-}
-BULK_ACTIONS = {"cancel": _cancel_count, "retry": services.resubmit}
-
-
 @router.post("/bulk/cancel", response={200: BulkOut, **ERRORS})
 def cancel_many(request: HttpRequest, body: BulkIn) -> BulkOut:
     """Cancel the given live jobs, or every one matching the filter (`dry_run` counts only)."""
-    return _bulk(request, body, Perm.CANCEL, "cancel")
+    return bulk.apply(request, body, Perm.CANCEL, "cancel")
 
 
 @router.post("/bulk/retry", response={200: BulkOut, **ERRORS})
 def retry_many(request: HttpRequest, body: BulkIn) -> BulkOut:
     """Retry (or resubmit from the DLQ) the given finished jobs, or every one matching."""
-    return _bulk(request, body, Perm.RETRY, "retry")
+    return bulk.apply(request, body, Perm.RETRY, "retry")
 
 
 @router.get("/dlq", response={200: list[JobOut], **ERRORS})

@@ -10,6 +10,9 @@ from engine import JobState
 LOST = "lost"
 STATE_CHOICES = [(s.value, s.value) for s in JobState] + [(LOST, LOST)]
 TERMINAL = [s.value for s in JobState if s.is_terminal]
+# What each action applies to, derived from the engine's states (admin, API and dashboard alike).
+CANCELLABLE = [s.value for s in JobState if not s.is_terminal and s != JobState.UNSUBMITTED]
+RETRYABLE = [s for s in TERMINAL if s != JobState.COMPLETED]
 
 
 class Job(models.Model):

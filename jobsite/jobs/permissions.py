@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from ninja.errors import HttpError
 
@@ -74,6 +75,11 @@ class Grant:
     def via(self) -> str:
         """Describe where the request came from, for the audit log."""
         return f"API token {self.token.name!r}" if self.token is not None else "session"
+
+    def narrow(self, rows: QuerySet[Any]) -> QuerySet[Any]:
+        """Narrow rows with a `queue` column to the queues this request may see."""
+        scope = self.queues
+        return rows if scope is None else rows.filter(queue__in=scope)
 
     def allows(self, perm: Perm, queue: str | None = None) -> bool:
         """Tell whether this request may do `perm` (on `queue`, when given)."""

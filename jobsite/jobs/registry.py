@@ -99,69 +99,80 @@ def _signature(dtask: DjangoTask) -> inspect.Signature:
     return sig.replace(parameters=[lead, *params])
 
 
+def _call(dtask: DjangoTask, result: TaskResult, args: Any, kwargs: Any) -> Any:
+    lead = (TaskContext(task_result=result),) if dtask.takes_context else ()
+    return dtask.func(*lead, *args, **kwargs)
+
+
+def _run_sync(dtask: DjangoTask, job: JobContext, args: Any, kwargs: Any) -> Any:
+    """Run one attempt of a sync django Task, between its started and finished signals."""
+    result = _started(dtask, job, args, kwargs)
+    _send(task_started, "task_started", result)
+    try:
+        value = normalize_json(_call(dtask, result, args, kwargs))
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        _finished(result, exc)
+        _send(task_finished, "task_finished", result)
+        raise
+    _finished(result, value=value)
+    _send(task_finished, "task_finished", result)
+    return value
+
+
+async def _run_async(dtask: DjangoTask, job: JobContext, args: Any, kwargs: Any) -> Any:
+    """Async twin of `_run_sync`."""
+    result = _started(dtask, job, args, kwargs)
+    await _asend(task_started, "task_started", result)
+    try:
+        value = normalize_json(await _call(dtask, result, args, kwargs))
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        raise  # stopped, not finished
+    except BaseException as exc:
+        _finished(result, exc)
+        await _asend(task_finished, "task_finished", result)
+        raise
+    _finished(result, value=value)
+    await _asend(task_finished, "task_finished", result)
+    return value
+
+
 def wrap(dtask: DjangoTask) -> Task:
     """Return an engine task that runs a django Task, sending Django's started/finished signals.
 
     The return value must be JSON as Django defines it (a datetime is not): otherwise the
     attempt fails with the TypeError, as with Django's own backends.
     """
-    func = dtask.func
-    name = dtask.module_path
     options = {
         "queue": dtask.queue_name,
         "priority": dtask.priority,
         **options_of(dtask),
         "takes_context": True,
     }
-    if inspect.iscoroutinefunction(func):
+    if inspect.iscoroutinefunction(dtask.func):
 
         async def run_async(job: JobContext, *args: Any, **kwargs: Any) -> Any:
-            result = _started(dtask, job, args, kwargs)
-            await _asend(task_started, "task_started", result)
-            lead = (TaskContext(task_result=result),) if dtask.takes_context else ()
-            try:
-                value = normalize_json(await func(*lead, *args, **kwargs))
-            except (asyncio.CancelledError, KeyboardInterrupt):
-                raise  # stopped, not finished
-            except BaseException as exc:
-                _finished(result, exc)
-                await _asend(task_finished, "task_finished", result)
-                raise
-            _finished(result, value=value)
-            await _asend(task_finished, "task_finished", result)
-            return value
+            return await _run_async(dtask, job, args, kwargs)
 
-        run_async.__signature__ = _signature(dtask)  # type: ignore[attr-defined]
-        run_async.__wrapped__ = func  # type: ignore[attr-defined]  # its type hints
-        return task(run_async, name=name, **options)  # type: ignore[no-any-return]
+        run = run_async
+    else:
 
-    def run_sync(job: JobContext, *args: Any, **kwargs: Any) -> Any:
-        # A worker thread drops stale connections; eager mode runs in the caller's own.
-        on_worker = job.worker_id != eager.WORKER_ID
-        if on_worker:
-            close_old_connections()
-        try:
-            result = _started(dtask, job, args, kwargs)
-            _send(task_started, "task_started", result)
-            lead = (TaskContext(task_result=result),) if dtask.takes_context else ()
-            try:
-                value = normalize_json(func(*lead, *args, **kwargs))
-            except KeyboardInterrupt:
-                raise
-            except BaseException as exc:
-                _finished(result, exc)
-                _send(task_finished, "task_finished", result)
-                raise
-            _finished(result, value=value)
-            _send(task_finished, "task_finished", result)
-            return value
-        finally:
+        def run_sync(job: JobContext, *args: Any, **kwargs: Any) -> Any:
+            # A worker thread drops stale connections; eager mode runs in the caller's own.
+            on_worker = job.worker_id != eager.WORKER_ID
             if on_worker:
                 close_old_connections()
+            try:
+                return _run_sync(dtask, job, args, kwargs)
+            finally:
+                if on_worker:
+                    close_old_connections()
 
-    run_sync.__signature__ = _signature(dtask)  # type: ignore[attr-defined]
-    run_sync.__wrapped__ = func  # type: ignore[attr-defined]  # its type hints
-    return task(run_sync, name=name, **options)  # type: ignore[no-any-return]
+        run = run_sync
+    run.__signature__ = _signature(dtask)  # type: ignore[attr-defined]
+    run.__wrapped__ = dtask.func  # type: ignore[attr-defined]  # its type hints
+    return task(run, name=dtask.module_path, **options)  # type: ignore[no-any-return]
 
 
 def load_tasks(modules: list[str]) -> list[Task]:

@@ -52,18 +52,7 @@ class Command(BaseCommand):
         """Run the chosen loops until a signal (or, with --burst, until the queues are drained)."""
         stopping = asyncio.Event()
         queues, limits = parse_queues(options["queues"])
-        worker = None
-        if "worker" in loops:
-            worker = Worker(
-                conf.engine_settings(),
-                load_tasks(conf.task_modules()),
-                isolation=isolation(conf.task_modules()),
-                queues=queues,
-                concurrency=options["concurrency"],
-                burst=options["burst"],
-                queue_concurrency=limits,
-                hooks=WORKER_HOOKS,
-            )
+        worker = self._worker(queues, limits, options) if "worker" in loops else None
         loop = asyncio.get_running_loop()
 
         def on_signal() -> None:
@@ -117,6 +106,20 @@ class Command(BaseCommand):
         if crashed:
             name, exc = crashed[0]
             raise CommandError(f"loop {name} crashed: {exc!r}; see the log above", returncode=70)
+
+    @staticmethod
+    def _worker(queues: list[str], limits: dict[str, int], options: dict[str, Any]) -> Worker:
+        """Return the engine worker, with the project's tasks and its Django signals."""
+        return Worker(
+            conf.engine_settings(),
+            load_tasks(conf.task_modules()),
+            isolation=isolation(conf.task_modules()),
+            queues=queues,
+            concurrency=options["concurrency"],
+            burst=options["burst"],
+            queue_concurrency=limits,
+            hooks=WORKER_HOOKS,
+        )
 
     @staticmethod
     async def _relay() -> float:
