@@ -296,7 +296,8 @@ class Worker:
             elif rec.isolated and self.lane is not None:
                 outcome = await self._run_isolated(rec, self.lane)
             else:
-                await self.hooks.emit(HookEvent("before_run", rec.job, self.id))
+                if self.hooks.hooks:  # nothing built per job without hooks (the hot path)
+                    await self.hooks.emit(HookEvent("before_run", rec.job, self.id))
                 outcome = await self.runner.run(rec.job, rec.ctx)
         except asyncio.CancelledError:
             outcome = stopped_outcome(rec.job, rec.stop_reason)
