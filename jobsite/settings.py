@@ -1,4 +1,4 @@
-"""Django settings for Jobsite: SQLite by default, the engine configured from ENGINE.
+"""Django settings for Jobsite: SQLite by default, the engine configured from JOBSITE.
 
 Safe by default: DEBUG off, no start-up without a secret key, HTTPS-only cookies, HSTS and a
 redirect to HTTPS, a Content-Security-Policy with nonces. Local conveniences are explicit
@@ -150,22 +150,22 @@ STORAGES = {
 # The engine's settings (any EngineSettings field, upper case), turned into
 # engine.EngineSettings in one place: jobsite.jobs.conf. TASK_MODULES lists the modules whose
 # @engine.task and @django.tasks.task functions workers may run; QUEUES the queues to mirror.
-ENGINE = {
+JOBSITE = {
     "REDIS_URL": os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
     "PREFIX": os.environ.get("JOBSITE_PREFIX", "jobsite"),
     # The demo's tasks only when the demo runs (bin/run sets JOBSITE_TASK_MODULES).
     "TASK_MODULES": _list("JOBSITE_TASK_MODULES"),
     "QUEUES": ["default"],
+    # What reconciliation does with a live row whose job exists nowhere in Redis.
+    "RECONCILE": os.environ.get("JOBSITE_RECONCILE", "lost"),  # or "resubmit"
 }
-# What reconciliation does with a live row whose job exists nowhere in Redis: "lost" or "resubmit".
-JOBSITE_RECONCILE = os.environ.get("JOBSITE_RECONCILE", "lost")
 
 # Channels: the dashboard's live updates go through Redis (the same server as the engine, by
 # default; a separate database number keeps the keys apart).
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [os.environ.get("CHANNELS_REDIS_URL", ENGINE["REDIS_URL"])]},
+        "CONFIG": {"hosts": [os.environ.get("CHANNELS_REDIS_URL", JOBSITE["REDIS_URL"])]},
     }
 }
 

@@ -1,13 +1,13 @@
 """A test kit for projects that use Jobsite.
 
-Unit tests, no Redis: `settings.JOBSITE_EAGER = True` (or the `jobsite_eager` fixture) runs each
+Unit tests, no Redis: `JOBSITE["EAGER"] = True` (or the `jobsite_eager` fixture) runs each
 job inline when it is enqueued, as Django's ImmediateBackend does.
 
 Integration tests, a real Redis: `enqueued_jobs(queue)` lists what waits, `assert_enqueued(task,
 *args, **kwargs)` checks a call was enqueued, `run_jobs()` drains the queues with an in-process
 burst worker. The pytest fixtures come with `pytest_plugins = ["jobsite.testing"]` in a
 conftest.py: `jobsite_eager`, and `jobsite_redis` (a private redis-server on a free port,
-settings.ENGINE pointed at it, flushed for each test).
+settings.JOBSITE pointed at it, flushed for each test).
 """
 
 from __future__ import annotations
@@ -79,7 +79,9 @@ def run_jobs(queues: list[str] | None = None, concurrency: int = 10) -> dict[str
 @pytest.fixture
 def jobsite_eager() -> Iterator[None]:
     """Run every job inline when it is enqueued (no Redis, no worker)."""
-    with override_settings(JOBSITE_EAGER=True):
+    from django.conf import settings
+
+    with override_settings(JOBSITE={**settings.JOBSITE, "EAGER": True}):
         yield
 
 
@@ -91,15 +93,15 @@ def _jobsite_redis_server() -> Iterator[RedisServer]:
 
 @pytest.fixture
 def jobsite_redis(_jobsite_redis_server: RedisServer) -> Iterator[RedisServer]:
-    """Point settings.ENGINE at a private, flushed redis-server for this test."""
+    """Point settings.JOBSITE at a private, flushed redis-server for this test."""
     import redis
 
     with redis.Redis(port=_jobsite_redis_server.port) as r:
         r.flushall()
     from django.conf import settings
 
-    engine = {**settings.ENGINE, "REDIS_URL": _jobsite_redis_server.url}
-    with override_settings(ENGINE=engine):
+    engine = {**settings.JOBSITE, "REDIS_URL": _jobsite_redis_server.url}
+    with override_settings(JOBSITE=engine):
         conf.engine_settings.cache_clear()
         yield _jobsite_redis_server
     conf.engine_settings.cache_clear()

@@ -74,7 +74,7 @@ class JobsiteBackend(BaseTaskBackend):
 
     @property
     def tasks(self) -> dict[str, DjangoTask]:
-        """Return the known django Tasks (from ENGINE["TASK_MODULES"] and those enqueued here)."""
+        """Return the known django Tasks (from JOBSITE["TASK_MODULES"] and those enqueued here)."""
         if self._tasks is None:
             self._tasks = django_tasks_in(task_modules())
         return self._tasks

@@ -33,7 +33,7 @@ def apply(request: HttpRequest, body: BulkIn, perm: Perm, action: str) -> BulkOu
         raise HttpError(
             422,
             f"{matched} jobs match; one request may change at most {cap} "
-            "(JOBSITE_BULK_MAX): narrow the selection",
+            "(JOBSITE['BULK_MAX']): narrow the selection",
         )
     changed = BULK_ACTIONS[action](pairs)
     if body.ids is not None:

@@ -19,13 +19,13 @@ BACKEND = "jobsite.jobs.backends.JobsiteBackend"
 
 @register(TAG)
 def check_engine(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Check settings.ENGINE: its engine settings, its task modules and its queues."""
-    engine = getattr(settings, "ENGINE", None)
+    """Check settings.JOBSITE: its engine settings, its task modules and its queues."""
+    engine = getattr(settings, "JOBSITE", None)
     if not isinstance(engine, dict):
         return [
             Error(
-                "settings.ENGINE is missing or not a dict.",
-                hint='Set ENGINE = {"REDIS_URL": "redis://...", "TASK_MODULES": [...], '
+                "settings.JOBSITE is missing or not a dict.",
+                hint='Set JOBSITE = {"REDIS_URL": "redis://...", "TASK_MODULES": [...], '
                 '"QUEUES": ["default"]}.',
                 id="jobsite.E001",
             )
@@ -35,7 +35,7 @@ def check_engine(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     try:
         conf.engine_settings()
     except (ConfigError, TypeError, ValueError) as exc:
-        found.append(Error(f"settings.ENGINE is invalid: {exc}", id="jobsite.E002"))
+        found.append(Error(f"settings.JOBSITE is invalid: {exc}", id="jobsite.E002"))
     finally:
         conf.engine_settings.cache_clear()
     for module in conf.task_modules():
@@ -44,7 +44,7 @@ def check_engine(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
         except Exception as exc:  # the module's own error, whatever it is, is what to show
             found.append(
                 Error(
-                    f"ENGINE['TASK_MODULES'] lists {module!r}, which cannot be imported: {exc!r}",
+                    f"JOBSITE['TASK_MODULES'] lists {module!r}, which cannot be imported: {exc!r}",
                     id="jobsite.E003",
                 )
             )
@@ -52,7 +52,7 @@ def check_engine(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
         try:
             validate_queue_name(queue)
         except ConfigError as exc:
-            found.append(Error(f"ENGINE['QUEUES']: {exc}", id="jobsite.E004"))
+            found.append(Error(f"JOBSITE['QUEUES']: {exc}", id="jobsite.E004"))
     return found
 
 
@@ -60,17 +60,17 @@ def check_engine(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
 def check_task_backends(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Warn about django.tasks queues that no Jobsite worker serves."""
     found: list[CheckMessage] = []
-    served = set(conf.queues()) if isinstance(getattr(settings, "ENGINE", None), dict) else set()
+    served = set(conf.queues()) if isinstance(getattr(settings, "JOBSITE", None), dict) else set()
     for alias, params in getattr(settings, "TASKS", {}).items():
         if params.get("BACKEND") != BACKEND:
             continue
         unserved = sorted(set(params.get("QUEUES", [])) - served)
-        if unserved and not getattr(settings, "JOBSITE_ANY_QUEUE", False):
+        if unserved and not conf.option("ANY_QUEUE"):
             found.append(
                 Warning(
-                    f"TASKS[{alias!r}]['QUEUES'] has {unserved}, not in ENGINE['QUEUES']: "
+                    f"TASKS[{alias!r}]['QUEUES'] has {unserved}, not in JOBSITE['QUEUES']: "
                     "tasks sent there would wait forever.",
-                    hint="Add them to ENGINE['QUEUES'] (or drop them from TASKS).",
+                    hint="Add them to JOBSITE['QUEUES'] (or drop them from TASKS).",
                     id="jobsite.W001",
                 )
             )

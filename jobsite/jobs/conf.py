@@ -1,4 +1,8 @@
-"""settings.ENGINE -> engine.EngineSettings, in one place."""
+"""settings.JOBSITE, the app's one settings dict, read in one place.
+
+Its keys are every `EngineSettings` field in upper case (REDIS_URL, PREFIX, ...) plus the
+Django-side ones in `DJANGO_KEYS`.
+"""
 
 from __future__ import annotations
 
@@ -6,44 +10,74 @@ from functools import cache
 from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 from engine import EngineSettings
 from engine.errors import ConfigError
 
-# Keys of settings.ENGINE that are Django-side, not EngineSettings fields.
-_DJANGO_KEYS = ("TASK_MODULES", "QUEUES")
+# Django-side keys of settings.JOBSITE and their defaults; the rest are EngineSettings fields.
+DJANGO_KEYS: dict[str, Any] = {
+    "TASK_MODULES": [],
+    "QUEUES": ["default"],
+    "SCHEDULES": [],
+    "BULK_MAX": 10_000,
+    "ANY_QUEUE": False,
+    "EAGER": False,
+    "RECONCILE": "lost",
+    "METRICS_TOKEN": "",
+}
+
+
+def values() -> dict[str, Any]:
+    """Return settings.JOBSITE (ConfigError when it is missing or not a dict)."""
+    found = getattr(settings, "JOBSITE", None)
+    if not isinstance(found, dict):
+        raise ConfigError('settings.JOBSITE must be a dict, e.g. {"REDIS_URL": "redis://..."}')
+    return found
+
+
+def option(name: str) -> Any:
+    """Return one Django-side option of settings.JOBSITE, or its default."""
+    return values().get(name, DJANGO_KEYS[name])
 
 
 @cache
 def engine_settings() -> EngineSettings:
-    """Return the EngineSettings built from settings.ENGINE."""
-    values: dict[str, Any] = {k: v for k, v in settings.ENGINE.items() if k not in _DJANGO_KEYS}
-    return EngineSettings.from_mapping(values)
+    """Return the EngineSettings built from settings.JOBSITE."""
+    engine = {k: v for k, v in values().items() if k not in DJANGO_KEYS}
+    return EngineSettings.from_mapping(engine)
+
+
+@receiver(setting_changed)
+def _forget(*, setting: str, **_: Any) -> None:
+    if setting == "JOBSITE":
+        engine_settings.cache_clear()
 
 
 def task_modules() -> list[str]:
     """Return the modules whose tasks workers may run."""
-    return list(settings.ENGINE.get("TASK_MODULES", []))
+    return list(option("TASK_MODULES"))
 
 
 def queues() -> list[str]:
     """Return the queues the mirror follows and workers serve by default."""
-    return list(settings.ENGINE.get("QUEUES", ["default"]))
+    return list(option("QUEUES"))
 
 
 def bulk_max() -> int:
-    """Return how many jobs one bulk request may change (JOBSITE_BULK_MAX, default 10,000)."""
-    return int(getattr(settings, "JOBSITE_BULK_MAX", 10_000))
+    """Return how many jobs one bulk request may change (BULK_MAX, default 10,000)."""
+    return int(option("BULK_MAX"))
 
 
 def check_queue(name: str) -> None:
-    """Raise ConfigError for a queue outside ENGINE["QUEUES"], unless JOBSITE_ANY_QUEUE is on.
+    """Raise ConfigError for a queue outside JOBSITE["QUEUES"], unless ANY_QUEUE is on.
 
     A job on a queue nothing serves would wait forever; new queues are a deliberate choice.
     """
-    if getattr(settings, "JOBSITE_ANY_QUEUE", False) or name in queues():
+    if option("ANY_QUEUE") or name in queues():
         return
     raise ConfigError(
-        f"queue {name!r} is not one of ENGINE['QUEUES'] {queues()}; add it there "
-        "(or set JOBSITE_ANY_QUEUE = True to allow any queue)"
+        f"queue {name!r} is not one of JOBSITE['QUEUES'] {queues()}; add it there "
+        "(or set JOBSITE['ANY_QUEUE'] = True to allow any queue)"
     )

@@ -1,7 +1,7 @@
 """Error reports without secrets: Redis and channel-layer URLs have their passwords hidden.
 
 In the settings and request headers of a report, and in the local variables of its frames
-(a bad ENGINE setting fails where the URL sits in `values` and `kwargs`).
+(a bad JOBSITE setting fails where the URL sits in `values` and `kwargs`).
 """
 
 from __future__ import annotations

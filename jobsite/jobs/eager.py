@@ -1,4 +1,4 @@
-"""Eager mode for unit tests (`JOBSITE_EAGER = True`): a job runs inline when it is enqueued.
+"""Eager mode for unit tests (`JOBSITE["EAGER"] = True`): a job runs inline when it is enqueued.
 
 As Celery's eager mode and Django's ImmediateBackend: no Redis, no worker. One attempt, no
 retries, no scheduling (a delay is ignored); the outcome is on the returned job, the task's
@@ -12,18 +12,19 @@ from typing import Any
 
 import orjson
 from asgiref.sync import async_to_sync
-from django.conf import settings
 
 from engine import Job, JobContext, JobState
 from engine.errors import ConfigError
 from engine.runner import error_info
 
+from . import conf
+
 WORKER_ID = "eager"
 
 
 def enabled() -> bool:
-    """Tell whether JOBSITE_EAGER is on."""
-    return bool(getattr(settings, "JOBSITE_EAGER", False))
+    """Tell whether JOBSITE["EAGER"] is on."""
+    return bool(conf.option("EAGER"))
 
 
 def run_inline(job: Job) -> Job:
@@ -32,7 +33,7 @@ def run_inline(job: Job) -> Job:
 
     task = known_tasks().get(job.task)
     if task is None or task.fn is None:
-        raise ConfigError(f"task {job.task!r} is not in ENGINE['TASK_MODULES']")
+        raise ConfigError(f"task {job.task!r} is not in JOBSITE['TASK_MODULES']")
     job.attempt = 1
     job.worker = WORKER_ID
     job.started_at_ms = job.submitted_at_ms = int(time.time() * 1000)

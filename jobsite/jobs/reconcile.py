@@ -5,11 +5,10 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from django.conf import settings
-
 from engine import Client, task_ref
 from engine import Job as EngineJob
 
+from . import conf
 from .models import LOST, TERMINAL, Job, Queue, Worker
 from .services import run_engine
 
@@ -43,7 +42,7 @@ def _resubmit(rows: list[Job]) -> None:
 
 def reconcile(policy: str | None = None, chunk: int = 1000) -> dict[str, int]:
     """Check every live row against Redis; return counts of checked, lost and resubmitted rows."""
-    policy = policy or settings.JOBSITE_RECONCILE
+    policy = policy or conf.option("RECONCILE")
     counts = {"checked": 0, "lost": 0, "resubmitted": 0}
     live = Job.objects.exclude(state__in=[*TERMINAL, LOST]).order_by("id")
     last = ""

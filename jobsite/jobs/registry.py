@@ -1,6 +1,6 @@
 """The tasks a worker may run: engine @task functions and @django.tasks.task functions.
 
-Built from ENGINE["TASK_MODULES"] at start-up; a payload never decides what gets imported.
+Built from JOBSITE["TASK_MODULES"] at start-up; a payload never decides what gets imported.
 """
 
 from __future__ import annotations
@@ -190,5 +190,5 @@ def _known(modules: tuple[str, ...]) -> dict[str, Task]:
 
 
 def known_tasks() -> dict[str, Task]:
-    """Return every task of ENGINE["TASK_MODULES"] by name (loaded once per module list)."""
+    """Return every task of JOBSITE["TASK_MODULES"] by name (loaded once per module list)."""
     return _known(tuple(conf.task_modules()))

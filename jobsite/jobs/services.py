@@ -59,7 +59,7 @@ def enqueue(task: Task, *args: Any, **kwargs: Any) -> Job:
 def submit(job: Job, outbox: bool) -> Job:
     """Submit a prepared job: at once, or with `outbox` inside a transaction, after commit.
 
-    With JOBSITE_EAGER on, it runs here and now instead (see jobsite.jobs.eager).
+    With JOBSITE["EAGER"] on, it runs here and now instead (see jobsite.jobs.eager).
     """
     check_queue(job.queue)
     if eager.enabled():

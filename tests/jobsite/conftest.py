@@ -1,4 +1,4 @@
-"""Django-side fixtures: settings.ENGINE pointed at the private redis-server."""
+"""Django-side fixtures: settings.JOBSITE pointed at the private redis-server."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ MODULES = ["jobsite.demo_tasks", "tests.jobsite.dj_tasks", "tests.engine.tasks"]
 
 @pytest.fixture
 def engine(redis_server: RedisServer) -> Iterator[EngineSettings]:
-    """Point settings.ENGINE at a flushed private Redis; return the EngineSettings."""
+    """Point settings.JOBSITE at a flushed private Redis; return the EngineSettings."""
     with redis.Redis(port=redis_server.port) as r:
         r.flushall()
     values = {
@@ -38,7 +38,7 @@ def engine(redis_server: RedisServer) -> Iterator[EngineSettings]:
         "IDLE_WAIT_S": 0.2,
     }
     memory = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    with override_settings(ENGINE=values, CHANNEL_LAYERS=memory):
+    with override_settings(JOBSITE=values, CHANNEL_LAYERS=memory):
         channel_layers.backends.clear()
         conf.engine_settings.cache_clear()
         task_backends["default"]._tasks = None

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import User
 from django.test import Client as WebClient
@@ -148,7 +149,7 @@ def test_bad_input_never_yields_a_500(engine: EngineSettings, token: str) -> Non
 
 def test_redis_down_is_503_with_retry_after(engine: EngineSettings, token: str) -> None:
     down = {"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0", "TASK_MODULES": conf.task_modules()}
-    with override_settings(ENGINE=down):
+    with override_settings(JOBSITE=down):
         conf.engine_settings.cache_clear()
         response = call(WebClient(), "post", "/jobs", token, data={"task": "add", "args": [1, 2]})
     conf.engine_settings.cache_clear()
@@ -242,7 +243,7 @@ def test_bulk_is_capped_and_audited(engine: EngineSettings, token: str) -> None:
     web = WebClient()
     ids = [services.enqueue(t.add.using(delay_s=60), i, i).id for i in range(3)]
     async_to_sync(mirror_all)()
-    with override_settings(JOBSITE_BULK_MAX=2):
+    with override_settings(JOBSITE={**settings.JOBSITE, "BULK_MAX": 2}):
         dry = call(web, "post", "/bulk/cancel", token, data={"all": True, "dry_run": True})
         assert dry.json() == {"matched": 3, "changed": 0}
         over = call(web, "post", "/bulk/cancel", token, data={"state": "scheduled"})
@@ -281,6 +282,6 @@ def test_queues_are_the_configured_ones(engine: EngineSettings, token: str) -> N
     web = WebClient()
     body = {"task": "add", "args": [1, 1], "queue": "typo"}
     refused = call(web, "post", "/jobs", token, data=body)
-    assert refused.status_code == 422 and "ENGINE['QUEUES']" in refused.json()["detail"]
-    with override_settings(JOBSITE_ANY_QUEUE=True):
+    assert refused.status_code == 422 and "JOBSITE['QUEUES']" in refused.json()["detail"]
+    with override_settings(JOBSITE={**settings.JOBSITE, "ANY_QUEUE": True}):
         assert call(web, "post", "/jobs", token, data=body).status_code == 201

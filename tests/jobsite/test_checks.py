@@ -18,7 +18,7 @@ def ids(**overrides: Any) -> list[str]:
 
 
 def engine(**values: Any) -> dict[str, Any]:
-    return {**settings.ENGINE, **values}
+    return {**settings.JOBSITE, **values}
 
 
 def test_the_project_settings_pass() -> None:
@@ -28,11 +28,11 @@ def test_the_project_settings_pass() -> None:
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
-        ({"ENGINE": None}, ["jobsite.E001"]),
-        ({"ENGINE": engine(BOGUS=1)}, ["jobsite.E002"]),
-        ({"ENGINE": engine(REDIS_URL="http://x")}, ["jobsite.E002"]),
-        ({"ENGINE": engine(TASK_MODULES=["no.such.module"])}, ["jobsite.E003"]),
-        ({"ENGINE": engine(QUEUES=["bad queue"])}, ["jobsite.E004"]),
+        ({"JOBSITE": None}, ["jobsite.E001"]),
+        ({"JOBSITE": engine(BOGUS=1)}, ["jobsite.E002"]),
+        ({"JOBSITE": engine(REDIS_URL="http://x")}, ["jobsite.E002"]),
+        ({"JOBSITE": engine(TASK_MODULES=["no.such.module"])}, ["jobsite.E003"]),
+        ({"JOBSITE": engine(QUEUES=["bad queue"])}, ["jobsite.E004"]),
         (
             {
                 "TASKS": {

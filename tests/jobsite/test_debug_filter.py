@@ -42,14 +42,14 @@ def assert_redacted(text: str) -> None:
     assert "***" in text
 
 
-@override_settings(DEBUG=True, ENGINE={"REDIS_URL": REDIS_URL}, CHANNEL_LAYERS=LAYERS)
+@override_settings(DEBUG=True, JOBSITE={"REDIS_URL": REDIS_URL}, CHANNEL_LAYERS=LAYERS)
 def test_technical_500_report_hides_secrets_in_settings() -> None:
     try:
         raise RuntimeError("boom")
     except RuntimeError:
         text, html = reports(sys.exc_info())
     assert "RuntimeError" in text and "boom" in text
-    assert "ENGINE" in text and "CHANNEL_LAYERS" in text  # the settings are in the report
+    assert "JOBSITE" in text and "CHANNEL_LAYERS" in text  # the settings are in the report
     assert_redacted(text)
     assert_redacted(html)
     # a request header holding a URL (request.META) is redacted too
@@ -58,11 +58,11 @@ def test_technical_500_report_hides_secrets_in_settings() -> None:
 
 @override_settings(
     DEBUG=True,
-    ENGINE={"REDIS_URL": REDIS_URL, "PREFX": "typo"},
+    JOBSITE={"REDIS_URL": REDIS_URL, "PREFX": "typo"},
     CHANNEL_LAYERS=LAYERS,
 )
 def test_technical_500_report_hides_secrets_in_frame_variables() -> None:
-    """A bad ENGINE setting fails where the URL sits in local variables of the frames."""
+    """A bad JOBSITE setting fails where the URL sits in local variables of the frames."""
     conf.engine_settings.cache_clear()
     try:
         try:
@@ -70,7 +70,7 @@ def test_technical_500_report_hides_secrets_in_frame_variables() -> None:
         except Exception:
             text, html = reports(sys.exc_info())
         else:
-            pytest.fail("the unknown ENGINE key was accepted")
+            pytest.fail("the unknown JOBSITE key was accepted")
     finally:
         conf.engine_settings.cache_clear()
     assert "unknown engine settings: prefx" in text

@@ -153,7 +153,7 @@ def test_a_result_equals_what_get_result_reads_back(engine: EngineSettings) -> N
 def test_queue_names_are_validated_by_validate_task(engine: EngineSettings) -> None:
     with pytest.raises(InvalidTask, match="queue names"):
         dj_tasks.add.using(queue_name="no spaces")
-    with pytest.raises(InvalidTask, match="ENGINE"):
+    with pytest.raises(InvalidTask, match="JOBSITE"):
         dj_tasks.add.using(queue_name="unserved")
 
 

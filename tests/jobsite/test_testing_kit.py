@@ -23,12 +23,16 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def modules() -> Any:
-    with override_settings(ENGINE={**settings.ENGINE, "TASK_MODULES": MODULES}):
+    with override_settings(JOBSITE={**settings.JOBSITE, "TASK_MODULES": MODULES}):
         yield
 
 
 def test_eager_mode_runs_each_job_at_enqueue_without_redis(jobsite_eager: None) -> None:
-    nowhere = {"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0", "TASK_MODULES": MODULES}
+    nowhere = {
+        **settings.JOBSITE,
+        "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
+        "TASK_MODULES": MODULES,
+    }
     finished: list[Any] = []
 
     def record(sender: Any, task_result: Any, **kw: Any) -> None:
@@ -36,7 +40,7 @@ def test_eager_mode_runs_each_job_at_enqueue_without_redis(jobsite_eager: None) 
 
     task_finished.connect(record)
     try:
-        with override_settings(ENGINE=nowhere):
+        with override_settings(JOBSITE=nowhere):
             conf.engine_settings.cache_clear()
             ok = dj_tasks.add.enqueue(2, 3)
             bad = dj_tasks.explode.enqueue()
