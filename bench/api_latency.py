@@ -97,13 +97,13 @@ def child(rows: int) -> dict[str, object]:
     from django.test import Client as WebClient
 
     from jobsite.jobs import live
-    from jobsite.jobs.models import ApiToken, Job
+    from jobsite.jobs.models import ApiToken, JobRecord
     from jobsite.jobs.tokens import issue
 
     call_command("migrate", verbosity=0)
     start = time.perf_counter()
-    if Job.objects.count() < rows:
-        Job.objects.all().delete()
+    if JobRecord.objects.count() < rows:
+        JobRecord.objects.all().delete()
         fill(rows)
     fill_s = time.perf_counter() - start
     user, _ = User.objects.get_or_create(username="bench", defaults={"is_staff": True})
@@ -132,7 +132,7 @@ def child(rows: int) -> dict[str, object]:
         ),
     }
     return {
-        "rows": Job.objects.count(),
+        "rows": JobRecord.objects.count(),
         "fill_s": round(fill_s, 1),
         "results": results,
         "websocket": async_to_sync(websocket_rate)(user),
@@ -161,7 +161,7 @@ async def websocket_rate(user: object, seconds: float = 5.0) -> dict[str, float]
 
     key = await database_sync_to_async(make_session)()
     headers = [(b"origin", b"http://localhost"), (b"cookie", f"sessionid={key}".encode())]
-    socket = WebsocketCommunicator(application, "/ws/dashboard/", headers=headers)
+    socket = WebsocketCommunicator(application, "/ws/jobsite/dashboard/", headers=headers)
     connected, _ = await socket.connect()
     assert connected
     await socket.receive_json_from(timeout=10)

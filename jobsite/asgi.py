@@ -1,4 +1,4 @@
-"""ASGI entry point: Django's HTTP app first, then websockets from this site's own origin."""
+"""ASGI entry point of the demo project: Django's HTTP app, and the Jobsite dashboard's socket."""
 
 import os
 
@@ -7,15 +7,8 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jobsite.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402 - after Django is set up
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.routing import ProtocolTypeRouter  # noqa: E402 - after Django is set up
 
-from jobsite.jobs.origins import SameOriginValidator  # noqa: E402
-from jobsite.jobs.routing import websocket_urlpatterns  # noqa: E402
+from jobsite.jobs.routing import websocket_application  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        "http": django_asgi_app,
-        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-    }
-)
+application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket_application()})

@@ -104,7 +104,8 @@ def wait_http(url: str, timeout_s: float) -> int:
 def smoke_check(timeout_s: float = 30) -> int:
     """Wait until the mirror wrote finished demo jobs into the database; print the count."""
     code = (
-        "from jobsite.jobs.models import Job; print(Job.objects.filter(state='completed').count())"
+        "from jobsite.jobs.models import JobRecord as R; "
+        "print(R.objects.filter(state='completed').count())"
     )
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -1,13 +1,11 @@
-"""URL routes of the Jobsite project."""
+"""URL routes of the demo project: the admin, and the Jobsite app at the root."""
 
 from django.contrib import admin
-from django.urls import path
-
-from .api import api
-from .jobs.views import dashboard
+from django.urls import include, path
+from django.views.generic import RedirectView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("api/v1/", api.urls),
-    path("dashboard/", dashboard, name="dashboard"),
+    path("", RedirectView.as_view(pattern_name="jobsite:dashboard"), name="home"),
+    path("", include("jobsite.jobs.urls")),
 ]

@@ -140,7 +140,7 @@ def test_main_command_stops_everything_on_sigterm(tmp_path: Path) -> None:
             assert any(name in c for c in commands.values()), commands
 
         base = f"http://127.0.0.1:{port}"
-        status, headers, body = _get(f"{base}/static/dashboard/dashboard.js")
+        status, headers, body = _get(f"{base}/static/jobsite/dashboard.js")
         assert status == 200, body[:300]
         assert "javascript" in headers.get("Content-Type", "")
         assert b"addEventListener" in body

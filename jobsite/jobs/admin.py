@@ -25,11 +25,11 @@ from .models import (
     RETRYABLE,
     TERMINAL,
     ApiToken,
-    Job,
     JobEvent,
+    JobRecord,
     OutboxEntry,
-    Queue,
-    Worker,
+    QueueRecord,
+    WorkerRecord,
 )
 from .permissions import Perm, user_allows
 from .schemas import QUEUE_NAME
@@ -38,9 +38,9 @@ from .schemas import QUEUE_NAME
 def _confirm(
     modeladmin: JobAdmin,
     request: HttpRequest,
-    queryset: QuerySet[Job],
+    queryset: QuerySet[JobRecord],
     verb: str,
-    eligible: QuerySet[Job],
+    eligible: QuerySet[JobRecord],
     run: Callable[[list[tuple[str, str]]], Any],
 ) -> HttpResponse | None:
     """Show a confirmation page with the count; on "yes", run the action and audit it."""
@@ -49,7 +49,7 @@ def _confirm(
     if request.POST.get("post") != "yes":
         return TemplateResponse(
             request,
-            "admin/jobs/confirm_action.html",
+            "admin/jobsite/confirm_action.html",
             {
                 **modeladmin.admin_site.each_context(request),
                 "title": f"{verb.capitalize()} jobs",
@@ -74,7 +74,7 @@ def _confirm(
     return None
 
 
-@admin.register(Job)
+@admin.register(JobRecord)
 class JobAdmin(admin.ModelAdmin):
     list_display = (
         "id",
@@ -144,17 +144,17 @@ class JobAdmin(admin.ModelAdmin):
         return user_allows(request.user, Perm.PURGE)
 
     @admin.display(description="arguments")
-    def args_json(self, obj: Job) -> str:
+    def args_json(self, obj: JobRecord) -> str:
         return format_html(
             "<pre>{}</pre>", json.dumps({"args": obj.args, "kwargs": obj.kwargs}, indent=2)
         )
 
     @admin.display(description="result")
-    def result_json(self, obj: Job) -> str:
+    def result_json(self, obj: JobRecord) -> str:
         return format_html("<pre>{}</pre>", json.dumps(obj.result, indent=2))
 
     @admin.display(description="history")
-    def timeline(self, obj: Job) -> str:
+    def timeline(self, obj: JobRecord) -> str:
         rows = JobEvent.objects.filter(job_id=obj.id).order_by("event_id")
         return format_html(
             "<table><tr><th>time</th><th>from</th><th>to</th><th>attempt</th><th>worker</th>"
@@ -167,7 +167,7 @@ class JobAdmin(admin.ModelAdmin):
         )
 
     @admin.display(description="errors per attempt")
-    def tracebacks(self, obj: Job) -> str:
+    def tracebacks(self, obj: JobRecord) -> str:
         return format_html_join(
             "",
             "<p><strong>attempt {}: {}</strong> {}</p><pre>{}</pre>",
@@ -179,35 +179,43 @@ class JobAdmin(admin.ModelAdmin):
         )
 
     @admin.action(description="Cancel selected jobs", permissions=["cancel"])
-    def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
+    def cancel_jobs(
+        self, request: HttpRequest, queryset: QuerySet[JobRecord]
+    ) -> HttpResponse | None:
         eligible = queryset.filter(state__in=CANCELLABLE)
         return _confirm(self, request, queryset, "cancel", eligible, services.cancel)
 
     @admin.action(description="Retry selected jobs (new attempt series)", permissions=["retry"])
-    def retry_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
+    def retry_jobs(
+        self, request: HttpRequest, queryset: QuerySet[JobRecord]
+    ) -> HttpResponse | None:
         eligible = queryset.filter(state__in=RETRYABLE)
         return _confirm(self, request, queryset, "retry", eligible, services.resubmit)
 
     @admin.action(description="Resubmit selected jobs from the DLQ", permissions=["retry"])
-    def resubmit_dlq(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
+    def resubmit_dlq(
+        self, request: HttpRequest, queryset: QuerySet[JobRecord]
+    ) -> HttpResponse | None:
         eligible = queryset.filter(state__in=["failed", "stalled", "expired", "dropped"])
         return _confirm(self, request, queryset, "resubmit", eligible, services.resubmit)
 
     @admin.action(description="Purge selected finished jobs", permissions=["purge"])
-    def purge_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
+    def purge_jobs(
+        self, request: HttpRequest, queryset: QuerySet[JobRecord]
+    ) -> HttpResponse | None:
         eligible = queryset.filter(state__in=TERMINAL)
 
         def run(pairs: list[tuple[str, str]]) -> int:
             purged = services.purge(pairs)
             ids = [job_id for job_id, _ in pairs]
             JobEvent.objects.filter(job_id__in=ids).delete()
-            Job.objects.filter(id__in=ids).delete()
+            JobRecord.objects.filter(id__in=ids).delete()
             return purged
 
         return _confirm(self, request, queryset, "purge", eligible, run)
 
 
-@admin.register(Queue)
+@admin.register(QueueRecord)
 class QueueAdmin(admin.ModelAdmin):
     list_display = ("name", "paused", "submitted", "scheduled", "started", "dlq", "updated_at")
     actions = ["pause", "resume"]
@@ -219,22 +227,24 @@ class QueueAdmin(admin.ModelAdmin):
         return False
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [f.name for f in Queue._meta.fields]
+        return [f.name for f in QueueRecord._meta.fields]
 
-    def _set(self, request: HttpRequest, queryset: QuerySet[Queue], paused: bool) -> None:
+    def _set(self, request: HttpRequest, queryset: QuerySet[QueueRecord], paused: bool) -> None:
         names = list(queryset.values_list("name", flat=True))
         services.set_paused(names, paused)
         queryset.update(paused=paused)
-        audit.record(request.user, "pause" if paused else "resume", names, "admin", model=Queue)
+        audit.record(
+            request.user, "pause" if paused else "resume", names, "admin", model=QueueRecord
+        )
         verb = "paused" if paused else "resumed"
         self.message_user(request, f"{verb} {len(names)} queue(s)", messages.SUCCESS)
 
     @admin.action(description="Pause selected queues", permissions=["change"])
-    def pause(self, request: HttpRequest, queryset: QuerySet[Queue]) -> None:
+    def pause(self, request: HttpRequest, queryset: QuerySet[QueueRecord]) -> None:
         self._set(request, queryset, True)
 
     @admin.action(description="Resume selected queues", permissions=["change"])
-    def resume(self, request: HttpRequest, queryset: QuerySet[Queue]) -> None:
+    def resume(self, request: HttpRequest, queryset: QuerySet[QueueRecord]) -> None:
         self._set(request, queryset, False)
 
 
@@ -248,7 +258,7 @@ class ViewOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-@admin.register(Worker)
+@admin.register(WorkerRecord)
 class WorkerAdmin(ViewOnlyAdmin):
     list_display = ("id", "host", "pid", "queues", "concurrency", "heartbeat_at", "started_at")
 

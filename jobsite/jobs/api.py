@@ -18,7 +18,7 @@ from engine import Job as EngineJob
 from . import audit, bulk, services
 from .arguments import check_types, schema
 from .live import throughput
-from .models import Job, JobEvent, Queue, text_search
+from .models import JobEvent, JobRecord, QueueRecord, text_search
 from .permissions import Grant, Perm, need
 from .registry import known_tasks
 from .schemas import (
@@ -116,7 +116,7 @@ def _out(values: dict[str, Any], job_id: str) -> JobOut:
     return JobOut(**{k: v for k, v in values.items() if k in JobOut.model_fields}, history=history)
 
 
-def _row_out(row: Job) -> JobOut:
+def _row_out(row: JobRecord) -> JobOut:
     return _out({f: getattr(row, f) for f in JobOut.model_fields if hasattr(row, f)}, row.id)
 
 
@@ -127,7 +127,7 @@ def get_job(request: HttpRequest, job_id: str) -> JobOut:
     try:
         job = _live_out(job_id)
     except JobNotFound:
-        row = Job.objects.filter(id=job_id).first()
+        row = JobRecord.objects.filter(id=job_id).first()
         if row is None:
             raise HttpError(404, f"no job with id {job_id!r}") from None
         job = _row_out(row)
@@ -135,7 +135,7 @@ def get_job(request: HttpRequest, job_id: str) -> JobOut:
     return job
 
 
-def _cursor(row: Job) -> str:
+def _cursor(row: JobRecord) -> str:
     raw = f"{row.submitted_at.isoformat() if row.submitted_at else ''}|{row.id}"
     return base64.urlsafe_b64encode(raw.encode()).decode()
 
@@ -153,7 +153,9 @@ def list_jobs(
     limit: int = Query(50, ge=1, le=500),  # type: ignore[type-arg]
 ) -> JobPage:
     """List the history, newest first, with filters and an opaque cursor."""
-    rows = need(request, Perm.VIEW, queue).narrow(Job.objects.order_by("-submitted_at", "-id"))
+    rows = need(request, Perm.VIEW, queue).narrow(
+        JobRecord.objects.order_by("-submitted_at", "-id")
+    )
     filters = {
         "state": state,
         "queue": queue,
@@ -267,7 +269,9 @@ def _queues(rights: Grant) -> list[QueueOut]:
         return [(q, await client.is_paused(q), await client.counts(q)) for q in names]
 
     oldest = dict(
-        Job.objects.filter(state="submitted").values_list("queue").annotate(Min("submitted_at"))
+        JobRecord.objects.filter(state="submitted")
+        .values_list("queue")
+        .annotate(Min("submitted_at"))
     )
     now = timezone.now()
     return [
@@ -297,7 +301,9 @@ def _set_paused(request: HttpRequest, name: str, paused: bool) -> QueueOut:
     if name not in services.run_engine(known):
         raise HttpError(404, f"no queue named {name!r}")
     services.set_paused([name], paused)
-    audit.record(rights.user, "pause" if paused else "resume", [name], rights.via, model=Queue)
+    audit.record(
+        rights.user, "pause" if paused else "resume", [name], rights.via, model=QueueRecord
+    )
     return next(q for q in _queues(rights) if q.name == name)
 
 

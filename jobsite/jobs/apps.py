@@ -5,8 +5,8 @@ from django.apps import AppConfig
 
 class JobsConfig(AppConfig):
     name = "jobsite.jobs"
-    label = "jobs"
-    verbose_name = "Jobs"
+    label = "jobsite"
+    verbose_name = "Jobsite"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

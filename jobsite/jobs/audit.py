@@ -14,7 +14,7 @@ from django.contrib.admin.models import CHANGE, DELETION, LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.db.models import Model
 
-from .models import Job
+from .models import JobRecord
 
 # Actions that remove what they act on are logged as deletions; the rest as changes.
 REMOVING = {"purge"}
@@ -25,7 +25,7 @@ def record(
     action: str,
     object_ids: Iterable[str],
     via: str,
-    model: type[Model] = Job,
+    model: type[Model] = JobRecord,
     outcome: Any = None,
 ) -> int:
     """Log `action` by `user` on each object id; return how many entries were written."""
@@ -51,7 +51,7 @@ def record_bulk(user: Any, action: str, selector: dict[str, Any], count: int, vi
     """Log one summary entry for `action` on every job matching `selector`."""
     LogEntry.objects.create(
         user_id=user.pk,
-        content_type=ContentType.objects.get_for_model(Job),
+        content_type=ContentType.objects.get_for_model(JobRecord),
         object_id=None,
         object_repr=f"{count} jobs matching a filter",
         action_flag=DELETION if action in REMOVING else CHANGE,

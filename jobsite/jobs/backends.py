@@ -20,7 +20,7 @@ from engine.keys import validate_queue_name
 
 from . import services
 from .conf import check_queue, task_modules
-from .models import Job, JobEvent
+from .models import JobEvent, JobRecord
 from .options import options_of
 
 STATUS = {
@@ -140,7 +140,7 @@ class JobsiteBackend(BaseTaskBackend):
 
         job = services.run_engine(fetch) or services.outboxed(result_id)
         if job is None:
-            row = Job.objects.filter(id=result_id).first()
+            row = JobRecord.objects.filter(id=result_id).first()
             if row is None:
                 raise TaskResultDoesNotExist(result_id)
             job = EngineJob.from_dict(

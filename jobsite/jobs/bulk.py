@@ -7,7 +7,7 @@ from ninja.errors import HttpError
 
 from . import audit, services
 from .conf import bulk_max
-from .models import CANCELLABLE, RETRYABLE, Job, text_search
+from .models import CANCELLABLE, RETRYABLE, JobRecord, text_search
 from .permissions import Perm, need
 from .schemas import BulkIn, BulkOut
 
@@ -15,7 +15,7 @@ from .schemas import BulkIn, BulkOut
 def apply(request: HttpRequest, body: BulkIn, perm: Perm, action: str) -> BulkOut:
     """Apply `action` to the jobs `body` selects, within the cap; audit it."""
     rights = need(request, perm, body.queue)
-    rows = rights.narrow(Job.objects.filter(state__in=BULK_STATES[action]))
+    rows = rights.narrow(JobRecord.objects.filter(state__in=BULK_STATES[action]))
     if body.ids is not None:
         rows = rows.filter(id__in=body.ids)
     filters = {"state": body.state, "queue": body.queue, "task": body.task}

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from engine.events import Event
 
-from .models import Job, JobEvent
+from .models import JobEvent, JobRecord
 
 TERMINAL = ("completed", "failed", "cancelled", "stalled", "dropped", "expired")
 TIMES = (
@@ -152,7 +152,7 @@ def upsert(rows: Sequence[dict[str, Any]], update: Iterable[str], guard: bool = 
     if not rows:
         return
     q = connection.ops.quote_name
-    table = q(Job._meta.db_table)
+    table = q(JobRecord._meta.db_table)
     columns = ", ".join(q(c) for c in JOB_COLUMNS)
     sets = ", ".join(f"{q(c)} = excluded.{q(c)}" for c in update)
     where = f" WHERE {table}.{q('last_event_id')} < excluded.{q('last_event_id')}" if guard else ""

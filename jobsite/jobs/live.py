@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine import Client
 
-from .models import STATE_CHOICES, Job, JobEvent, text_search
+from .models import STATE_CHOICES, JobEvent, JobRecord, text_search
 from .schemas import QUEUE
 
 STATES = frozenset(value for value, _ in STATE_CHOICES)
@@ -77,7 +77,7 @@ def throughput(minutes: int) -> list[dict[str, Any]]:
 
 
 def _history(chosen: Filter) -> dict[str, Any]:
-    rows = Job.objects.all()
+    rows = JobRecord.objects.all()
     for key in ("state", "queue", "task"):
         if getattr(chosen, key) is not None:
             rows = rows.filter(**{key: getattr(chosen, key)})
@@ -86,7 +86,9 @@ def _history(chosen: Filter) -> dict[str, Any]:
     if chosen.since is not None:
         rows = rows.filter(submitted_at__gte=chosen.since)
     oldest = dict(
-        Job.objects.filter(state="submitted").values_list("queue").annotate(Min("submitted_at"))
+        JobRecord.objects.filter(state="submitted")
+        .values_list("queue")
+        .annotate(Min("submitted_at"))
     )
     now = timezone.now()
     per_minute = throughput(60)
@@ -102,11 +104,11 @@ def _history(chosen: Filter) -> dict[str, Any]:
         ],
         "running": [
             {f: getattr(j, f) for f in fields}
-            for j in Job.objects.filter(state="started").order_by("-started_at")[:50]
+            for j in JobRecord.objects.filter(state="started").order_by("-started_at")[:50]
         ],
         "failures": [
             {"id": j.id, "task": j.task, "error": (j.errors or [{}])[-1]}
-            for j in Job.objects.filter(state="failed").order_by("-completed_at")[:20]
+            for j in JobRecord.objects.filter(state="failed").order_by("-completed_at")[:20]
         ],
         "throughput": [
             {"minute": p["minute"].isoformat(), "completed": p["completed"], "failed": p["failed"]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 from engine import JobState
@@ -15,7 +16,7 @@ CANCELLABLE = [s.value for s in JobState if not s.is_terminal and s != JobState.
 RETRYABLE = [s for s in TERMINAL if s != JobState.COMPLETED]
 
 
-class Job(models.Model):
+class JobRecord(models.Model):
     """One engine job as of the last event applied; state only ever comes from events."""
 
     id = models.CharField(primary_key=True, max_length=128)
@@ -45,6 +46,7 @@ class Job(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name = "job"
         ordering = ["-submitted_at"]
         permissions = [
             ("cancel_job", "Can cancel jobs"),
@@ -92,7 +94,7 @@ class JobEvent(models.Model):
         return f"{self.job_id}: {self.from_state} -> {self.to_state}"
 
 
-class Worker(models.Model):
+class WorkerRecord(models.Model):
     """A worker as last seen in the engine's registry."""
 
     id = models.CharField(primary_key=True, max_length=200)
@@ -103,6 +105,9 @@ class Worker(models.Model):
     current_jobs = models.JSONField(default=list)
     started_at = models.DateTimeField()
     heartbeat_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "worker"
 
     def __str__(self) -> str:
         return self.id
@@ -121,7 +126,7 @@ class OutboxEntry(models.Model):
         return f"outbox {self.job_id}"
 
 
-class Queue(models.Model):
+class QueueRecord(models.Model):
     """A queue as last seen in Redis: paused or not, and its live counts."""
 
     name = models.CharField(primary_key=True, max_length=100)
@@ -131,6 +136,9 @@ class Queue(models.Model):
     started = models.IntegerField(default=0)
     dlq = models.IntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "queue"
 
     def __str__(self) -> str:
         return self.name
@@ -144,7 +152,10 @@ class ApiToken(models.Model):
     """
 
     user = models.ForeignKey(
-        "auth.User", on_delete=models.CASCADE, related_name="api_tokens", editable=False
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="api_tokens",
+        editable=False,
     )
     name = models.CharField(max_length=100)
     prefix = models.CharField(max_length=8, editable=False)
@@ -160,7 +171,7 @@ class ApiToken(models.Model):
         return f"{self.name} ({self.prefix}...)"
 
 
-def text_search(rows: models.QuerySet[Job], text: str) -> models.QuerySet[Job]:
+def text_search(rows: models.QuerySet[JobRecord], text: str) -> models.QuerySet[JobRecord]:
     """Filter rows by id, task, or text inside the arguments or errors (JSON compared as text)."""
     from django.db.models import Q, TextField
     from django.db.models.functions import Cast

@@ -18,18 +18,18 @@ from ninja.errors import HttpError
 if TYPE_CHECKING:
     from .models import ApiToken
 
-APP_LABEL = "jobs"
+APP_LABEL = "jobsite"
 
 
 class Perm(StrEnum):
     """A permission codename of the app, one per kind of operation."""
 
-    VIEW = "view_job"  # read jobs, workers, queues, stats; open the live socket
-    SUBMIT = "add_job"  # submit a job through the API
+    VIEW = "view_jobrecord"  # read jobs, workers, queues, stats; open the live socket
+    SUBMIT = "add_jobrecord"  # submit a job through the API
     CANCEL = "cancel_job"
     RETRY = "retry_job"  # retry, bulk retry, DLQ resubmit, replay
     PURGE = "purge_job"
-    CHANGE_QUEUE = "change_queue"  # pause, resume, limits
+    CHANGE_QUEUE = "change_queuerecord"  # pause, resume, limits
 
     @property
     def full(self) -> str:
@@ -41,10 +41,10 @@ class Perm(StrEnum):
 # own view permissions, so viewers get those too.
 VIEWERS = "Jobsite viewers"
 OPERATORS = "Jobsite operators"
-_READ = ["view_job", "view_jobevent", "view_queue", "view_worker"]
+_READ = [Perm.VIEW, "view_jobevent", "view_queuerecord", "view_workerrecord"]
 GROUPS: dict[str, list[str]] = {
     VIEWERS: _READ,
-    OPERATORS: [*_READ, "add_job", "cancel_job", "retry_job", "purge_job", "change_queue"],
+    OPERATORS: [*_READ, Perm.SUBMIT, Perm.CANCEL, Perm.RETRY, Perm.PURGE, Perm.CHANGE_QUEUE],
 }
 
 

@@ -9,13 +9,13 @@ from engine import Client, task_ref
 from engine import Job as EngineJob
 
 from . import conf
-from .models import LOST, TERMINAL, Job, Queue, Worker
+from .models import LOST, TERMINAL, JobRecord, QueueRecord, WorkerRecord
 from .services import run_engine
 
 log = logging.getLogger("jobsite.reconcile")
 
 
-def _missing(rows: list[Job]) -> set[str]:
+def _missing(rows: list[JobRecord]) -> set[str]:
     async def call(client: Client) -> set[str]:
         async with client.redis.pipeline(transaction=False) as pipe:
             for row in rows:
@@ -26,7 +26,7 @@ def _missing(rows: list[Job]) -> set[str]:
     return run_engine(call)
 
 
-def _resubmit(rows: list[Job]) -> None:
+def _resubmit(rows: list[JobRecord]) -> None:
     jobs: list[EngineJob] = []
     for row in rows:
         ref = task_ref(row.task, version=row.version).using(
@@ -44,7 +44,7 @@ def reconcile(policy: str | None = None, chunk: int = 1000) -> dict[str, int]:
     """Check every live row against Redis; return counts of checked, lost and resubmitted rows."""
     policy = policy or conf.option("RECONCILE")
     counts = {"checked": 0, "lost": 0, "resubmitted": 0}
-    live = Job.objects.exclude(state__in=[*TERMINAL, LOST]).order_by("id")
+    live = JobRecord.objects.exclude(state__in=[*TERMINAL, LOST]).order_by("id")
     last = ""
     while True:
         rows = list(live.filter(id__gt=last)[:chunk])
@@ -60,7 +60,7 @@ def reconcile(policy: str | None = None, chunk: int = 1000) -> dict[str, int]:
             _resubmit(missing)
             counts["resubmitted"] += len(missing)
         else:
-            Job.objects.filter(id__in=[r.id for r in missing]).update(state=LOST)
+            JobRecord.objects.filter(id__in=[r.id for r in missing]).update(state=LOST)
             counts["lost"] += len(missing)
         log.warning("reconcile policy=%s missing=%d", policy, len(missing))
 
@@ -70,7 +70,7 @@ def sync_workers() -> int:
     infos = run_engine(lambda client: client.workers())
     seen = []
     for info in infos:
-        Worker.objects.update_or_create(
+        WorkerRecord.objects.update_or_create(
             id=info["id"],
             defaults={
                 "host": info["host"],
@@ -83,7 +83,7 @@ def sync_workers() -> int:
             },
         )
         seen.append(info["id"])
-    Worker.objects.exclude(id__in=seen).delete()
+    WorkerRecord.objects.exclude(id__in=seen).delete()
     return len(seen)
 
 
@@ -97,7 +97,7 @@ def sync_queues() -> int:
 
     rows = run_engine(call)
     for name, paused, counts in rows:
-        Queue.objects.update_or_create(
+        QueueRecord.objects.update_or_create(
             name=name,
             defaults={
                 "paused": paused,

@@ -10,6 +10,7 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from .permissions import Perm, user_allows
+from .routing import WEBSOCKET_PATH
 
 
 @staff_member_required
@@ -19,9 +20,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied(f"the dashboard needs the permission {Perm.VIEW.full}")
     config = {
         "csrf": get_token(request),
-        "api": reverse("api:api-root").rstrip("/"),
-        "socket": "/ws/dashboard/",
-        "job_page": reverse("admin:jobs_job_change", args=["JOB_ID"]),
+        "api": reverse("jobsite:api:api-root").rstrip("/"),
+        "socket": "/" + WEBSOCKET_PATH,
+        "job_page": reverse("admin:jobsite_jobrecord_change", args=["JOB_ID"]),
         "may": {p.name.lower(): user_allows(request.user, p) for p in Perm},
     }
-    return render(request, "dashboard/index.html", {"config": config})
+    return render(request, "jobsite/dashboard.html", {"config": config})

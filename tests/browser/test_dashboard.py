@@ -154,7 +154,7 @@ def test_dashboard_end_to_end(site: tuple[str, str, EngineSettings]) -> None:
             assert time.monotonic() < deadline, "not retried"
             page.wait_for_timeout(200)  # lets Playwright handle the page's dialogs meanwhile
         # open a job: its admin page with the timeline
-        page.goto(f"{base}/admin/jobs/job/{failing.id}/change/")
+        page.goto(f"{base}/admin/jobsite/jobrecord/{failing.id}/change/")
         page.wait_for_selector("text=errors per attempt")
         page.screenshot(path=str(DOCS / "job-detail.png"), full_page=True)
         phone = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True)

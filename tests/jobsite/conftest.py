@@ -16,7 +16,7 @@ from engine.devserver import RedisServer
 from jobsite.jobs import conf
 from jobsite.jobs.mirror import Mirror
 from jobsite.jobs.models import ApiToken
-from jobsite.jobs.permissions import GROUPS, OPERATORS
+from jobsite.jobs.permissions import APP_LABEL, GROUPS, OPERATORS
 from jobsite.jobs.registry import load_tasks
 from jobsite.jobs.signals import WORKER_HOOKS
 from jobsite.jobs.tokens import issue
@@ -56,7 +56,7 @@ def jobsite_groups(request: pytest.FixtureRequest) -> None:
         group, made = Group.objects.get_or_create(name=name)
         if made:
             group.permissions.set(
-                Permission.objects.filter(content_type__app_label="jobs", codename__in=codenames)
+                Permission.objects.filter(content_type__app_label=APP_LABEL, codename__in=codenames)
             )
 
 

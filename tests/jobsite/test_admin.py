@@ -10,13 +10,14 @@ from django.test import Client as WebClient
 
 from engine import Client, EngineSettings, JobState
 from jobsite.jobs import services
-from jobsite.jobs.models import Job
+from jobsite.jobs.models import JobRecord
+from jobsite.jobs.permissions import Perm
 from tests.engine import tasks as t
 
 from .conftest import mirror_all, run_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
-URL = "/admin/jobs/job/"
+URL = "/admin/jobsite/jobrecord/"
 
 
 def login(user: User) -> tuple[WebClient, str]:
@@ -90,7 +91,7 @@ def test_retry_and_purge(engine: EngineSettings, admin_user: User) -> None:
     failed = services.enqueue(t.boom)
     async_to_sync(run_worker)(engine)
     async_to_sync(mirror_all)()
-    assert Job.objects.get(id=failed.id).state == "failed"
+    assert JobRecord.objects.get(id=failed.id).state == "failed"
     web, token = login(admin_user)
     form = {
         "_selected_action": [failed.id],
@@ -103,7 +104,7 @@ def test_retry_and_purge(engine: EngineSettings, admin_user: User) -> None:
     async_to_sync(run_worker)(engine)
     async_to_sync(mirror_all)()
     assert web.post(URL, {**form, "action": "purge_jobs"}).status_code == 302
-    assert not Job.objects.filter(id=failed.id).exists()
+    assert not JobRecord.objects.filter(id=failed.id).exists()
     purged = LogEntry.objects.get(object_id=failed.id, action_flag=DELETION)
     assert purged.change_message.startswith("purge via admin")
 
@@ -111,7 +112,7 @@ def test_retry_and_purge(engine: EngineSettings, admin_user: User) -> None:
 def test_staff_without_permission_cannot_act(engine: EngineSettings) -> None:
     ids = queued_jobs(1)
     clerk = User.objects.create_user("clerk", password="pw", is_staff=True)
-    clerk.user_permissions.add(Permission.objects.get(codename="view_job"))
+    clerk.user_permissions.add(Permission.objects.get(codename=Perm.VIEW))
     web, token = login(clerk)
     assert web.get(URL).status_code == 200
     form = {
@@ -128,20 +129,20 @@ def test_staff_without_permission_cannot_act(engine: EngineSettings) -> None:
 
 
 def test_queue_pause_and_resume(engine: EngineSettings, admin_user: User) -> None:
-    from jobsite.jobs.models import Queue
+    from jobsite.jobs.models import QueueRecord
     from jobsite.jobs.reconcile import sync_queues
 
     services.enqueue(t.add, 1, 1)
     assert sync_queues() == 1
     web, token = login(admin_user)
     form = {"_selected_action": ["default"], "index": "0", "csrfmiddlewaretoken": token}
-    assert web.post("/admin/jobs/queue/", {**form, "action": "pause"}).status_code == 302
+    assert web.post("/admin/jobsite/queuerecord/", {**form, "action": "pause"}).status_code == 302
 
     async def paused() -> bool:
         async with Client(engine) as client:
             return await client.is_paused("default")
 
-    assert async_to_sync(paused)() and Queue.objects.get(name="default").paused
-    assert web.post("/admin/jobs/queue/", {**form, "action": "resume"}).status_code == 302
+    assert async_to_sync(paused)() and QueueRecord.objects.get(name="default").paused
+    assert web.post("/admin/jobsite/queuerecord/", {**form, "action": "resume"}).status_code == 302
     assert not async_to_sync(paused)()
     assert LogEntry.objects.filter(object_id="default").count() == 2

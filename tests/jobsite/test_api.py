@@ -15,9 +15,9 @@ from django.urls import get_resolver
 
 from engine import EngineSettings
 from engine.devserver import free_port
-from jobsite.api import api
 from jobsite.jobs import conf, services
-from jobsite.jobs.models import ApiToken, Job
+from jobsite.jobs.apiroot import api
+from jobsite.jobs.models import ApiToken, JobRecord
 from jobsite.jobs.permissions import OPERATORS
 from tests.engine import tasks as t
 
@@ -236,7 +236,7 @@ def test_bulk_needs_an_explicit_selector(engine: EngineSettings, token: str, bod
     async_to_sync(mirror_all)()
     response = call(web, "post", "/bulk/cancel", token, data=body)
     assert response.status_code in (400, 422), (body, response.status_code, response.content)
-    assert Job.objects.get().state == "scheduled"  # nothing was cancelled
+    assert JobRecord.objects.get().state == "scheduled"  # nothing was cancelled
 
 
 def test_bulk_is_capped_and_audited(engine: EngineSettings, token: str) -> None:
@@ -248,7 +248,7 @@ def test_bulk_is_capped_and_audited(engine: EngineSettings, token: str) -> None:
         assert dry.json() == {"matched": 3, "changed": 0}
         over = call(web, "post", "/bulk/cancel", token, data={"state": "scheduled"})
         assert over.status_code == 422 and "at most 2" in over.json()["detail"]
-        assert set(Job.objects.values_list("state", flat=True)) == {"scheduled"}
+        assert set(JobRecord.objects.values_list("state", flat=True)) == {"scheduled"}
         by_ids = call(web, "post", "/bulk/cancel", token, data={"ids": ids[:2]})
         assert by_ids.json() == {"matched": 2, "changed": 2}
     per_job = LogEntry.objects.filter(object_id__in=ids[:2])

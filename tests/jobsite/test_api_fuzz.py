@@ -16,7 +16,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from engine import EngineSettings
-from jobsite.api import api
+from jobsite.jobs.apiroot import api
 from jobsite.wsgi import application
 
 schema = schemathesis.openapi.from_dict(api.get_openapi_schema())

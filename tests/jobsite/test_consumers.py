@@ -36,7 +36,7 @@ def session_cookie(user: User | None) -> list[tuple[bytes, bytes]]:
 
 
 async def open_socket(headers: list[tuple[bytes, bytes]]) -> tuple[WebsocketCommunicator, bool]:
-    socket = WebsocketCommunicator(application, "/ws/dashboard/", headers=headers)
+    socket = WebsocketCommunicator(application, "/ws/jobsite/dashboard/", headers=headers)
     connected, _ = await socket.connect()
     return socket, connected
 

@@ -11,7 +11,7 @@ from asgiref.sync import async_to_sync
 from engine import Client, EngineSettings, QueueKeys
 from engine.events import Event
 from jobsite.jobs.mirror import Mirror, apply_batch
-from jobsite.jobs.models import Job, JobEvent
+from jobsite.jobs.models import JobEvent, JobRecord
 from tests.engine import tasks as t
 
 from .conftest import mirror_all, run_worker
@@ -37,11 +37,11 @@ async def make_history(engine: EngineSettings) -> list[str]:
 def test_mirror_writes_rows_and_history(engine: EngineSettings) -> None:
     ids = async_to_sync(make_history)(engine)
     async_to_sync(mirror_all)()
-    assert Job.objects.count() == 22
-    assert Job.objects.filter(state="completed").count() == 20
-    boom = Job.objects.get(id=ids[20])
+    assert JobRecord.objects.count() == 22
+    assert JobRecord.objects.filter(state="completed").count() == 20
+    boom = JobRecord.objects.get(id=ids[20])
     assert boom.state == "failed" and boom.errors[0]["type"] == "ValueError"
-    assert Job.objects.get(id=ids[0]).result == 0
+    assert JobRecord.objects.get(id=ids[0]).result == 0
     assert JobEvent.objects.count() == len(stream(engine))
     flaky = [(e.from_state, e.to_state) for e in JobEvent.objects.filter(job_id=ids[21])]
     assert flaky[0] == ("unsubmitted", "submitted") and flaky[-1] == ("started", "failed")
@@ -50,12 +50,12 @@ def test_mirror_writes_rows_and_history(engine: EngineSettings) -> None:
 def test_replay_and_old_events_change_nothing(engine: EngineSettings) -> None:
     ids = async_to_sync(make_history)(engine)
     async_to_sync(mirror_all)()
-    before = {j.id: (j.state, j.last_event_id) for j in Job.objects.all()}
+    before = {j.id: (j.state, j.last_event_id) for j in JobRecord.objects.all()}
     events = [Event.from_entry("default", eid, f) for eid, f in stream(engine)]
     apply_batch(events, {})  # the whole stream again, without hashes
     old = [e for e in events if e.to_state == "submitted" and e.job == ids[0]]
     apply_batch(old, {})  # an old event alone
-    assert {j.id: (j.state, j.last_event_id) for j in Job.objects.all()} == before
+    assert {j.id: (j.state, j.last_event_id) for j in JobRecord.objects.all()} == before
     assert JobEvent.objects.count() == len(events)
 
 
@@ -81,7 +81,7 @@ def test_mirror_killed_before_ack_applies_each_event_once(engine: EngineSettings
 
     async_to_sync(crash_then_restart)()
     assert JobEvent.objects.count() == len(stream(engine))
-    assert Job.objects.filter(state="completed").count() == 20
+    assert JobRecord.objects.filter(state="completed").count() == 20
 
 
 def test_other_consumer_reclaims_a_dead_consumers_entries(engine: EngineSettings) -> None:
@@ -109,8 +109,8 @@ def test_resync_when_the_stream_was_trimmed_past_the_mirror(engine: EngineSettin
         r.xgroup_create(key, "mirror", id="0")
         r.xtrim(key, maxlen=0)
     async_to_sync(mirror_all)()
-    assert Job.objects.filter(id__in=ids).count() == 22
-    assert Job.objects.filter(state="completed").count() == 20
+    assert JobRecord.objects.filter(id__in=ids).count() == 22
+    assert JobRecord.objects.filter(state="completed").count() == 20
 
 
 def test_poison_payloads_are_mirrored_as_text(engine: EngineSettings) -> None:
@@ -128,5 +128,5 @@ def test_poison_payloads_are_mirrored_as_text(engine: EngineSettings) -> None:
         )
         r.xadd(keys.events, {"job": "poison", "from": "unsubmitted", "to": "submitted", "at": "1"})
     async_to_sync(mirror_all)()
-    row = Job.objects.get(id="poison")
+    row = JobRecord.objects.get(id="poison")
     assert isinstance(row.args, str) and row.args.startswith('["') and row.kwargs == "{"

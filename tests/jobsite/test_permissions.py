@@ -122,12 +122,12 @@ def admin_actions(jobs: Fixture) -> list[tuple[str, str, list[str], Perm]]:
     """Return (changelist, action, selected ids, permission) for every admin action."""
     s, f = jobs.scheduled, jobs.failed
     return [
-        ("/admin/jobs/job/", "cancel_jobs", [s[0]], Perm.CANCEL),
-        ("/admin/jobs/job/", "retry_jobs", [f[0]], Perm.RETRY),
-        ("/admin/jobs/job/", "resubmit_dlq", [f[1]], Perm.RETRY),
-        ("/admin/jobs/job/", "purge_jobs", [f[2]], Perm.PURGE),
-        ("/admin/jobs/queue/", "pause", ["default"], Perm.CHANGE_QUEUE),
-        ("/admin/jobs/queue/", "resume", ["default"], Perm.CHANGE_QUEUE),
+        ("/admin/jobsite/jobrecord/", "cancel_jobs", [s[0]], Perm.CANCEL),
+        ("/admin/jobsite/jobrecord/", "retry_jobs", [f[0]], Perm.RETRY),
+        ("/admin/jobsite/jobrecord/", "resubmit_dlq", [f[1]], Perm.RETRY),
+        ("/admin/jobsite/jobrecord/", "purge_jobs", [f[2]], Perm.PURGE),
+        ("/admin/jobsite/queuerecord/", "pause", ["default"], Perm.CHANGE_QUEUE),
+        ("/admin/jobsite/queuerecord/", "resume", ["default"], Perm.CHANGE_QUEUE),
     ]
 
 
@@ -154,7 +154,7 @@ def socket_allowed(web: WebClient) -> bool:
         headers.append((b"cookie", f"sessionid={cookie.value}".encode()))
 
     async def go() -> bool:
-        socket = WebsocketCommunicator(application, "/ws/dashboard/", headers=headers)
+        socket = WebsocketCommunicator(application, "/ws/jobsite/dashboard/", headers=headers)
         connected, _ = await socket.connect(timeout=5)
         await socket.disconnect()
         return bool(connected)
@@ -181,10 +181,10 @@ def test_every_role_against_every_operation(engine: EngineSettings, role: str) -
 
     jobs = fixtures.pop()
     pages = {
-        "/admin/jobs/job/": Perm.VIEW,
-        f"/admin/jobs/job/{jobs.scheduled[0]}/change/": Perm.VIEW,
-        "/admin/jobs/queue/": Perm.VIEW,
-        "/admin/jobs/worker/": Perm.VIEW,
+        "/admin/jobsite/jobrecord/": Perm.VIEW,
+        f"/admin/jobsite/jobrecord/{jobs.scheduled[0]}/change/": Perm.VIEW,
+        "/admin/jobsite/queuerecord/": Perm.VIEW,
+        "/admin/jobsite/workerrecord/": Perm.VIEW,
         "/dashboard/": Perm.VIEW,
     }
     for url, perm in pages.items():

@@ -10,7 +10,7 @@ from django.db import transaction
 
 from engine import Client, EngineSettings, JobNotFound, JobState
 from jobsite.jobs import services
-from jobsite.jobs.models import LOST, Job, OutboxEntry
+from jobsite.jobs.models import LOST, JobRecord, OutboxEntry
 from jobsite.jobs.reconcile import reconcile
 from tests.engine import tasks as t
 
@@ -74,14 +74,17 @@ def test_crash_between_commit_and_push_loses_nothing(
 
 def test_reconcile_marks_lost_or_resubmits(engine: EngineSettings) -> None:
     common = {"queue": "default", "task": "add", "args": [1, 2], "kwargs": {}}
-    Job.objects.create(id="gone-1", state="started", **common)
-    Job.objects.create(id="gone-2", state="submitted", **common)
-    Job.objects.create(id="done-1", state="completed", **common)
+    JobRecord.objects.create(id="gone-1", state="started", **common)
+    JobRecord.objects.create(id="gone-2", state="submitted", **common)
+    JobRecord.objects.create(id="done-1", state="completed", **common)
     live = services.enqueue(t.add, 3, 4)
-    Job.objects.create(id=live.id, state="submitted", **common)
+    JobRecord.objects.create(id=live.id, state="submitted", **common)
     assert reconcile("lost") == {"checked": 3, "lost": 2, "resubmitted": 0}
-    assert set(Job.objects.filter(state=LOST).values_list("id", flat=True)) == {"gone-1", "gone-2"}
-    Job.objects.filter(id="gone-2").update(state="submitted")
+    assert set(JobRecord.objects.filter(state=LOST).values_list("id", flat=True)) == {
+        "gone-1",
+        "gone-2",
+    }
+    JobRecord.objects.filter(id="gone-2").update(state="submitted")
     assert reconcile("resubmit")["resubmitted"] == 1
     assert in_redis(engine, "gone-2") is JobState.SUBMITTED
 
@@ -89,7 +92,7 @@ def test_reconcile_marks_lost_or_resubmits(engine: EngineSettings) -> None:
 def test_runworker_burst_runs_and_mirrors(engine: EngineSettings) -> None:
     jobs = [services.enqueue(t.add, i, 1) for i in range(10)]
     call_command("runworker", "--burst", "--only", "worker,mirror", "--concurrency", "4")
-    assert Job.objects.filter(id__in=[j.id for j in jobs], state="completed").count() == 10
+    assert JobRecord.objects.filter(id__in=[j.id for j in jobs], state="completed").count() == 10
     with redis.Redis.from_url(engine.redis_url) as r:
         assert r.zcard("jobsite:workers") == 0  # deregistered on exit
 

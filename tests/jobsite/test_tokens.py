@@ -13,14 +13,14 @@ from django.utils import timezone
 from engine import EngineSettings
 from jobsite.jobs import services
 from jobsite.jobs.models import ApiToken
-from jobsite.jobs.permissions import OPERATORS
+from jobsite.jobs.permissions import OPERATORS, Perm
 from jobsite.jobs.tokens import digest
 from tests.engine import tasks as t
 
 from .conftest import make_token, mirror_all, staff_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
-TOKENS = "/admin/jobs/apitoken/"
+TOKENS = "/admin/jobsite/apitoken/"
 
 
 def api(method: str, path: str, key: str, **kw: Any) -> Any:
@@ -36,7 +36,7 @@ def test_a_token_never_exceeds_its_scope(engine: EngineSettings) -> None:
     operator = staff_user("op", OPERATORS)
     job = services.enqueue(t.add.using(delay_s=600), 1, 2)
     async_to_sync(mirror_all)()
-    read_only = make_token(operator, permissions=["view_job"])
+    read_only = make_token(operator, permissions=[Perm.VIEW])
     assert api("get", f"/jobs/{job.id}", read_only).status_code == 200
     refused = api("delete", f"/jobs/{job.id}", read_only)
     assert refused.status_code == 403 and "token is not allowed" in refused.json()["detail"]
@@ -92,11 +92,11 @@ def test_staff_make_tokens_for_themselves_only(engine: EngineSettings) -> None:
     web = WebClient()
     web.force_login(clerk)
     assert b'name="owner"' not in web.get(TOKENS + "add/").content
-    made = _add_token(web, owner=boss.pk, user=boss.pk, permissions=["view_job"])
+    made = _add_token(web, owner=boss.pk, user=boss.pk, permissions=[Perm.VIEW])
     assert made.status_code == 200
     key = made.context["key"]
     row = ApiToken.objects.get(key_hash=digest(key))
-    assert row.user == clerk and row.permissions == ["view_job"]  # owner/user fields ignored
+    assert row.user == clerk and row.permissions == [Perm.VIEW]  # owner/user fields ignored
     assert key.encode() in made.content and key not in str(web.cookies)  # never in a cookie
     # the key is never shown again, and the owner cannot be changed
     change = web.get(f"{TOKENS}{row.pk}/change/")

@@ -1,4 +1,7 @@
-"""The NinjaAPI under /api/v1/: staff session (CSRF on changes) or API token; JSON errors only."""
+"""The NinjaAPI, mounted at api/v1/ by the app's urls.
+
+Staff session (CSRF on changes) or API token; every failure is answered as JSON.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +19,8 @@ from ninja.parser import Parser
 from engine import DuplicateJob, PayloadTooLarge, RedisUnavailable, SerializationError
 from engine.errors import ConfigError
 
-from .jobs.api import router
-from .jobs.tokens import AUTH
+from .api import router
+from .tokens import AUTH
 
 log = logging.getLogger("jobsite.api")
 
@@ -32,7 +35,7 @@ class StrictJson(Parser):
 api = NinjaAPI(
     title="Jobsite API",
     version="1",
-    urls_namespace="api",
+    urls_namespace="jobsite:api",  # nested in the app's namespace
     auth=AUTH,
     docs_decorator=staff_member_required,
     parser=StrictJson(),

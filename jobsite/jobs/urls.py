@@ -1,0 +1,17 @@
+"""The app's URLs: a project mounts them with `path("jobs/", include("jobsite.jobs.urls"))`.
+
+The dashboard is under `dashboard/`, the JSON API under `api/v1/` (its docs at `api/v1/docs`).
+Reverse them as `jobsite:dashboard` and `jobsite:api:<name>`.
+"""
+
+from django.urls import path
+
+from .apiroot import api
+from .views import dashboard
+
+app_name = "jobsite"
+
+urlpatterns = [
+    path("dashboard/", dashboard, name="dashboard"),
+    path("api/v1/", api.urls),
+]
