@@ -7,9 +7,23 @@ import re
 import secrets
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from engine.devserver import RedisServer
+
 ROOT = Path(__file__).resolve().parent.parent
+# A private redis-server's URL for the projects these tests start (check W003 pings it).
+redis_url = {"value": ""}
+
+
+@pytest.fixture(autouse=True)
+def private_redis(redis_server: RedisServer) -> Iterator[None]:
+    redis_url["value"] = redis_server.url
+    yield
+    redis_url["value"] = ""
 
 
 def project_env(**values: str) -> dict[str, str]:
@@ -17,6 +31,8 @@ def project_env(**values: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "JOBSITE_"))}
     for name in ("REDIS_URL", "CHANNELS_REDIS_URL", "DATABASE_URL", "STATIC_ROOT"):
         env.pop(name, None)
+    if redis_url["value"]:
+        env["REDIS_URL"] = redis_url["value"]
     return {
         **env,
         "DJANGO_SETTINGS_MODULE": "jobsite.settings",

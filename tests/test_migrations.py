@@ -18,7 +18,9 @@ DUMP = Path(__file__).parent / "jobsite" / "fixtures" / "jobs-0002.sql"
 READ_BACK = """
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import User
-from jobsite.jobs.models import ApiToken, JobEvent, JobRecord, OutboxEntry, QueueRecord, WorkerRecord
+from jobsite.jobs.models import (
+    ApiToken, JobEvent, JobRecord, OutboxEntry, QueueRecord, WorkerRecord
+)
 from jobsite.jobs.permissions import Perm, user_allows
 import json
 user = User.objects.get(username="olduser")

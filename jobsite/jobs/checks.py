@@ -8,12 +8,15 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 
+from engine import RedisUnavailable, redact_url
 from engine.errors import ConfigError
 from engine.keys import validate_queue_name
 
 from . import conf
 
 TAG = "jobsite"
+# The check that talks to Redis also has a tag of its own, to run (or skip) it alone.
+REDIS_TAG = "jobsite_redis"
 BACKEND = "jobsite.jobs.backends.JobsiteBackend"
 
 
@@ -75,3 +78,70 @@ def check_task_backends(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
                 )
             )
     return found
+
+
+@register(TAG)
+def check_apps(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Check the app's place in INSTALLED_APPS, django-ninja's, and the channel layer."""
+    found: list[CheckMessage] = []
+    apps = [apps_entry(a) for a in settings.INSTALLED_APPS]
+    if "channels" in apps and apps.index("channels") < apps.index("jobsite.jobs"):
+        found.append(
+            Error(
+                "'channels' is listed before 'jobsite.jobs' in INSTALLED_APPS: "
+                "`manage.py runworker` would run Channels' worker, not Jobsite's.",
+                hint="Move 'jobsite.jobs' above 'channels'.",
+                id="jobsite.E006",
+            )
+        )
+    if "ninja" not in apps:
+        found.append(
+            Warning(
+                "'ninja' is not in INSTALLED_APPS: the API docs page loads Swagger UI "
+                "from a CDN instead of this server.",
+                hint="Add 'ninja' to INSTALLED_APPS.",
+                id="jobsite.W002",
+            )
+        )
+    if "default" not in getattr(settings, "CHANNEL_LAYERS", {}):
+        found.append(
+            Error(
+                "CHANNEL_LAYERS has no 'default' layer: the dashboard gets no live updates.",
+                hint='Set CHANNEL_LAYERS = {"default": {"BACKEND": '
+                '"channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}.',
+                id="jobsite.E007",
+            )
+        )
+    return found
+
+
+def apps_entry(entry: str) -> str:
+    """Return the app name an INSTALLED_APPS entry stands for (an AppConfig path or a module)."""
+    from django.apps import apps
+
+    for config in apps.get_app_configs():
+        if entry in (config.name, f"{config.__module__}.{type(config).__name__}"):
+            return config.name
+    return entry
+
+
+@register(TAG, REDIS_TAG)
+def check_redis(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Check that the engine's Redis answers, within a second."""
+    try:
+        engine = conf.engine_settings()
+    except (ConfigError, TypeError, ValueError):
+        return []  # reported by check_engine
+    from . import services
+
+    try:
+        services.ping(timeout_s=1.0)
+    except RedisUnavailable as exc:
+        return [
+            Warning(
+                f"Redis at {redact_url(engine.redis_url)} does not answer: {exc}",
+                hint="Start Redis, or point JOBSITE['REDIS_URL'] at a running server.",
+                id="jobsite.W003",
+            )
+        ]
+    return []

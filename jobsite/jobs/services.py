@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
@@ -31,6 +32,19 @@ async def _with_client[T](fn: Callable[[Client], Awaitable[T]]) -> T:
 def run_engine[T](fn: Callable[[Client], Awaitable[T]]) -> T:
     """Run an engine call from sync Django code."""
     return async_to_sync(_with_client)(fn)
+
+
+def ping(timeout_s: float = 1.0) -> None:
+    """Raise RedisUnavailable unless the engine's Redis answers within `timeout_s`."""
+    settings = dataclasses.replace(
+        engine_settings(), client_timeout_s=timeout_s, connect_timeout_s=timeout_s
+    )
+
+    async def call() -> None:
+        async with Client(settings) as client:
+            await client.redis.ping()
+
+    async_to_sync(call)()
 
 
 def _outbox_payload(job: Job) -> dict[str, Any]:

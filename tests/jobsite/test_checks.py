@@ -9,7 +9,14 @@ from django.conf import settings
 from django.core.checks import run_checks
 from django.test import override_settings
 
+from engine.devserver import free_port
 from jobsite.jobs.checks import TAG
+
+
+@pytest.fixture(autouse=True)
+def private_redis(request: pytest.FixtureRequest) -> None:
+    """Every check runs against the private redis-server (E008 pings it)."""
+    request.getfixturevalue("engine")
 
 
 def ids(**overrides: Any) -> list[str]:
@@ -44,6 +51,16 @@ def test_the_project_settings_pass() -> None:
             },
             ["jobsite.W001"],
         ),
+        (
+            {"INSTALLED_APPS": [*settings.INSTALLED_APPS[:-2], "channels", "jobsite.jobs"]},
+            ["jobsite.E006"],
+        ),
+        (
+            {"INSTALLED_APPS": [a for a in settings.INSTALLED_APPS if a != "ninja"]},
+            ["jobsite.W002"],
+        ),
+        ({"CHANNEL_LAYERS": {}}, ["jobsite.E007"]),
+        ({"JOBSITE": engine(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")}, ["jobsite.W003"]),
     ],
 )
 def test_each_mistake_is_named(overrides: dict[str, Any], expected: list[str]) -> None:
