@@ -2,6 +2,7 @@
 
 from .client import Client
 from .context import JobContext
+from .declared import SyncReport, declared_repeatable, sync_declared
 from .errors import (
     ConfigError,
     DuplicateJob,
@@ -59,6 +60,7 @@ __all__ = [
     "Retry",
     "RetryableError",
     "SerializationError",
+    "SyncReport",
     "Task",
     "TaskOptions",
     "TaskResult",
@@ -68,7 +70,9 @@ __all__ = [
     "WrongState",
     "check_job_id",
     "collect_tasks",
+    "declared_repeatable",
     "redact_url",
+    "sync_declared",
     "task",
     "task_ref",
 ]

@@ -50,6 +50,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "prune": ("done", "dlq", "deadlines"),
     "purge": ("dlq", "done", "deadlines"),
     "resubmit": QUEUE_KEYS,
+    "declare": ("repeats", "repeat_due", "repeat_last", "declared"),
 }
 
 
@@ -181,6 +182,11 @@ class QueueKeys:
     def repeat_last(self) -> str:
         """HASH of repeatable name -> id of the job its last tick submitted."""
         return f"{self.base}:repeat_last"
+
+    @property
+    def declared(self) -> str:
+        """SET of the repeatable names the last sync of declared schedules (settings) owns."""
+        return f"{self.base}:declared"
 
     @property
     def children_prefix(self) -> str:

@@ -4,6 +4,10 @@ Definitions live in the queue's `repeats` HASH, the next tick of each active one
 `repeat_due` ZSET. Schedulers fire due ticks through submit-14.lua, which writes a tick's job
 only while that tick is still due, so any number of schedulers give one job per tick. Ticks
 missed while no scheduler ran are not replayed: the late tick fires once, then the next future one.
+
+A repeatable's `origin` says who made it: "runtime" (`Repeats.add`) or "settings" (a declared
+schedule, see engine/declared.py). A declared one changed at run time (add, pause, resume) is
+marked `overridden`; syncing the declaration keeps it as changed.
 """
 
 from __future__ import annotations
@@ -12,17 +16,19 @@ import dataclasses
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
 from redis.asyncio import Redis
+from redis.exceptions import WatchError
 
 from . import serializer
 from .connection import server_ms
-from .errors import ConfigError
+from .errors import ConfigError, EngineError
 from .job import Job
 from .keys import QueueKeys, queues_key
 from .settings import EngineSettings
@@ -32,6 +38,10 @@ from .task import epoch_s, json_args
 _NAME = re.compile(r"^[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,112}$")
 # Hash fields of a job template that each tick sets afresh.
 _PER_TICK = ("id", "state", "sent_at_ms", "repeat")
+
+# Who made a repeatable: `Repeats.add` at run time, or a sync of declared schedules.
+Origin = Literal["runtime", "settings"]
+ORIGINS: tuple[Origin, ...] = ("runtime", "settings")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +58,9 @@ class Repeatable:
     start_at_ms: int = 0
     end_at_ms: int | None = None
     paused: bool = False
+    origin: Origin = "runtime"
+    # A declared repeatable (origin "settings") changed at run time: syncs keep it as it is.
+    overridden: bool = False
     zone: ZoneInfo = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -74,6 +87,8 @@ class Repeatable:
             raise ConfigError(f"unknown time zone: {self.tz!r}") from None
         if self.end_at_ms is not None and self.end_at_ms < self.start_at_ms:
             raise ConfigError("end_at must not be before start_at")
+        if self.origin not in ORIGINS:
+            raise ConfigError(f"origin must be one of {ORIGINS}, got {self.origin!r}")
 
     def next_after(self, after_ms: int) -> int | None:
         """Return the first tick strictly after `after_ms`, or None when none is left."""
@@ -118,12 +133,33 @@ class Repeatable:
         return cls(**data)
 
 
+def template(job: Job, limit_bytes: int) -> dict[str, str]:
+    """Return the hash fields each tick's job copies from `job` (checks its payload)."""
+    if job.parents:
+        raise ConfigError("a repeatable job cannot depend on other jobs (depends_on)")
+    json_args(job, limit_bytes)
+    fields = job.to_hash()
+    for name in _PER_TICK:
+        fields.pop(name, None)
+    return fields
+
+
 def _second_pass(when: datetime) -> bool:
     """Tell whether `when` is the second occurrence of its wall time (clocks went back)."""
     wall = when.replace(tzinfo=None)
     first = wall.replace(tzinfo=when.tzinfo, fold=0).utcoffset()
     second = wall.replace(tzinfo=when.tzinfo, fold=1).utcoffset()
     return first != second and when.utcoffset() == second
+
+
+def _read(raw: str | bytes, lenient: bool) -> Repeatable | None:
+    """Return a stored definition; with `lenient`, None for one that cannot be read."""
+    try:
+        return Repeatable.from_json(raw)
+    except (EngineError, TypeError, ValueError):
+        if lenient:
+            return None
+        raise
 
 
 def _epoch_ms(value: datetime | float | None) -> int | None:
@@ -155,18 +191,12 @@ class Repeats:
 
         Without `start_at`, an `every_s` repeatable ticks first `every_s` from now.
         """
-        if job.parents:
-            raise ConfigError("a repeatable job cannot depend on other jobs (depends_on)")
-        json_args(job, self.settings.max_payload_bytes)
-        template = job.to_hash()
-        for field_name in _PER_TICK:
-            template.pop(field_name, None)
         now = await server_ms(self.redis)
         start = _epoch_ms(start_at)
         rep = Repeatable(
             name=name,
             queue=job.queue,
-            job=template,
+            job=template(job, self.settings.max_payload_bytes),
             every_s=every_s,
             cron=cron,
             tz=tz,
@@ -176,20 +206,45 @@ class Repeats:
         )
         if start is None and rep.every_s is not None:
             rep = dataclasses.replace(rep, start_at_ms=now + round(rep.every_s * 1000))
-        await self._store(rep, now)
-        return rep
+        return await self._change(rep.queue, name, lambda _: rep, now, replace=True)
 
-    async def _store(self, rep: Repeatable, now_ms: int) -> None:
-        keys = QueueKeys(self.settings.prefix, rep.queue)
-        due = None if rep.paused else rep.next_after(now_ms - 1)
+    async def _change(
+        self,
+        queue: str,
+        name: str,
+        change: Callable[[Repeatable | None], Repeatable],
+        now_ms: int,
+        replace: bool = False,
+    ) -> Repeatable:
+        """Store `change(stored one or None)` as repeatable `name`; return what was stored.
+
+        Atomic against other writers (WATCH): a sync of declared schedules in between makes it
+        start again. A declared repeatable changed so becomes overridden. With `replace`, an
+        unreadable stored definition counts as none.
+        """
+        keys = QueueKeys(self.settings.prefix, queue)
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.sadd(queues_key(self.settings.prefix), rep.queue)
-            pipe.hset(keys.repeats, rep.name, rep.to_json())
-            if due is None:
-                pipe.zrem(keys.repeat_due, rep.name)
-            else:
-                pipe.zadd(keys.repeat_due, {rep.name: due})
-            await pipe.execute()
+            while True:
+                try:
+                    await pipe.watch(keys.repeats)
+                    raw = await pipe.hget(keys.repeats, name)
+                    old = None if raw is None else _read(raw, lenient=replace)
+                    rep = change(old)
+                    if old is not None and old.origin == "settings":
+                        rep = dataclasses.replace(rep, origin="settings", overridden=True)
+                    due = None if rep.paused else rep.next_after(now_ms - 1)
+                    pipe.multi()  # type: ignore[no-untyped-call]
+                    pipe.hset(keys.repeats, name, rep.to_json())
+                    if due is None:
+                        pipe.zrem(keys.repeat_due, name)
+                    else:
+                        pipe.zadd(keys.repeat_due, {name: due})
+                    await pipe.execute()
+                    break
+                except WatchError:
+                    continue
+        await self.redis.sadd(queues_key(self.settings.prefix), queue)
+        return rep
 
     async def get(self, queue: str, name: str) -> Repeatable | None:
         """Return repeatable `name` of `queue`, or None."""
@@ -209,21 +264,21 @@ class Repeats:
             for k, v in sorted(raw.items())
         ]
 
-    async def _require(self, queue: str, name: str) -> Repeatable:
-        rep = await self.get(queue, name)
-        if rep is None:
-            raise ConfigError(f"no repeatable named {name!r} in queue {queue!r}")
-        return rep
+    async def _set_paused(self, queue: str, name: str, paused: bool) -> None:
+        def change(rep: Repeatable | None) -> Repeatable:
+            if rep is None:
+                raise ConfigError(f"no repeatable named {name!r} in queue {queue!r}")
+            return dataclasses.replace(rep, paused=paused)
+
+        await self._change(queue, name, change, await server_ms(self.redis))
 
     async def pause(self, queue: str, name: str) -> None:
         """Stop submitting ticks of `name` until `resume`."""
-        rep = await self._require(queue, name)
-        await self._store(dataclasses.replace(rep, paused=True), await server_ms(self.redis))
+        await self._set_paused(queue, name, True)
 
     async def resume(self, queue: str, name: str) -> None:
         """Submit ticks of `name` again, from the next one after now."""
-        rep = await self._require(queue, name)
-        await self._store(dataclasses.replace(rep, paused=False), await server_ms(self.redis))
+        await self._set_paused(queue, name, False)
 
     async def remove(self, queue: str, name: str) -> bool:
         """Delete repeatable `name`; return whether it existed. Jobs already submitted stay."""

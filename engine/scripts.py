@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -58,6 +59,18 @@ class Script:
         return await self.script(keys=names, args=args)
 
 
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """What declare-4.lua did to one queue's declared repeatables."""
+
+    created: int
+    updated: int
+    removed: int
+    kept_overrides: int
+    # Declared names held by run-time repeatables, left alone.
+    conflicts: tuple[str, ...]
+
+
 class Scripts:
     """Every transition script, registered on one Redis client."""
 
@@ -71,3 +84,18 @@ class Scripts:
             return self._by_verb[verb]
         except KeyError:
             raise AttributeError(f"no script named {verb!r}") from None
+
+    async def declare(
+        self, keys: QueueKeys, declared: Sequence[tuple[str, bytes, int | None]]
+    ) -> Declared:
+        """Run declare-4.lua: make the queue's declared repeatables these.
+
+        Args:
+            keys: the queue's keys.
+            declared: (name, definition JSON, first tick ms or None) of each declared repeatable.
+        """
+        args: list[str | bytes | int] = [len(declared)]
+        for name, definition, first_ms in declared:
+            args += (name, definition, "" if first_ms is None else first_ms)
+        _, created, updated, removed, kept, conflicts = await self._by_verb["declare"](keys, args)
+        return Declared(int(created), int(updated), int(removed), int(kept), tuple(conflicts))

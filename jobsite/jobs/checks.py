@@ -1,4 +1,4 @@
-"""System checks (`manage.py check`): the engine settings, task modules, queues and backends."""
+"""System checks (`manage.py check`): engine settings, task modules, queues, schedules, backends."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from engine import RedisUnavailable, redact_url
 from engine.errors import ConfigError
 from engine.keys import validate_queue_name
 
-from . import conf
+from . import conf, schedules
 
 TAG = "jobsite"
 # The check that talks to Redis also has a tag of its own, to run (or skip) it alone.
@@ -57,6 +57,21 @@ def check_engine(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
         except ConfigError as exc:
             found.append(Error(f"JOBSITE['QUEUES']: {exc}", id="jobsite.E004"))
     return found
+
+
+@register(TAG)
+def check_schedules(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Check JOBSITE["SCHEDULES"]: each entry names a known task and a valid schedule."""
+    if not isinstance(getattr(settings, "JOBSITE", None), dict):
+        return []  # E001 says so
+    try:
+        found = schedules.problems()
+    except Exception:  # bad engine settings or task modules, whatever they raise: E002, E003
+        return []
+    return [
+        Error(text, hint="See docs/django.md, 'Schedules in settings'.", id="jobsite.E005")
+        for text in found
+    ]
 
 
 @register(TAG)

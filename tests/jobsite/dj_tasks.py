@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
+from pathlib import Path
 
+import orjson
 from django.tasks import TaskContext, task
 
 from jobsite.jobs.options import engine_options
@@ -44,3 +47,11 @@ def fails_twice() -> None:
 @engine_options(max_retries=0, expected_exceptions=(RuntimeError,))
 def fails_once() -> None:
     raise RuntimeError("once")
+
+
+@task(takes_context=True)
+def stamp(context: TaskContext, path: str) -> None:
+    """Append what this run saw to the file `path`: its job id and the time (ms), one JSON line."""
+    line = orjson.dumps({"id": context.task_result.id, "at_ms": int(time.time() * 1000)})
+    with Path(path).open("ab") as ledger:
+        ledger.write(line + b"\n")

@@ -42,6 +42,27 @@ def test_the_project_settings_pass() -> None:
         ({"JOBSITE": engine(QUEUES=["bad queue"])}, ["jobsite.E004"]),
         (
             {
+                "JOBSITE": engine(
+                    SCHEDULES=[
+                        {"name": "x", "task": "nope", "every_s": 60},
+                        {"name": "y", "task": "nope", "cron": "0 3 * * *", "every_s": 60},
+                    ]
+                )
+            },
+            ["jobsite.E005", "jobsite.E005"],
+        ),
+        # A task module that does not import is E003 only, not every schedule naming its tasks.
+        (
+            {
+                "JOBSITE": engine(
+                    TASK_MODULES=["no.such.module"],
+                    SCHEDULES=[{"name": "x", "task": "no.such.module.f", "every_s": 60}],
+                )
+            },
+            ["jobsite.E003"],
+        ),
+        (
+            {
                 "TASKS": {
                     "default": {
                         "BACKEND": "jobsite.jobs.backends.JobsiteBackend",
@@ -65,3 +86,12 @@ def test_the_project_settings_pass() -> None:
 )
 def test_each_mistake_is_named(overrides: dict[str, Any], expected: list[str]) -> None:
     assert ids(**overrides) == expected
+
+
+def test_good_schedules_pass() -> None:
+    schedule = {"name": "nightly", "task": "add", "args": [1, 2], "cron": "0 3 * * *"}
+    jobsite = engine(TASK_MODULES=["tests.engine.tasks"], SCHEDULES=[schedule])
+    assert ids(JOBSITE=jobsite) == []
+    with override_settings(JOBSITE={**jobsite, "SCHEDULES": [{**schedule, "tz": "Mars/Base"}]}):
+        [message] = [m for m in run_checks(tags=[TAG]) if m.id == "jobsite.E005"]
+    assert "JOBSITE['SCHEDULES'][0] ('nightly'): unknown time zone" in message.msg

@@ -11,11 +11,11 @@ from asgiref.sync import sync_to_async
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import InterfaceError, OperationalError, connections
 
-from engine import LoopCrashed, Worker
+from engine import ConfigError, LoopCrashed, Repeatable, Worker
 from engine.cli import parse_queues
-from engine.reconnect import run_periodic
+from engine.reconnect import Reconnect, run_periodic
 
-from ... import conf
+from ... import conf, schedules
 from ...isolation import isolation
 from ...mirror import Mirror
 from ...reconcile import reconcile, sync_queues, sync_workers
@@ -52,6 +52,10 @@ class Command(BaseCommand):
         """Run the chosen loops until a signal (or, with --burst, until the queues are drained)."""
         stopping = asyncio.Event()
         queues, limits = parse_queues(options["queues"])
+        try:
+            declared = schedules.declared() if "worker" in loops else []
+        except ConfigError as exc:
+            raise CommandError(f"JOBSITE['SCHEDULES'] is invalid: {exc}") from None
         worker = self._worker(queues, limits, options) if "worker" in loops else None
         loop = asyncio.get_running_loop()
 
@@ -62,6 +66,8 @@ class Command(BaseCommand):
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal)
+        if worker is not None:
+            await self._sync_schedules(declared, queues, stopping)
         mirror = Mirror(queues) if "mirror" in loops else None
         background: dict[str, asyncio.Task[None]] = {}
         if mirror is not None:
@@ -120,6 +126,19 @@ class Command(BaseCommand):
             queue_concurrency=limits,
             hooks=WORKER_HOOKS,
         )
+
+    @staticmethod
+    async def _sync_schedules(
+        declared: list[Repeatable], queues: list[str], stopping: asyncio.Event
+    ) -> None:
+        """Make Redis hold the schedules of JOBSITE["SCHEDULES"]; wait while Redis is away."""
+        retry = Reconnect("schedules")
+        while not stopping.is_set():
+            try:
+                await schedules.sync(declared, queues)
+                return
+            except Exception as exc:
+                await retry.failed(exc)  # re-raises anything but a Redis failure
 
     @staticmethod
     async def _relay() -> float:
