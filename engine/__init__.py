@@ -23,7 +23,7 @@ from .errors import (
 )
 from .hooks import Hook, HookEvent
 from .job import TERMINAL_STATES, Job, JobState
-from .keys import JOB_ID_PATTERN, QueueKeys, check_job_id
+from .keys import JOB_ID_PATTERN, QueueKeys, check_job_id, validate_queue_name
 from .limits import Deduplication
 from .repeat import Repeatable
 from .result import TaskResult
@@ -71,4 +71,5 @@ __all__ = [
     "redact_url",
     "task",
     "task_ref",
+    "validate_queue_name",
 ]
