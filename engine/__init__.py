@@ -24,7 +24,7 @@ from .errors import (
 )
 from .hooks import Hook, HookEvent
 from .job import TERMINAL_STATES, Job, JobState
-from .keys import JOB_ID_PATTERN, QueueKeys, check_job_id
+from .keys import JOB_ID_PATTERN, QueueKeys, check_job_id, validate_queue_name
 from .limits import Deduplication
 from .repeat import Repeatable
 from .result import TaskResult
@@ -75,4 +75,5 @@ __all__ = [
     "sync_declared",
     "task",
     "task_ref",
+    "validate_queue_name",
 ]

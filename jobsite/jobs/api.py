@@ -1,4 +1,8 @@
-"""The JSON API (django-ninja Router, mounted under /api/v1/ by jobsite/api.py)."""
+"""The JSON API (django-ninja Router, mounted under /api/v1/ by apiroot.py).
+
+Operations that reach Redis are async views on the services' async twins; those that only read
+the history (list, stats) or nothing (tasks) stay sync.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +10,21 @@ import base64
 from datetime import UTC, datetime
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.db.models import Min
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Query, Router, Status
 from ninja.errors import HttpError
 
-from engine import Client, InvalidArguments, JobNotFound, Task
+from engine import InvalidArguments, JobNotFound, Task
 from engine import Job as EngineJob
 
 from . import audit, bulk, services
 from .arguments import check_types, schema
 from .live import throughput
 from .models import JobEvent, JobRecord, QueueRecord, text_search
-from .permissions import Grant, Perm, need
+from .permissions import Grant, Perm, aneed, need
 from .registry import known_tasks
 from .schemas import (
     BulkIn,
@@ -59,11 +64,11 @@ def _task(name: str) -> Task:
 
 
 @router.post("/jobs", response={201: JobOut, **ERRORS})
-def submit(request: HttpRequest, body: JobIn) -> Status[JobOut]:
+async def submit(request: HttpRequest, body: JobIn) -> Status[JobOut]:
     """Submit a job; arguments are checked against the task before anything reaches Redis."""
-    rights = need(request, Perm.SUBMIT)
+    rights = await aneed(request, Perm.SUBMIT)
     task = _task(body.task)
-    rights.require(Perm.SUBMIT, body.queue or task.options.queue)
+    await rights.arequire(Perm.SUBMIT, body.queue or task.options.queue)
     check_types(task, body.args, body.kwargs)
     options: dict[str, Any] = {
         k: v
@@ -71,19 +76,18 @@ def submit(request: HttpRequest, body: JobIn) -> Status[JobOut]:
         if v is not None
     }
     task = task.using(delay_s=body.delay_s, run_at=body.run_at, job_id=body.job_id, **options)
-    try:
-        job = services.enqueue(task, *body.args, **body.kwargs)
-    except InvalidArguments as exc:
-        raise HttpError(422, str(exc)) from None
-    audit.record(rights.user, "submit", [job.id], rights.via)
-    return Status(201, _live_out(job.id, job.queue))
+    async with services.session():
+        try:
+            job = await services.aenqueue(task, *body.args, **body.kwargs)
+        except InvalidArguments as exc:
+            raise HttpError(422, str(exc)) from None
+        await audit.arecord(rights.user, "submit", [job.id], rights.via)
+        return Status(201, await _live_out(job.id, job.queue))
 
 
-def _live_out(job_id: str, queue: str | None = None) -> JobOut:
-    async def fetch(client: Client) -> EngineJob:
-        return await client.get(job_id, queue)
-
-    return _out(_engine_values(services.run_engine(fetch)), job_id)
+async def _live_out(job_id: str, queue: str | None = None) -> JobOut:
+    """Return a job live from Redis, with its history (JobNotFound when Redis has none)."""
+    return await _out(_engine_values(await services.aget_job(job_id, queue)), job_id)
 
 
 def _dt(ms: int | None) -> datetime | None:
@@ -101,7 +105,7 @@ def _engine_values(job: EngineJob) -> dict[str, Any]:
     return values
 
 
-def _out(values: dict[str, Any], job_id: str) -> JobOut:
+async def _out(values: dict[str, Any], job_id: str) -> JobOut:
     history = [
         EventOut(
             at=e.at,
@@ -111,27 +115,27 @@ def _out(values: dict[str, Any], job_id: str) -> JobOut:
             worker=e.worker,
             error=e.error,
         )
-        for e in JobEvent.objects.filter(job_id=job_id).order_by("event_id")[:500]
+        async for e in JobEvent.objects.filter(job_id=job_id).order_by("event_id")[:500]
     ]
     return JobOut(**{k: v for k, v in values.items() if k in JobOut.model_fields}, history=history)
 
 
-def _row_out(row: JobRecord) -> JobOut:
-    return _out({f: getattr(row, f) for f in JobOut.model_fields if hasattr(row, f)}, row.id)
+async def _row_out(row: JobRecord) -> JobOut:
+    return await _out({f: getattr(row, f) for f in JobOut.model_fields if hasattr(row, f)}, row.id)
 
 
 @router.get("/jobs/{job_id}", response={200: JobOut, **ERRORS})
-def get_job(request: HttpRequest, job_id: str) -> JobOut:
+async def get_job(request: HttpRequest, job_id: str) -> JobOut:
     """Return a job: live from Redis, else from the history; 404 for an id nobody knows."""
-    rights = need(request, Perm.VIEW)
+    rights = await aneed(request, Perm.VIEW)
     try:
-        job = _live_out(job_id)
+        job = await _live_out(job_id)
     except JobNotFound:
-        row = JobRecord.objects.filter(id=job_id).first()
+        row = await JobRecord.objects.filter(id=job_id).afirst()
         if row is None:
             raise HttpError(404, f"no job with id {job_id!r}") from None
-        job = _row_out(row)
-    rights.require(Perm.VIEW, job.queue)
+        job = await _row_out(row)
+    await rights.arequire(Perm.VIEW, job.queue)
     return job
 
 
@@ -184,151 +188,139 @@ def list_jobs(
 
 
 @router.delete("/jobs/{job_id}", response={202: CancelOut, **ERRORS})
-def cancel(request: HttpRequest, job_id: str) -> Status[CancelOut]:
+async def cancel(request: HttpRequest, job_id: str) -> Status[CancelOut]:
     """Cancel a queued or running job."""
-    rights = need(request, Perm.CANCEL)
-    try:
-        queue = _live_out(job_id).queue
-    except JobNotFound:
-        raise HttpError(404, f"no live job with id {job_id!r}") from None
-    rights.require(Perm.CANCEL, queue)
-    outcome = services.cancel([(job_id, queue)])[job_id]
+    rights = await aneed(request, Perm.CANCEL)
+    async with services.session():
+        try:
+            queue = (await services.aget_job(job_id)).queue
+        except JobNotFound:
+            raise HttpError(404, f"no live job with id {job_id!r}") from None
+        await rights.arequire(Perm.CANCEL, queue)
+        outcome = (await services.acancel([(job_id, queue)]))[job_id]
     if outcome == "not_found":
         raise HttpError(404, f"no live job with id {job_id!r}")
     if outcome == "finished":
         raise HttpError(409, "the job already finished")
-    audit.record(rights.user, "cancel", [job_id], rights.via, outcome=outcome)
+    await audit.arecord(rights.user, "cancel", [job_id], rights.via, outcome=outcome)
     return Status(202, CancelOut(id=job_id, outcome=outcome))
 
 
 @router.post("/jobs/{job_id}/retry", response={200: JobOut, **ERRORS})
-def retry(request: HttpRequest, job_id: str) -> JobOut:
+async def retry(request: HttpRequest, job_id: str) -> JobOut:
     """Retry a finished job (failed, stalled, expired, dropped, cancelled) as a new series."""
-    rights = need(request, Perm.RETRY)
-    try:
-        job = _live_out(job_id)
-    except JobNotFound:
-        raise HttpError(404, f"no job with id {job_id!r} in Redis") from None
-    rights.require(Perm.RETRY, job.queue)
-    if services.resubmit([(job_id, job.queue)]) != 1:
-        raise HttpError(409, f"a {job.state} job cannot be retried")
-    audit.record(rights.user, "retry", [job_id], rights.via)
-    return _live_out(job_id, job.queue)
+    rights = await aneed(request, Perm.RETRY)
+    async with services.session():
+        try:
+            job = await services.aget_job(job_id)
+        except JobNotFound:
+            raise HttpError(404, f"no job with id {job_id!r} in Redis") from None
+        await rights.arequire(Perm.RETRY, job.queue)
+        if await services.aresubmit([(job_id, job.queue)]) != 1:
+            raise HttpError(409, f"a {job.state} job cannot be retried")
+        await audit.arecord(rights.user, "retry", [job_id], rights.via)
+        return await _live_out(job_id, job.queue)
 
 
 @router.post("/bulk/cancel", response={200: BulkOut, **ERRORS})
-def cancel_many(request: HttpRequest, body: BulkIn) -> BulkOut:
+async def cancel_many(request: HttpRequest, body: BulkIn) -> BulkOut:
     """Cancel the given live jobs, or every one matching the filter (`dry_run` counts only)."""
-    return bulk.apply(request, body, Perm.CANCEL, "cancel")
+    return await bulk.aapply(request, body, Perm.CANCEL, "cancel")
 
 
 @router.post("/bulk/retry", response={200: BulkOut, **ERRORS})
-def retry_many(request: HttpRequest, body: BulkIn) -> BulkOut:
+async def retry_many(request: HttpRequest, body: BulkIn) -> BulkOut:
     """Retry (or resubmit from the DLQ) the given finished jobs, or every one matching."""
-    return bulk.apply(request, body, Perm.RETRY, "retry")
+    return await bulk.aapply(request, body, Perm.RETRY, "retry")
 
 
 @router.get("/dlq", response={200: list[JobOut], **ERRORS})
-def dlq(
+async def dlq(
     request: HttpRequest,
     queue: str = "default",
     offset: int = Query(0, ge=0, le=10_000_000),  # type: ignore[type-arg]
     limit: int = Query(100, ge=1, le=1000),
 ) -> list[JobOut]:  # type: ignore[type-arg]
     """List the dead-letter queue of a queue, oldest first."""
-    need(request, Perm.VIEW, queue)
-
-    async def call(client: Client) -> list[EngineJob]:
-        return await client.dlq(queue, offset, limit)
-
-    return [JobOut(**_engine_values(j)) for j in services.run_engine(call)]
+    await aneed(request, Perm.VIEW, queue)
+    return [JobOut(**_engine_values(j)) for j in await services.adlq(queue, offset, limit)]
 
 
 @router.post("/dlq/resubmit", response={200: CountOut, **ERRORS})
-def dlq_resubmit(request: HttpRequest, body: ResubmitIn) -> CountOut:
+async def dlq_resubmit(request: HttpRequest, body: ResubmitIn) -> CountOut:
     """Resubmit DLQ jobs by ids, or every one of a task (or all) in a queue."""
-    rights = need(request, Perm.RETRY, body.queue)
-
-    async def call(client: Client) -> int:
-        if body.ids is not None:
-            return await client.resubmit(body.queue, body.ids)
-        return await client.resubmit_dlq(body.queue, task=body.task)
-
-    count = services.run_engine(call)
+    rights = await aneed(request, Perm.RETRY, body.queue)
+    count = await services.aresubmit_dlq(body.queue, ids=body.ids, task=body.task)
     if body.ids is not None:
-        audit.record(rights.user, "resubmit", body.ids, rights.via)
+        await audit.arecord(rights.user, "resubmit", body.ids, rights.via)
     else:
         selector = {"queue": body.queue, "task": body.task, "dlq": True}
-        audit.record_bulk(rights.user, "resubmit", selector, count, rights.via)
+        await audit.arecord_bulk(rights.user, "resubmit", selector, count, rights.via)
     return CountOut(count=count)
 
 
-def _queues(rights: Grant) -> list[QueueOut]:
-    async def call(client: Client) -> list[tuple[str, bool, dict[str, int]]]:
-        names = [q for q in await client.queues() if rights.allows(Perm.VIEW, q)]
-        return [(q, await client.is_paused(q), await client.counts(q)) for q in names]
+def _visible(rights: Grant, names: list[str]) -> list[str]:
+    """Return the queues of `names` this request may view."""
+    return [q for q in names if rights.allows(Perm.VIEW, q)]
 
-    oldest = dict(
-        JobRecord.objects.filter(state="submitted")
-        .values_list("queue")
-        .annotate(Min("submitted_at"))
-    )
+
+async def _queues(rights: Grant) -> list[QueueOut]:
+    """Return the queues this request may view: counts, paused flag, oldest waiting job."""
+    names = await sync_to_async(_visible)(rights, await services.aknown_queues())
+    states = await services.aqueue_states(names)
+    waiting = JobRecord.objects.filter(state="submitted").values_list("queue")
+    oldest = {q: at async for q, at in waiting.annotate(Min("submitted_at"))}
     now = timezone.now()
     return [
         QueueOut(
-            name=n,
-            paused=p,
-            counts=c,
-            oldest_waiting_s=(now - oldest[n]).total_seconds() if oldest.get(n) else None,
+            name=s.name,
+            paused=s.paused,
+            counts=s.counts,
+            oldest_waiting_s=(now - oldest[s.name]).total_seconds() if oldest.get(s.name) else None,
         )
-        for n, p, c in services.run_engine(call)
+        for s in states
     ]
 
 
 @router.get("/queues", response={200: list[QueueOut], **ERRORS})
-def queues(request: HttpRequest) -> list[QueueOut]:
+async def queues(request: HttpRequest) -> list[QueueOut]:
     """Counts per state, paused flag and oldest waiting job of every queue."""
-    return _queues(need(request, Perm.VIEW))
+    rights = await aneed(request, Perm.VIEW)
+    async with services.session():
+        return await _queues(rights)
 
 
-def _set_paused(request: HttpRequest, name: str, paused: bool) -> QueueOut:
+async def _set_paused(request: HttpRequest, name: str, paused: bool) -> QueueOut:
     """Pause or resume a known queue; an unknown name is a 404 before anything is written."""
-    rights = need(request, Perm.CHANGE_QUEUE, name)
-
-    async def known(client: Client) -> list[str]:
-        return await client.queues()
-
-    if name not in services.run_engine(known):
-        raise HttpError(404, f"no queue named {name!r}")
-    services.set_paused([name], paused)
-    audit.record(
-        rights.user, "pause" if paused else "resume", [name], rights.via, model=QueueRecord
-    )
-    return next(q for q in _queues(rights) if q.name == name)
+    rights = await aneed(request, Perm.CHANGE_QUEUE, name)
+    async with services.session():
+        if name not in await services.aknown_queues():
+            raise HttpError(404, f"no queue named {name!r}")
+        await services.aset_paused([name], paused)
+        await audit.arecord(
+            rights.user, "pause" if paused else "resume", [name], rights.via, model=QueueRecord
+        )
+        return next(q for q in await _queues(rights) if q.name == name)
 
 
 @router.post("/queues/{name}/pause", response={200: QueueOut, **ERRORS})
-def pause(request: HttpRequest, name: str) -> QueueOut:
+async def pause(request: HttpRequest, name: str) -> QueueOut:
     """Pause a queue: no worker claims from it until resumed."""
-    return _set_paused(request, name, True)
+    return await _set_paused(request, name, True)
 
 
 @router.post("/queues/{name}/resume", response={200: QueueOut, **ERRORS})
-def resume(request: HttpRequest, name: str) -> QueueOut:
+async def resume(request: HttpRequest, name: str) -> QueueOut:
     """Resume a paused queue."""
-    return _set_paused(request, name, False)
+    return await _set_paused(request, name, False)
 
 
 @router.get("/workers", response={200: list[WorkerOut], **ERRORS})
-def workers(request: HttpRequest) -> list[WorkerOut]:
+async def workers(request: HttpRequest) -> list[WorkerOut]:
     """Live workers and what each runs."""
-    need(request, Perm.VIEW)
-
-    async def call(client: Client) -> list[dict[str, Any]]:
-        return await client.workers()
-
+    await aneed(request, Perm.VIEW)
     return [
-        WorkerOut(**{k: w[k] for k in WorkerOut.model_fields}) for w in services.run_engine(call)
+        WorkerOut(**{k: w[k] for k in WorkerOut.model_fields}) for w in await services.aworkers()
     ]
 
 

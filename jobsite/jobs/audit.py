@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.contrib.admin.models import CHANGE, DELETION, LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.db.models import Model
@@ -57,3 +58,8 @@ def record_bulk(user: Any, action: str, selector: dict[str, Any], count: int, vi
         action_flag=DELETION if action in REMOVING else CHANGE,
         change_message=f"{action} via {via}: {count} jobs matching {json.dumps(selector)}"[:2000],
     )
+
+
+# Async twins, for async views.
+arecord = sync_to_async(record)
+arecord_bulk = sync_to_async(record_bulk)

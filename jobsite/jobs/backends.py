@@ -13,10 +13,16 @@ from django.tasks.base import TaskError, TaskResult, TaskResultStatus
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued
 
-from engine import Client, InvalidArguments, JobNotFound, JobState, Task, task_ref
+from engine import (
+    ConfigError,
+    InvalidArguments,
+    JobNotFound,
+    JobState,
+    Task,
+    task_ref,
+    validate_queue_name,
+)
 from engine import Job as EngineJob
-from engine.errors import ConfigError
-from engine.keys import validate_queue_name
 
 from . import services
 from .conf import check_queue, task_modules
@@ -131,14 +137,11 @@ class JobsiteBackend(BaseTaskBackend):
 
     def get_result(self, result_id: str) -> TaskResult:
         """Read the job from Redis, or from the mirrored history once Redis forgot it."""
-
-        async def fetch(client: Client) -> EngineJob | None:
-            try:
-                return await client.get(result_id)
-            except JobNotFound:
-                return None
-
-        job = services.run_engine(fetch) or services.outboxed(result_id)
+        job: EngineJob | None
+        try:
+            job = services.get_job(result_id)
+        except JobNotFound:
+            job = services.outboxed(result_id)
         if job is None:
             row = JobRecord.objects.filter(id=result_id).first()
             if row is None:

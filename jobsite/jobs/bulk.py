@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 from ninja.errors import HttpError
 
 from . import audit, services
 from .conf import bulk_max
 from .models import CANCELLABLE, RETRYABLE, JobRecord, text_search
-from .permissions import Perm, need
+from .permissions import Grant, Perm, aneed
 from .schemas import BulkIn, BulkOut
 
 
-def apply(request: HttpRequest, body: BulkIn, perm: Perm, action: str) -> BulkOut:
-    """Apply `action` to the jobs `body` selects, within the cap; audit it."""
-    rights = need(request, perm, body.queue)
+def _select(
+    rights: Grant, body: BulkIn, action: str, cap: int
+) -> tuple[list[tuple[str, str]], int]:
+    """Return up to `cap` + 1 (job id, queue) pairs `body` selects, and how many match."""
     rows = rights.narrow(JobRecord.objects.filter(state__in=BULK_STATES[action]))
     if body.ids is not None:
         rows = rows.filter(id__in=body.ids)
@@ -24,9 +26,15 @@ def apply(request: HttpRequest, body: BulkIn, perm: Perm, action: str) -> BulkOu
         rows = rows.filter(submitted_at__gte=body.since)
     if body.q:
         rows = text_search(rows, body.q)
-    cap = bulk_max()
     pairs = list(rows.values_list("id", "queue")[: cap + 1])
-    matched = rows.count() if len(pairs) > cap else len(pairs)
+    return pairs, rows.count() if len(pairs) > cap else len(pairs)
+
+
+async def aapply(request: HttpRequest, body: BulkIn, perm: Perm, action: str) -> BulkOut:
+    """Apply `action` to the jobs `body` selects, within the cap; audit it."""
+    rights = await aneed(request, perm, body.queue)
+    cap = bulk_max()
+    pairs, matched = await sync_to_async(_select)(rights, body, action, cap)
     if body.dry_run:
         return BulkOut(matched=matched, changed=0)
     if matched > cap:
@@ -35,18 +43,18 @@ def apply(request: HttpRequest, body: BulkIn, perm: Perm, action: str) -> BulkOu
             f"{matched} jobs match; one request may change at most {cap} "
             "(JOBSITE['BULK_MAX']): narrow the selection",
         )
-    changed = BULK_ACTIONS[action](pairs)
+    changed = await BULK_ACTIONS[action](pairs)
     if body.ids is not None:
-        audit.record(rights.user, action, [i for i, _ in pairs], rights.via)
+        await audit.arecord(rights.user, action, [i for i, _ in pairs], rights.via)
     else:
-        audit.record_bulk(rights.user, action, body.selector(), matched, rights.via)
+        await audit.arecord_bulk(rights.user, action, body.selector(), matched, rights.via)
     return BulkOut(matched=matched, changed=changed)
 
 
-def _cancel_count(pairs: list[tuple[str, str]]) -> int:
-    outcome = services.cancel(pairs)
+async def _acancel_count(pairs: list[tuple[str, str]]) -> int:
+    outcome = await services.acancel(pairs)
     return sum(1 for v in outcome.values() if v in ("cancelled", "cancelling"))
 
 
 BULK_STATES = {"cancel": CANCELLABLE, "retry": RETRYABLE}
-BULK_ACTIONS = {"cancel": _cancel_count, "retry": services.resubmit}
+BULK_ACTIONS = {"cancel": _acancel_count, "retry": services.aresubmit}

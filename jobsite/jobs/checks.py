@@ -8,9 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 
-from engine import RedisUnavailable, redact_url
-from engine.errors import ConfigError
-from engine.keys import validate_queue_name
+from engine import ConfigError, RedisUnavailable, redact_url, validate_queue_name
 
 from . import conf, schedules
 

@@ -23,10 +23,9 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 from pydantic import ValidationError
 
-from engine import Client, RedisUnavailable
+from engine import RedisUnavailable
 
-from . import live
-from .conf import engine_settings
+from . import live, services
 from .permissions import Perm, user_allows
 
 log = logging.getLogger("jobsite.consumers")
@@ -40,7 +39,7 @@ FORBIDDEN = 4403
 
 
 class DashboardConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
-    """One browser tab, with one engine client for its life."""
+    """One browser tab, with one engine client (a services session) for its life."""
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -52,7 +51,6 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.visible = True
         self.dirty = True
         self.kind = "snapshot"
-        self.client = Client(engine_settings())
         await self.channel_layer.group_add(GROUP, self.channel_name)
         await self.accept()
         self.flusher = asyncio.create_task(self._flush_loop())
@@ -61,7 +59,7 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         if hasattr(self, "flusher"):
             self.flusher.cancel()
             await self.channel_layer.group_discard(GROUP, self.channel_name)
-            await self.client.aclose()
+            await asyncio.wait([self.flusher])  # its session closes the engine client
 
     @classmethod
     async def decode_json(cls, text_data: str) -> Any:
@@ -107,6 +105,11 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         )
 
     async def _flush_loop(self) -> None:
+        """Send snapshots over one engine client until the socket closes."""
+        async with services.session():
+            await self._flush()
+
+    async def _flush(self) -> None:
         """Send at most MAX_RATE_HZ snapshots a second; re-check rights every RECHECK_S."""
         checked = time.monotonic()
         while True:
@@ -119,7 +122,7 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             if self.dirty and self.visible:
                 self.dirty = False
                 try:
-                    data = await live.snapshot(self.client, self.filter)
+                    data = await live.snapshot(self.filter)
                 except RedisUnavailable:
                     self.dirty = True
                     await self.send_json({"type": "error", "detail": "Redis is unavailable"})

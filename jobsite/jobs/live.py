@@ -11,8 +11,7 @@ from django.db.models.functions import TruncMinute
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from engine import Client
-
+from . import services
 from .models import STATE_CHOICES, JobEvent, JobRecord, text_search
 from .schemas import QUEUE
 
@@ -117,16 +116,15 @@ def _history(chosen: Filter) -> dict[str, Any]:
     }
 
 
-async def snapshot(client: Client, chosen: Filter) -> dict[str, Any]:
+async def snapshot(chosen: Filter) -> dict[str, Any]:
     """Return counts per queue, workers, and the history views for the filter `chosen`."""
-    queues = {q: await client.counts(q) for q in await client.queues()}
-    paused = {q: await client.is_paused(q) for q in queues}
-    workers = await client.workers()
+    queues = await services.aqueue_states()
+    workers = await services.aworkers()
     history = await database_sync_to_async(_history)(chosen)
     return {
         "filter": chosen.shown(),
-        "queues": queues,
-        "paused": paused,
+        "queues": {q.name: q.counts for q in queues},
+        "paused": {q.name: q.paused for q in queues},
         "workers": workers,
         **history,
     }

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import sync_to_async
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from ninja.errors import HttpError
@@ -99,6 +100,10 @@ class Grant:
         if not self.allows(perm, queue):
             raise HttpError(403, f"this API token is not allowed on queue {queue!r}")
 
+    async def arequire(self, perm: Perm, queue: str | None = None) -> None:
+        """Async twin of `require` (the user's permissions may be read from the database)."""
+        await sync_to_async(self.require)(perm, queue)
+
 
 def grant(request: HttpRequest) -> Grant:
     """Return the rights of an authenticated API request (set by the API's auth)."""
@@ -111,3 +116,8 @@ def need(request: HttpRequest, perm: Perm, queue: str | None = None) -> Grant:
     rights = grant(request)
     rights.require(perm, queue)
     return rights
+
+
+async def aneed(request: HttpRequest, perm: Perm, queue: str | None = None) -> Grant:
+    """Async twin of `need` (the user's permissions may be read from the database)."""
+    return await sync_to_async(need)(request, perm, queue)

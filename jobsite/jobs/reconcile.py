@@ -5,25 +5,13 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from engine import Client, task_ref
 from engine import Job as EngineJob
+from engine import task_ref
 
-from . import conf
+from . import conf, services
 from .models import LOST, TERMINAL, JobRecord, QueueRecord, WorkerRecord
-from .services import run_engine
 
 log = logging.getLogger("jobsite.reconcile")
-
-
-def _missing(rows: list[JobRecord]) -> set[str]:
-    async def call(client: Client) -> set[str]:
-        async with client.redis.pipeline(transaction=False) as pipe:
-            for row in rows:
-                pipe.exists(client.keys(row.queue).job(row.id))
-            found = await pipe.execute()
-        return {row.id for row, hit in zip(rows, found, strict=True) if not hit}
-
-    return run_engine(call)
 
 
 def _resubmit(rows: list[JobRecord]) -> None:
@@ -33,11 +21,7 @@ def _resubmit(rows: list[JobRecord]) -> None:
             queue=row.queue, priority=row.priority, job_id=row.id
         )
         jobs.append(ref.call(*row.args, **row.kwargs))
-
-    async def call(client: Client) -> None:
-        await client.enqueue_many(jobs)
-
-    run_engine(call)
+    services.push(jobs)
 
 
 def reconcile(policy: str | None = None, chunk: int = 1000) -> dict[str, int]:
@@ -52,7 +36,7 @@ def reconcile(policy: str | None = None, chunk: int = 1000) -> dict[str, int]:
             return counts
         last = rows[-1].id
         counts["checked"] += len(rows)
-        gone = _missing(rows)
+        gone = services.missing([(row.id, row.queue) for row in rows])
         missing = [row for row in rows if row.id in gone]
         if not missing:
             continue
@@ -67,7 +51,7 @@ def reconcile(policy: str | None = None, chunk: int = 1000) -> dict[str, int]:
 
 def sync_workers() -> int:
     """Copy the engine's worker registry into Worker rows; drop workers that left it."""
-    infos = run_engine(lambda client: client.workers())
+    infos = services.workers()
     seen = []
     for info in infos:
         WorkerRecord.objects.update_or_create(
@@ -89,13 +73,7 @@ def sync_workers() -> int:
 
 def sync_queues() -> int:
     """Copy every queue's paused flag and live counts into Queue rows."""
-
-    async def call(client: Client) -> list[tuple[str, bool, dict[str, int]]]:
-        return [
-            (q, await client.is_paused(q), await client.counts(q)) for q in await client.queues()
-        ]
-
-    rows = run_engine(call)
+    rows = services.queue_states()
     for name, paused, counts in rows:
         QueueRecord.objects.update_or_create(
             name=name,

@@ -1,13 +1,23 @@
-"""The only Django module that calls the engine: enqueue (with the outbox) and job actions."""
+"""The only Django module that calls the engine: every operation as a sync function and its
+`a`-prefixed async twin (`cancel` / `acancel`), as Django names them.
+
+The API, the admin, the dashboard's socket, the django.tasks backend and reconciliation reach
+Redis through these alone; only the mirror (the event-stream reader) talks to the engine itself.
+Each operation is written once, as an async function of a client (`twins`). An async call uses
+the client of the enclosing `session()`, else one opened and closed for that call.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Concatenate, NamedTuple
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
@@ -20,18 +30,65 @@ from .conf import check_queue, engine_settings
 from .models import OutboxEntry
 
 log = logging.getLogger("jobsite.services")
-T = TypeVar("T")
+
+# The client `session()` shares with the calls in its block, and the event loop it belongs to.
+_shared: ContextVar[tuple[asyncio.AbstractEventLoop, Client] | None] = ContextVar(
+    "jobsite_engine_client", default=None
+)
 
 
-async def _with_client[T](fn: Callable[[Client], Awaitable[T]]) -> T:
-    """Run `fn` with a client bound to the current event loop, then close it."""
+@asynccontextmanager
+async def _client() -> AsyncIterator[Client]:
+    """Yield the enclosing session's client, or one opened (and closed) for this call."""
+    shared = _shared.get()
+    if shared is not None and shared[0] is asyncio.get_running_loop():
+        yield shared[1]
+        return
     async with Client(engine_settings()) as client:
-        return await fn(client)
+        yield client
 
 
-def run_engine[T](fn: Callable[[Client], Awaitable[T]]) -> T:
-    """Run an engine call from sync Django code."""
-    return async_to_sync(_with_client)(fn)
+@asynccontextmanager
+async def session() -> AsyncIterator[None]:
+    """Share one engine client among the async service calls inside the block; close it after.
+
+    For a request that makes several calls, or a websocket for its whole life. The client
+    belongs to the running event loop; tasks started in the block must end within it.
+    """
+    async with _client() as client:
+        token = _shared.set((asyncio.get_running_loop(), client))
+        try:
+            yield
+        finally:
+            _shared.reset(token)
+
+
+def twins[**P, T](
+    operation: Callable[Concatenate[Client, P], Awaitable[T]],
+) -> tuple[Callable[P, T], Callable[P, Coroutine[Any, Any, T]]]:
+    """Return the sync function and the async twin of an engine operation `_name(client, ...)`."""
+    name = operation.__name__.lstrip("_")
+
+    async def async_twin(*args: P.args, **kwargs: P.kwargs) -> T:
+        async with _client() as client:
+            return await operation(client, *args, **kwargs)
+
+    def sync_twin(*args: P.args, **kwargs: P.kwargs) -> T:
+        return async_to_sync(async_twin)(*args, **kwargs)
+
+    for twin, twin_name in ((sync_twin, name), (async_twin, f"a{name}")):
+        twin.__name__ = twin.__qualname__ = twin_name
+        twin.__doc__ = operation.__doc__
+        twin.__module__ = operation.__module__
+    return sync_twin, async_twin
+
+
+async def _run_engine[T](client: Client, fn: Callable[[Client], Awaitable[T]]) -> T:
+    """Run `fn(client)`: for an engine call that has no operation here (scripts, tests)."""
+    return await fn(client)
+
+
+run_engine, arun_engine = twins(_run_engine)
 
 
 def ping(timeout_s: float = 1.0) -> None:
@@ -47,6 +104,75 @@ def ping(timeout_s: float = 1.0) -> None:
     async_to_sync(call)()
 
 
+# Reading jobs, queues and workers.
+
+
+async def _get_job(client: Client, job_id: str, queue: str | None = None) -> Job:
+    """Return a job from Redis (searched in every queue unless `queue`); JobNotFound if absent."""
+    return await client.get(job_id, queue)
+
+
+async def _dlq(client: Client, queue: str, offset: int = 0, limit: int = 100) -> list[Job]:
+    """Return jobs in the dead-letter queue of `queue`, oldest first."""
+    return await client.dlq(queue, offset, limit)
+
+
+async def _known_queues(client: Client) -> list[str]:
+    """Return the name of every queue jobs were ever submitted to."""
+    return await client.queues()
+
+
+class QueueState(NamedTuple):
+    """A queue's paused flag and its live counts per state."""
+
+    name: str
+    paused: bool
+    counts: dict[str, int]
+
+
+async def _queue_states(client: Client, names: Iterable[str] | None = None) -> list[QueueState]:
+    """Return the state of the queues `names`, or of every known queue."""
+    chosen = await client.queues() if names is None else list(names)
+    return [QueueState(q, await client.is_paused(q), await client.counts(q)) for q in chosen]
+
+
+async def _workers(client: Client) -> list[dict[str, Any]]:
+    """Return the live workers: id, host, pid, queues, concurrency, current jobs, heartbeat."""
+    return await client.workers()
+
+
+async def _missing(client: Client, jobs: Iterable[tuple[str, str]]) -> set[str]:
+    """Return the ids of the (job id, queue) pairs whose job Redis does not hold."""
+    pairs = list(jobs)
+    async with client.redis.pipeline(transaction=False) as pipe:
+        for job_id, queue in pairs:
+            pipe.exists(client.keys(queue).job(job_id))
+        found = await pipe.execute()
+    return {job_id for (job_id, _), hit in zip(pairs, found, strict=True) if not hit}
+
+
+get_job, aget_job = twins(_get_job)
+dlq, adlq = twins(_dlq)
+known_queues, aknown_queues = twins(_known_queues)
+queue_states, aqueue_states = twins(_queue_states)
+workers, aworkers = twins(_workers)
+missing, amissing = twins(_missing)
+
+
+# Submitting jobs, with the transactional outbox.
+
+
+async def _push(client: Client, jobs: list[Job]) -> None:
+    """Submit jobs; ids that already reached Redis count as submitted (pushing is idempotent)."""
+    try:
+        await client.enqueue_many(jobs)
+    except DuplicateJob:
+        log.info("outbox push found jobs already submitted count=%d", len(jobs))
+
+
+push, apush = twins(_push)
+
+
 def _outbox_payload(job: Job) -> dict[str, Any]:
     return {"job": job.to_dict(), "delay_ms": job.delay_ms}
 
@@ -55,14 +181,6 @@ def _from_outbox(payload: dict[str, Any]) -> Job:
     job = Job.from_dict(payload["job"])
     job.delay_ms = payload.get("delay_ms")
     return job
-
-
-async def _submit(client: Client, jobs: list[Job]) -> None:
-    """Submit jobs; ids that already reached Redis count as submitted (pushing is idempotent)."""
-    try:
-        await client.enqueue_many(jobs)
-    except DuplicateJob:
-        log.info("outbox push found jobs already submitted count=%d", len(jobs))
 
 
 def enqueue(task: Task, *args: Any, **kwargs: Any) -> Job:
@@ -82,7 +200,7 @@ def submit(job: Job, outbox: bool) -> Job:
         OutboxEntry.objects.create(job_id=job.id, queue=job.queue, job=_outbox_payload(job))
         transaction.on_commit(lambda: push_outbox([job.id]), robust=True)
         return job
-    run_engine(lambda client: _submit(client, [job]))
+    push([job])
     return job
 
 
@@ -91,7 +209,7 @@ async def asubmit(job: Job) -> Job:
     check_queue(job.queue)
     if eager.enabled():
         return await sync_to_async(eager.run_inline)(job)
-    await _with_client(lambda client: _submit(client, [job]))
+    await apush([job])
     return job
 
 
@@ -116,8 +234,7 @@ def push_outbox(job_ids: Iterable[str] | None = None, older_than_s: float = 0.0)
     entries = list(rows.order_by("id")[:1000])
     if not entries:
         return 0
-    jobs = [_from_outbox(e.job) for e in entries]
-    run_engine(lambda client: _submit(client, jobs))
+    push([_from_outbox(e.job) for e in entries])
     OutboxEntry.objects.filter(id__in=[e.id for e in entries]).update(pushed_at=timezone.now())
     return len(entries)
 
@@ -135,6 +252,9 @@ def relay_once(older_than_s: float = 2.0, keep_pushed_s: float = 86_400) -> int:
 arelay_once = sync_to_async(relay_once, thread_sensitive=True)
 
 
+# Acting on jobs and queues.
+
+
 def _by_queue(jobs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = defaultdict(list)
     for job_id, queue in jobs:
@@ -142,43 +262,43 @@ def _by_queue(jobs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
     return out
 
 
-def cancel(jobs: Iterable[tuple[str, str]]) -> dict[str, str]:
-    """Cancel (job id, queue) pairs through the engine; return id -> outcome."""
-
-    async def call(client: Client) -> dict[str, str]:
-        result: dict[str, str] = {}
-        for queue, ids in _by_queue(jobs).items():
-            result.update(await client.cancel(ids, queue=queue))
-        return result
-
-    return run_engine(call)
+async def _cancel(client: Client, jobs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Cancel (job id, queue) pairs; return id -> outcome (cancelled, cancelling, finished...)."""
+    result: dict[str, str] = {}
+    for queue, ids in _by_queue(jobs).items():
+        result.update(await client.cancel(ids, queue=queue))
+    return result
 
 
-def resubmit(jobs: Iterable[tuple[str, str]]) -> int:
+async def _resubmit(client: Client, jobs: Iterable[tuple[str, str]]) -> int:
     """Retry finished jobs (failed, stalled, expired, dropped, cancelled) as new attempt series."""
-
-    async def call(client: Client) -> int:
-        return sum([await client.resubmit(q, ids) for q, ids in _by_queue(jobs).items()])
-
-    return run_engine(call)
+    return sum([await client.resubmit(q, ids) for q, ids in _by_queue(jobs).items()])
 
 
-def purge(jobs: Iterable[tuple[str, str]]) -> int:
+async def _resubmit_dlq(
+    client: Client, queue: str, ids: list[str] | None = None, task: str | None = None
+) -> int:
+    """Resubmit jobs from the DLQ of `queue`: these ids, else every one of `task`, else all."""
+    if ids is not None:
+        return await client.resubmit(queue, ids)
+    return await client.resubmit_dlq(queue, task=task)
+
+
+async def _purge(client: Client, jobs: Iterable[tuple[str, str]]) -> int:
     """Delete finished jobs from Redis; return how many were deleted there."""
-
-    async def call(client: Client) -> int:
-        return sum([await client.purge(q, ids) for q, ids in _by_queue(jobs).items()])
-
-    return run_engine(call)
+    return sum([await client.purge(q, ids) for q, ids in _by_queue(jobs).items()])
 
 
-def set_paused(queues: Iterable[str], paused: bool) -> int:
-    """Pause or resume queues through the engine; return how many."""
+async def _set_paused(client: Client, queues: Iterable[str], paused: bool) -> int:
+    """Pause or resume queues; return how many."""
     names = list(queues)
+    for name in names:
+        await (client.pause(name) if paused else client.resume(name))
+    return len(names)
 
-    async def call(client: Client) -> int:
-        for name in names:
-            await (client.pause(name) if paused else client.resume(name))
-        return len(names)
 
-    return run_engine(call)
+cancel, acancel = twins(_cancel)
+resubmit, aresubmit = twins(_resubmit)
+resubmit_dlq, aresubmit_dlq = twins(_resubmit_dlq)
+purge, apurge = twins(_purge)
+set_paused, aset_paused = twins(_set_paused)

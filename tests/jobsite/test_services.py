@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 import redis
 from asgiref.sync import async_to_sync
@@ -26,6 +29,76 @@ def in_redis(engine: EngineSettings, job_id: str) -> JobState | None:
                 return None
 
     return async_to_sync(get)()
+
+
+# The engine's client and its Redis plumbing; the rest of its public API is data (Job, errors).
+ENGINE_INTERNALS = {"Client", "client", "connection", "keys"}
+# services.py is the one way in; the mirror reads the event stream with a connection of its own.
+MAY_REACH_ENGINE = {"services.py", "mirror.py"}
+
+
+def engine_internals_used(tree: ast.Module) -> list[str]:
+    """Return the engine client and plumbing a module imports or reaches through `engine.`."""
+    found: list[str] = []
+    aliases: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for name in node.names:
+                parts = name.name.split(".")
+                if parts[0] == "engine":
+                    if len(parts) > 1 and parts[1] in ENGINE_INTERNALS:
+                        found.append(name.name)
+                    aliases.add(name.asname or "engine")
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            parts = node.module.split(".")
+            if parts[0] != "engine":
+                continue
+            if len(parts) > 1 and parts[1] in ENGINE_INTERNALS:
+                found.append(node.module)
+            elif len(parts) == 1:
+                found += [f"engine.{n.name}" for n in node.names if n.name in ENGINE_INTERNALS]
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and node.attr in ENGINE_INTERNALS
+        ):
+            found.append(f"engine.{node.attr}")
+    return found
+
+
+def test_only_services_reaches_the_engine() -> None:
+    app = Path(services.__file__).parent
+    offenders = {
+        str(path.relative_to(app)): used
+        for path in sorted(app.rglob("*.py"))
+        if path.name not in MAY_REACH_ENGINE
+        and (used := engine_internals_used(ast.parse(path.read_text(), str(path))))
+    }
+    assert offenders == {}
+    assert engine_internals_used(ast.parse("import engine.keys as k\nfrom engine import Client"))
+    assert engine_internals_used(ast.parse("import engine as e\ne.client.Client()"))
+
+
+def test_twins_share_one_client_within_a_session(engine: EngineSettings) -> None:
+    async def which(client: Client) -> Client:
+        return client
+
+    async def go() -> tuple[Client, Client, Client]:
+        async with services.session():
+            first = await services.arun_engine(which)
+            second = await services.arun_engine(which)
+        return first, second, await services.arun_engine(which)
+
+    first, second, alone = async_to_sync(go)()
+    assert first is second and alone is not first
+    assert services.aget_job.__name__ == "aget_job" and services.get_job.__name__ == "get_job"
+    assert services.get_job.__doc__ == services.aget_job.__doc__
+    job = services.enqueue(t.add, 1, 2)
+    assert services.get_job(job.id).state is JobState.SUBMITTED
+    with pytest.raises(JobNotFound):
+        services.get_job("nobody")
 
 
 def test_runworker_is_ours() -> None:
