@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from engine import (
-    Client,
     ConfigError,
     EngineError,
     Job,
@@ -22,7 +21,6 @@ from engine import (
     Task,
     declared_repeatable,
     serializer,
-    sync_declared,
 )
 
 from . import conf
@@ -145,10 +143,9 @@ def declared() -> list[Repeatable]:
 
 async def sync(reps: list[Repeatable], queues: Iterable[str] = ()) -> SyncReport:
     """Make Redis hold exactly the declared `reps` (see engine.sync_declared); log the counts."""
-    async with Client(conf.engine_settings()) as client:
-        report = await sync_declared(
-            client.settings, client.redis, reps, queues=[*conf.queues(), *queues]
-        )
+    from . import services  # services imports the registry, which imports the backends
+
+    report = await services.adeclare_schedules(reps, [*conf.queues(), *queues])
     log.info(
         "schedules synced created=%d updated=%d removed=%d kept_overrides=%d",
         report.created,

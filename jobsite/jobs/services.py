@@ -23,7 +23,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
-from engine import Client, DuplicateJob, Job, Task
+from engine import Client, DuplicateJob, Job, Repeatable, SyncReport, Task, sync_declared
 
 from . import eager
 from .conf import check_queue, engine_settings
@@ -157,6 +157,16 @@ known_queues, aknown_queues = twins(_known_queues)
 queue_states, aqueue_states = twins(_queue_states)
 workers, aworkers = twins(_workers)
 missing, amissing = twins(_missing)
+
+
+async def _declare_schedules(
+    client: Client, reps: list[Repeatable], queues: Iterable[str]
+) -> SyncReport:
+    """Make Redis hold exactly the declared repeatables `reps` (engine.sync_declared)."""
+    return await sync_declared(client.settings, client.redis, reps, queues=list(queues))
+
+
+declare_schedules, adeclare_schedules = twins(_declare_schedules)
 
 
 # Submitting jobs, with the transactional outbox.
