@@ -25,6 +25,7 @@ from .hooks import Hook, HookEvent
 from .job import TERMINAL_STATES, Job, JobState
 from .keys import JOB_ID_PATTERN, QueueKeys, check_job_id
 from .limits import Deduplication
+from .metrics import Histogram, Metrics, QueueMetrics
 from .repeat import Repeatable
 from .result import TaskResult
 from .settings import EngineSettings, redact_url
@@ -40,6 +41,7 @@ __all__ = [
     "DuplicateJob",
     "EngineError",
     "EngineSettings",
+    "Histogram",
     "Hook",
     "HookEvent",
     "InvalidArguments",
@@ -50,8 +52,10 @@ __all__ = [
     "JobTimeout",
     "LeaseLost",
     "LoopCrashed",
+    "Metrics",
     "PayloadTooLarge",
     "QueueKeys",
+    "QueueMetrics",
     "RedisRefused",
     "RedisUnavailable",
     "Registry",

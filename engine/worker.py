@@ -25,6 +25,7 @@ from .isolate import Isolation, IsolationUnavailable, Lanes
 from .job import Job
 from .keys import QueueKeys
 from .liveness import Liveness
+from .metrics import BUCKETS_ARG
 from .outcomes import OutcomeWriter
 from .reconnect import Reconnect
 from .runner import Outcome, Runner, error_info, options_for, stopped_outcome
@@ -267,7 +268,7 @@ class Worker:
         for rec in ready:
             by_queue[rec.keys].append(rec)
         for keys, recs in by_queue.items():
-            argv: list[Any] = [keys.job_prefix, self.settings.lease_ms, len(recs)]
+            argv: list[Any] = [keys.job_prefix, self.settings.lease_ms, len(recs), BUCKETS_ARG]
             for rec in recs:
                 rec.isolated = rec.job.stalls > 0 and self.lane is not None and rec.poison is None
                 argv += (rec.job.id, rec.job.token or "", "1" if rec.isolated else "0")

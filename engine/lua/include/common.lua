@@ -13,7 +13,8 @@
   waiting job of its key at the back of its priority band (fair turns between keys).
   finish(Q, key, id): free_slot, and give back its deduplication id (except in throttle mode).
   bury(Q, key, id, state): end a job in a terminal state other than completed: into the DLQ
-  (unless the job's `dlq` field is '0') or into `done` with an expiry; counts it in stats; then
+  (unless the job's `dlq` field is '0') or into `done` with an expiry; counts it in stats (the
+  state's total, and `done|<task>|<state>`); then
   applies the on_parent_failure policy of the jobs waiting for it (fail_child: 'wait' leaves a
   child blocked, so a resubmitted parent that completes still releases it; 'fail' and 'cancel'
   end it, and in turn its own children).
@@ -49,6 +50,23 @@ end
 
 local function fmt(n)
   return string.format('%.0f', n)
+end
+
+local function bounds(arg)
+  local out = {}
+  for n in string.gmatch(arg, '%d+') do out[#out + 1] = tonumber(n) end
+  return out
+end
+
+local function observe(stats, kind, task, ms, b)
+  if ms < 0 then ms = 0 end
+  local le = 'inf'
+  for i = 1, #b do
+    if ms <= b[i] then le = fmt(b[i]); break end
+  end
+  local name = kind .. '|' .. (task or '') .. '|'
+  rcall('HINCRBY', stats, name .. le, 1)
+  rcall('HINCRBY', stats, name .. 'sum_ms', ms)
 end
 
 local function ready_score(priority, seq)
@@ -156,7 +174,7 @@ end
 bury = function(Q, key, id, state)
   rcall('HSET', key, 'state', state, 'completed_at_ms', fmt(Q.now))
   rcall('HDEL', key, 'token')
-  local f = rcall('HMGET', key, 'dlq', 'children')
+  local f = rcall('HMGET', key, 'dlq', 'children', 'task')
   if state ~= 'cancelled' and f[1] ~= '0' then
     rcall('ZADD', Q.dlq, fmt(Q.now), id)
   else
@@ -165,6 +183,7 @@ bury = function(Q, key, id, state)
     if f[2] then rcall('PEXPIRE', f[2], Q.ttl) end
   end
   rcall('HINCRBY', Q.stats, state, 1)
+  rcall('HINCRBY', Q.stats, 'done|' .. (f[3] or '') .. '|' .. state, 1)
   finish(Q, key, id)
   if f[2] then
     for _, cid in ipairs(rcall('SMEMBERS', f[2])) do fail_child(Q, cid, id, state) end
