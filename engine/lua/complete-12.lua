@@ -16,6 +16,7 @@ local worker, count = ARGV[3], tonumber(ARGV[4])
 local b = bounds(ARGV[5])
 local now = Q.now
 local out = {}
+local tally = {}
 for j = 1, count do
   local i = 6 + (j - 1) * 4
   local id, token, result, ttl = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
@@ -30,14 +31,16 @@ for j = 1, count do
     rcall('ZREM', Q.started, id)
     rcall('ZADD', Q.done, fmt(now + ttl), id)
     rcall('PEXPIRE', key, ttl)
-    rcall('HINCRBY', Q.stats, 'completed', 1)
-    rcall('HINCRBY', Q.stats, 'done|' .. (cur[7] or '') .. '|completed', 1)
+    local done = 'done|' .. (cur[7] or '') .. '|completed'
+    tally['completed'] = (tally['completed'] or 0) + 1
+    tally[done] = (tally[done] or 0) + 1
     local began = tonumber(cur[9] or cur[8] or '')
-    if began then observe(Q.stats, 'run', cur[7], now - began, b) end
+    if began then observe(tally, 'run', cur[7], now - began, b) end
     emit(Q, id, 'started', 'completed', cur[3], worker)
     if cur[5] or cur[6] then finish(Q, key, id) end
     if cur[4] then unblock_children(Q, cur[4]) end
     out[j] = 0
   end
 end
+add_tally(Q.stats, tally)
 return out

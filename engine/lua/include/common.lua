@@ -33,6 +33,15 @@
   (err: JSON error object); past its max_stalls (field, default 1) it ends `stalled` (bury),
   else it goes back to `submitted`. Returns 1 when it ended, 0 when it went back. A job with
   stalls > 0 is a suspect: workers run it alone in a process of its own.
+  Metrics (engine/metrics.py reads them), in the queue's stats HASH, bounded by tasks x states x
+  buckets: `done|<task>|<state>` jobs that reached a terminal state (bury; complete-12.lua);
+  histograms `run` (run time of completed jobs) and `wait` (from ready to begun) as
+  `<kind>|<task>|<le_ms>` (one bucket per observation, not cumulative; 'inf' past the last
+  bound) and `<kind>|<task>|sum_ms`.
+  bounds(arg): the bucket bounds in ms from "5,10,25,..." (ascending).
+  observe(tally, kind, task, ms, bounds): count one observation of `ms` in histogram `kind`
+  into `tally` (field -> increment); a batch script writes it once with add_tally(stats,
+  tally): one HINCRBY per field touched, not per job.
 ]]
 local rcall = redis.call
 
@@ -53,20 +62,27 @@ local function fmt(n)
 end
 
 local function bounds(arg)
-  local out = {}
-  for n in string.gmatch(arg, '%d+') do out[#out + 1] = tonumber(n) end
+  local out = {labels = {}}
+  for n in string.gmatch(arg, '%d+') do
+    out[#out + 1] = tonumber(n)
+    out.labels[#out] = n
+  end
   return out
 end
 
-local function observe(stats, kind, task, ms, b)
+local function observe(tally, kind, task, ms, b)
   if ms < 0 then ms = 0 end
   local le = 'inf'
   for i = 1, #b do
-    if ms <= b[i] then le = fmt(b[i]); break end
+    if ms <= b[i] then le = b.labels[i]; break end
   end
   local name = kind .. '|' .. (task or '') .. '|'
-  rcall('HINCRBY', stats, name .. le, 1)
-  rcall('HINCRBY', stats, name .. 'sum_ms', ms)
+  tally[name .. le] = (tally[name .. le] or 0) + 1
+  tally[name .. 'sum_ms'] = (tally[name .. 'sum_ms'] or 0) + ms
+end
+
+local function add_tally(stats, tally)
+  for name, n in pairs(tally) do rcall('HINCRBY', stats, name, n) end
 end
 
 local function ready_score(priority, seq)
