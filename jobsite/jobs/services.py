@@ -12,10 +12,11 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
-from engine import Client, DuplicateJob, Job, Task
+from engine import Client, DuplicateJob, Job, Metrics, Task
 
 from . import eager
 from .conf import check_queue, engine_settings
+from .conf import queues as configured_queues
 from .models import OutboxEntry
 
 log = logging.getLogger("jobsite.services")
@@ -168,3 +169,15 @@ def set_paused(queues: Iterable[str], paused: bool) -> int:
         return len(names)
 
     return run_engine(call)
+
+
+def metrics_snapshot(names: Iterable[str] | None = None) -> Metrics:
+    """Return the engine's metrics of queues `names` (default: JOBSITE["QUEUES"])."""
+    wanted = list(configured_queues() if names is None else names)
+    return run_engine(lambda client: client.metrics(wanted))
+
+
+async def ametrics_snapshot(names: Iterable[str] | None = None) -> Metrics:
+    """Async twin of `metrics_snapshot`."""
+    wanted = list(configured_queues() if names is None else names)
+    return await _with_client(lambda client: client.metrics(wanted))
