@@ -10,7 +10,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from . import serializer
+from . import serializer, tracing
 from .connection import connect
 from .errors import ConfigError, DuplicateJob, JobNotFound, JobTimeout
 from .job import TERMINAL_STATES, Job, JobState
@@ -83,10 +83,15 @@ class Client:
             if len({job.queue for job in jobs}) > 1:
                 raise ConfigError("a flow stays in one queue; submit one flow per queue")
             jobs = flow_order(jobs)
+        for job in jobs:
+            check_job_id(job.id)
+        with tracing.enqueue_span(jobs):
+            return await self._submit_specs(jobs, atomic)
+
+    async def _submit_specs(self, jobs: list[Job], atomic: bool) -> list[Job]:
         by_queue: dict[str, list[bytes]] = defaultdict(list)
         members: dict[str, list[Job]] = defaultdict(list)
         for job in jobs:
-            check_job_id(job.id)
             by_queue[job.queue].append(
                 job_spec(job, self.keys(job.queue), self.settings.max_payload_bytes)
             )

@@ -15,7 +15,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from . import failpoints
+from . import failpoints, tracing
 from .cleaner import Cleaner
 from .connection import connect
 from .context import JobContext
@@ -289,6 +289,16 @@ class Worker:
                 rec.handle.add_done_callback(partial(self._cancelled_before_start, rec))
 
     async def _run_one(self, rec: Running) -> None:
+        with tracing.run_span(rec.job) as span:
+            outcome = await self._attempt(rec)
+            if outcome is not None and span is not None:
+                tracing.record_outcome(span, outcome.kind, outcome.error)
+        self._finish(rec, outcome)
+        if outcome is not None and self.hooks.hooks:
+            await self._after_hooks(rec, outcome)
+
+    async def _attempt(self, rec: Running) -> Outcome | None:
+        """Run one claimed job; return its outcome (None: nothing to write)."""
         outcome: Outcome | None
         try:
             if rec.poison is not None:
@@ -309,9 +319,7 @@ class Worker:
             )
         if outcome is not None and rec.ctx.cancelled and outcome.kind in ("retry", "failed"):
             outcome.kind = "cancelled"
-        self._finish(rec, outcome)
-        if outcome is not None and self.hooks.hooks:
-            await self._after_hooks(rec, outcome)
+        return outcome
 
     async def _after_hooks(self, rec: Running, outcome: Outcome) -> None:
         """Tell the hooks how the attempt ended (after its outcome is queued for writing)."""
