@@ -4,14 +4,15 @@ With the `opentelemetry-api` package installed (the `otel` extra), an enqueue op
 span `jobsite.enqueue <task>` and writes its W3C context (`traceparent`, `tracestate`) as JSON
 into each job's `trace_context` field; the worker runs the job inside a consumer span
 `jobsite.run <task>` whose parent is that context. Without the package every function here
-does nothing. Spans go wherever the application's OpenTelemetry SDK sends them.
+does nothing, and so does it while the application has set up no tracer provider (an SDK).
+Spans go wherever that SDK sends them.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 from . import serializer
 from .errors import SerializationError
@@ -26,12 +27,39 @@ except ImportError:  # the optional extra is not installed
     ENABLED = False
 
 _TRACER = "jobsite.engine"
+# What run_span returns while tracing is off (a shared null context yielding None).
+OFF: contextlib.nullcontext[None] = contextlib.nullcontext()
+# The tracer of the provider last seen: (provider, tracer).
+_cached: tuple[Any, Any] = (None, None)
+
+
+def _tracer() -> Any:
+    """Return a tracer of the application's provider, or None while none is set up.
+
+    Without an SDK provider the API would still build a non-recording span per call (over
+    10 us): the worker skips that on its hot path.
+    """
+    global _cached
+    if not ENABLED:
+        return None
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        return None
+    if _cached[0] is not provider:
+        _cached = (provider, provider.get_tracer(_TRACER))
+    return _cached[1]
+
+
+def active() -> bool:
+    """Tell whether spans are made: the package is there and an SDK provider is set up."""
+    return _tracer() is not None
 
 
 @contextlib.contextmanager
 def enqueue_span(jobs: Sequence[Job]) -> Iterator[None]:
     """Open a producer span around an enqueue; give each job without a context its own."""
-    if not ENABLED or not jobs:
+    tracer = _tracer()
+    if tracer is None or not jobs:
         yield
         return
     tasks = {job.task for job in jobs}
@@ -41,7 +69,6 @@ def enqueue_span(jobs: Sequence[Job]) -> Iterator[None]:
         "messaging.destination.name": jobs[0].queue,
         "messaging.batch.message_count": len(jobs),
     }
-    tracer = trace.get_tracer(_TRACER)
     with tracer.start_as_current_span(name, kind=SpanKind.PRODUCER, attributes=attributes):
         carrier: dict[str, str] = {}
         propagate.inject(carrier)
@@ -63,12 +90,14 @@ def _parent(job: Job) -> Any:
     return propagate.extract(carrier) if isinstance(carrier, dict) else None
 
 
-@contextlib.contextmanager
-def run_span(job: Job) -> Iterator[Any]:
-    """Run a job inside a consumer span `jobsite.run <task>`, child of its enqueue's context."""
-    if not ENABLED:
-        yield None
-        return
+def run_span(job: Job) -> contextlib.AbstractContextManager[Any]:
+    """Return the context of a consumer span `jobsite.run <task>`, child of the enqueue's.
+
+    The span is what it yields; None (a shared null context) while tracing is off.
+    """
+    tracer = _tracer()
+    if tracer is None:
+        return OFF
     attributes: dict[str, str | int] = {
         "messaging.system": "jobsite",
         "messaging.destination.name": job.queue,
@@ -76,14 +105,15 @@ def run_span(job: Job) -> Iterator[Any]:
         "jobsite.task": job.task,
         "jobsite.attempt": job.attempt,
     }
-    tracer = trace.get_tracer(_TRACER)
-    with tracer.start_as_current_span(
-        f"jobsite.run {job.task}",
-        context=_parent(job),
-        kind=SpanKind.CONSUMER,
-        attributes=attributes,
-    ) as span:
-        yield span
+    return cast(
+        contextlib.AbstractContextManager[Any],
+        tracer.start_as_current_span(
+            f"jobsite.run {job.task}",
+            context=_parent(job),
+            kind=SpanKind.CONSUMER,
+            attributes=attributes,
+        ),
+    )
 
 
 def record_outcome(span: Any, kind: str | None, error: dict[str, Any] | None) -> None:

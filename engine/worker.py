@@ -55,6 +55,8 @@ class Worker:
     ) -> None:
         self.settings = settings
         self.hooks = Hooks(hooks)
+        # Spans per run only when the application set up an OpenTelemetry SDK before this.
+        self.traced = tracing.active()
         self.registry = Registry(tasks)
         self.queues = [QueueKeys(settings.prefix, q) for q in queues]
         self.concurrency = concurrency
@@ -289,7 +291,7 @@ class Worker:
                 rec.handle.add_done_callback(partial(self._cancelled_before_start, rec))
 
     async def _run_one(self, rec: Running) -> None:
-        with tracing.run_span(rec.job) as span:
+        with tracing.run_span(rec.job) if self.traced else tracing.OFF as span:
             outcome = await self._attempt(rec)
             if outcome is not None and span is not None:
                 tracing.record_outcome(span, outcome.kind, outcome.error)
