@@ -26,6 +26,7 @@ from .hooks import Hook, HookEvent
 from .job import TERMINAL_STATES, Job, JobState
 from .keys import JOB_ID_PATTERN, QueueKeys, check_job_id, validate_queue_name
 from .limits import Deduplication
+from .metrics import Histogram, Metrics, QueueMetrics
 from .repeat import Repeatable
 from .result import TaskResult
 from .settings import EngineSettings, redact_url
@@ -41,6 +42,7 @@ __all__ = [
     "DuplicateJob",
     "EngineError",
     "EngineSettings",
+    "Histogram",
     "Hook",
     "HookEvent",
     "InvalidArguments",
@@ -51,8 +53,10 @@ __all__ = [
     "JobTimeout",
     "LeaseLost",
     "LoopCrashed",
+    "Metrics",
     "PayloadTooLarge",
     "QueueKeys",
+    "QueueMetrics",
     "RedisRefused",
     "RedisUnavailable",
     "Registry",

@@ -10,12 +10,13 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from . import serializer
+from . import serializer, tracing
 from .connection import connect
 from .errors import ConfigError, DuplicateJob, JobNotFound, JobTimeout
 from .job import TERMINAL_STATES, Job, JobState
 from .keys import QueueKeys, check_job_id, queues_key, worker_key, workers_key
 from .limits import rate_interval_ms
+from .metrics import Metrics, read_metrics
 from .repeat import Repeats
 from .scripts import Scripts
 from .settings import EngineSettings
@@ -23,6 +24,7 @@ from .submit import flow_order, job_spec, submit
 from .task import Task
 
 _LIVE = ("submitted", "scheduled", "blocked", "started", "dlq")
+_TERMINAL = sorted(TERMINAL_STATES)
 # Most job ids one script call takes (cancel, purge, resubmit).
 _CHUNK = 500
 
@@ -81,10 +83,15 @@ class Client:
             if len({job.queue for job in jobs}) > 1:
                 raise ConfigError("a flow stays in one queue; submit one flow per queue")
             jobs = flow_order(jobs)
+        for job in jobs:
+            check_job_id(job.id)
+        with tracing.enqueue_span(jobs):
+            return await self._submit_specs(jobs, atomic)
+
+    async def _submit_specs(self, jobs: list[Job], atomic: bool) -> list[Job]:
         by_queue: dict[str, list[bytes]] = defaultdict(list)
         members: dict[str, list[Job]] = defaultdict(list)
         for job in jobs:
-            check_job_id(job.id)
             by_queue[job.queue].append(
                 job_spec(job, self.keys(job.queue), self.settings.max_payload_bytes)
             )
@@ -149,15 +156,22 @@ class Client:
             pipe.scard(keys.blocked)
             pipe.zcard(keys.started)
             pipe.zcard(keys.dlq)
-            pipe.hgetall(keys.stats)
-            *sizes, stats = await pipe.execute()
+            pipe.hmget(keys.stats, ["waiting_turn", *_TERMINAL])
+            *sizes, (waiting_turn, *totals) = await pipe.execute()
         out = dict(zip(_LIVE, sizes, strict=True))
         # Submitted jobs waiting for their concurrency key's turn are not in the ready ZSET.
-        out["waiting_turn"] = int(stats.get("waiting_turn", 0))
+        out["waiting_turn"] = int(waiting_turn or 0)
         out["submitted"] += out["waiting_turn"]
-        for state in sorted(TERMINAL_STATES):
-            out[f"{state}_total"] = int(stats.get(state, 0))
+        for state, total in zip(_TERMINAL, totals, strict=True):
+            out[f"{state}_total"] = int(total or 0)
         return out
+
+    async def metrics(self, queues: Iterable[str], group: str = "mirror") -> Metrics:
+        """Return the metrics of `queues` (counts, histograms, depths, mirror lag), workers alive.
+
+        `group` is the consumer group whose lag is reported (the Django mirror's by default).
+        """
+        return await read_metrics(self.redis, self.settings.prefix, list(queues), group)
 
     async def cancel(self, job_ids: Iterable[str], queue: str | None = None) -> dict[str, str]:
         """Cancel jobs; return id -> "cancelled", "cancelling" (running), "not_found" or "finished".

@@ -80,6 +80,7 @@ FEATURE_FIELDS: tuple[str, ...] = (
     "concurrency_limit",
     "rate_interval_ms",
     "repeat",
+    "trace_context",
 )
 _JSON_FIELDS = ("args", "kwargs", "result", "errors", "options", "parents")
 _INT_FIELDS = (
@@ -108,6 +109,7 @@ _STR_FIELDS = (
     "dedup_mode",
     "concurrency_key",
     "repeat",
+    "trace_context",
 )
 _KNOWN = frozenset((*_JSON_FIELDS, *_INT_FIELDS, *_FLOAT_FIELDS, *_STR_FIELDS))
 
@@ -165,6 +167,8 @@ class Job:
     rate_interval_ms: float | None = None
     # Name of the repeatable whose tick made this job.
     repeat: str | None = None
+    # The enqueue's OpenTelemetry context as JSON (engine.tracing), when tracing is on.
+    trace_context: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
     # Client side only: wait this long after submission (counted on Redis server time).
     delay_ms: int | None = None
@@ -242,7 +246,7 @@ class Job:
     @classmethod
     def from_claim(cls, queue: str, row: list[Any]) -> Job:
         """Build the worker's view of a job from one row of the claim script."""
-        job_id, name, version, args, kwargs, attempt, token, options, parents, stalls = row
+        job_id, name, version, args, kwargs, attempt, token, options, parents, stalls, trace = row
         return cls(
             id=job_id,
             task=name,
@@ -256,6 +260,7 @@ class Job:
             options=_loads_or_raw(options) if options else {},
             parents=_loads_or_raw(parents) if parents else [],
             stalls=int(stalls),
+            trace_context=trace or None,
         )
 
     @classmethod

@@ -35,7 +35,7 @@ QUEUE_KEYS: tuple[str, ...] = (
 SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "submit": (*QUEUE_KEYS, "repeat_due", "repeat_last"),
     "claim": QUEUE_KEYS,
-    "begin": ("started",),
+    "begin": ("started", "stats"),
     "heartbeat": ("started",),
     "progress": ("events",),
     "complete": QUEUE_KEYS,
@@ -155,7 +155,11 @@ class QueueKeys:
 
     @property
     def stats(self) -> str:
-        """HASH of terminal state -> jobs that reached it (totals)."""
+        """HASH of terminal state -> jobs that reached it (totals), plus metrics fields.
+
+        Metrics fields (common.lua, engine/metrics.py): `done|<task>|<state>` per task totals,
+        and the `run`/`wait` histograms as `<kind>|<task>|<le_ms>` and `<kind>|<task>|sum_ms`.
+        """
         return f"{self.base}:stats"
 
     @property

@@ -11,6 +11,7 @@ from typing import Any
 from . import failpoints, serializer
 from .errors import SCRIPT_ERRORS, LeaseLost
 from .keys import QueueKeys
+from .metrics import BUCKETS_ARG
 from .runner import Outcome
 from .scripts import Scripts
 from .settings import EngineSettings
@@ -62,6 +63,7 @@ class OutcomeWriter:
             self.settings.events_maxlen,
             self.worker_id,
             len(outcomes),
+            BUCKETS_ARG,
         ]
         for o in outcomes:
             argv += (o.job.id, o.job.token or "", o.result, o.result_ttl_s * 1000)

@@ -15,7 +15,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from . import failpoints
+from . import failpoints, tracing
 from .cleaner import Cleaner
 from .connection import connect
 from .context import JobContext
@@ -25,6 +25,7 @@ from .isolate import Isolation, IsolationUnavailable, Lanes
 from .job import Job
 from .keys import QueueKeys
 from .liveness import Liveness
+from .metrics import BUCKETS_ARG
 from .outcomes import OutcomeWriter
 from .reconnect import Reconnect
 from .runner import Outcome, Runner, error_info, options_for, stopped_outcome
@@ -54,6 +55,8 @@ class Worker:
     ) -> None:
         self.settings = settings
         self.hooks = Hooks(hooks)
+        # Spans per run only when the application set up an OpenTelemetry SDK before this.
+        self.traced = tracing.active()
         self.registry = Registry(tasks)
         self.queues = [QueueKeys(settings.prefix, q) for q in queues]
         self.concurrency = concurrency
@@ -267,7 +270,7 @@ class Worker:
         for rec in ready:
             by_queue[rec.keys].append(rec)
         for keys, recs in by_queue.items():
-            argv: list[Any] = [keys.job_prefix, self.settings.lease_ms, len(recs)]
+            argv: list[Any] = [keys.job_prefix, self.settings.lease_ms, len(recs), BUCKETS_ARG]
             for rec in recs:
                 rec.isolated = rec.job.stalls > 0 and self.lane is not None and rec.poison is None
                 argv += (rec.job.id, rec.job.token or "", "1" if rec.isolated else "0")
@@ -288,6 +291,16 @@ class Worker:
                 rec.handle.add_done_callback(partial(self._cancelled_before_start, rec))
 
     async def _run_one(self, rec: Running) -> None:
+        with tracing.run_span(rec.job) if self.traced else tracing.OFF as span:
+            outcome = await self._attempt(rec)
+            if outcome is not None and span is not None:
+                tracing.record_outcome(span, outcome.kind, outcome.error)
+        self._finish(rec, outcome)
+        if outcome is not None and self.hooks.hooks:
+            await self._after_hooks(rec, outcome)
+
+    async def _attempt(self, rec: Running) -> Outcome | None:
+        """Run one claimed job; return its outcome (None: nothing to write)."""
         outcome: Outcome | None
         try:
             if rec.poison is not None:
@@ -308,9 +321,7 @@ class Worker:
             )
         if outcome is not None and rec.ctx.cancelled and outcome.kind in ("retry", "failed"):
             outcome.kind = "cancelled"
-        self._finish(rec, outcome)
-        if outcome is not None and self.hooks.hooks:
-            await self._after_hooks(rec, outcome)
+        return outcome
 
     async def _after_hooks(self, rec: Running, outcome: Outcome) -> None:
         """Tell the hooks how the attempt ended (after its outcome is queued for writing)."""

@@ -11,8 +11,8 @@
   ARGV[5] worker id        ARGV[6] result ttl ms for expired jobs kept outside the DLQ
   ARGV[7] most suspects (stalls > 0) to take, or -1 for any: the rest stay where they were
   Returns: a list of jobs, each {id, task, version, args, kwargs, attempt it will run as, token,
-  options, parents, stalls} (options and parents are false when the job has none; stalls > 0
-  marks a suspect, which the worker runs alone).
+  options, parents, stalls, trace_context} (options, parents and trace_context are false when
+  the job has none; stalls > 0 marks a suspect, which the worker runs alone).
   Ids whose hash is gone or not `submitted` are removed and skipped.
   Events: submitted -> started | expired | scheduled (rate limited). Re-adds the marker while
   jobs remain.
@@ -51,7 +51,8 @@ for j = 1, #popped, 2 do
   local key = Q.prefix .. id
   token = token + 1
   local f = rcall('HMGET', key, 'state', 'task', 'version', 'args', 'kwargs', 'options', 'attempt',
-                  'deadline_ms', 'rate_interval_ms', 'rate_slot_ms', 'parents', 'stalls')
+                  'deadline_ms', 'rate_interval_ms', 'rate_slot_ms', 'parents', 'stalls',
+                  'trace_context')
   local suspect = tonumber(f[12] or '0') > 0
   if f[1] == 'submitted' and suspect and suspects_left == 0 then
     rcall('ZADD', Q.submitted, popped[j + 1], id)  -- for a worker with a free isolation child
@@ -78,7 +79,8 @@ for j = 1, #popped, 2 do
       if f[10] then rcall('HDEL', key, 'rate_slot_ms') end
       rcall('ZADD', Q.started, lease, id)
       emit(Q, id, 'submitted', 'started', attempt, worker)
-      out[#out + 1] = {id, f[2], f[3], f[4], f[5], attempt, fmt(token), f[6], f[11], f[12] or '0'}
+      out[#out + 1] = {id, f[2], f[3], f[4], f[5], attempt, fmt(token), f[6], f[11], f[12] or '0',
+                       f[13]}
     end
   end
 end

@@ -1,8 +1,11 @@
 --[[
   Complete a batch of started jobs, each fenced by its lease token. Jobs waiting for a completed
-  job are counted off; those with no unfinished parent left become ready.
+  job are counted off; those with no unfinished parent left become ready. Counts each in stats
+  (`completed`, `done|<task>|completed`) and observes its run time (from the start of its
+  attempt) in the `run` histogram (common.lua's observe).
   KEYS[1..12] the queue keys (keys.QUEUE_KEYS)
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] worker id   ARGV[4] number of jobs
+  ARGV[5] histogram bucket bounds in ms ("5,10,...")
   then per job: id, token, result JSON, result_ttl_ms
   Returns: one code per job: 0 completed, -1 not found, -2 lease lost (token differs), -3 not started.
   Events: started -> completed; blocked -> submitted | scheduled for released children.
@@ -10,13 +13,16 @@
 --@include common
 local Q = queue(ARGV[1], ARGV[2])
 local worker, count = ARGV[3], tonumber(ARGV[4])
+local b = bounds(ARGV[5])
 local now = Q.now
 local out = {}
+local tally = {}
 for j = 1, count do
-  local i = 5 + (j - 1) * 4
+  local i = 6 + (j - 1) * 4
   local id, token, result, ttl = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
   local key = Q.prefix .. id
-  local code, cur = owned(key, token, 'attempt', 'children', 'ckey_active', 'dedup_key')
+  local code, cur = owned(key, token, 'attempt', 'children', 'ckey_active', 'dedup_key', 'task',
+                          'started_at_ms', 'retried_at_ms')
   if code ~= 0 then
     out[j] = code
   else
@@ -25,11 +31,16 @@ for j = 1, count do
     rcall('ZREM', Q.started, id)
     rcall('ZADD', Q.done, fmt(now + ttl), id)
     rcall('PEXPIRE', key, ttl)
-    rcall('HINCRBY', Q.stats, 'completed', 1)
+    local done = 'done|' .. (cur[7] or '') .. '|completed'
+    tally['completed'] = (tally['completed'] or 0) + 1
+    tally[done] = (tally[done] or 0) + 1
+    local began = tonumber(cur[9] or cur[8] or '')
+    if began then observe(tally, 'run', cur[7], now - began, b) end
     emit(Q, id, 'started', 'completed', cur[3], worker)
     if cur[5] or cur[6] then finish(Q, key, id) end
     if cur[4] then unblock_children(Q, cur[4]) end
     out[j] = 0
   end
 end
+add_tally(Q.stats, tally)
 return out

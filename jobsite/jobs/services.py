@@ -23,10 +23,20 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
-from engine import Client, DuplicateJob, Job, Repeatable, SyncReport, Task, sync_declared
+from engine import (
+    Client,
+    DuplicateJob,
+    Job,
+    Metrics,
+    Repeatable,
+    SyncReport,
+    Task,
+    sync_declared,
+)
 
 from . import eager
 from .conf import check_queue, engine_settings
+from .conf import queues as configured_queues
 from .models import OutboxEntry
 
 log = logging.getLogger("jobsite.services")
@@ -312,3 +322,11 @@ resubmit, aresubmit = twins(_resubmit)
 resubmit_dlq, aresubmit_dlq = twins(_resubmit_dlq)
 purge, apurge = twins(_purge)
 set_paused, aset_paused = twins(_set_paused)
+
+
+async def _metrics_snapshot(client: Client, names: Iterable[str] | None = None) -> Metrics:
+    """Return the engine's metrics of queues `names` (default: JOBSITE["QUEUES"])."""
+    return await client.metrics(list(configured_queues() if names is None else names))
+
+
+metrics_snapshot, ametrics_snapshot = twins(_metrics_snapshot)

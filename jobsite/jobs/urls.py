@@ -1,12 +1,14 @@
 """The app's URLs: a project mounts them with `path("jobs/", include("jobsite.jobs.urls"))`.
 
-The dashboard is under `dashboard/`, the JSON API under `api/v1/` (its docs at `api/v1/docs`).
+The dashboard is under `dashboard/`, the JSON API under `api/v1/` (its docs at `api/v1/docs`),
+Prometheus metrics at `metrics`.
 Reverse them as `jobsite:dashboard` and `jobsite:api:<name>`.
 """
 
 from django.urls import path
 
 from .apiroot import api
+from .metrics import scrape
 from .views import dashboard
 
 app_name = "jobsite"
@@ -14,4 +16,5 @@ app_name = "jobsite"
 urlpatterns = [
     path("dashboard/", dashboard, name="dashboard"),
     path("api/v1/", api.urls),
+    path("metrics", scrape, name="metrics"),
 ]

@@ -189,3 +189,17 @@ async def block_loop(job: JobContext, seconds: float) -> str:
     time.sleep(seconds)
     ledger("end", job)
     return "done"
+
+
+@task(
+    name="chaos.give_up",
+    takes_context=True,
+    max_retries=2,
+    expected_exceptions=(ValueError,),
+    retry_delay_s=None,
+)
+async def give_up(job: JobContext) -> None:
+    """Fail every attempt with an expected error: retried twice, then `failed`."""
+    ledger("start", job)
+    ledger("raise", job)
+    raise ValueError("never works")

@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from engine import Client, EngineSettings, JobState, task_ref
+from engine.metrics import BUCKETS_ARG
 
 from . import tasks as t
 from .helpers import drain, run_cli
@@ -228,7 +229,7 @@ async def test_stale_token_cannot_complete(client: Client, settings: EngineSetti
         [keys.job_prefix, 1000, 1, 30_000, "w1", 60_000],
     )
     token = claimed[0][6]
-    args = [keys.job_prefix, 1000, "w1", 1]
+    args = [keys.job_prefix, 1000, "w1", 1, BUCKETS_ARG]
     stale = await client.scripts.complete(keys, [*args, job.id, "999", "1", 1000])
     fresh = await client.scripts.complete(
         keys,

@@ -13,7 +13,8 @@
   waiting job of its key at the back of its priority band (fair turns between keys).
   finish(Q, key, id): free_slot, and give back its deduplication id (except in throttle mode).
   bury(Q, key, id, state): end a job in a terminal state other than completed: into the DLQ
-  (unless the job's `dlq` field is '0') or into `done` with an expiry; counts it in stats; then
+  (unless the job's `dlq` field is '0') or into `done` with an expiry; counts it in stats (the
+  state's total, and `done|<task>|<state>`); then
   applies the on_parent_failure policy of the jobs waiting for it (fail_child: 'wait' leaves a
   child blocked, so a resubmitted parent that completes still releases it; 'fail' and 'cancel'
   end it, and in turn its own children).
@@ -32,6 +33,15 @@
   (err: JSON error object); past its max_stalls (field, default 1) it ends `stalled` (bury),
   else it goes back to `submitted`. Returns 1 when it ended, 0 when it went back. A job with
   stalls > 0 is a suspect: workers run it alone in a process of its own.
+  Metrics (engine/metrics.py reads them), in the queue's stats HASH, bounded by tasks x states x
+  buckets: `done|<task>|<state>` jobs that reached a terminal state (bury; complete-12.lua);
+  histograms `run` (run time of completed jobs) and `wait` (from ready to begun) as
+  `<kind>|<task>|<le_ms>` (one bucket per observation, not cumulative; 'inf' past the last
+  bound) and `<kind>|<task>|sum_ms`.
+  bounds(arg): the bucket bounds in ms from "5,10,25,..." (ascending).
+  observe(tally, kind, task, ms, bounds): count one observation of `ms` in histogram `kind`
+  into `tally` (field -> increment); a batch script writes it once with add_tally(stats,
+  tally): one HINCRBY per field touched, not per job.
 ]]
 local rcall = redis.call
 
@@ -49,6 +59,30 @@ end
 
 local function fmt(n)
   return string.format('%.0f', n)
+end
+
+local function bounds(arg)
+  local out = {labels = {}}
+  for n in string.gmatch(arg, '%d+') do
+    out[#out + 1] = tonumber(n)
+    out.labels[#out] = n
+  end
+  return out
+end
+
+local function observe(tally, kind, task, ms, b)
+  if ms < 0 then ms = 0 end
+  local le = 'inf'
+  for i = 1, #b do
+    if ms <= b[i] then le = b.labels[i]; break end
+  end
+  local name = kind .. '|' .. (task or '') .. '|'
+  tally[name .. le] = (tally[name .. le] or 0) + 1
+  tally[name .. 'sum_ms'] = (tally[name .. 'sum_ms'] or 0) + ms
+end
+
+local function add_tally(stats, tally)
+  for name, n in pairs(tally) do rcall('HINCRBY', stats, name, n) end
 end
 
 local function ready_score(priority, seq)
@@ -156,7 +190,7 @@ end
 bury = function(Q, key, id, state)
   rcall('HSET', key, 'state', state, 'completed_at_ms', fmt(Q.now))
   rcall('HDEL', key, 'token')
-  local f = rcall('HMGET', key, 'dlq', 'children')
+  local f = rcall('HMGET', key, 'dlq', 'children', 'task')
   if state ~= 'cancelled' and f[1] ~= '0' then
     rcall('ZADD', Q.dlq, fmt(Q.now), id)
   else
@@ -165,6 +199,7 @@ bury = function(Q, key, id, state)
     if f[2] then rcall('PEXPIRE', f[2], Q.ttl) end
   end
   rcall('HINCRBY', Q.stats, state, 1)
+  rcall('HINCRBY', Q.stats, 'done|' .. (f[3] or '') .. '|' .. state, 1)
   finish(Q, key, id)
   if f[2] then
     for _, cid in ipairs(rcall('SMEMBERS', f[2])) do fail_child(Q, cid, id, state) end

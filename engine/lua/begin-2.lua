@@ -1,21 +1,27 @@
 --[[
   Begin claimed jobs: count the attempt and stamp the start, just before user code runs.
-  Also renews each lease, since a claimed job may have waited for a local slot.
-  KEYS[1] started ZSET (id -> lease deadline ms)
+  Also renews each lease, since a claimed job may have waited for a local slot. Observes each
+  job's queue wait (from submitted_at_ms, when it last became ready, to now) in the `wait`
+  histogram of stats (common.lua's observe).
+  KEYS[1] started ZSET (id -> lease deadline ms)   KEYS[2] stats HASH
   ARGV[1] job key prefix   ARGV[2] lease_ms   ARGV[3] number of jobs
+  ARGV[4] histogram bucket bounds in ms ("5,10,...")
   then per job: id, token, isolated ('1': it runs alone in a child process, see reap-12.lua)
   Returns: one code per job: the attempt number (>= 1), or -2 when the token no longer matches.
   Events: none (the job is already `started`).
 ]]
 --@include common
 local prefix, lease_ms, count = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local b = bounds(ARGV[4])
 local t = now_ms()
 local now, lease = fmt(t), fmt(t + lease_ms)
 local out = {}
+local tally = {}
 for j = 1, count do
-  local id, token, isolated = ARGV[1 + 3 * j], ARGV[2 + 3 * j], ARGV[3 + 3 * j]
+  local i = 5 + (j - 1) * 3
+  local id, token, isolated = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local key = prefix .. id
-  local cur = rcall('HMGET', key, 'token', 'begun', 'started_at_ms')
+  local cur = rcall('HMGET', key, 'token', 'begun', 'started_at_ms', 'task', 'submitted_at_ms')
   if cur[1] ~= token or cur[1] == false then
     out[j] = -2
   else
@@ -24,7 +30,9 @@ for j = 1, count do
     if not cur[3] then first = 'started_at_ms' end
     rcall('HSET', key, 'begun', '1', first, now, 'heartbeat_at_ms', now, 'isolated', isolated)
     rcall('ZADD', KEYS[1], 'XX', lease, id)
+    if cur[5] then observe(tally, 'wait', cur[4], t - tonumber(cur[5]), b) end
     out[j] = attempt
   end
 end
+add_tally(KEYS[2], tally)
 return out
