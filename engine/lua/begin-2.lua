@@ -16,7 +16,7 @@ local b = bounds(ARGV[4])
 local t = now_ms()
 local now, lease = fmt(t), fmt(t + lease_ms)
 local out = {}
-local tally = {}
+local wait = {}
 for j = 1, count do
   local i = 5 + (j - 1) * 3
   local id, token, isolated = ARGV[i], ARGV[i + 1], ARGV[i + 2]
@@ -30,9 +30,9 @@ for j = 1, count do
     if not cur[3] then first = 'started_at_ms' end
     rcall('HSET', key, 'begun', '1', first, now, 'heartbeat_at_ms', now, 'isolated', isolated)
     rcall('ZADD', KEYS[1], 'XX', lease, id)
-    if cur[5] then observe(tally, 'wait', cur[4], t - tonumber(cur[5]), b) end
+    if cur[5] then observe(wait, cur[4] or '', t - tonumber(cur[5]), b) end
     out[j] = attempt
   end
 end
-add_tally(KEYS[2], tally)
+add_tally(KEYS[2], 'wait', wait, b)
 return out

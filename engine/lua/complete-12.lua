@@ -16,7 +16,8 @@ local worker, count = ARGV[3], tonumber(ARGV[4])
 local b = bounds(ARGV[5])
 local now = Q.now
 local out = {}
-local tally = {}
+-- task -> jobs completed, and the run time histogram, written once after the loop.
+local done, run = {}, {}
 for j = 1, count do
   local i = 6 + (j - 1) * 4
   local id, token, result, ttl = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
@@ -31,16 +32,19 @@ for j = 1, count do
     rcall('ZREM', Q.started, id)
     rcall('ZADD', Q.done, fmt(now + ttl), id)
     rcall('PEXPIRE', key, ttl)
-    local done = 'done|' .. (cur[7] or '') .. '|completed'
-    tally['completed'] = (tally['completed'] or 0) + 1
-    tally[done] = (tally[done] or 0) + 1
+    local task = cur[7] or ''
+    done[task] = (done[task] or 0) + 1
     local began = tonumber(cur[9] or cur[8] or '')
-    if began then observe(tally, 'run', cur[7], now - began, b) end
+    if began then observe(run, task, now - began, b) end
     emit(Q, id, 'started', 'completed', cur[3], worker)
     if cur[5] or cur[6] then finish(Q, key, id) end
     if cur[4] then unblock_children(Q, cur[4]) end
     out[j] = 0
   end
 end
-add_tally(Q.stats, tally)
+add_counts(Q.stats, done, 'done|', '|completed')
+add_tally(Q.stats, 'run', run, b)
+local total = 0
+for _, n in pairs(done) do total = total + n end
+if total > 0 then rcall('HINCRBY', Q.stats, 'completed', total) end
 return out

@@ -90,6 +90,8 @@ def test_scrape_after_a_run_counts_what_the_worker_did(metrics_token: str) -> No
     assert by(got["jobsite_mirror_lag_seconds"], "queue") == {("default",): 0}
     assert got["jobsite_workers_alive"] == [({}, 0)]
     assert got["jobsite_outbox_size"] == [({}, 1)]
+    (queue,) = async_to_sync(services.ametrics_snapshot)().queues  # the async twin agrees
+    assert {(queue.queue, *k): v for k, v in queue.jobs.items()} == jobs
 
 
 def test_anonymous_and_unentitled_scrapes_are_refused(metrics_token: str) -> None:

@@ -38,10 +38,12 @@
   histograms `run` (run time of completed jobs) and `wait` (from ready to begun) as
   `<kind>|<task>|<le_ms>` (one bucket per observation, not cumulative; 'inf' past the last
   bound) and `<kind>|<task>|sum_ms`.
-  bounds(arg): the bucket bounds in ms from "5,10,25,..." (ascending).
-  observe(tally, kind, task, ms, bounds): count one observation of `ms` in histogram `kind`
-  into `tally` (field -> increment); a batch script writes it once with add_tally(stats,
-  tally): one HINCRBY per field touched, not per job.
+  bounds(arg): the bucket bounds in ms from "5,10,25,..." (ascending), with their labels.
+  observe(tally, task, ms, bounds): count one observation of `ms` for `task` into `tally`
+  (task -> {bucket index -> count, sum = ms}), in Lua only: a batch script then writes it once
+  with add_tally(stats, kind, tally, bounds), one HINCRBY per field touched, not per job.
+  add_counts(stats, counts, prefix, suffix): HINCRBY prefix .. key .. suffix by n for each
+  key -> n of `counts`.
 ]]
 local rcall = redis.call
 
@@ -67,22 +69,38 @@ local function bounds(arg)
     out[#out + 1] = tonumber(n)
     out.labels[#out] = n
   end
+  out.n = #out
+  out.labels[out.n + 1] = 'inf'
   return out
 end
 
-local function observe(tally, kind, task, ms, b)
+local function observe(tally, task, ms, b)
   if ms < 0 then ms = 0 end
-  local le = 'inf'
-  for i = 1, #b do
-    if ms <= b[i] then le = b.labels[i]; break end
+  local t = tally[task]
+  if not t then
+    t = {sum = 0}
+    tally[task] = t
   end
-  local name = kind .. '|' .. (task or '') .. '|'
-  tally[name .. le] = (tally[name .. le] or 0) + 1
-  tally[name .. 'sum_ms'] = (tally[name .. 'sum_ms'] or 0) + ms
+  local i = b.n + 1
+  for k = 1, b.n do
+    if ms <= b[k] then i = k; break end
+  end
+  t[i] = (t[i] or 0) + 1
+  t.sum = t.sum + ms
 end
 
-local function add_tally(stats, tally)
-  for name, n in pairs(tally) do rcall('HINCRBY', stats, name, n) end
+local function add_tally(stats, kind, tally, b)
+  for task, t in pairs(tally) do
+    local name = kind .. '|' .. task .. '|'
+    for i = 1, b.n + 1 do
+      if t[i] then rcall('HINCRBY', stats, name .. b.labels[i], t[i]) end
+    end
+    rcall('HINCRBY', stats, name .. 'sum_ms', t.sum)
+  end
+end
+
+local function add_counts(stats, counts, prefix, suffix)
+  for key, n in pairs(counts) do rcall('HINCRBY', stats, prefix .. key .. suffix, n) end
 end
 
 local function ready_score(priority, seq)
