@@ -105,6 +105,8 @@ class Worker:
         if self._stopping.is_set():
             log.warning("second signal: forcing stop worker=%s", self.id)
             self._forced.set()
+        else:
+            log.info("worker stopping id=%s claims=off", self.id)
         self._stopping.set()
         self._slot_free.set()
 

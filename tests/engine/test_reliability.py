@@ -190,6 +190,9 @@ async def test_sigterm_policies(
     await asyncio.sleep(0.2)
     sent = time.monotonic()
     worker.signal(signal.SIGTERM)
+    # Enqueued once the worker has taken the signal (it logs that before anything else).
+    while "worker stopping" not in worker.output():
+        await asyncio.sleep(0.01)
     queued_after = await client.enqueue(ct.stop, 0.1)
     status = worker.wait(timeout_s=10)
     took = time.monotonic() - sent
