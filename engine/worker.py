@@ -16,9 +16,9 @@ from typing import Any
 from redis.asyncio import Redis
 
 from . import failpoints, tracing
+from .claiming import ClaimSteps
 from .cleaner import Cleaner
 from .connection import connect
-from .context import JobContext
 from .errors import LoopCrashed, RedisUnavailable
 from .hooks import Hook, HookEvent, Hooks
 from .isolate import Isolation, IsolationUnavailable, Lanes
@@ -28,17 +28,18 @@ from .liveness import Liveness
 from .metrics import BUCKETS_ARG
 from .outcomes import OutcomeWriter
 from .reconnect import Reconnect
-from .runner import Outcome, Runner, error_info, options_for, stopped_outcome
+from .runner import Outcome, Runner, error_info, stopped_outcome
 from .scheduler import Scheduler
 from .scripts import Scripts
 from .settings import EngineSettings
+from .shutdown import ShutdownSteps
 from .task import Registry, Task
 from .upkeep import Running, Upkeep
 
 log = logging.getLogger("engine.worker")
 
 
-class Worker:
+class Worker(ClaimSteps, ShutdownSteps):
     """Run jobs from one or more queues (claimed in the given order), `concurrency` at once."""
 
     def __init__(
@@ -182,76 +183,6 @@ class Worker:
         self._forced.set()
         self._slot_free.set()
         self._flush_wanted.set()
-
-    async def _claim_loop(self) -> None:
-        while not self._stopping.is_set():
-            free = self.concurrency - len(self._active)
-            if free <= 0:
-                self._slot_free.clear()
-                await self._slot_free.wait()
-                continue
-            try:
-                claimed = await self._claim(free)
-                self._claim_retry.ok()
-            except Exception as exc:
-                await self._claim_retry.failed(exc)
-                continue
-            if claimed:
-                failpoints.hit("after_claim")
-                await self._admit(claimed)
-                continue
-            if self.burst and await self._drained():
-                return
-            await self._wait_for_work()
-
-    async def _claim(self, free: int) -> list[Running]:
-        out: list[Running] = []
-        for keys in self.queues:
-            want = min(free - len(out), self.settings.claim_batch)
-            limit = self.queue_limits.get(keys.queue)
-            if limit is not None:
-                want = min(want, limit - sum(1 for r in self._active.values() if r.keys == keys))
-            if want <= 0:
-                continue
-            rows = await self.scripts.claim(
-                keys,
-                [
-                    keys.job_prefix,
-                    self.settings.events_maxlen,
-                    want,
-                    self.settings.lease_ms,
-                    self.id,
-                    self.settings.default_result_ttl_s * 1000,
-                    self._suspects_wanted(out),
-                ],
-            )
-            for row in rows:
-                size = len(row[3] or "") + len(row[4] or "")
-                poison = None
-                if size > self.settings.max_payload_bytes:
-                    row = [*row[:3], "[]", "{}", *row[5:]]
-                    poison = f"payload of {size} bytes is over {self.settings.max_payload_bytes}"
-                job = Job.from_claim(keys.queue, row)
-                task = self.registry.get(job.task, job.version)
-                opts = options_for(task, job) if task is not None else None
-                ctx = JobContext(
-                    job,
-                    self.id,
-                    self._write_progress,
-                    asyncio.get_running_loop(),
-                    self.upkeep.parent_results,
-                )
-                rec = Running(job, keys, task, opts, ctx, poison=poison)
-                self._active[job.token or job.id] = rec
-                out.append(rec)
-        return out
-
-    def _suspects_wanted(self, claimed: list[Running]) -> int:
-        """Return how many suspects to claim: one per idle isolation child (-1: any)."""
-        if self.lane is None:
-            return -1
-        busy = sum(1 for r in self._active.values() if r.job.stalls > 0)
-        return max(0, self.lane.size - busy)
 
     async def _admit(self, claimed: list[Running]) -> None:
         """Begin what may start now; park jobs over their task's max_concurrent."""
@@ -447,77 +378,3 @@ class Worker:
                 await retry.failed(exc)
                 continue
             await asyncio.sleep(self.settings.heartbeat_interval_s)
-
-    def _stop_job(self, rec: Running, reason: str) -> None:
-        """Stop a job: cancel its coroutine, tell sync code through job.cancelled."""
-        if rec.stop_reason is not None:
-            return
-        rec.stop_reason = reason
-        rec.ctx.cancel()
-        if rec.handle is not None:
-            rec.handle.cancel()
-        else:
-            self._drop_waiting(rec)
-
-    def _drop_waiting(self, rec: Running) -> None:
-        queue = self._waiting.get(rec.job.task)
-        if queue and rec in queue:
-            queue.remove(rec)
-        self._forget(rec)
-
-    async def _shutdown(self) -> None:
-        """Hand back jobs not begun, give running ones the grace period, then apply on_shutdown."""
-        for queue in list(self._waiting.values()):
-            while queue:
-                rec = queue.popleft()
-                failpoints.hit("during_handback")
-                self._finish_waiting(rec)
-        running = [r.handle for r in self._active.values() if r.handle is not None]
-        if running:
-            log.info(
-                "shutdown: waiting worker=%s running=%d grace_s=%s",
-                self.id,
-                len(running),
-                self.settings.shutdown_grace_s,
-            )
-            await self._wait_running(self.settings.shutdown_grace_s)
-        for rec in list(self._active.values()):
-            policy = rec.opts.on_shutdown if rec.opts else "stop"
-            if self.crashed is not None:
-                self._stop_job(rec, "resubmit")  # not the job's fault: hand it back as it was
-            elif policy != "continue":
-                failpoints.hit("during_handback")
-                self._stop_job(rec, "resubmit" if policy == "resubmit" else "stop")
-        await self._wait_running(None)
-
-    def _finish_waiting(self, rec: Running) -> None:
-        self._forget(rec)
-        self._outcomes.append(
-            Outcome(rec.job, "release", error={"type": "Shutdown", "message": "claimed, not begun"})
-        )
-        self._unflushed += 1
-        self._flush_wanted.set()
-
-    async def _wait_running(self, timeout_s: float | None) -> None:
-        """Wait for running jobs, at most `timeout_s`; a second signal stops the rest now."""
-        handles = [r.handle for r in self._active.values() if r.handle is not None]
-        if not handles:
-            return
-        all_done: asyncio.Future[Any] = asyncio.gather(*handles, return_exceptions=True)
-        forced: asyncio.Future[Any] = asyncio.ensure_future(self._forced.wait())
-        await asyncio.wait(
-            [all_done, forced], timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
-        )
-        if forced.done():
-            # After a crash the jobs are not at fault: they go back as they were.
-            how = "resubmit" if self.crashed is not None else "stop"
-            for rec in list(self._active.values()):
-                self._stop_job(rec, how)
-            await all_done
-        forced.cancel()
-
-    async def _deregister(self) -> None:
-        try:
-            await self.upkeep.deregister()
-        except RedisUnavailable:
-            log.warning("could not deregister worker=%s (redis unavailable)", self.id)

@@ -69,18 +69,7 @@ class Command(BaseCommand):
         if worker is not None:
             await self._sync_schedules(declared, queues, stopping)
         mirror = Mirror(queues) if "mirror" in loops else None
-        background: dict[str, asyncio.Task[None]] = {}
-        if mirror is not None:
-            background["mirror"] = asyncio.create_task(mirror.run(stopping, DB_TRANSIENT))
-        if "relay" in loops:
-            background["relay"] = asyncio.create_task(
-                run_periodic("relay", self._relay, stopping, DB_TRANSIENT)
-            )
-        if "reconcile" in loops:
-            step = self._reconcile(options["reconcile_interval"])
-            background["reconcile"] = asyncio.create_task(
-                run_periodic("reconcile", step, stopping, DB_TRANSIENT)
-            )
+        background = self._background(loops, mirror, stopping, options["reconcile_interval"])
         crashed: list[tuple[str, BaseException]] = []
 
         def watch(name: str, task: asyncio.Task[None]) -> None:
@@ -112,6 +101,24 @@ class Command(BaseCommand):
         if crashed:
             name, exc = crashed[0]
             raise CommandError(f"loop {name} crashed: {exc!r}; see the log above", returncode=70)
+
+    def _background(
+        self, loops: set[str], mirror: Mirror | None, stopping: asyncio.Event, interval_s: float
+    ) -> dict[str, asyncio.Task[None]]:
+        """Start the mirror, relay and reconcile loops that were chosen; return them by name."""
+        background: dict[str, asyncio.Task[None]] = {}
+        if mirror is not None:
+            background["mirror"] = asyncio.create_task(mirror.run(stopping, DB_TRANSIENT))
+        if "relay" in loops:
+            background["relay"] = asyncio.create_task(
+                run_periodic("relay", self._relay, stopping, DB_TRANSIENT)
+            )
+        if "reconcile" in loops:
+            step = self._reconcile(interval_s)
+            background["reconcile"] = asyncio.create_task(
+                run_periodic("reconcile", step, stopping, DB_TRANSIENT)
+            )
+        return background
 
     @staticmethod
     def _worker(queues: list[str], limits: dict[str, int], options: dict[str, Any]) -> Worker:

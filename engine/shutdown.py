@@ -1,0 +1,109 @@
+"""The worker's way out: stop jobs, hand back what did not begin, wait out the grace period."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from . import failpoints
+from .errors import RedisUnavailable
+from .runner import Outcome
+from .settings import EngineSettings
+from .upkeep import Running, Upkeep
+
+log = logging.getLogger("engine.worker")
+
+
+class ShutdownSteps:
+    """Part of Worker: stopping one job, and the whole shutdown sequence."""
+
+    settings: EngineSettings
+    id: str
+    upkeep: Upkeep
+    crashed: BaseException | None
+    _active: dict[str, Running]
+    _waiting: dict[str, deque[Running]]
+    _outcomes: list[Outcome]
+    _unflushed: int
+    _flush_wanted: asyncio.Event
+    _forced: asyncio.Event
+
+    if TYPE_CHECKING:  # Worker's own step, which these call
+
+        def _forget(self, rec: Running) -> None: ...
+
+    def _stop_job(self, rec: Running, reason: str) -> None:
+        """Stop a job: cancel its coroutine, tell sync code through job.cancelled."""
+        if rec.stop_reason is not None:
+            return
+        rec.stop_reason = reason
+        rec.ctx.cancel()
+        if rec.handle is not None:
+            rec.handle.cancel()
+        else:
+            self._drop_waiting(rec)
+
+    def _drop_waiting(self, rec: Running) -> None:
+        queue = self._waiting.get(rec.job.task)
+        if queue and rec in queue:
+            queue.remove(rec)
+        self._forget(rec)
+
+    async def _shutdown(self) -> None:
+        """Hand back jobs not begun, give running ones the grace period, then apply on_shutdown."""
+        for queue in list(self._waiting.values()):
+            while queue:
+                rec = queue.popleft()
+                failpoints.hit("during_handback")
+                self._finish_waiting(rec)
+        running = [r.handle for r in self._active.values() if r.handle is not None]
+        if running:
+            log.info(
+                "shutdown: waiting worker=%s running=%d grace_s=%s",
+                self.id,
+                len(running),
+                self.settings.shutdown_grace_s,
+            )
+            await self._wait_running(self.settings.shutdown_grace_s)
+        for rec in list(self._active.values()):
+            policy = rec.opts.on_shutdown if rec.opts else "stop"
+            if self.crashed is not None:
+                self._stop_job(rec, "resubmit")  # not the job's fault: hand it back as it was
+            elif policy != "continue":
+                failpoints.hit("during_handback")
+                self._stop_job(rec, "resubmit" if policy == "resubmit" else "stop")
+        await self._wait_running(None)
+
+    def _finish_waiting(self, rec: Running) -> None:
+        self._forget(rec)
+        self._outcomes.append(
+            Outcome(rec.job, "release", error={"type": "Shutdown", "message": "claimed, not begun"})
+        )
+        self._unflushed += 1
+        self._flush_wanted.set()
+
+    async def _wait_running(self, timeout_s: float | None) -> None:
+        """Wait for running jobs, at most `timeout_s`; a second signal stops the rest now."""
+        handles = [r.handle for r in self._active.values() if r.handle is not None]
+        if not handles:
+            return
+        all_done: asyncio.Future[Any] = asyncio.gather(*handles, return_exceptions=True)
+        forced: asyncio.Future[Any] = asyncio.ensure_future(self._forced.wait())
+        await asyncio.wait(
+            [all_done, forced], timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+        )
+        if forced.done():
+            # After a crash the jobs are not at fault: they go back as they were.
+            how = "resubmit" if self.crashed is not None else "stop"
+            for rec in list(self._active.values()):
+                self._stop_job(rec, how)
+            await all_done
+        forced.cancel()
+
+    async def _deregister(self) -> None:
+        try:
+            await self.upkeep.deregister()
+        except RedisUnavailable:
+            log.warning("could not deregister worker=%s (redis unavailable)", self.id)
