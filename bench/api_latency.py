@@ -28,7 +28,7 @@ def fill(rows: int) -> None:
 
     from django.db import transaction
 
-    from jobsite.jobs import history
+    from jobsite.jobs import bulkwrite, history
 
     base = datetime(2026, 1, 1, tzinfo=UTC)
     batch = []
@@ -66,10 +66,10 @@ def fill(rows: int) -> None:
         )
         if len(batch) == 20_000:
             with transaction.atomic():
-                history.upsert(batch, history.ALL_BUT_ID)
+                bulkwrite.upsert(batch, history.ALL_BUT_ID)
             batch = []
     with transaction.atomic():
-        history.upsert(batch, history.ALL_BUT_ID)
+        bulkwrite.upsert(batch, history.ALL_BUT_ID)
 
 
 def timed(fn, runs: int = 20) -> dict[str, float]:  # type: ignore[no-untyped-def]

@@ -1,22 +1,13 @@
-"""Fast, idempotent writes of mirrored rows: executemany of guarded INSERTs.
-
-`INSERT ... ON CONFLICT (id) DO UPDATE ... WHERE last_event_id < excluded.last_event_id` makes
-"an older event changes nothing" a property of the statement itself (SQLite and PostgreSQL).
-"""
+"""The columns of a mirrored job row, from a job hash or from an event alone."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from django.db import connection
-from django.utils import timezone
 
 from engine.events import Event
-
-from .models import JobEvent, JobRecord
 
 TERMINAL = ("completed", "failed", "cancelled", "stalled", "dropped", "expired")
 TIMES = (
@@ -47,26 +38,31 @@ JOB_COLUMNS = (
     *TIMES,
     "last_event_id",
     "updated_at",
+    "search",
 )
-JSON_COLUMNS = frozenset(("args", "kwargs", "result", "errors"))
 # What an event alone (its job hash already expired) may change on a row.
-EVENT_COLUMNS = ("state", "attempt", "worker", "completed_at", "last_event_id", "updated_at")
-EVENT_INSERT = (
-    "queue",
-    "event_id",
-    "job_id",
-    "from_state",
-    "to_state",
-    "at",
-    "attempt",
-    "worker",
-    "error",
-    "progress",
-)
+BARE_COLUMNS = ("state", "attempt", "worker", "completed_at", "last_event_id", "updated_at")
 
 
 def _dt(ms: int | None) -> datetime | None:
     return None if not ms else datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+SEARCH_CHARS = 2000
+
+
+def search_text(job_id: str, task: str, args: str, kwargs: str, errors: Any) -> str:
+    """Return the lower-cased text that search matches: id, task, arguments, error messages.
+
+    `args` and `kwargs` are JSON text; `errors` the decoded list of error records. Tracebacks
+    are left out (they would swamp the index); the text is capped at SEARCH_CHARS.
+    """
+    said = [
+        f"{e.get('exception') or e.get('type', '')}: {e.get('message', '')}"
+        for e in (errors if isinstance(errors, list) else [])
+        if isinstance(e, dict)
+    ]
+    return " ".join([job_id, task, args, kwargs, *said])[:SEARCH_CHARS].lower()
 
 
 def _json_text(raw: str | None, default: str) -> str | None:
@@ -108,6 +104,11 @@ def values_from_hash(fields: dict[str, str], last_event_id: str) -> dict[str, An
     }
     for name in TIMES:
         row[name] = _dt(_int(f(f"{name}_ms")))
+    try:
+        errors = orjson.loads(row["errors"])
+    except orjson.JSONDecodeError:
+        errors = []
+    row["search"] = search_text(row["id"], row["task"], row["args"], row["kwargs"], errors)
     return row
 
 
@@ -133,73 +134,8 @@ def values_from_event(event: Event) -> dict[str, Any]:
         "submitted_at": at,
         "completed_at": at if event.to_state in TERMINAL else None,
         "last_event_id": event.key,
+        "search": event.job.lower(),
     }
-
-
-def _db_time(value: datetime | None) -> Any:
-    """Return a datetime as the database driver wants it (SQLite: naive UTC text)."""
-    if value is None or connection.vendor != "sqlite":
-        return value
-    return str(value.replace(tzinfo=None))
-
-
-def _prep(row: dict[str, Any], now: Any) -> tuple[Any, ...]:
-    return tuple(_db_time(row[c]) if c in TIMES else row.get(c, now) for c in JOB_COLUMNS)
-
-
-def upsert(rows: Sequence[dict[str, Any]], update: Iterable[str], guard: bool = True) -> None:
-    """Insert rows or update `update` columns of existing ones (newer events only when `guard`)."""
-    if not rows:
-        return
-    q = connection.ops.quote_name
-    table = q(JobRecord._meta.db_table)
-    columns = ", ".join(q(c) for c in JOB_COLUMNS)
-    sets = ", ".join(f"{q(c)} = excluded.{q(c)}" for c in update)
-    where = f" WHERE {table}.{q('last_event_id')} < excluded.{q('last_event_id')}" if guard else ""
-    now = _db_time(timezone.now())
-    prepped = [_prep(row, now) for row in rows]
-    tail = f" ON CONFLICT ({q('id')}) DO UPDATE SET {sets}{where}"
-    _insert_many(f"INSERT INTO {table} ({columns}) VALUES ", _placeholders(), prepped, tail)
-
-
-def _placeholders() -> str:
-    """Return the VALUES tuple of a job row; JSON columns take JSON text (cast on PostgreSQL)."""
-    cast = "::jsonb" if connection.vendor == "postgresql" else ""
-    return "(" + ", ".join(f"%s{cast}" if c in JSON_COLUMNS else "%s" for c in JOB_COLUMNS) + ")"
-
-
-def _insert_many(head: str, one: str, rows: list[tuple[Any, ...]], tail: str) -> None:
-    """Run one INSERT for many rows with executemany (SQLite runs it in C)."""
-    with connection.cursor() as cursor:
-        cursor.executemany(head + one + tail, rows)
-
-
-def insert_events(events: Sequence[Event]) -> None:
-    """Insert history rows; an event already stored is skipped."""
-    if not events:
-        return
-    q = connection.ops.quote_name
-    table = q(JobEvent._meta.db_table)
-    head = f"INSERT INTO {table} ({', '.join(q(c) for c in EVENT_INSERT)}) VALUES "
-    tail = f" ON CONFLICT ({q('queue')}, {q('event_id')}) DO NOTHING"
-    adapt = connection.ops.adapt_datetimefield_value
-    params = [
-        (
-            e.queue,
-            e.key,
-            e.job,
-            e.from_state,
-            e.to_state,
-            adapt(_dt(e.at_ms)),
-            e.attempt,
-            e.worker,
-            e.error,
-            e.progress,
-        )
-        for e in events
-        if e.job
-    ]
-    _insert_many(head, "(" + ", ".join(["%s"] * len(EVENT_INSERT)) + ")", params, tail)
 
 
 ALL_BUT_ID = [c for c in JOB_COLUMNS if c != "id"]

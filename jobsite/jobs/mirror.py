@@ -6,17 +6,21 @@ import asyncio
 import logging
 import socket
 from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.db import transaction
+from django.utils import timezone
 
 from engine.connection import connect
 from engine.events import Event, EventReader
 from engine.reconnect import run_periodic
 
-from . import history
+from . import bulkwrite, history
 from .conf import engine_settings
+from .retention import Horizon
 
 log = logging.getLogger("jobsite.mirror")
 
@@ -24,26 +28,44 @@ log = logging.getLogger("jobsite.mirror")
 def apply_batch(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> int:
     """Apply events in one transaction; an event older than a row's last one changes nothing.
 
-    Returns the number of job rows offered to the database.
+    Each job gets one row change (its newest event's); rows that retention would prune are
+    not written, nor their events, so a late or replayed event never resurrects them. New
+    events (not replays) are added to the per-minute counts. Returns the rows offered.
     """
     newest: dict[str, Event] = {}
     for event in events:
         if event.job and (event.job not in newest or event.key > newest[event.job].key):
             newest[event.job] = event
-    full = [history.values_from_hash(hashes[j], e.key) for j, e in newest.items() if j in hashes]
-    bare = [history.values_from_event(e) for j, e in newest.items() if j not in hashes]
+    horizon = Horizon.now()
+    full: list[dict[str, Any]] = []
+    bare: list[dict[str, Any]] = []
+    for job, event in newest.items():
+        if job in hashes:
+            row, rows = history.values_from_hash(hashes[job], event.key), full
+        else:
+            row, rows = history.values_from_event(event), bare
+        if horizon.keeps(row["state"], row["completed_at"], _at(event)):
+            rows.append(row)
+    kept = {row["id"] for row in full} | {row["id"] for row in bare}
     with transaction.atomic():
-        history.upsert(full, history.ALL_BUT_ID)
-        history.upsert(bare, history.EVENT_COLUMNS)
-        history.insert_events(events)
+        bulkwrite.upsert(full, history.ALL_BUT_ID)
+        bulkwrite.upsert(bare, history.BARE_COLUMNS)
+        new = bulkwrite.insert_events([e for e in events if e.job in kept])
+        bulkwrite.count_minutes(new)
     return len(full) + len(bare)
+
+
+def _at(event: Event) -> datetime:
+    return datetime.fromtimestamp(event.at_ms / 1000, tz=UTC)
 
 
 def resync_rows(hashes: dict[str, dict[str, str]]) -> int:
     """Upsert rows straight from job hashes (after the stream was trimmed past the mirror)."""
+    horizon = Horizon.now()
     rows = [history.values_from_hash(fields, "") for fields in hashes.values()]
+    rows = [r for r in rows if horizon.keeps(r["state"], r["completed_at"], timezone.now())]
     with transaction.atomic():
-        history.upsert(rows, history.RESYNC_COLUMNS, guard=False)
+        bulkwrite.upsert(rows, history.RESYNC_COLUMNS, guard=False)
     return len(rows)
 
 

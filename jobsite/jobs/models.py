@@ -44,6 +44,9 @@ class JobRecord(models.Model):
     # Stream id ("ms-seq", zero-padded so it sorts as text) of the last event applied.
     last_event_id = models.CharField(max_length=40, default="")
     updated_at = models.DateTimeField(auto_now=True)
+    # Lower-cased id, task, arguments and error messages (see history.search_text); on
+    # PostgreSQL a trigram index serves substring search (migration 0003).
+    search = models.TextField(blank=True, default="", editable=False)
 
     class Meta:
         verbose_name = "job"
@@ -75,7 +78,7 @@ class JobEvent(models.Model):
 
     queue = models.CharField(max_length=100)
     event_id = models.CharField(max_length=40)
-    job_id = models.CharField(max_length=128, db_index=True)
+    job_id = models.CharField(max_length=128)
     from_state = models.CharField(max_length=16)
     to_state = models.CharField(max_length=16)
     at = models.DateTimeField()
@@ -89,9 +92,34 @@ class JobEvent(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["queue", "event_id"], name="unique_event_per_queue"),
         ]
+        # One plain index (no LIKE twin): a job's history, in order.
+        indexes = [models.Index(fields=["job_id", "event_id"], name="jobsite_event_job")]
 
     def __str__(self) -> str:
         return f"{self.job_id}: {self.from_state} -> {self.to_state}"
+
+
+class MinuteCount(models.Model):
+    """How many jobs of a queue entered a state in one minute: the rollup charts read.
+
+    The mirror adds the events it inserts (never a replayed one), so counts stay exact under
+    at-least-once delivery; retention prunes old minutes with the history.
+    """
+
+    minute = models.DateTimeField()
+    queue = models.CharField(max_length=100)
+    state = models.CharField(max_length=16, choices=STATE_CHOICES)
+    count = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["minute", "queue", "state"], name="unique_minute_count"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.minute:%Y-%m-%d %H:%M} {self.queue} {self.state}: {self.count}"
 
 
 class WorkerRecord(models.Model):

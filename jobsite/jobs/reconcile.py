@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
+from django.utils import timezone
+
 from engine import Job as EngineJob
 from engine import task_ref
 
@@ -44,7 +46,9 @@ def reconcile(policy: str | None = None, chunk: int = 1000) -> dict[str, int]:
             _resubmit(missing)
             counts["resubmitted"] += len(missing)
         else:
-            JobRecord.objects.filter(id__in=[r.id for r in missing]).update(state=LOST)
+            JobRecord.objects.filter(id__in=[r.id for r in missing]).update(
+                state=LOST, completed_at=timezone.now()
+            )
             counts["lost"] += len(missing)
         log.warning("reconcile policy=%s missing=%d", policy, len(missing))
 
