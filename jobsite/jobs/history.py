@@ -112,6 +112,9 @@ def _int(raw: str | None, default: int = 0) -> int:
     return int(raw) if raw else default
 
 
+_TIME_FIELDS = [(name, f"{name}_ms") for name in TIMES]
+
+
 def values_from_hash(fields: dict[str, str], last_event_id: str) -> dict[str, Any]:
     """Return a row's column values from a job hash (JSON fields stay the hash's JSON text)."""
     f = fields.get
@@ -134,8 +137,9 @@ def values_from_hash(fields: dict[str, str], last_event_id: str) -> dict[str, An
         "last_event_id": last_event_id,
         "transitions": "[]",
     }
-    for name in TIMES:
-        row[name] = _dt(_int(f(f"{name}_ms")))
+    for name, field in _TIME_FIELDS:
+        ms = f(field)
+        row[name] = datetime.fromtimestamp(int(ms) / 1000, tz=UTC) if ms and ms != "0" else None
     return row
 
 

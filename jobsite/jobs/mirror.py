@@ -97,7 +97,7 @@ class Mirror:
     """Follow every queue's event stream as one consumer of the `mirror` group."""
 
     def __init__(
-        self, queues: Sequence[str], consumer: str | None = None, batch: int = 2000
+        self, queues: Sequence[str], consumer: str | None = None, batch: int = 5000
     ) -> None:
         self.settings = engine_settings()
         self.redis = connect(self.settings, blocking=True)
