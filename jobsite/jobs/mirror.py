@@ -51,7 +51,8 @@ def apply_batch(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> i
         for job, seen in by_job.items():
             last, kept = rows.get(job, ("", []))
             known = {t.get("id") for t in kept}
-            changes = [e for e in seen if e.from_state != e.to_state and e.key not in known]
+            fresh = {e.key: e for e in seen if e.from_state != e.to_state and e.key not in known}
+            changes = list(fresh.values())
             newest = max(seen, key=lambda e: e.key)
             if newest.key <= last and not changes:
                 continue  # a replay
