@@ -23,7 +23,16 @@ from .errors import (
     WrongState,
 )
 from .hooks import Hook, HookEvent
-from .job import TERMINAL_STATES, Job, JobState
+from .job import (
+    DEAD_STATES,
+    ENDED_STATES,
+    LIVE_STATES,
+    RETRYABLE_STATES,
+    TERMINAL_STATES,
+    Job,
+    JobState,
+    state_vocabulary,
+)
 from .keys import JOB_ID_PATTERN, QueueKeys, check_job_id, validate_queue_name
 from .limits import Deduplication
 from .metrics import Histogram, Metrics, QueueMetrics
@@ -34,7 +43,11 @@ from .task import Registry, Task, TaskOptions, collect_tasks, task, task_ref
 from .worker import Worker
 
 __all__ = [
+    "DEAD_STATES",
+    "ENDED_STATES",
     "JOB_ID_PATTERN",
+    "LIVE_STATES",
+    "RETRYABLE_STATES",
     "TERMINAL_STATES",
     "Client",
     "ConfigError",
@@ -76,6 +89,7 @@ __all__ = [
     "collect_tasks",
     "declared_repeatable",
     "redact_url",
+    "state_vocabulary",
     "sync_declared",
     "task",
     "task_ref",

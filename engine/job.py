@@ -26,6 +26,8 @@ class JobState(StrEnum):
     STALLED = "stalled"
     DROPPED = "dropped"
     EXPIRED = "expired"
+    # Never in Redis: the history's word for a live job that reconciliation found nowhere.
+    LOST = "lost"
 
     @property
     def is_terminal(self) -> bool:
@@ -33,6 +35,8 @@ class JobState(StrEnum):
         return self in TERMINAL_STATES
 
 
+# The one vocabulary of states: every surface (Django, templates, the dashboard's JS, which gets
+# it in each snapshot) derives its lists from these sets.
 TERMINAL_STATES: frozenset[JobState] = frozenset(
     {
         JobState.COMPLETED,
@@ -43,6 +47,32 @@ TERMINAL_STATES: frozenset[JobState] = frozenset(
         JobState.EXPIRED,
     }
 )
+# In Redis and not finished: what a cancel applies to.
+LIVE_STATES: frozenset[JobState] = frozenset(
+    {JobState.SCHEDULED, JobState.BLOCKED, JobState.SUBMITTED, JobState.STARTED}
+)
+# Finished, as the history sees it (retention counts from the end of these).
+ENDED_STATES: frozenset[JobState] = TERMINAL_STATES | {JobState.LOST}
+# Ended without success: "recent failures", error triage.
+DEAD_STATES: frozenset[JobState] = ENDED_STATES - {JobState.COMPLETED, JobState.CANCELLED}
+# What a retry (or a DLQ resubmit) applies to: ended in Redis, not completed.
+RETRYABLE_STATES: frozenset[JobState] = TERMINAL_STATES - {JobState.COMPLETED}
+
+
+def state_vocabulary() -> dict[str, list[str]]:
+    """Return every state and each named set, in the enum's order (for templates and JS)."""
+    sets = {
+        "terminal": TERMINAL_STATES,
+        "live": LIVE_STATES,
+        "ended": ENDED_STATES,
+        "dead": DEAD_STATES,
+        "cancellable": LIVE_STATES,
+        "retryable": RETRYABLE_STATES,
+    }
+    return {"states": [s.value for s in JobState]} | {
+        name: [s.value for s in JobState if s in members] for name, members in sets.items()
+    }
+
 
 # Per-call option overrides stored on the job hash when given; the worker prefers them.
 OPTION_FIELDS: tuple[str, ...] = (

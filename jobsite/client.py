@@ -17,7 +17,9 @@ from urllib.parse import quote
 
 import httpx
 
-TERMINAL = frozenset(("completed", "failed", "cancelled", "stalled", "dropped", "expired", "lost"))
+from engine import state_vocabulary
+
+TERMINAL = frozenset(state_vocabulary()["ended"])
 
 
 class ApiError(Exception):

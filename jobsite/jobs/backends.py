@@ -163,7 +163,7 @@ class JobsiteBackend(BaseTaskBackend):
                     )
                 }
                 | {
-                    "state": row.state if row.state in JobState else JobState.FAILED,
+                    "state": row.state,
                     "sent_at_ms": int(row.sent_at.timestamp() * 1000) if row.sent_at else None,
                 }
             )

@@ -7,9 +7,10 @@ from typing import Any
 
 import orjson
 
+from engine import TERMINAL_STATES
 from engine.events import Event
 
-TERMINAL = ("completed", "failed", "cancelled", "stalled", "dropped", "expired")
+TERMINAL = frozenset(s.value for s in TERMINAL_STATES)
 TIMES = (
     "sent_at",
     "submitted_at",

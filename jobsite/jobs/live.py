@@ -11,7 +11,7 @@ from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from . import services
-from .models import DEAD, STATE_CHOICES, JobRecord, MinuteCount, text_search
+from .models import DEAD, STATE_CHOICES, VOCABULARY, JobRecord, MinuteCount, text_search
 from .schemas import QUEUE
 
 STATES = frozenset(value for value, _ in STATE_CHOICES)
@@ -121,6 +121,7 @@ async def snapshot(chosen: Filter) -> dict[str, Any]:
     history = await database_sync_to_async(_history)(chosen)
     return {
         "filter": chosen.shown(),
+        "vocabulary": VOCABULARY,
         "queues": {q.name: q.counts for q in queues},
         "paused": {q.name: q.paused for q in queues},
         "workers": workers,

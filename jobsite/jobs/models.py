@@ -8,17 +8,17 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
-from engine import JobState
+from engine import state_vocabulary
 
-# "lost" exists only here: reconciliation found no trace of a live row's job in Redis.
-LOST = "lost"
-STATE_CHOICES = [(s.value, s.value) for s in JobState] + [(LOST, LOST)]
-TERMINAL = [s.value for s in JobState if s.is_terminal]
-# What each action applies to, derived from the engine's states (admin, API and dashboard alike).
-CANCELLABLE = [s.value for s in JobState if not s.is_terminal and s != JobState.UNSUBMITTED]
-RETRYABLE = [s for s in TERMINAL if s != JobState.COMPLETED]
+# Every list derives from the engine's one vocabulary (admin, API and dashboard alike).
+VOCABULARY = state_vocabulary()
+LOST = "lost"  # the history's own state: reconciliation found no trace of a live job in Redis
+STATE_CHOICES = [(s, s) for s in VOCABULARY["states"]]
+TERMINAL = VOCABULARY["terminal"]
+CANCELLABLE = VOCABULARY["cancellable"]
+RETRYABLE = VOCABULARY["retryable"]
 # Ended without success: what "recent failures" lists (and its partial index covers).
-DEAD = [s for s in RETRYABLE if s != JobState.CANCELLED] + [LOST]
+DEAD = VOCABULARY["dead"]
 
 
 class JobRecord(models.Model):

@@ -18,10 +18,10 @@ from django.utils import timezone
 from engine.errors import ConfigError
 
 from . import conf
-from .models import STATE_CHOICES, TERMINAL, JobRecord, JobSearch, MinuteCount
+from .models import STATE_CHOICES, VOCABULARY, JobRecord, JobSearch, MinuteCount
 
 log = logging.getLogger("jobsite.retention")
-ENDED = frozenset(TERMINAL) | {"lost"}
+ENDED = frozenset(VOCABULARY["ended"])
 
 
 def _days(value: object, name: str) -> float | None:

@@ -9,6 +9,7 @@ from django.middleware.csrf import get_token
 from django.shortcuts import render
 from django.urls import reverse
 
+from .models import VOCABULARY
 from .permissions import Perm, user_allows
 from .routing import WEBSOCKET_PATH
 
@@ -24,5 +25,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "socket": "/" + WEBSOCKET_PATH,
         "job_page": reverse("admin:jobsite_jobrecord_change", args=["JOB_ID"]),
         "may": {p.name.lower(): user_allows(request.user, p) for p in Perm},
+        "vocabulary": VOCABULARY,
     }
-    return render(request, "jobsite/dashboard.html", {"config": config})
+    context = {"config": config, "states": VOCABULARY["states"]}
+    return render(request, "jobsite/dashboard.html", context)

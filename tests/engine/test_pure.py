@@ -49,7 +49,7 @@ def test_backoff_cap_and_immediate() -> None:
 
 
 def test_terminal_states() -> None:
-    assert len(JobState) == 11  # ten states plus client-side unsubmitted
+    assert len(JobState) == 12  # ten states, client-side unsubmitted, history-only lost
     assert {s.value for s in TERMINAL_STATES} == {
         "completed",
         "failed",

@@ -42,7 +42,7 @@
     const ticked = new Set([...document.querySelectorAll("#search tbody input:checked")].map((i) => i.value));
     $("#search tbody").innerHTML = (data.jobs || []).map((j) => `<tr data-id="${esc(j.id)}"><td><input type="checkbox" value="${esc(j.id)}" ${ticked.has(j.id) ? "checked" : ""}></td><td><a href="${esc(jobPage(j.id))}"><small>${esc(j.id)}</small></a></td><td>${esc(j.task)}</td><td>${esc(j.queue)}</td>
       <td class="state-${esc(j.state)}">${esc(j.state)}</td><td>${j.attempt}</td>
-      <td>${may("cancel") && ["submitted", "scheduled", "blocked", "started"].includes(j.state) ? `<button data-job="${esc(j.id)}" data-action="cancel">cancel</button>` : ""}</td></tr>`).join("");
+      <td>${may("cancel") && (data.vocabulary || config.vocabulary).cancellable.includes(j.state) ? `<button data-job="${esc(j.id)}" data-action="cancel">cancel</button>` : ""}</td></tr>`).join("");
     chart(data.throughput || []);
   }
 
