@@ -1,0 +1,148 @@
+"""Time the mirror against the big history: draining a backlog, and lag at a steady rate.
+
+Drain: `jobs` demo jobs are enqueued and run by an in-process burst worker (the event stream
+capped high enough to keep every event), then a fresh `jobsite.jobs.mirror.Mirror` applies the
+whole backlog; events/s = events / drain time. Lag: `bench.mirror_lag.measure` (a feeder and a
+worker process, the mirror here) at `rate` jobs/s. WAL bytes come from pg_current_wal_lsn()
+(server-wide: other databases' writes in the same seconds count too).
+
+Rows the mirror wrote are deleted afterwards (and the per-minute counts put back), so the
+database keeps exactly the filled history for `--reuse`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import psycopg
+import redis
+
+from bench.history_fill import connect, console
+
+WAL_SQL = "SELECT pg_current_wal_lsn()::text"
+
+
+def wal_bytes(conn: psycopg.Connection, since: str) -> int:
+    """Return the WAL bytes written by the server since LSN `since`."""
+    row = conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)", [since])
+    return int(row.fetchone()[0])  # type: ignore[index]
+
+
+async def produce(redis_url: str, jobs: int) -> float:
+    """Enqueue `jobs` demo jobs and run them with a burst worker; return the seconds taken."""
+    from engine import Client, EngineSettings, Worker
+    from jobsite.demo_tasks import resize_image
+    from jobsite.jobs.registry import load_tasks
+
+    settings = EngineSettings.from_url(redis_url, events_maxlen=max(100_000, jobs * 4))
+    start = time.monotonic()
+    async with Client(settings) as client:
+        for first in range(0, jobs, 1000):
+            calls = [resize_image.call(n, 1) for n in range(first, min(first + 1000, jobs))]
+            await client.enqueue_many(calls)
+    worker = Worker(settings, load_tasks(["jobsite.demo_tasks"]), concurrency=500, burst=True)
+    await worker.run()
+    return time.monotonic() - start
+
+
+async def drain() -> tuple[int, float]:
+    """Apply every event in the streams with a fresh mirror; return (events, seconds)."""
+    from jobsite.jobs import conf
+    from jobsite.jobs.mirror import Mirror
+
+    mirror = Mirror(conf.queues(), consumer="bench-history")
+    start = time.monotonic()
+    try:
+        await mirror.start()
+        while await mirror.step(block_ms=200):
+            pass
+        return mirror.applied, time.monotonic() - start
+    finally:
+        await mirror.aclose()
+
+
+def drain_backlog(url: str, redis_url: str, jobs: int) -> dict[str, Any]:
+    """Make a backlog of `jobs` jobs' events, then time the mirror draining it."""
+    redis.Redis.from_url(redis_url).flushall()
+    console.print(f"mirror drain: producing the events of {jobs:,} jobs ...")
+    made_s = asyncio.run(produce(redis_url, jobs))
+    console.print(f"  produced in {made_s:.1f} s; draining into the history ...")
+    with connect(url) as conn:
+        lsn = conn.execute(WAL_SQL).fetchone()[0]  # type: ignore[index]
+        events, seconds = asyncio.run(drain())
+        wal = wal_bytes(conn, lsn)
+    return {
+        "jobs": jobs,
+        "events": events,
+        "seconds": round(seconds, 2),
+        "events_per_s": round(events / seconds) if seconds else 0,
+        "wal_bytes_per_1000": round(wal / events * 1000) if events else None,
+    }
+
+
+def lag_at_rate(url: str, redis_url: str, rate: int, seconds: float) -> dict[str, Any]:
+    """Run bench.mirror_lag.measure against this database."""
+    from bench.mirror_lag import measure
+    from jobsite.jobs import mirror as mirror_module
+
+    redis.Redis.from_url(redis_url).flushall()
+    console.print(f"mirror lag: {rate:,} jobs/s for {seconds:g} s ...")
+    with connect(url) as conn:
+        lsn = conn.execute(WAL_SQL).fetchone()[0]  # type: ignore[index]
+        result = asyncio.run(measure(mirror_module, redis_url, rate, seconds))
+        wal = wal_bytes(conn, lsn)
+    first = max(result["backlog_first_half"], default=0)
+    second = max(result["backlog_second_half"], default=0)
+    result["backlog_max_1st"], result["backlog_max_2nd"] = first, second
+    # Flat: the second half never holds much more than the first (two batches of slack).
+    result["backlog_flat"] = second <= max(first * 1.5, 4000)
+    events = int(result["events"]) or 1
+    result["wal_bytes_per_1000"] = round(wal / events * 1000)
+    return result
+
+
+def mark(url: str) -> dict[str, Any]:
+    """Remember where the filled history ends (to remove what the mirror adds)."""
+    with connect(url) as conn:
+        at, event_id = conn.execute(
+            "SELECT now(), coalesce(max(id), 0) FROM jobsite_jobevent"
+        ).fetchone()  # type: ignore[misc]
+        minutes = conn.execute(
+            "SELECT minute, queue, state, count FROM jobsite_minutecount"
+            " WHERE minute >= date_trunc('minute', %s::timestamptz)",
+            [at],
+        ).fetchall()
+    return {"at": at, "event_id": event_id, "minutes": minutes}
+
+
+def restore(url: str, marked: dict[str, Any]) -> None:
+    """Delete the rows the mirror wrote since `marked`; put the per-minute counts back."""
+    at = marked["at"]
+    with connect(url) as conn, conn.transaction():
+        jobs = conn.execute("DELETE FROM jobsite_jobrecord WHERE updated_at >= %s", [at])
+        events = conn.execute("DELETE FROM jobsite_jobevent WHERE id > %s", [marked["event_id"]])
+        conn.execute(
+            "DELETE FROM jobsite_minutecount WHERE minute >= date_trunc('minute', %s::timestamptz)",
+            [at],
+        )
+        with conn.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO jobsite_minutecount (minute, queue, state, count)"
+                " VALUES (%s, %s, %s, %s)",
+                marked["minutes"],
+            )
+    console.print(f"removed the mirror's {jobs.rowcount:,} jobs and {events.rowcount:,} events")
+
+
+def run(url: str, redis_url: str, drain_jobs: int, rate: int, seconds: float) -> dict[str, Any]:
+    """Drain a backlog and measure lag at `rate`; leave the history as it was."""
+    marked = mark(url)
+    try:
+        return {
+            "drain": drain_backlog(url, redis_url, drain_jobs),
+            "lag": lag_at_rate(url, redis_url, rate, seconds),
+        }
+    finally:
+        restore(url, marked)
