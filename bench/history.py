@@ -36,6 +36,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--reuse", action="store_true", help="skip the fill if the database holds --rows jobs"
     )
     p.add_argument("--skip-mirror", action="store_true", help="do not time the mirror")
+    p.add_argument("--skip-queries", action="store_true", help="do not time the queries")
     p.add_argument("--sqlite", metavar="PATH", help="fill and time an SQLite file instead")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="parallel statements")
     p.add_argument("--chunk", type=int, default=500_000, help="jobs per INSERT statement")
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             info = info or make_history(args)
             known_queues(server.url)
-            timings = history_time.run(report.print_timing)
+            timings = [] if args.skip_queries else history_time.run(report.print_timing)
             mirror = None
             if not args.skip_mirror:
                 from bench import history_mirror

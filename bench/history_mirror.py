@@ -13,7 +13,14 @@ database keeps exactly the filled history for `--reuse`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import re
+import shutil
+import subprocess
 import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -47,6 +54,83 @@ async def produce(redis_url: str, jobs: int) -> float:
     return time.monotonic() - start
 
 
+# Where the drain's time goes: these functions of jobsite.jobs are wrapped with timers.
+SPLIT = (
+    ("jobsite.jobs.mirror", "apply_batch"),
+    ("jobsite.jobs.bulkwrite", "upsert"),
+    ("jobsite.jobs.bulkwrite", "insert_events"),
+    ("jobsite.jobs.bulkwrite", "count_minutes"),
+)
+
+
+@contextlib.contextmanager
+def split_timers() -> Iterator[dict[str, float]]:
+    """Yield seconds spent per function of SPLIT while the block runs (missing ones skipped)."""
+    import importlib
+
+    spent: dict[str, float] = defaultdict(float)
+    patched: list[tuple[object, str, Callable[..., Any]]] = []
+
+    def timer(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] += time.perf_counter() - start
+
+        return timed
+
+    for module_name, attr in SPLIT:
+        module = importlib.import_module(module_name)
+        fn = getattr(module, attr, None)
+        if callable(fn):
+            patched.append((module, attr, fn))
+            setattr(module, attr, timer(attr, fn))
+    try:
+        yield spent
+    finally:
+        for module, attr, fn in patched:
+            setattr(module, attr, fn)
+
+
+def wal_kinds(conn: psycopg.Connection, start: str, end: str) -> str:
+    """Return the WAL between two LSNs by resource manager and its full-page-image share.
+
+    Needs pg_waldump and read access to pg_wal (a local server); else an empty string.
+    """
+    waldump = shutil.which("pg_waldump") or next(
+        iter(sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_waldump"), reverse=True)), None
+    )
+    wal_dir = Path(str(conn.execute("SHOW data_directory").fetchone()[0])) / "pg_wal"  # type: ignore[index]
+    if waldump is None or not wal_dir.is_dir():
+        return ""
+    # Segments before the last checkpoint's redo point may be recycled already: sample after it.
+    start = str(
+        conn.execute(
+            "SELECT greatest(redo_lsn, %s::pg_lsn)::text FROM pg_control_checkpoint()", [start]
+        ).fetchone()[0]  # type: ignore[index]
+    )
+    out = subprocess.run(
+        [str(waldump), "--stats", "-p", str(wal_dir), "-s", start, "-e", end],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    sizes: dict[str, tuple[int, int]] = {}
+    for line in out.splitlines():
+        m = re.match(r"(\w+)\s+\d+ \(\s*[\d.]+\)\s+(\d+) \(.*?\)\s+(\d+) \(.*?\)\s+(\d+)", line)
+        if m and m.group(1) != "Total":
+            sizes[m.group(1)] = (int(m.group(4)), int(m.group(3)))
+    if not sizes:
+        return ""
+    total = sum(c for c, _ in sizes.values())
+    fpi = sum(f for _, f in sizes.values())
+    top = sorted(sizes.items(), key=lambda kv: -kv[1][0])[:4]
+    kinds = ", ".join(f"{k} {c / total:.0%}" for k, (c, _) in top)
+    return f"{kinds}; full-page images {fpi / total:.0%}; last {total / 2**20:,.0f} MiB sampled"
+
+
 async def drain() -> tuple[int, float]:
     """Apply every event in the streams with a fresh mirror; return (events, seconds)."""
     from jobsite.jobs import conf
@@ -71,14 +155,23 @@ def drain_backlog(url: str, redis_url: str, jobs: int) -> dict[str, Any]:
     console.print(f"  produced in {made_s:.1f} s; draining into the history ...")
     with connect(url) as conn:
         lsn = conn.execute(WAL_SQL).fetchone()[0]  # type: ignore[index]
-        events, seconds = asyncio.run(drain())
+        with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
+            conn.execute("CHECKPOINT")  # every drain starts right after a checkpoint
+        with split_timers() as spent:
+            events, seconds = asyncio.run(drain())
         wal = wal_bytes(conn, lsn)
+        try:
+            kinds = wal_kinds(conn, lsn, conn.execute(WAL_SQL).fetchone()[0])  # type: ignore[index]
+        except psycopg.Error as exc:
+            kinds = f"no breakdown: {exc}"
     return {
         "jobs": jobs,
         "events": events,
         "seconds": round(seconds, 2),
         "events_per_s": round(events / seconds) if seconds else 0,
         "wal_bytes_per_1000": round(wal / events * 1000) if events else None,
+        "wal_kinds": kinds,
+        "split_s": {k: round(v, 2) for k, v in spent.items()},
     }
 
 

@@ -59,10 +59,21 @@ def mirror_rows(mirror: dict[str, Any]) -> list[Row]:
             _ok(d["events_per_s"] >= DRAIN_TARGET),
         ),
         (
+            "drain time by step",
+            ", ".join(f"{k} {v:g} s" for k, v in d.get("split_s", {}).items())
+            + " (apply_batch holds the three writes and the commit; the rest is Redis and"
+            " Python)",
+            "(reported)",
+            "",
+        ),
+        (
             "WAL written during the drain",
-            f"{d['wal_bytes_per_1000'] / 1024:,.0f} KiB per 1,000 events"
-            if d["wal_bytes_per_1000"] is not None
-            else "n/a",
+            (
+                f"{d['wal_bytes_per_1000'] / 1024:,.0f} KiB per 1,000 events"
+                if d["wal_bytes_per_1000"] is not None
+                else "n/a"
+            )
+            + (f" ({d['wal_kinds']})" if d.get("wal_kinds") else ""),
             "(reported)",
             "",
         ),
