@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import time
 from dataclasses import dataclass, field
 
 from .errors import ConfigError
@@ -69,6 +71,18 @@ def check_job_id(job_id: str) -> str:
             f"got {job_id!r}"
         )
     return job_id
+
+
+def new_job_id() -> str:
+    """Return a fresh job id that sorts by creation time: a UUIDv7 (RFC 9562) in 32 hex digits.
+
+    Time-ordered ids put the history's new rows and index entries on the same few hot pages
+    instead of a random page each.
+    """
+    value = (time.time_ns() // 1_000_000 & (1 << 48) - 1) << 80 | int.from_bytes(os.urandom(10))
+    value = value & ~(0xF << 76) | 0x7 << 76  # version 7
+    value = value & ~(0x3 << 62) | 0x2 << 62  # variant 10
+    return f"{value:032x}"
 
 
 def queues_key(prefix: str) -> str:

@@ -7,7 +7,6 @@ import functools
 import inspect
 import math
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,7 +17,7 @@ from . import serializer
 from .backoff import Backoff, validate_backoff
 from .errors import ConfigError, InvalidArguments, PayloadTooLarge, UnknownTask
 from .job import OPTION_FIELDS, Job, JobState
-from .keys import check_job_id, validate_queue_name
+from .keys import check_job_id, new_job_id, validate_queue_name
 from .limits import Deduplication, FromArgs, check_limit, from_args, rate_interval_ms
 
 DeadLetterPolicy = Literal["save", "none"]
@@ -232,7 +231,7 @@ class Task:
         self.bind_check(args, kwargs)
         opts = self.options
         job = Job(
-            id=self.schedule.job_id or uuid.uuid4().hex,
+            id=self.schedule.job_id or new_job_id(),
             task=self.name,
             version=self.version,
             queue=self.options.queue,

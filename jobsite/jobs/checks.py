@@ -11,6 +11,7 @@ from django.core.checks import CheckMessage, Error, Warning, register
 from engine import ConfigError, RedisUnavailable, redact_url, validate_queue_name
 
 from . import conf, schedules
+from .retention import Horizon
 
 TAG = "jobsite"
 # The check that talks to Redis also has a tag of its own, to run (or skip) it alone.
@@ -54,6 +55,10 @@ def check_engine(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
             validate_queue_name(queue)
         except ConfigError as exc:
             found.append(Error(f"JOBSITE['QUEUES']: {exc}", id="jobsite.E004"))
+    try:
+        Horizon.now()
+    except ConfigError as exc:
+        found.append(Error(str(exc), id="jobsite.E008"))
     return found
 
 

@@ -6,13 +6,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from channels.db import database_sync_to_async
-from django.db.models import Count, Min, Q
-from django.db.models.functions import TruncMinute
+from django.db.models import Min, Q, Sum
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from . import services
-from .models import STATE_CHOICES, JobEvent, JobRecord, text_search
+from .models import STATE_CHOICES, JobRecord, MinuteCount, text_search
 from .schemas import QUEUE
 
 STATES = frozenset(value for value, _ in STATE_CHOICES)
@@ -61,15 +60,14 @@ class Message(BaseModel):
 
 
 def throughput(minutes: int) -> list[dict[str, Any]]:
-    """Return completed and failed jobs per minute over the last `minutes`."""
-    since = timezone.now() - timedelta(minutes=minutes)
+    """Return completed and failed jobs per minute over the last `minutes` (from the rollup)."""
+    since = (timezone.now() - timedelta(minutes=minutes)).replace(second=0, microsecond=0)
     return list(
-        JobEvent.objects.filter(at__gte=since, to_state__in=["completed", "failed"])
-        .annotate(minute=TruncMinute("at"))
+        MinuteCount.objects.filter(minute__gte=since, state__in=["completed", "failed"])
         .values("minute")
         .annotate(
-            completed=Count("id", filter=Q(to_state="completed")),
-            failed=Count("id", filter=Q(to_state="failed")),
+            completed=Sum("count", filter=Q(state="completed"), default=0),
+            failed=Sum("count", filter=Q(state="failed"), default=0),
         )
         .order_by("minute")
     )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
+import uuid
 
 import pytest
 
@@ -154,6 +156,18 @@ def test_task_options_are_validated() -> None:
         task(lambda: None, queue="bad:name")
     with pytest.raises(ConfigError, match="unknown task options"):
         task(lambda: None).using(colour="red")
+
+
+def test_new_job_ids_are_uuid7_in_creation_order() -> None:
+    made = []
+    for _ in range(5):
+        made.append(task(lambda: None).call().id)
+        time.sleep(0.002)
+    assert made == sorted(made) and len(set(made)) == 5
+    parsed = uuid.UUID(made[0])
+    assert parsed.version == 7 and parsed.variant == uuid.RFC_4122
+    assert abs(int(made[0][:12], 16) - time.time() * 1000) < 60_000
+    assert all(check_job_id(i) == i for i in made)
 
 
 @pytest.mark.parametrize(

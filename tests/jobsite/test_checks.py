@@ -81,6 +81,9 @@ def test_the_project_settings_pass() -> None:
             ["jobsite.W002"],
         ),
         ({"CHANNEL_LAYERS": {}}, ["jobsite.E007"]),
+        ({"JOBSITE": engine(JOB_RETENTION_DAYS=-1)}, ["jobsite.E008"]),
+        ({"JOBSITE": engine(JOB_RETENTION_DAYS_BY_STATE={"done": 5})}, ["jobsite.E008"]),
+        ({"JOBSITE": engine(JOB_RETENTION_DAYS_BY_STATE={"failed": "a"})}, ["jobsite.E008"]),
         ({"JOBSITE": engine(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")}, ["jobsite.W003"]),
     ],
 )

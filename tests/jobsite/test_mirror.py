@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import time
 import asyncio
+import time
 
 import pytest
 import redis
@@ -127,7 +127,15 @@ def test_poison_payloads_are_mirrored_as_text(engine: EngineSettings) -> None:
                 "kwargs": "{",
             },
         )
-        r.xadd(keys.events, {"job": "poison", "from": "unsubmitted", "to": "submitted", "at": str(int(time.time() * 1000))})
+        r.xadd(
+            keys.events,
+            {
+                "job": "poison",
+                "from": "unsubmitted",
+                "to": "submitted",
+                "at": str(int(time.time() * 1000)),
+            },
+        )
     async_to_sync(mirror_all)()
     row = JobRecord.objects.get(id="poison")
     assert isinstance(row.args, str) and row.args.startswith('["') and row.kwargs == "{"

@@ -20,11 +20,12 @@ from ...isolation import isolation
 from ...mirror import Mirror
 from ...reconcile import reconcile, sync_queues, sync_workers
 from ...registry import load_tasks
+from ...retention import prune
 from ...services import relay_once
 from ...signals import WORKER_HOOKS
 
 log = logging.getLogger("jobsite.runworker")
-LOOPS = ("worker", "mirror", "relay", "reconcile")
+LOOPS = ("worker", "mirror", "relay", "reconcile", "retention")
 # Database failures that pass (a dropped connection, a locked SQLite file): retried like Redis'.
 DB_TRANSIENT: tuple[type[BaseException], ...] = (OperationalError, InterfaceError)
 
@@ -118,6 +119,10 @@ class Command(BaseCommand):
             background["reconcile"] = asyncio.create_task(
                 run_periodic("reconcile", step, stopping, DB_TRANSIENT)
             )
+        if "retention" in loops:
+            background["retention"] = asyncio.create_task(
+                run_periodic("retention", self._prune, stopping, DB_TRANSIENT)
+            )
         return background
 
     @staticmethod
@@ -151,6 +156,13 @@ class Command(BaseCommand):
     async def _relay() -> float:
         await sync_to_async(relay_once, thread_sensitive=True)()
         return 1.0
+
+    @staticmethod
+    async def _prune() -> float:
+        """Prune the history in bounded batches: soon again while there is more, else in 60 s."""
+        batch, batches = 2000, 10
+        deleted = await sync_to_async(prune, thread_sensitive=True)(batch, batches)
+        return 1.0 if deleted >= batch * batches else 60.0
 
     @staticmethod
     def _reconcile(interval_s: float) -> Any:

@@ -1,0 +1,203 @@
+"""The history at scale: text search, per-minute counts, retention, and the indexes it relies on."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+import redis
+from asgiref.sync import async_to_sync
+from django.contrib.auth.models import User
+from django.db import connection
+from django.db.models import Sum
+from django.test import Client as WebClient
+from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from engine import Client, EngineSettings, QueueKeys
+from engine.events import Event, sortable_id
+from jobsite.jobs import bulkwrite, history, live
+from jobsite.jobs.mirror import apply_batch
+from jobsite.jobs.models import JobEvent, JobRecord, MinuteCount, text_search
+from jobsite.jobs.permissions import VIEWERS
+from jobsite.jobs.retention import prune
+from tests.engine import tasks as t
+
+from .conftest import make_token, mirror_all, run_worker, staff_user
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def run_and_mirror(engine: EngineSettings, jobs: list[Any]) -> list[str]:
+    async def go() -> list[str]:
+        async with Client(engine) as client:
+            ids = [job.id for job in await client.enqueue_many(jobs)]
+        await run_worker(engine)
+        await mirror_all()
+        return ids
+
+    return async_to_sync(go)()
+
+
+def stream_events(engine: EngineSettings) -> list[Event]:
+    """Return every event of the default queue's stream, as the mirror reads them."""
+    keys = QueueKeys(engine.prefix, "default")
+    with redis.Redis.from_url(engine.redis_url, decode_responses=True) as r:
+        return [Event.from_entry("default", i, f) for i, f in r.xrange(keys.events)]
+
+
+def test_search_finds_arguments_and_error_messages_in_any_case(engine: EngineSettings) -> None:
+    t.FAIL_ONCE.clear()
+    ok, failed = run_and_mirror(
+        engine, [t.add.call(40, 2), t.fails_first_time.call("Order-Quince-77")]
+    )
+    rows = JobRecord.objects.all()
+    assert set(text_search(rows, "order-quince").values_list("id", flat=True)) == {failed}
+    found = text_search(rows, "FIRST TIME").values_list("id", flat=True)
+    assert list(found) == [failed]  # the error message, not the arguments
+    assert list(text_search(rows, ok[-12:].upper()).values_list("id", flat=True)) == [ok]
+    assert not text_search(rows, "zzqx-no-such-thing").exists()
+    assert list(text_search(rows, "ad").values_list("id", flat=True)) == []  # short: whole words
+    assert list(text_search(rows, "add").values_list("id", flat=True)) == [ok]
+
+
+def per_state() -> dict[str, int]:
+    return dict(MinuteCount.objects.values_list("state").order_by().annotate(Sum("count")))
+
+
+def test_minute_counts_count_each_event_once_across_replays(engine: EngineSettings) -> None:
+    run_and_mirror(engine, [t.add.call(i, i) for i in range(5)])
+    events = stream_events(engine)
+    counted = per_state()
+    assert counted["completed"] == 5 and counted["submitted"] == 5
+    apply_batch(events, {})  # a replay, as after a crash before the ack
+    again = per_state()
+    assert again == counted
+    assert sum(p["completed"] for p in live.throughput(60)) == 5
+
+
+def test_retention_prunes_ended_jobs_per_state_and_keeps_the_rest(
+    engine: EngineSettings,
+) -> None:
+    t.FAIL_ONCE.clear()
+    ok, failed = run_and_mirror(engine, [t.add.call(1, 1), t.fails_first_time.call("x")])
+    async_to_sync(_enqueue_waiting)(engine)
+    later = timezone.now() + timedelta(days=31)
+    with override_settings(JOBSITE={**_jobsite(), "JOB_RETENTION_DAYS_BY_STATE": {"failed": 90}}):
+        assert prune(at=later) == 1
+    assert not JobRecord.objects.filter(id=ok).exists()
+    assert not JobEvent.objects.filter(job_id=ok).exists()
+    assert JobRecord.objects.filter(id=failed).exists()  # failures are kept 90 days
+    assert JobRecord.objects.filter(state="submitted").count() == 1  # live rows stay
+    forever = {"JOB_RETENTION_DAYS": None, "JOB_RETENTION_DAYS_BY_STATE": {}}
+    with override_settings(JOBSITE={**_jobsite(), **forever}):
+        assert prune(at=later + timedelta(days=365)) == 0
+
+
+async def _enqueue_waiting(engine: EngineSettings) -> None:
+    async with Client(engine) as client:
+        await client.enqueue(t.add, 2, 2)
+    await mirror_all()
+
+
+def _jobsite() -> dict[str, Any]:
+    from django.conf import settings
+
+    return dict(settings.JOBSITE)
+
+
+def test_replayed_events_never_bring_a_pruned_job_back(engine: EngineSettings) -> None:
+    tiny_days = 0.5 / 86_400  # half a second
+    with override_settings(JOBSITE={**_jobsite(), "JOB_RETENTION_DAYS": tiny_days}):
+        (done,) = run_and_mirror(engine, [t.add.call(3, 4)])
+        assert JobRecord.objects.filter(id=done).exists()
+        time.sleep(0.6)
+        assert prune() == 1
+        events = stream_events(engine)
+        keys = QueueKeys(engine.prefix, "default")
+        with redis.Redis.from_url(engine.redis_url, decode_responses=True) as r:
+            hashes = {done: r.hgetall(keys.job(done))}
+        apply_batch(events, hashes)  # every event again, with the job hash still in Redis
+        apply_batch([e for e in events if e.to_state != "completed"], {})  # live ones alone
+    assert not JobRecord.objects.filter(id=done).exists()
+    assert not JobEvent.objects.filter(job_id=done).exists()
+
+
+def _fill(n: int) -> None:
+    """Write n mirrored rows (a mix of states, queues and tasks) with three events each."""
+    now_ms = int(time.time() * 1000)
+    rows, events = [], []
+    states = ["completed", "failed", "submitted", "started", "cancelled"]
+    for i in range(n):
+        job = f"{now_ms + i:012x}{i:020x}"
+        state = states[i % len(states)]
+        fields = {
+            "id": job,
+            "queue": f"q{i % 3}",
+            "task": f"task{i % 7}",
+            "state": state,
+            "args": f'[{i}, "user-{i}"]',
+            "submitted_at_ms": str(now_ms - i * 1000),
+            "completed_at_ms": str(now_ms - i * 500) if state in history.TERMINAL else "",
+        }
+        rows.append(history.values_from_hash(fields, sortable_id(f"{now_ms}-{i}")))
+        entry = {"job": job, "to": state, "at": str(now_ms)}
+        events.append(Event.from_entry(f"q{i % 3}", f"{now_ms}-{i}", entry))
+    bulkwrite.upsert(rows, history.ALL_BUT_ID)
+    bulkwrite.count_minutes(bulkwrite.insert_events(events))
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_every_hot_query_uses_an_index_on_postgresql(engine: EngineSettings) -> None:
+    """Run the API, dashboard, admin and retention queries; EXPLAIN each with seq scans off."""
+    _fill(3000)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    admin: User = User.objects.create_superuser("root", password="x")
+    web, api = WebClient(), {"HTTP_AUTHORIZATION": f"Bearer {make_token(staff_user('v', VIEWERS))}"}
+    web.force_login(admin)
+    since = (timezone.now() - timedelta(hours=1)).isoformat()
+    with CaptureQueriesContext(connection) as seen:
+        for query in (
+            "",
+            "state=failed",
+            "queue=q1",
+            "task=task3",
+            f"since={quote(since)}",
+            "q=zzqx-none",
+        ):
+            assert web.get(f"/api/v1/jobs?{query}", **api).status_code == 200
+        assert web.get("/api/v1/stats?minutes=1440", **api).status_code == 200
+        for query in ("", "state__exact=failed", "queue=q2", "task=task1", "q=user-12"):
+            assert web.get(f"/admin/jobsite/jobrecord/?{query}").status_code == 200
+        live._history(live.Filter(state="failed"))
+        live._history(live.Filter(q="user-5"))
+        prune(at=timezone.now() + timedelta(days=400))
+    tables = ("jobsite_jobrecord", "jobsite_jobevent", "jobsite_minutecount")
+    hot = [q["sql"] for q in seen.captured_queries if q["sql"].startswith("SELECT")]
+    hot = [sql for sql in hot if any(table in sql for table in tables)]
+    assert len(hot) > 15
+    plans = {}
+    with connection.cursor() as cursor:
+        cursor.execute("SET enable_seqscan = off")
+        for sql in hot:
+            cursor.execute("EXPLAIN " + sql)
+            plans[sql] = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute("RESET enable_seqscan")
+    scans = {sql: plan for sql, plan in plans.items() if "Seq Scan on jobsite_" in plan}
+    assert not scans, scans
+    # A search matching nothing must not walk the table: only the trigram index can answer it
+    # without reading every row. (A common word may rightly walk the date index instead.)
+    rare = [sql for sql in hot if "zzqx-none" in sql]
+    with connection.cursor() as cursor:
+        cursor.execute("SET enable_seqscan = off; SET enable_indexscan = off")
+        for sql in rare:
+            cursor.execute("EXPLAIN " + sql)
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+            assert "Bitmap Index Scan on jobsite_job_search_trgm" in plan, plan
+        cursor.execute("RESET enable_seqscan; RESET enable_indexscan")
+    assert rare
