@@ -29,7 +29,9 @@ from bench.history_fill import console, gib  # noqa: E402
 def parse(argv: list[str]) -> argparse.Namespace:
     """Return the command line options."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--rows", type=int, default=10_000_000, help="jobs in the history")
+    p.add_argument(
+        "--rows", type=int, help="jobs in the history (default 10,000,000; SQLite 1,000,000)"
+    )
     p.add_argument("--database-url", default=fill.DEFAULT_URL)
     p.add_argument("--keep", action="store_true", help="keep the database afterwards")
     p.add_argument(
@@ -44,7 +46,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--rate", type=int, default=5000, help="jobs/s of the mirror lag run")
     p.add_argument("--seconds", type=float, default=20, help="length of the mirror lag run")
     p.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.rows is None:
+        args.rows = 1_000_000 if args.sqlite else 10_000_000
+    return args
 
 
 def setup_django(db_url: str, redis_url: str) -> None:

@@ -128,15 +128,22 @@ def show(table_rows: list[Row], timings: list[Timing]) -> None:
     console.print(table)
 
 
-def write(info: dict[str, Any], table_rows: list[Row], command: str, pg: str, db: str) -> None:
-    """Write the "history" section of docs/benchmarks.md."""
+def write(
+    info: dict[str, Any],
+    table_rows: list[Row],
+    command: str,
+    version: str,
+    db: str,
+    section: str = "history",
+) -> None:
+    """Write section `section` of docs/benchmarks.md."""
     from bench.history import machine
     from bench.report import put_section
 
     lines = [
         f"## The history at {info['rows']:,} jobs ({db})",
         "",
-        f"`{command}`, {time.strftime('%Y-%m-%d %H:%M')}. Machine: {machine()}; {db} {pg}.",
+        f"`{command}`, {time.strftime('%Y-%m-%d %H:%M')}. Machine: {machine()}; {db} {version}.",
         "",
         f"History: {info['rows']:,} jobs and {info['events']:,} events over the last 30 days"
         " (92 % completed, 4 % failed with a ~1.6 kB traceback, the rest cancelled, expired,"
@@ -155,8 +162,8 @@ def write(info: dict[str, Any], table_rows: list[Row], command: str, pg: str, db
         "|---|---|---|---|",
         *(f"| {' | '.join(r)} |" for r in table_rows),
     ]
-    put_section(ROOT / "docs/benchmarks.md", "history", "\n".join(lines))
-    console.print("wrote the history section of docs/benchmarks.md")
+    put_section(ROOT / "docs/benchmarks.md", section, "\n".join(lines))
+    console.print(f"wrote the {section} section of docs/benchmarks.md")
 
 
 def save_explains(timings: list[Timing]) -> None:

@@ -83,11 +83,13 @@ def explain(queries: list[dict[str, Any]], top: int = 2) -> str:
     """Return EXPLAIN ANALYZE of the `top` slowest of `queries`."""
     from django.db import connection
 
+    postgres = connection.vendor == "postgresql"
     parts = []
     with connection.cursor() as cursor:
         for query in queries[:top]:
-            cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + query["sql"])
-            plan = "\n".join(row[0] for row in cursor.fetchall())
+            head = "EXPLAIN (ANALYZE, BUFFERS) " if postgres else "EXPLAIN QUERY PLAN "
+            cursor.execute(head + query["sql"])
+            plan = "\n".join(str(row[-1] if not postgres else row[0]) for row in cursor.fetchall())
             parts.append(f"-- {float(query['time']) * 1000:.1f} ms\n{query['sql']}\n\n{plan}")
     return "\n\n".join(parts)
 
