@@ -137,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             info = info or make_history(args)
             known_queues(server.url)
+            load = os.getloadavg()[0]
             timings = [] if args.skip_queries else history_time.run(report.print_timing)
             mirror = None
             if not args.skip_mirror:
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                 mirror = history_mirror.run(
                     args.database_url, server.url, args.drain_jobs, args.rate, args.seconds
                 )
-            rows = report.rows(info, timings, mirror)
+            rows = report.rows(info, timings, mirror, load)
             report.show(rows, timings)
             if not args.no_docs:
                 report.write(info, rows, command, pg_version(args.database_url), "PostgreSQL")

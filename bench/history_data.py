@@ -3,9 +3,9 @@
 One statement per chunk of job numbers `n` in [a, b) makes both the job rows and their events
 on the server (`generate_series`, a materialized CTE, then a data-modifying CTE per table), so
 nothing crosses the wire but the statement. Job `n` is submitted at about
-`start_ms + n * step_ms`: ids sort by time (12 hex digits of the submit time in ms, then 20
-pseudo-random hex digits, like a UUIDv7 without dashes), and the newest `live` jobs are still
-live (submitted, started, scheduled).
+`start_ms + n * step_ms`: ids sort by time (UUIDv7s in 32 hex digits as
+engine.keys.new_job_id makes them: 12 hex digits of the submit time in ms, version 7,
+pseudo-random bits), and the newest `live` jobs are still live (submitted, started, scheduled).
 """
 
 from __future__ import annotations
@@ -126,7 +126,8 @@ _STATE = """CASE
 _JOBS = f"""
 j0 AS (
   SELECT s.*,
-    lpad(to_hex(sub_ms), 12, '0') || substr(md5(n::text), 1, 20) AS id,
+    lpad(to_hex(sub_ms), 12, '0') || '7' || substr(md5(n::text), 1, 3)
+      || substr('89ab', mod(n, 4)::int + 1, 1) || substr(md5(n::text), 4, 15) AS id,
     (%(tasks)s::text[])[t + 1] AS task,
     (%(queues)s::text[])[mod(t, 5) + 1] AS queue,
     {_STATE} AS state,

@@ -3,6 +3,7 @@ and the EXPLAIN ANALYZE of every query that missed its target (under var/bench-h
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -94,8 +95,10 @@ def mirror_rows(mirror: dict[str, Any]) -> list[Row]:
     ]
 
 
-def rows(info: dict[str, Any], timings: list[Timing], mirror: dict[str, Any] | None) -> list[Row]:
-    """Return every row of the results table."""
+def rows(
+    info: dict[str, Any], timings: list[Timing], mirror: dict[str, Any] | None, load: float
+) -> list[Row]:
+    """Return every row of the results table (`load`: the 1-minute load average at the start)."""
     phases = ", ".join(f"{k} {v:g} s" for k, v in info["phases_s"].items())
     out: list[Row] = [
         (
@@ -111,6 +114,8 @@ def rows(info: dict[str, Any], timings: list[Timing], mirror: dict[str, Any] | N
             "",
         ),
     ]
+    cores = os.cpu_count() or 1
+    out.append(("machine load when the timing began", f"{load:.2f} on {cores} cores", "", ""))
     out += [timing_row(t) for t in timings]
     if mirror is not None:
         out += mirror_rows(mirror)

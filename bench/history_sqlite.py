@@ -10,6 +10,7 @@ tables and stay). No mirror runs here. Writes the "history-sqlite" section.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import sqlite3
@@ -105,7 +106,8 @@ def job(n: int, rows: int, start_ms: int, rng: random.Random) -> tuple[tuple[Any
     state = _state(n, rng.random(), rows - max(3, int(rows * data.LIVE_FRACTION)))
     t = int(40 * rng.random() ** 2)
     task, queue = data.TASKS[t], data.QUEUES[t % 5]
-    job_id = f"{sub:012x}{rng.getrandbits(80):020x}"
+    bits = rng.getrandbits(72)
+    job_id = f"{sub:012x}7{bits >> 60:03x}{'89ab'[n % 4]}{bits & (1 << 60) - 1:015x}"
     args = f'[{n % 100000},"user-{rng.randrange(10000)}",{{"sku":"SKU-{n * 7 % 1000000:06d}"}}]'
     source, priority = ("api", "web", "cron", "import")[n % 4], ("normal", "high")[n % 2]
     kwargs = f'{{"source":"{source}","priority":"{priority}"}}'
@@ -299,8 +301,9 @@ def main(args: argparse.Namespace, command: str) -> int:
                 console.print(f"filled {info['events']:,} events; {info}")
             assert info is not None
             known_queues(server.url)
+            load = os.getloadavg()[0]
             timings = [] if args.skip_queries else history_time.run(report.print_timing)
-            rows = report.rows(info, timings, None)
+            rows = report.rows(info, timings, None, load)
             report.show(rows, timings)
             if not args.no_docs:
                 report.write(
