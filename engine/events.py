@@ -35,11 +35,8 @@ class Event:
     error: str
     progress: float | None = None
     message: str = ""
-
-    @property
-    def key(self) -> str:
-        """Return the sortable form of the stream id."""
-        return sortable_id(self.id)
+    # The sortable form of the stream id (see sortable_id); made once, compared often.
+    key: str = ""
 
     @classmethod
     def from_entry(cls, queue: str, entry_id: str, f: dict[str, str]) -> Event:
@@ -57,6 +54,7 @@ class Event:
             f.get("error", ""),
             float(progress) if progress else None,
             f.get("message", ""),
+            sortable_id(entry_id),
         )
 
 

@@ -19,15 +19,18 @@ READ_BACK = """
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import User
 from jobsite.jobs.models import (
-    ApiToken, JobEvent, JobRecord, OutboxEntry, QueueRecord, WorkerRecord
+    ApiToken, JobRecord, JobSearch, MinuteCount, OutboxEntry, QueueRecord, WorkerRecord
 )
+from jobsite.jobs.models import text_search
 from jobsite.jobs.permissions import Perm, user_allows
 import json
 user = User.objects.get(username="olduser")
 entry = LogEntry.objects.get()
 print(json.dumps({
     "job": [JobRecord.objects.get(id="old-1").result, JobRecord.objects.count()],
-    "events": JobEvent.objects.filter(job_id="old-1").count(),
+    "events": [(t["from"], t["to"]) for t in JobRecord.objects.get(id="old-1").transitions],
+    "found": list(text_search(JobRecord.objects.all(), "add").values_list("id", flat=True)),
+    "minutes": sum(MinuteCount.objects.values_list("count", flat=True)),
     "queue_paused": QueueRecord.objects.get(name="default").paused,
     "workers": list(WorkerRecord.objects.values_list("id", flat=True)),
     "outbox": OutboxEntry.objects.count(),
@@ -57,14 +60,17 @@ def test_a_database_from_the_old_label_keeps_every_row(tmp_path: Path) -> None:
         stale = connection.execute("SELECT count(*) FROM django_migrations WHERE app='jobs'")
         assert stale.fetchone()[0] == 0
     assert not {t for t in tables if t.startswith("jobs_")}
-    assert {"jobsite_jobrecord", "jobsite_jobevent", "jobsite_apitoken"} <= tables
+    assert {"jobsite_jobrecord", "jobsite_jobsearch", "jobsite_apitoken"} <= tables
+    assert "jobsite_jobevent" not in tables  # its rows moved into the jobs' transitions
     assert "jobs" not in labels and "jobsite" in labels
     assert "jobsite_job_queue_f7bde4_idx" in indexes  # named indexes carry this state's names
     read = manage(env, "shell", "-c", READ_BACK)
     assert read.returncode == 0, read.stderr
     assert json.loads(read.stdout.strip().splitlines()[-1]) == {
         "job": [3, 1],
-        "events": 1,
+        "events": [["submitted", "completed"]],
+        "found": ["old-1"],
+        "minutes": 1,
         "queue_paused": True,
         "workers": ["w1"],
         "outbox": 1,

@@ -26,8 +26,8 @@ from .models import (
     RETRYABLE,
     TERMINAL,
     ApiToken,
-    JobEvent,
     JobRecord,
+    JobSearch,
     OutboxEntry,
     QueueRecord,
     WorkerRecord,
@@ -167,14 +167,24 @@ class JobAdmin(admin.ModelAdmin):
 
     @admin.display(description="history")
     def timeline(self, obj: JobRecord) -> str:
-        rows = JobEvent.objects.filter(job_id=obj.id).order_by("event_id")
+        rows = obj.timeline()
         return format_html(
             "<table><tr><th>time</th><th>from</th><th>to</th><th>attempt</th><th>worker</th>"
             "<th>error</th></tr>{}</table>",
             format_html_join(
                 "",
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                ((e.at, e.from_state, e.to_state, e.attempt, e.worker, e.error) for e in rows),
+                (
+                    (
+                        t["at"],
+                        t.get("from"),
+                        t.get("to"),
+                        t.get("attempt"),
+                        t.get("worker"),
+                        t.get("error"),
+                    )
+                    for t in rows
+                ),
             ),
         )
 
@@ -220,7 +230,7 @@ class JobAdmin(admin.ModelAdmin):
         def run(pairs: list[tuple[str, str]]) -> int:
             purged = services.purge(pairs)
             ids = [job_id for job_id, _ in pairs]
-            JobEvent.objects.filter(job_id__in=ids).delete()
+            JobSearch.objects.filter(job_id__in=ids).delete()
             JobRecord.objects.filter(id__in=ids).delete()
             return purged
 

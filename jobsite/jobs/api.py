@@ -23,7 +23,7 @@ from engine import Job as EngineJob
 from . import audit, bulk, services
 from .arguments import check_types, schema
 from .live import throughput
-from .models import JobEvent, JobRecord, QueueRecord, text_search
+from .models import JobRecord, QueueRecord, text_search
 from .permissions import Grant, Perm, aneed, need
 from .registry import known_tasks
 from .schemas import (
@@ -105,23 +105,30 @@ def _engine_values(job: EngineJob) -> dict[str, Any]:
     return values
 
 
-async def _out(values: dict[str, Any], job_id: str) -> JobOut:
-    history = [
+def _history(row: JobRecord | None) -> list[EventOut]:
+    """Return the state changes the history holds for a job (none when it has no row)."""
+    return [
         EventOut(
-            at=e.at,
-            from_state=e.from_state,
-            to_state=e.to_state,
-            attempt=e.attempt,
-            worker=e.worker,
-            error=e.error,
+            at=t["at"],
+            from_state=t.get("from", ""),
+            to_state=t.get("to", ""),
+            attempt=t.get("attempt", 0),
+            worker=t.get("worker", ""),
+            error=t.get("error", ""),
         )
-        async for e in JobEvent.objects.filter(job_id=job_id).order_by("event_id")[:500]
+        for t in (row.timeline() if row is not None else [])
     ]
-    return JobOut(**{k: v for k, v in values.items() if k in JobOut.model_fields}, history=history)
+
+
+async def _out(values: dict[str, Any], job_id: str) -> JobOut:
+    row = await JobRecord.objects.filter(id=job_id).only("transitions").afirst()
+    fields = {k: v for k, v in values.items() if k in JobOut.model_fields}
+    return JobOut(**fields, history=_history(row))
 
 
 async def _row_out(row: JobRecord) -> JobOut:
-    return await _out({f: getattr(row, f) for f in JobOut.model_fields if hasattr(row, f)}, row.id)
+    fields = {f: getattr(row, f) for f in JobOut.model_fields if hasattr(row, f)}
+    return JobOut(**fields, history=_history(row))
 
 
 @router.get("/jobs/{job_id}", response={200: JobOut, **ERRORS})

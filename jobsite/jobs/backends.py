@@ -26,7 +26,7 @@ from engine import Job as EngineJob
 
 from . import services
 from .conf import check_queue, task_modules
-from .models import JobEvent, JobRecord
+from .models import JobRecord
 from .options import options_of
 
 STATUS = {
@@ -204,10 +204,8 @@ def _worker_ids(job: EngineJob) -> list[str]:
     """Return the worker of each attempt: from the mirrored history, the last one from Redis."""
     if not job.attempt:
         return []
-    started = list(
-        JobEvent.objects.filter(job_id=job.id, to_state="started")
-        .order_by("event_id")
-        .values_list("worker", flat=True)[: job.attempt]
-    )
+    row = JobRecord.objects.filter(id=job.id).only("transitions").first()
+    timeline = row.timeline() if row is not None else []
+    started = [t.get("worker", "") for t in timeline if t.get("to") == "started"][: job.attempt]
     # Attempts the mirror has not written yet ran on the worker Redis names last.
     return started + [job.worker or ""] * (job.attempt - len(started))

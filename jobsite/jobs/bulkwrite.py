@@ -1,12 +1,10 @@
 """Idempotent bulk writes of the mirror: one statement per batch and table.
 
-`INSERT ... ON CONFLICT (id) DO UPDATE ... WHERE last_event_id < excluded.last_event_id` makes
-"an older event changes nothing" a property of the statement itself. On PostgreSQL a batch goes
-in as one array per column (`SELECT * FROM unnest(...)`: one round trip, no per-row parsing);
-on SQLite as an `executemany` that the driver runs in C.
-
-Event inserts return the events that were new, and only those are added to the per-minute
-counts, so a replayed batch counts nothing twice.
+On PostgreSQL a batch is first copied (COPY, formatted by psycopg's C code) into a temporary
+staging table of this session, then moved with one `INSERT ... SELECT ... ON CONFLICT`; on
+SQLite it is an `executemany` that the driver runs in C. Every guarded column is written only
+by a newer event (`last_event_id`), so "an older event changes nothing" is a property of the
+statement itself; `transitions` is the merge the caller made under `lock_queues`.
 """
 
 from __future__ import annotations
@@ -16,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from django.db import connection
 from django.db.models import Model
 from django.utils import timezone
@@ -23,22 +22,10 @@ from django.utils import timezone
 from engine.events import Event
 
 from .history import JOB_COLUMNS, TIMES
-from .models import JobEvent, JobRecord, MinuteCount
+from .models import JobRecord, JobSearch, MinuteCount
 
-EVENT_COLUMNS = (
-    "queue",
-    "event_id",
-    "job_id",
-    "from_state",
-    "to_state",
-    "at",
-    "attempt",
-    "worker",
-    "error",
-    "progress",
-)
-# SQLite binds at most 32,766 parameters per statement; stay well below.
-SQLITE_ROWS = 1000
+# Columns written whatever the guard says: the merged list of state changes.
+UNGUARDED = frozenset(("transitions",))
 
 
 def _postgres() -> bool:
@@ -49,29 +36,74 @@ def _q(name: str) -> str:
     return connection.ops.quote_name(name)
 
 
-def _db_time(value: datetime | None) -> Any:
-    """Return a datetime as the database driver wants it (SQLite: naive UTC text)."""
-    if value is None or _postgres():
-        return value
-    return str(value.replace(tzinfo=None))
-
-
 def _dt(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
-def _values(model: type[Model], columns: Sequence[str], rows: int) -> str:
-    """Return the row source of an INSERT: unnest of typed arrays, or one VALUES tuple."""
-    if _postgres():
-        types = [model._meta.get_field(c).db_type(connection) for c in columns]
-        return "SELECT * FROM unnest(" + ", ".join(f"%s::{t}[]" for t in types) + ")"
-    cast = ["%s" for _ in columns]
-    return "VALUES " + ", ".join(["(" + ", ".join(cast) + ")"] * rows)
+def lock_queues(queues: Iterable[str]) -> None:
+    """Make concurrent mirrors of the same queues write one after the other (PostgreSQL).
+
+    Held to the end of the transaction; taken in sorted order, so two mirrors cannot deadlock.
+    SQLite needs nothing: its writers are serial already.
+    """
+    if not _postgres():
+        return
+    with connection.cursor() as cursor:
+        for queue in sorted(set(queues)):
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"jobsite:{queue}"])
 
 
-def _columns_of(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
-    """Transpose rows into one list per column (the arrays unnest takes)."""
-    return [[row[i] for row in rows] for i in range(width)] if rows else [[]] * width
+def stored(ids: Sequence[str]) -> dict[str, tuple[str, list[dict[str, Any]]]]:
+    """Return the last event id and the transitions of the rows among `ids` that exist."""
+    if not ids:
+        return {}
+    table = _q(JobRecord._meta.db_table)
+    head = f"SELECT {_q('id')}, {_q('last_event_id')}, {_q('transitions')} FROM {table} WHERE "
+    found: dict[str, tuple[str, list[dict[str, Any]]]] = {}
+    with connection.cursor() as cursor:
+        if _postgres():
+            cursor.execute(head + f"{_q('id')} = ANY(%s)", [list(ids)])
+            rows = cursor.fetchall()
+        else:
+            rows = []
+            for start in range(0, len(ids), 10_000):
+                chunk = ids[start : start + 10_000]
+                cursor.execute(head + f"{_q('id')} IN ({', '.join(['%s'] * len(chunk))})", chunk)
+                rows.extend(cursor.fetchall())
+    for job_id, last, transitions in rows:
+        kept = orjson.loads(transitions) if isinstance(transitions, str | bytes) else transitions
+        found[job_id] = (last, kept if isinstance(kept, list) else [])
+    return found
+
+
+def _stage(cursor: Any, model: type[Model], columns: Sequence[str], rows: list[Any]) -> str:
+    """Copy rows into this session's staging table for `model`; return the SELECT of them."""
+    table = _q(model._meta.db_table)
+    stage = _q(f"{model._meta.db_table}_stage")
+    names = ", ".join(_q(c) for c in columns)
+    cursor.execute(
+        f"CREATE TEMP TABLE IF NOT EXISTS {stage} AS SELECT {names} FROM {table} WITH NO DATA"
+    )
+    cursor.execute(f"TRUNCATE {stage}")
+    with cursor.cursor.copy(f"COPY {stage} ({names}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
+    return f"SELECT {names} FROM {stage}"
+
+
+def _insert(
+    model: type[Model], columns: Sequence[str], rows: list[tuple[Any, ...]], tail: str
+) -> None:
+    """Run `INSERT INTO model (columns) <rows> <tail>` for many rows in one go."""
+    table = _q(model._meta.db_table)
+    names = ", ".join(_q(c) for c in columns)
+    with connection.cursor() as cursor:
+        if _postgres():
+            source = _stage(cursor, model, columns, rows)
+            cursor.execute(f"INSERT INTO {table} ({names}) {source}{tail}")
+        else:
+            one = "(" + ", ".join(["%s"] * len(columns)) + ")"
+            cursor.executemany(f"INSERT INTO {table} ({names}) VALUES {one}{tail}", rows)
 
 
 def upsert(rows: Sequence[dict[str, Any]], update: Iterable[str], guard: bool = True) -> None:
@@ -79,65 +111,47 @@ def upsert(rows: Sequence[dict[str, Any]], update: Iterable[str], guard: bool = 
     if not rows:
         return
     table = _q(JobRecord._meta.db_table)
-    names = ", ".join(_q(c) for c in JOB_COLUMNS)
-    sets = ", ".join(f"{_q(c)} = excluded.{_q(c)}" for c in update)
-    where = (
-        f" WHERE {table}.{_q('last_event_id')} < excluded.{_q('last_event_id')}" if guard else ""
-    )
-    tail = f" ON CONFLICT ({_q('id')}) DO UPDATE SET {sets}{where}"
-    now = _db_time(timezone.now())
-    # In id order, so that two mirrors writing overlapping rows lock them in the same order.
-    prepped = [
-        tuple(_db_time(row[c]) if c in TIMES else row.get(c, now) for c in JOB_COLUMNS)
-        for row in sorted(rows, key=lambda r: r["id"])
-    ]
-    with connection.cursor() as cursor:
-        if _postgres():
-            sql = f"INSERT INTO {table} ({names}) {_values(JobRecord, JOB_COLUMNS, 0)}{tail}"
-            cursor.execute(sql, _columns_of(prepped, len(JOB_COLUMNS)))
+    newer = f"{table}.{_q('last_event_id')} < excluded.{_q('last_event_id')}"
+    sets = []
+    for c in update:
+        if guard and c not in UNGUARDED:
+            sets.append(
+                f"{_q(c)} = CASE WHEN {newer} THEN excluded.{_q(c)} ELSE {table}.{_q(c)} END"
+            )
         else:
-            sql = f"INSERT INTO {table} ({names}) {_values(JobRecord, JOB_COLUMNS, 1)}{tail}"
-            cursor.executemany(sql, prepped)
-
-
-def insert_events(events: Sequence[Event]) -> list[Event]:
-    """Insert history rows, skipping those already stored; return the events that were new."""
-    by_key = {(e.queue, e.key): e for e in events if e.job}
-    if not by_key:
-        return []
-    adapt = connection.ops.adapt_datetimefield_value
-    params = [
-        (
-            e.queue,
-            e.key,
-            e.job,
-            e.from_state,
-            e.to_state,
-            adapt(_dt(e.at_ms)),
-            e.attempt,
-            e.worker,
-            e.error,
-            e.progress,
-        )
-        for e in by_key.values()
-    ]
-    table = _q(JobEvent._meta.db_table)
-    head = f"INSERT INTO {table} ({', '.join(_q(c) for c in EVENT_COLUMNS)}) "
-    tail = (
-        f" ON CONFLICT ({_q('queue')}, {_q('event_id')}) DO NOTHING"
-        f" RETURNING {_q('queue')}, {_q('event_id')}"
-    )
-    if _postgres():
-        statements = [(len(params), _columns_of(params, len(EVENT_COLUMNS)))]
+            sets.append(f"{_q(c)} = excluded.{_q(c)}")
+    tail = f" ON CONFLICT ({_q('id')}) DO UPDATE SET {', '.join(sets)}"
+    sqlite = not _postgres()
+    now = timezone.now()
+    if sqlite:  # naive UTC text, as Django stores datetimes in SQLite
+        now_value: Any = str(now.replace(tzinfo=None))
     else:
-        chunks = [params[i : i + SQLITE_ROWS] for i in range(0, len(params), SQLITE_ROWS)]
-        statements = [(len(c), [v for row in c for v in row]) for c in chunks]
-    new: list[tuple[str, str]] = []
-    with connection.cursor() as cursor:
-        for rows, values in statements:
-            cursor.execute(head + _values(JobEvent, EVENT_COLUMNS, rows) + tail, values)
-            new.extend(cursor.fetchall())
-    return [by_key[(queue, key)] for queue, key in new]
+        now_value = now
+    prepped = []
+    for row in sorted(rows, key=lambda r: r["id"]):  # one lock order for concurrent writers
+        values = [row.get(c, now_value) for c in JOB_COLUMNS]
+        if sqlite:
+            for i in _TIME_INDEXES:
+                if values[i] is not None:
+                    values[i] = str(values[i].replace(tzinfo=None))
+        prepped.append(tuple(values))
+    _insert(JobRecord, JOB_COLUMNS, prepped, tail)
+
+
+_TIME_INDEXES = [JOB_COLUMNS.index(c) for c in TIMES]
+
+
+def upsert_search(texts: Sequence[tuple[str, str]]) -> None:
+    """Store the search text of jobs; an unchanged text writes nothing."""
+    if not texts:
+        return
+    table = _q(JobSearch._meta.db_table)
+    text = _q("text")
+    tail = (
+        f" ON CONFLICT ({_q('job_id')}) DO UPDATE SET {text} = excluded.{text}"
+        f" WHERE {table}.{text} <> excluded.{text}"
+    )
+    _insert(JobSearch, ("job_id", "text"), sorted(texts), tail)
 
 
 def count_minutes(events: Iterable[Event]) -> None:

@@ -38,10 +38,18 @@ JOB_COLUMNS = (
     *TIMES,
     "last_event_id",
     "updated_at",
-    "search",
+    "transitions",
 )
 # What an event alone (its job hash already expired) may change on a row.
-BARE_COLUMNS = ("state", "attempt", "worker", "completed_at", "last_event_id", "updated_at")
+BARE_COLUMNS = (
+    "state",
+    "attempt",
+    "worker",
+    "completed_at",
+    "last_event_id",
+    "updated_at",
+    "transitions",
+)
 
 
 def _dt(ms: int | None) -> datetime | None:
@@ -51,18 +59,41 @@ def _dt(ms: int | None) -> datetime | None:
 SEARCH_CHARS = 2000
 
 
-def search_text(job_id: str, task: str, args: str, kwargs: str, errors: Any) -> str:
-    """Return the lower-cased text that search matches: id, task, arguments, error messages.
+def search_text(task: str, args: str, kwargs: str, errors: Any) -> str:
+    """Return the lower-cased text that search matches: task, arguments, error messages.
 
-    `args` and `kwargs` are JSON text; `errors` the decoded list of error records. Tracebacks
-    are left out (they would swamp the index); the text is capped at SEARCH_CHARS.
+    `args` and `kwargs` are JSON text; `errors` the decoded list of error records. Ids are
+    matched whole elsewhere and tracebacks left out (either would swamp the index); the text
+    is capped at SEARCH_CHARS.
     """
     said = [
         f"{e.get('exception') or e.get('type', '')}: {e.get('message', '')}"
         for e in (errors if isinstance(errors, list) else [])
         if isinstance(e, dict)
     ]
-    return " ".join([job_id, task, args, kwargs, *said])[:SEARCH_CHARS].lower()
+    return " ".join([task, args, kwargs, *said])[:SEARCH_CHARS].lower()
+
+
+def row_search_text(row: dict[str, Any]) -> str:
+    """Return the search text of a row made by values_from_hash."""
+    try:
+        errors = orjson.loads(row["errors"])
+    except orjson.JSONDecodeError:
+        errors = []
+    return search_text(row["task"], row["args"], row["kwargs"], errors)
+
+
+def transition(event: Event) -> dict[str, Any]:
+    """Return the record of one state change as a row's `transitions` keeps it."""
+    return {
+        "id": event.key,
+        "from": event.from_state,
+        "to": event.to_state,
+        "at_ms": event.at_ms,
+        "attempt": event.attempt,
+        "worker": event.worker,
+        "error": event.error,
+    }
 
 
 def _json_text(raw: str | None, default: str) -> str | None:
@@ -79,6 +110,9 @@ def _json_text(raw: str | None, default: str) -> str | None:
 
 def _int(raw: str | None, default: int = 0) -> int:
     return int(raw) if raw else default
+
+
+_TIME_FIELDS = [(name, f"{name}_ms") for name in TIMES]
 
 
 def values_from_hash(fields: dict[str, str], last_event_id: str) -> dict[str, Any]:
@@ -101,14 +135,11 @@ def values_from_hash(fields: dict[str, str], last_event_id: str) -> dict[str, An
         "progress_message": f("progress_message", ""),
         "worker": f("worker", ""),
         "last_event_id": last_event_id,
+        "transitions": "[]",
     }
-    for name in TIMES:
-        row[name] = _dt(_int(f(f"{name}_ms")))
-    try:
-        errors = orjson.loads(row["errors"])
-    except orjson.JSONDecodeError:
-        errors = []
-    row["search"] = search_text(row["id"], row["task"], row["args"], row["kwargs"], errors)
+    for name, field in _TIME_FIELDS:
+        ms = f(field)
+        row[name] = datetime.fromtimestamp(int(ms) / 1000, tz=UTC) if ms and ms != "0" else None
     return row
 
 
@@ -134,9 +165,9 @@ def values_from_event(event: Event) -> dict[str, Any]:
         "submitted_at": at,
         "completed_at": at if event.to_state in TERMINAL else None,
         "last_event_id": event.key,
-        "search": event.job.lower(),
+        "transitions": "[]",
     }
 
 
 ALL_BUT_ID = [c for c in JOB_COLUMNS if c != "id"]
-RESYNC_COLUMNS = [c for c in ALL_BUT_ID if c != "last_event_id"]
+RESYNC_COLUMNS = [c for c in ALL_BUT_ID if c not in ("last_event_id", "transitions")]

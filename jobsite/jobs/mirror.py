@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.db import transaction
@@ -26,33 +27,54 @@ log = logging.getLogger("jobsite.mirror")
 
 
 def apply_batch(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> int:
-    """Apply events in one transaction; an event older than a row's last one changes nothing.
+    """Apply events in one transaction, idempotently; return the number of rows written.
 
-    Each job gets one row change (its newest event's); rows that retention would prune are
-    not written, nor their events, so a late or replayed event never resurrects them. New
-    events (not replays) are added to the per-minute counts. Returns the rows offered.
+    Each job gets one row write: its columns from its newest event (from the job hash when
+    Redis still has it; an older event never overwrites a newer one), its state changes merged
+    into `transitions` by event id. An event already there (a replay) changes nothing and is
+    not counted again; a job whose row retention would prune is not written, so a late event
+    never resurrects it.
     """
-    newest: dict[str, Event] = {}
+    by_job: dict[str, list[Event]] = {}
     for event in events:
-        if event.job and (event.job not in newest or event.key > newest[event.job].key):
-            newest[event.job] = event
+        if event.job:
+            by_job.setdefault(event.job, []).append(event)
     horizon = Horizon.now()
     full: list[dict[str, Any]] = []
     bare: list[dict[str, Any]] = []
-    for job, event in newest.items():
-        if job in hashes:
-            row, rows = history.values_from_hash(hashes[job], event.key), full
-        else:
-            row, rows = history.values_from_event(event), bare
-        if horizon.keeps(row["state"], row["completed_at"], _at(event)):
-            rows.append(row)
-    kept = {row["id"] for row in full} | {row["id"] for row in bare}
+    texts: list[tuple[str, str]] = []
+    counted: list[Event] = []
     with transaction.atomic():
+        bulkwrite.lock_queues(e.queue for e in events if e.job)
+        rows = bulkwrite.stored(list(by_job))
+        for job, seen in by_job.items():
+            last, kept = rows.get(job, ("", []))
+            known = {t.get("id") for t in kept}
+            changes = [e for e in seen if e.from_state != e.to_state and e.key not in known]
+            newest = max(seen, key=lambda e: e.key)
+            if newest.key <= last and not changes:
+                continue  # a replay
+            row = _row(newest, hashes.get(job))
+            if not horizon.keeps(row["state"], row["completed_at"], _at(newest)):
+                continue
+            merged = sorted([*kept, *map(history.transition, changes)], key=lambda t: t["id"])
+            row["transitions"] = orjson.dumps(merged).decode()
+            (full if job in hashes else bare).append(row)
+            counted.extend(changes)
+            if job in hashes and (job not in rows or row["errors"] != "[]"):
+                texts.append((job, history.row_search_text(row)))
         bulkwrite.upsert(full, history.ALL_BUT_ID)
         bulkwrite.upsert(bare, history.BARE_COLUMNS)
-        new = bulkwrite.insert_events([e for e in events if e.job in kept])
-        bulkwrite.count_minutes(new)
+        bulkwrite.upsert_search(texts)
+        bulkwrite.count_minutes(counted)
     return len(full) + len(bare)
+
+
+def _row(event: Event, fields: dict[str, str] | None) -> dict[str, Any]:
+    """Return a job's row values: from its hash when Redis still has it, else from `event`."""
+    if fields is None:
+        return history.values_from_event(event)
+    return history.values_from_hash(fields, event.key)
 
 
 def _at(event: Event) -> datetime:
@@ -64,8 +86,10 @@ def resync_rows(hashes: dict[str, dict[str, str]]) -> int:
     horizon = Horizon.now()
     rows = [history.values_from_hash(fields, "") for fields in hashes.values()]
     rows = [r for r in rows if horizon.keeps(r["state"], r["completed_at"], timezone.now())]
+    texts = [(row["id"], history.row_search_text(row)) for row in rows]
     with transaction.atomic():
         bulkwrite.upsert(rows, history.RESYNC_COLUMNS, guard=False)
+        bulkwrite.upsert_search(texts)
     return len(rows)
 
 
@@ -73,7 +97,7 @@ class Mirror:
     """Follow every queue's event stream as one consumer of the `mirror` group."""
 
     def __init__(
-        self, queues: Sequence[str], consumer: str | None = None, batch: int = 2000
+        self, queues: Sequence[str], consumer: str | None = None, batch: int = 5000
     ) -> None:
         self.settings = engine_settings()
         self.redis = connect(self.settings, blocking=True)

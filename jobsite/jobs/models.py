@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 
@@ -44,9 +47,9 @@ class JobRecord(models.Model):
     # Stream id ("ms-seq", zero-padded so it sorts as text) of the last event applied.
     last_event_id = models.CharField(max_length=40, default="")
     updated_at = models.DateTimeField(auto_now=True)
-    # Lower-cased id, task, arguments and error messages (see history.search_text); on
-    # PostgreSQL a trigram index serves substring search (migration 0003).
-    search = models.TextField(blank=True, default="", editable=False)
+    # Every state change in order, as {"id", "from", "to", "at_ms", "attempt", "worker", "error"}
+    # (see history.transition): kept in the row, so a job costs one row write per batch.
+    transitions = models.JSONField(default=list, blank=True)
 
     class Meta:
         verbose_name = "job"
@@ -72,31 +75,30 @@ class JobRecord(models.Model):
         """Tell whether the job reached a terminal state."""
         return self.state in TERMINAL
 
+    def timeline(self) -> list[dict[str, Any]]:
+        """Return the transitions, oldest first, each with `at` as an aware datetime."""
+        return [
+            {**t, "at": datetime.fromtimestamp(int(t.get("at_ms", 0)) / 1000, tz=UTC)}
+            for t in self.transitions or []
+            if isinstance(t, dict)
+        ]
 
-class JobEvent(models.Model):
-    """One transition of a job (the history), keyed by its stream entry."""
 
-    queue = models.CharField(max_length=100)
-    event_id = models.CharField(max_length=40)
-    job_id = models.CharField(max_length=128)
-    from_state = models.CharField(max_length=16)
-    to_state = models.CharField(max_length=16)
-    at = models.DateTimeField()
-    attempt = models.IntegerField(default=0)
-    worker = models.CharField(max_length=200, blank=True, default="")
-    error = models.TextField(blank=True, default="")
-    progress = models.FloatField(null=True, blank=True)
+class JobSearch(models.Model):
+    """The text search finds a job by: task, arguments and error messages, lower-cased.
+
+    A table of its own, written when the text changes (a job's first sight and its failures),
+    not on every state change; a trigram index serves it on PostgreSQL (migration 0003).
+    """
+
+    job_id = models.CharField(primary_key=True, max_length=128)
+    text = models.TextField()
 
     class Meta:
-        ordering = ["event_id"]
-        constraints = [
-            models.UniqueConstraint(fields=["queue", "event_id"], name="unique_event_per_queue"),
-        ]
-        # One plain index (no LIKE twin): a job's history, in order.
-        indexes = [models.Index(fields=["job_id", "event_id"], name="jobsite_event_job")]
+        verbose_name = "search text"
 
     def __str__(self) -> str:
-        return f"{self.job_id}: {self.from_state} -> {self.to_state}"
+        return self.job_id
 
 
 class MinuteCount(models.Model):
@@ -204,12 +206,13 @@ SEARCH_MIN_CHARS = 3
 
 
 def text_search(rows: models.QuerySet[JobRecord], text: str) -> models.QuerySet[JobRecord]:
-    """Filter rows whose id, task, arguments or error messages contain `text` (any case).
+    """Filter rows whose whole id is `text`, or whose task, arguments or errors contain it.
 
-    It reads the `search` column, which a trigram index serves on PostgreSQL; text shorter
-    than SEARCH_MIN_CHARS matches a whole job id or task name instead.
+    Substrings are found in JobSearch (any case), which a trigram index serves on PostgreSQL;
+    text shorter than SEARCH_MIN_CHARS matches a whole job id or task name instead.
     """
     text = text.strip()
     if len(text) < SEARCH_MIN_CHARS:
         return rows.filter(models.Q(id=text) | models.Q(task=text))
-    return rows.filter(search__contains=text.lower())
+    found = JobSearch.objects.filter(models.Q(job_id=text) | models.Q(text__contains=text.lower()))
+    return rows.filter(id__in=found.values("job_id"))

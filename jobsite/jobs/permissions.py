@@ -42,7 +42,7 @@ class Perm(StrEnum):
 # own view permissions, so viewers get those too.
 VIEWERS = "Jobsite viewers"
 OPERATORS = "Jobsite operators"
-_READ = [Perm.VIEW, "view_jobevent", "view_queuerecord", "view_workerrecord"]
+_READ = [Perm.VIEW, "view_queuerecord", "view_workerrecord"]
 GROUPS: dict[str, list[str]] = {
     VIEWERS: _READ,
     OPERATORS: [*_READ, Perm.SUBMIT, Perm.CANCEL, Perm.RETRY, Perm.PURGE, Perm.CHANGE_QUEUE],

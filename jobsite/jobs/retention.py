@@ -18,7 +18,7 @@ from django.utils import timezone
 from engine.errors import ConfigError
 
 from . import conf
-from .models import STATE_CHOICES, TERMINAL, JobEvent, JobRecord, MinuteCount
+from .models import STATE_CHOICES, TERMINAL, JobRecord, JobSearch, MinuteCount
 
 log = logging.getLogger("jobsite.retention")
 ENDED = frozenset(TERMINAL) | {"lost"}
@@ -92,7 +92,7 @@ def prune(batch: int = 2000, batches: int = 10, at: datetime | None = None) -> i
             if not ids:
                 break
             with transaction.atomic():
-                JobEvent.objects.filter(job_id__in=ids).delete()
+                JobSearch.objects.filter(job_id__in=ids).delete()
                 deleted += JobRecord.objects.filter(id__in=ids).delete()[0]
             if len(ids) < batch:
                 break

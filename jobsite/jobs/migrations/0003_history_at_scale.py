@@ -1,87 +1,143 @@
-"""The history at scale: a search column, a per-minute rollup, and leaner indexes.
+"""The history at scale: state changes kept in the job's row, a search table, per-minute counts.
 
-On PostgreSQL it also adds a trigram index on the search column (pg_trgm, a trusted extension
-since PostgreSQL 13) and drops the `varchar_pattern_ops` twins Django makes for indexed text
-columns, which no query of the app uses (ids are only ever compared whole).
+Job events move from their own table (a row and three index entries per event) into the
+job's `transitions`; the text search gets a table of its own (`JobSearch`, written when the
+text changes, with a trigram index on PostgreSQL: pg_trgm, a trusted extension since
+PostgreSQL 13); the charts read `MinuteCount`, filled here from the old events. Migration 0004 adds the
+PostgreSQL indexes (after this one's deferred index statements have run).
 """
 
+from collections import Counter, defaultdict
+
+import orjson
 from django.db import migrations, models
+from django.db.models.functions import TruncMinute
 
 from jobsite.jobs.history import search_text
 
-TRIGRAM_INDEX = "jobsite_job_search_trgm"
+CHUNK = 1000
 
 
-def backfill_search(apps, schema_editor):
-    """Fill the search column of rows mirrored before it existed, in chunks."""
-    JobRecord = apps.get_model("jobsite", "JobRecord")
-    rows = JobRecord.objects.using(schema_editor.connection.alias).filter(search="")
-    fields = ("id", "task", "args", "kwargs", "errors")
-    while chunk := list(rows.values_list(*fields)[:2000]):
-        for job_id, task, args, kwargs, errors in chunk:
-            text = search_text(job_id, task, args, kwargs, errors) or " "
-            rows.filter(id=job_id).update(search=text)
+def _transition(event):
+    return {
+        "id": event.event_id,
+        "from": event.from_state,
+        "to": event.to_state,
+        "at_ms": int(event.at.timestamp() * 1000),
+        "attempt": event.attempt,
+        "worker": event.worker,
+        "error": event.error,
+    }
 
 
-def postgres_indexes(apps, schema_editor):
-    """Add the trigram index and drop unused LIKE twins (PostgreSQL only)."""
-    connection = schema_editor.connection
-    if connection.vendor != "postgresql":
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT indexname FROM pg_indexes WHERE tablename LIKE %s AND indexname LIKE %s",
-            [r"jobsite\_%", r"%\_like"],
-        )
-        for (name,) in cursor.fetchall():
-            cursor.execute(f"DROP INDEX IF EXISTS {connection.ops.quote_name(name)}")
-        cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
-        cursor.execute(
-            f"CREATE INDEX IF NOT EXISTS {TRIGRAM_INDEX} ON jobsite_jobrecord "
-            "USING gin (search gin_trgm_ops)"
-        )
-
-
-def drop_trigram_index(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(f"DROP INDEX IF EXISTS {TRIGRAM_INDEX}")
+def carry_history(apps, schema_editor):
+    """Move events into their jobs' rows, fill the search table and the minute counts."""
+    alias = schema_editor.connection.alias
+    JobRecord = apps.get_model("jobsite", "JobRecord").objects.using(alias)
+    JobEvent = apps.get_model("jobsite", "JobEvent").objects.using(alias)
+    JobSearch = apps.get_model("jobsite", "JobSearch")
+    MinuteCount = apps.get_model("jobsite", "MinuteCount")
+    last = ""
+    while chunk := list(JobRecord.filter(id__gt=last).order_by("id")[:CHUNK]):
+        last = chunk[-1].id
+        changes = defaultdict(list)
+        for event in JobEvent.filter(job_id__in=[r.id for r in chunk]).order_by("event_id"):
+            if event.from_state != event.to_state:
+                changes[event.job_id].append(_transition(event))
+        for row in chunk:
+            row.transitions = changes.get(row.id, [])
+        JobRecord.bulk_update(chunk, ["transitions"])
+        texts = [
+            JobSearch(
+                job_id=row.id,
+                text=search_text(
+                    row.task,
+                    orjson.dumps(row.args).decode(),
+                    orjson.dumps(row.kwargs).decode(),
+                    row.errors,
+                ),
+            )
+            for row in chunk
+        ]
+        JobSearch.objects.using(alias).bulk_create(texts, ignore_conflicts=True)
+    counts = Counter()
+    minutes = JobEvent.exclude(from_state=models.F("to_state")).annotate(m=TruncMinute("at"))
+    for minute, queue, state, n in minutes.values_list("m", "queue", "to_state").annotate(
+        n=models.Count("id")
+    ):
+        counts[(minute, queue, state)] += n
+    MinuteCount.objects.using(alias).bulk_create(
+        [MinuteCount(minute=m, queue=q, state=s, count=n) for (m, q, s), n in counts.items()]
+    )
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobsite', '0002_groups'),
+        ("jobsite", "0002_groups"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='MinuteCount',
+            name="JobSearch",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('minute', models.DateTimeField()),
-                ('queue', models.CharField(max_length=100)),
-                ('state', models.CharField(choices=[('unsubmitted', 'unsubmitted'), ('scheduled', 'scheduled'), ('blocked', 'blocked'), ('submitted', 'submitted'), ('started', 'started'), ('completed', 'completed'), ('failed', 'failed'), ('cancelled', 'cancelled'), ('stalled', 'stalled'), ('dropped', 'dropped'), ('expired', 'expired'), ('lost', 'lost')], max_length=16)),
-                ('count', models.BigIntegerField(default=0)),
+                ("job_id", models.CharField(max_length=128, primary_key=True, serialize=False)),
+                ("text", models.TextField()),
+            ],
+            options={
+                "verbose_name": "search text",
+            },
+        ),
+        migrations.CreateModel(
+            name="MinuteCount",
+            fields=[
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("minute", models.DateTimeField()),
+                ("queue", models.CharField(max_length=100)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("unsubmitted", "unsubmitted"),
+                            ("scheduled", "scheduled"),
+                            ("blocked", "blocked"),
+                            ("submitted", "submitted"),
+                            ("started", "started"),
+                            ("completed", "completed"),
+                            ("failed", "failed"),
+                            ("cancelled", "cancelled"),
+                            ("stalled", "stalled"),
+                            ("dropped", "dropped"),
+                            ("expired", "expired"),
+                            ("lost", "lost"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("count", models.BigIntegerField(default=0)),
             ],
         ),
-        migrations.AddField(
-            model_name='jobrecord',
-            name='search',
-            field=models.TextField(blank=True, default='', editable=False),
-        ),
-        migrations.AlterField(
-            model_name='jobevent',
-            name='job_id',
-            field=models.CharField(max_length=128),
-        ),
-        migrations.AddIndex(
-            model_name='jobevent',
-            index=models.Index(fields=['job_id', 'event_id'], name='jobsite_event_job'),
-        ),
         migrations.AddConstraint(
-            model_name='minutecount',
-            constraint=models.UniqueConstraint(fields=('minute', 'queue', 'state'), name='unique_minute_count'),
+            model_name="minutecount",
+            constraint=models.UniqueConstraint(
+                fields=("minute", "queue", "state"), name="unique_minute_count"
+            ),
         ),
-        migrations.RunPython(backfill_search, migrations.RunPython.noop, elidable=True),
-        migrations.RunPython(postgres_indexes, drop_trigram_index),
+        migrations.AddField(
+            model_name="jobrecord",
+            name="transitions",
+            field=models.JSONField(blank=True, default=list),
+        ),
+        migrations.RunPython(carry_history, migrations.RunPython.noop, elidable=True),
+        migrations.RemoveConstraint(
+            model_name="jobevent",
+            name="unique_event_per_queue",
+        ),
+        migrations.DeleteModel(
+            name="JobEvent",
+        ),
     ]
