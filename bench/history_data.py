@@ -1,8 +1,9 @@
 """What the history benchmark fills: queues, tasks, errors, and the SQL that makes the rows.
 
-One statement per chunk of job numbers `n` in [a, b) makes both the job rows and their events
-on the server (`generate_series`, a materialized CTE, then a data-modifying CTE per table), so
-nothing crosses the wire but the statement. Job `n` is submitted at about
+One statement per chunk of job numbers `n` in [a, b) makes the job rows (each with its state
+changes in `transitions`, as the mirror keeps them) and their search texts on the server
+(`generate_series`, a materialized CTE, a data-modifying CTE per table), so nothing crosses the
+wire but the statement. Job `n` is submitted at about
 `start_ms + n * step_ms`: ids sort by time (UUIDv7s in 32 hex digits as
 engine.keys.new_job_id makes them: 12 hex digits of the submit time in ms, version 7,
 pseudo-random bits), and the newest `live` jobs are still live (submitted, started, scheduled).
@@ -154,7 +155,7 @@ j AS (
       WHEN 'dropped' THEN 'Dropped: task no longer registered' ELSE '' END AS err
   FROM j0
 ),
-k AS MATERIALIZED (
+jobs AS MATERIALIZED (
   SELECT j.*,
     (CASE WHEN start_ms IS NULL THEN 0 ELSE 1 END) + (CASE WHEN done_ms IS NULL THEN 0 ELSE 1 END)
       AS last_k,
@@ -167,17 +168,33 @@ _ERRORS_JSON = """CASE WHEN state = 'failed' THEN jsonb_build_array(jsonb_build_
       'traceback', replace(%(traceback)s, '{b}', mod(n, 1000000)::text)))
     ELSE '[]'::jsonb END"""
 
-_SEARCH = """lower(left(id || ' ' || task || ' ' || args_t || ' ' || kwargs_t
+# As jobsite.jobs.history.search_text makes it from the hash's JSON text (compact).
+_SEARCH = """lower(left(task || ' ' || args_t || ' ' || kwargs_t
       || CASE WHEN state = 'failed' THEN ' ' || exc || ': ' || msg ELSE '' END, 2000))"""
 
 _EVENT_ID = "lpad(({ms})::text, 15, '0') || '-' || lpad((n * 3 + {k})::text, 8, '0')"
+
+# The state changes of a job as jobsite.jobs.history.transition records them, oldest first.
+_TRANSITIONS = f"""(
+    SELECT jsonb_agg(jsonb_build_object('id', {_EVENT_ID.format(ms="e.ms", k="e.k")},
+        'from', e.f, 'to', e.t, 'at_ms', e.ms, 'attempt', e.att, 'worker', e.w,
+        'error', e.err) ORDER BY e.k)
+    FROM (VALUES
+      (0, 'unsubmitted', CASE WHEN state = 'scheduled' THEN 'scheduled' ELSE 'submitted' END,
+        sub_ms, 0, '', ''),
+      (1, 'submitted', CASE WHEN start_ms IS NULL THEN state ELSE 'started' END,
+        coalesce(start_ms, done_ms), CASE WHEN start_ms IS NULL THEN 0 ELSE 1 END, worker,
+        CASE WHEN start_ms IS NULL THEN err ELSE '' END),
+      (2, 'started', state, done_ms, 1, worker, err)
+    ) AS e(k, f, t, ms, att, w, err)
+    WHERE e.ms IS NOT NULL AND (e.k < 2 OR start_ms IS NOT NULL))"""
 
 _INSERT_JOBS = f"""
 ins AS (
   INSERT INTO jobsite_jobrecord (id, queue, task, version, state, priority, attempt, args,
     kwargs, result, errors, progress, progress_message, worker, sent_at, submitted_at,
     claimed_at, started_at, retried_at, heartbeat_at, completed_at, run_at, last_event_id,
-    updated_at, search)
+    updated_at, transitions)
   SELECT id, queue, task, 1, state, CASE WHEN mod(n, 20) = 0 THEN 10 ELSE 0 END,
     CASE WHEN start_ms IS NULL THEN 0 ELSE 1 END, args_t::jsonb, kwargs_t::jsonb,
     CASE WHEN state = 'completed'
@@ -187,30 +204,25 @@ ins AS (
     {_MS.format("done_ms")},
     CASE WHEN state = 'scheduled' THEN {_MS.format("sub_ms + 3600000")} END,
     {_EVENT_ID.format(ms="coalesce(done_ms, start_ms, sub_ms)", k="last_k")},
-    {_MS.format("coalesce(done_ms, start_ms, sub_ms)")}, {_SEARCH}
-  FROM k
+    {_MS.format("coalesce(done_ms, start_ms, sub_ms)")}, {_TRANSITIONS}
+  FROM jobs
+),
+found AS (
+  INSERT INTO jobsite_jobsearch (job_id, text) SELECT id, {_SEARCH} FROM jobs
 )"""
 
-_INSERT_EVENTS = f"""
-INSERT INTO jobsite_jobevent (queue, event_id, job_id, from_state, to_state, at, attempt,
-  worker, error, progress)
-SELECT queue, {_EVENT_ID.format(ms="e.ms", k="e.k")}, id, e.f, e.t, {_MS.format("e.ms")}, e.att,
-  e.w, e.err, NULL
-FROM k CROSS JOIN LATERAL (VALUES
-  (0, 'unsubmitted', CASE WHEN state = 'scheduled' THEN 'scheduled' ELSE 'submitted' END,
-    sub_ms, 0, '', ''),
-  (1, 'submitted', CASE WHEN start_ms IS NULL THEN state ELSE 'started' END,
-    coalesce(start_ms, done_ms), CASE WHEN start_ms IS NULL THEN 0 ELSE 1 END, worker,
-    CASE WHEN start_ms IS NULL THEN err ELSE '' END),
-  (2, 'started', state, done_ms, 1, worker, err)
-) AS e(k, f, t, ms, att, w, err)
-WHERE e.ms IS NOT NULL AND (e.k < 2 OR start_ms IS NOT NULL)"""
-
-CHUNK_SQL = "WITH " + ",".join([_SERIES, _JOBS, _INSERT_JOBS]) + _INSERT_EVENTS
+# One statement a chunk; it returns how many state changes (events) it made.
+CHUNK_SQL = (
+    "WITH "
+    + ",".join([_SERIES, _JOBS, _INSERT_JOBS])
+    + "\nSELECT coalesce(sum(last_k + 1), 0) FROM jobs"
+)
 
 MINUTES_SQL = """
 INSERT INTO jobsite_minutecount (minute, queue, state, count)
-SELECT date_trunc('minute', at), queue, to_state, count(*) FROM jobsite_jobevent
+SELECT date_trunc('minute', to_timestamp((t ->> 'at_ms')::bigint / 1000.0)), queue, t ->> 'to',
+  count(*)
+FROM jobsite_jobrecord CROSS JOIN LATERAL jsonb_array_elements(transitions) AS t
 GROUP BY 1, 2, 3"""
 
 

@@ -3,7 +3,7 @@
 `migrate` makes the schema; then the secondary indexes of the history tables are dropped
 (definitions kept, primary keys stay), the rows are generated on the server in chunks
 (`bench.history_data.CHUNK_SQL`, one statement each, `--jobs` connections at once), the
-per-minute counts are summed from the events, the indexes are built again and the tables
+per-minute counts are summed from the state changes, the indexes are built again and the tables
 vacuumed and analyzed.
 """
 
@@ -35,8 +35,9 @@ from rich.progress import (
 from bench import history_data as data
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/jobsite_bench_history"
-TABLES = ("jobsite_jobrecord", "jobsite_jobevent", "jobsite_minutecount")
-# Database bytes per job (row, ~3 events, every index), measured on a 1,000,000-job fill
+TABLES = ("jobsite_jobrecord", "jobsite_jobsearch", "jobsite_minutecount")
+# Database bytes per job (row with ~3 state changes, search text, every index), measured on a
+# 1,000,000-job fill
 # (1,870), plus the per-minute counts (at most 30 days x 5 queues x 10 states, ~300 MB); the
 # check adds room for WAL and index-build sort files.
 BYTES_PER_JOB = 1900
@@ -101,8 +102,8 @@ def check_disk(url: str, rows: int) -> None:
     final, need, free, where = disk_needed(url, rows)
     console.print(
         f"fill of {rows:,} jobs: about {gib(final)} in the database ({BYTES_PER_JOB} bytes a job"
-        f" with ~3 events and indexes), {gib(need)} needed during the fill; {gib(free)} free"
-        f" on {where}"
+        f" with ~3 state changes, search text and indexes), {gib(need)} needed during the"
+        f" fill; {gib(free)} free on {where}"
     )
     if free < need:
         raise SystemExit(
@@ -187,14 +188,17 @@ def progress() -> Progress:
 
 
 def load(url: str, rows: int, jobs: int, chunk: int) -> int:
-    """Insert `rows` jobs and their events, `chunk` jobs a statement; return the events made."""
+    """Insert `rows` jobs (with their state changes) and search texts, `chunk` jobs a statement.
+
+    Return how many state changes (events) were made.
+    """
     start_ms = int(time.time() * 1000) - SPAN_MS
     ranges = [(a, min(a + chunk, rows)) for a in range(0, rows, chunk)]
     setup = ("SET synchronous_commit = off", "SET work_mem = '512MB'")
     events = [0]
     lock = threading.Lock()
     with pool(url, jobs, setup) as conns, progress() as bar, ThreadPoolExecutor(jobs) as ex:
-        task = bar.add_task("jobs and their events", total=rows)
+        task = bar.add_task("jobs (with ~3 state changes each)", total=rows)
 
         def one(a: int, b: int) -> None:
             def work(conn: psycopg.Connection) -> None:
@@ -202,8 +206,9 @@ def load(url: str, rows: int, jobs: int, chunk: int) -> int:
                     data.CHUNK_SQL,  # type: ignore[arg-type]
                     data.chunk_params(a, b, rows, start_ms, SPAN_MS),
                 )
+                made = int(cursor.fetchone()[0])  # type: ignore[index]
                 with lock:
-                    events[0] += cursor.rowcount
+                    events[0] += made
 
             run_on(conns, work)
             bar.advance(task, b - a)
@@ -214,7 +219,7 @@ def load(url: str, rows: int, jobs: int, chunk: int) -> int:
 
 
 def add_extras(url: str) -> None:
-    """Sum the per-minute counts from the events; add a few worker and queue rows."""
+    """Sum the per-minute counts from the state changes; add a few worker and queue rows."""
     now = "now()"
     with connect(url) as conn:
         conn.execute("SET work_mem = '1GB'")
@@ -235,9 +240,9 @@ def add_extras(url: str) -> None:
             )
 
 
-def _weight(ix: Index) -> tuple[int, int]:
-    """Return a sort key that starts the longest builds first (trigram GIN, then events)."""
-    return ("USING gin" in ix.definition, TABLES.index(ix.table) == 1)  # type: ignore[return-value]
+def _weight(ix: Index) -> tuple[bool, int]:
+    """Return a sort key that starts the longest builds first (trigram GIN, then job rows)."""
+    return "USING gin" in ix.definition, -TABLES.index(ix.table)
 
 
 def _watch(monitor: psycopg.Connection, pids: dict[int, str], bar: Progress, tasks: dict) -> None:
@@ -310,24 +315,41 @@ def vacuum(url: str, jobs: int) -> None:
             future.result()
 
 
-def verify_search(url: str) -> None:
-    """Check sampled rows: `search` is what jobsite.jobs.history.search_text makes of them."""
+def verify(url: str) -> None:
+    """Check sampled rows against jobsite.jobs.history: search texts and state changes."""
     import orjson
 
-    from jobsite.jobs.history import search_text
+    from engine.events import Event
+    from jobsite.jobs.history import search_text, transition
 
     with connect(url) as conn:
         rows = conn.execute(
-            "(SELECT id, task, args, kwargs, errors, search FROM jobsite_jobrecord"
-            " WHERE state = 'failed' LIMIT 50) UNION ALL (SELECT id, task, args, kwargs,"
-            " errors, search FROM jobsite_jobrecord ORDER BY id DESC LIMIT 50)"
+            "(SELECT r.id, r.queue, task, args, kwargs, errors, transitions, s.text"
+            " FROM jobsite_jobrecord r JOIN jobsite_jobsearch s ON s.job_id = r.id"
+            " WHERE state = 'failed' LIMIT 50) UNION ALL (SELECT r.id, r.queue, task, args,"
+            " kwargs, errors, transitions, s.text FROM jobsite_jobrecord r"
+            " JOIN jobsite_jobsearch s ON s.job_id = r.id ORDER BY r.id DESC LIMIT 50)"
         ).fetchall()
-    for job_id, task, args, kwargs, errors, search in rows:
-        want = search_text(
-            job_id, task, orjson.dumps(args).decode(), orjson.dumps(kwargs).decode(), errors
-        )
-        if search != want:
-            raise SystemExit(f"search column of {job_id} differs:\n{search!r}\n{want!r}")
+    for job_id, queue_name, task, args, kwargs, errors, transitions, text in rows:
+        dumped = orjson.dumps(args).decode(), orjson.dumps(kwargs).decode()
+        want = search_text(task, *dumped, errors)
+        if text != want:
+            raise SystemExit(f"search text of {job_id} differs:\n{text!r}\n{want!r}")
+        for t in transitions:
+            event = Event(
+                queue_name,
+                "",
+                job_id,
+                t["from"],
+                t["to"],
+                t["at_ms"],
+                t["attempt"],
+                t["worker"],
+                t["error"],
+                key=t["id"],
+            )
+            if transition(event) != t:
+                raise SystemExit(f"state change of {job_id} differs: {t} {transition(event)}")
 
 
 def read_info(url: str) -> dict[str, object] | None:
@@ -375,7 +397,7 @@ def fill(url: str, rows: int, jobs: int, chunk: int) -> dict[str, object]:
     t = time.monotonic()
     vacuum(url, jobs)
     phases["vacuum analyze"] = time.monotonic() - t
-    verify_search(url)
+    verify(url)
     size = database_bytes(url)
     return {
         "rows": rows,

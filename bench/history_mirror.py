@@ -57,8 +57,10 @@ async def produce(redis_url: str, jobs: int) -> float:
 # Where the drain's time goes: these functions of jobsite.jobs are wrapped with timers.
 SPLIT = (
     ("jobsite.jobs.mirror", "apply_batch"),
+    ("jobsite.jobs.bulkwrite", "lock_queues"),
+    ("jobsite.jobs.bulkwrite", "stored"),
     ("jobsite.jobs.bulkwrite", "upsert"),
-    ("jobsite.jobs.bulkwrite", "insert_events"),
+    ("jobsite.jobs.bulkwrite", "upsert_search"),
     ("jobsite.jobs.bulkwrite", "count_minutes"),
 )
 
@@ -199,23 +201,25 @@ def lag_at_rate(url: str, redis_url: str, rate: int, seconds: float) -> dict[str
 def mark(url: str) -> dict[str, Any]:
     """Remember where the filled history ends (to remove what the mirror adds)."""
     with connect(url) as conn:
-        at, event_id = conn.execute(
-            "SELECT now(), coalesce(max(id), 0) FROM jobsite_jobevent"
-        ).fetchone()  # type: ignore[misc]
+        at = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
         minutes = conn.execute(
             "SELECT minute, queue, state, count FROM jobsite_minutecount"
             " WHERE minute >= date_trunc('minute', %s::timestamptz)",
             [at],
         ).fetchall()
-    return {"at": at, "event_id": event_id, "minutes": minutes}
+    return {"at": at, "minutes": minutes}
 
 
 def restore(url: str, marked: dict[str, Any]) -> None:
-    """Delete the rows the mirror wrote since `marked`; put the per-minute counts back."""
+    """Delete the jobs the mirror wrote since `marked`; put the per-minute counts back."""
     at = marked["at"]
     with connect(url) as conn, conn.transaction():
-        jobs = conn.execute("DELETE FROM jobsite_jobrecord WHERE updated_at >= %s", [at])
-        events = conn.execute("DELETE FROM jobsite_jobevent WHERE id > %s", [marked["event_id"]])
+        gone = conn.execute(
+            "WITH gone AS (DELETE FROM jobsite_jobrecord WHERE updated_at >= %s RETURNING id),"
+            " texts AS (DELETE FROM jobsite_jobsearch WHERE job_id IN (SELECT id FROM gone))"
+            " SELECT count(*) FROM gone",
+            [at],
+        ).fetchone()[0]  # type: ignore[index]
         conn.execute(
             "DELETE FROM jobsite_minutecount WHERE minute >= date_trunc('minute', %s::timestamptz)",
             [at],
@@ -226,7 +230,7 @@ def restore(url: str, marked: dict[str, Any]) -> None:
                 " VALUES (%s, %s, %s, %s)",
                 marked["minutes"],
             )
-    console.print(f"removed the mirror's {jobs.rowcount:,} jobs and {events.rowcount:,} events")
+    console.print(f"removed the {gone:,} jobs the mirror wrote")
 
 
 def run(url: str, redis_url: str, drain_jobs: int, rate: int, seconds: float) -> dict[str, Any]:

@@ -1,10 +1,11 @@
 """The history benchmark on SQLite: the same history, filled from Python, the same queries.
 
 `bin/bench-history --sqlite PATH [--rows 1000000]`: rows come from a generator (the same
-distribution as bench.history_data's SQL, with `search` made by
-jobsite.jobs.history.search_text itself) and go in with `executemany`, one transaction a
-chunk, the secondary indexes dropped meanwhile (the UNIQUE constraints are part of SQLite's
-tables and stay). No mirror runs here. Writes the "history-sqlite" section.
+distribution as bench.history_data's SQL; state changes and search texts made by
+jobsite.jobs.history's `transition` and `search_text` themselves) and go in with
+`executemany`, one transaction a chunk, the secondary indexes dropped meanwhile (the UNIQUE
+constraints are part of SQLite's tables and stay). No mirror runs here. Writes the
+"history-sqlite" section.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import random
 import shutil
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,15 +27,15 @@ import orjson
 from bench import history_data as data
 from bench.history_fill import SPAN_MS, console, gib, progress
 
-# File bytes per job (row, ~3 events, indexes), measured on a 1,000,000-job fill.
+# File bytes per job (row with ~3 state changes, search text, indexes), measured on a
+# 1,000,000-job fill.
 BYTES_PER_JOB = 1400
-TABLES = ("jobsite_jobrecord", "jobsite_jobevent", "jobsite_minutecount")
+TABLES = ("jobsite_jobrecord", "jobsite_jobsearch", "jobsite_minutecount")
 JOB_COLUMNS = (
     "id, queue, task, version, state, priority, attempt, args, kwargs, result, errors,"
     " progress, progress_message, worker, sent_at, submitted_at, claimed_at, started_at,"
-    " retried_at, heartbeat_at, completed_at, run_at, last_event_id, updated_at, search"
+    " retried_at, heartbeat_at, completed_at, run_at, last_event_id, updated_at, transitions"
 )
-EVENT_COLUMNS = "queue, event_id, job_id, from_state, to_state, at, attempt, worker, error"
 
 
 def _t(ms: int | None) -> str | None:
@@ -98,8 +100,9 @@ def _events(
 
 
 def job(n: int, rows: int, start_ms: int, rng: random.Random) -> tuple[tuple[Any, ...], list]:
-    """Return job `n`'s row and its events (as bench.history_data.CHUNK_SQL makes them)."""
-    from jobsite.jobs.history import search_text
+    """Return job `n`'s row and its state changes (as bench.history_data.CHUNK_SQL makes them)."""
+    from engine.events import Event
+    from jobsite.jobs.history import search_text, transition
 
     step = SPAN_MS / rows
     sub = start_ms + int(n * step + rng.random() * step)
@@ -114,66 +117,61 @@ def job(n: int, rows: int, start_ms: int, rng: random.Random) -> tuple[tuple[Any
     start, done = _times(state, sub, rng)
     worker = "" if start is None else data.WORKERS[n % 8]
     errors, err = _failure(n, state, done)
-    events = _events(state, sub, start, done, worker, err)
-    last = f"{events[-1][3]:015d}-{n * 3 + events[-1][0]:08d}"
+    changes = [
+        transition(Event(queue, "", job_id, f, to, ms, att, w, e, key=f"{ms:015d}-{n * 3 + k:08d}"))
+        for k, f, to, ms, att, w, e in _events(state, sub, start, done, worker, err)
+    ]
     result = orjson.dumps({"ok": True, "items": n % 50}).decode() if state == "completed" else None
     times = (_t(sub), _t(sub), _t(start), _t(start), None, _t(start), _t(done))
     run_at = _t(sub + 3600000) if state == "scheduled" else None
     row = (
         *(job_id, queue, task, 1, state, 10 if n % 20 == 0 else 0, 0 if start is None else 1),
         *(args, kwargs, result, orjson.dumps(errors).decode(), None, "", worker),
-        *(*times, run_at, last, _t(done or start or sub)),
-        search_text(job_id, task, args, kwargs, errors),
+        *(*times, run_at, changes[-1]["id"], _t(done or start or sub)),
+        orjson.dumps(changes).decode(),
     )
-    evs = [
-        (queue, f"{ms:015d}-{n * 3 + k:08d}", job_id, f, to, _t(ms), att, w, e)
-        for k, f, to, ms, att, w, e in events
-    ]
-    return row, evs
+    return row, (job_id, search_text(task, args, kwargs, errors)), [(queue, c) for c in changes]
 
 
-def generate(rows: int, chunk: int) -> Iterator[tuple[list[Any], list[Any]]]:
-    """Yield (job rows, event rows) of `chunk` jobs at a time."""
+def generate(rows: int, chunk: int, minutes: Counter[tuple[str, str, str]]) -> Iterator[tuple]:
+    """Yield (job rows, search rows) of `chunk` jobs at a time; count their state changes."""
     rng = random.Random(13)
     start_ms = int(time.time() * 1000) - SPAN_MS
     for a in range(0, rows, chunk):
         jobs: list[Any] = []
-        events: list[Any] = []
+        texts: list[Any] = []
         for n in range(a, min(a + chunk, rows)):
-            row, evs = job(n, rows, start_ms, rng)
+            row, text, changes = job(n, rows, start_ms, rng)
             jobs.append(row)
-            events.extend(evs)
-        yield jobs, events
+            texts.append(text)
+            for queue, c in changes:
+                minutes[(_t(c["at_ms"] // 60_000 * 60_000), queue, c["to"])] += 1  # type: ignore[index]
+        yield jobs, texts
 
 
-def load(conn: sqlite3.Connection, rows: int, chunk: int) -> int:
-    """Insert the jobs and events, one transaction a chunk; return the events made."""
+def load(conn: sqlite3.Connection, rows: int, chunk: int) -> Counter[tuple[str, str, str]]:
+    """Insert the jobs and search texts, one transaction a chunk; return the minute counts."""
     jobs_sql = f"INSERT INTO jobsite_jobrecord ({JOB_COLUMNS}) VALUES ({', '.join('?' * 25)})"
-    events_sql = (
-        f"INSERT INTO jobsite_jobevent ({EVENT_COLUMNS}, progress)"
-        f" VALUES ({', '.join('?' * 9)}, NULL)"
-    )
-    made = 0
+    texts_sql = "INSERT INTO jobsite_jobsearch (job_id, text) VALUES (?, ?)"
+    minutes: Counter[tuple[str, str, str]] = Counter()
     with progress() as bar:
-        task = bar.add_task("jobs and their events", total=rows)
-        for jobs, events in generate(rows, chunk):
+        task = bar.add_task("jobs (with ~3 state changes each)", total=rows)
+        for jobs, texts in generate(rows, chunk, minutes):
             conn.execute("BEGIN")
             conn.executemany(jobs_sql, jobs)
-            conn.executemany(events_sql, events)
+            conn.executemany(texts_sql, texts)
             conn.execute("COMMIT")
-            made += len(events)
             bar.advance(task, len(jobs))
-    return made
+    return minutes
 
 
-def add_extras(conn: sqlite3.Connection) -> None:
-    """Sum the per-minute counts from the events; add a few worker and queue rows."""
+def add_extras(conn: sqlite3.Connection, minutes: Counter[tuple[str, str, str]]) -> None:
+    """Write the per-minute counts; add a few worker and queue rows."""
     now = _t(int(time.time() * 1000))
     conn.execute("BEGIN")
-    conn.execute(
-        "INSERT INTO jobsite_minutecount (minute, queue, state, count)"
-        " SELECT substr(at, 1, 16) || ':00', queue, to_state, count(*) FROM jobsite_jobevent"
-        " GROUP BY 1, 2, 3"
+    conn.executemany(
+        "INSERT INTO jobsite_minutecount (minute, queue, state, count) VALUES (?, ?, ?, ?)",
+        [(*key, n) for key, n in sorted(minutes.items())],
     )
     for worker in data.WORKERS:
         host, pid, _ = worker.split(":")
@@ -206,10 +204,10 @@ def fill(path: Path, rows: int, chunk: int) -> dict[str, Any]:
         conn.execute(f'DROP INDEX "{name}"')
     phases: dict[str, float] = {}
     t = time.monotonic()
-    events = load(conn, rows, chunk)
+    minutes = load(conn, rows, chunk)
     phases["rows"] = time.monotonic() - t
     t = time.monotonic()
-    add_extras(conn)
+    add_extras(conn, minutes)
     phases["minute counts"] = time.monotonic() - t
     t = time.monotonic()
     with progress() as bar:
@@ -226,7 +224,7 @@ def fill(path: Path, rows: int, chunk: int) -> dict[str, Any]:
     size = path.stat().st_size
     return {
         "rows": rows,
-        "events": events,
+        "events": sum(minutes.values()),
         "db_bytes": size,
         "bytes_per_job": round(size / max(rows, 1)),
         "phases_s": {k: round(v, 1) for k, v in phases.items()},
