@@ -157,8 +157,6 @@ def drain_backlog(url: str, redis_url: str, jobs: int) -> dict[str, Any]:
     console.print(f"  produced in {made_s:.1f} s; draining into the history ...")
     with connect(url) as conn:
         lsn = conn.execute(WAL_SQL).fetchone()[0]  # type: ignore[index]
-        with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
-            conn.execute("CHECKPOINT")  # every drain starts right after a checkpoint
         with split_timers() as spent:
             events, seconds = asyncio.run(drain())
         wal = wal_bytes(conn, lsn)

@@ -42,7 +42,7 @@ def timing_row(t: Timing) -> Row:
         return (t.name, f"error: {t.error}", f"≤ {t.target_ms:g} ms", _ok(False))
     measured = (
         f"p95 {t.p95_ms:.1f} ms (p50 {t.p50_ms:.1f}, cold {t.cold_ms:.1f};"
-        f" SQL {t.sql_ms:.1f} in {t.queries} queries"
+        f" SQL {t.sql_ms:.0f} ms in {t.queries} queries"
     )
     measured += ")" if t.calls == 20 else f"; {t.calls} warm calls)"
     return (t.name, measured, f"≤ {t.target_ms:g} ms", _ok(t.ok))
@@ -62,8 +62,8 @@ def mirror_rows(mirror: dict[str, Any]) -> list[Row]:
         (
             "drain time by step",
             ", ".join(f"{k} {v:g} s" for k, v in d.get("split_s", {}).items())
-            + " (apply_batch holds the three writes and the commit; the rest is Redis and"
-            " Python)",
+            + " (apply_batch holds the others and the commit; the rest of the drain is Redis"
+            " and Python)",
             "(reported)",
             "",
         ),
@@ -102,7 +102,7 @@ def rows(
     phases = ", ".join(f"{k} {v:g} s" for k, v in info["phases_s"].items())
     out: list[Row] = [
         (
-            f"fill: {info['rows']:,} jobs, {info['events']:,} events",
+            f"fill: {info['rows']:,} jobs, {info['events']:,} events (state changes)",
             f"{info['fill_s']:g} s ({phases})",
             "",
             "",
@@ -150,9 +150,10 @@ def write(
         "",
         f"`{command}`, {time.strftime('%Y-%m-%d %H:%M')}. Machine: {machine()}; {db} {version}.",
         "",
-        f"History: {info['rows']:,} jobs and {info['events']:,} events over the last 30 days"
-        " (92 % completed, 4 % failed with a ~1.6 kB traceback, the rest cancelled, expired,"
-        " stalled, dropped and a few live; 5 queues, 40 tasks; time-ordered 32-hex ids),"
+        f"History: {info['rows']:,} jobs with {info['events']:,} state changes (events, kept in"
+        " each row's `transitions`) over the last 30 days (92 % completed, 4 % failed with a"
+        " ~1.6 kB traceback, the rest cancelled, expired, stalled, dropped and a few live;"
+        " 5 queues, 40 tasks; UUIDv7 ids; one search text per job in `JobSearch`),"
         f" filled {info['filled_at']} in {info['fill_s']:g} s: rows generated on the server in"
         " chunks with the secondary indexes dropped, then indexes built again, VACUUM ANALYZE.",
         "",
@@ -161,7 +162,7 @@ def write(
         " first call is `cold`, the figure is the p95 of 20 warm calls. Mirror: a backlog made"
         " by an in-process burst worker, drained by a fresh `Mirror`; the lag run is"
         " `bench.mirror_lag.measure` (feeder and worker processes) against this database. WAL"
-        " from `pg_current_wal_lsn()` (server-wide).",
+        " from `pg_current_wal_lsn()` (server-wide), split by kind with `pg_waldump --stats`.",
         "",
         "| what | measured | target | ok? |",
         "|---|---|---|---|",
