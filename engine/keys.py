@@ -53,6 +53,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "purge": ("dlq", "done", "deadlines"),
     "resubmit": QUEUE_KEYS,
     "declare": ("repeats", "repeat_due", "repeat_last", "declared"),
+    "snapshot": ("events",),
 }
 
 

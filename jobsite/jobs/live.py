@@ -11,7 +11,7 @@ from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from . import services
-from .models import STATE_CHOICES, JobRecord, MinuteCount, text_search
+from .models import DEAD, STATE_CHOICES, JobRecord, MinuteCount, text_search
 from .schemas import QUEUE
 
 STATES = frozenset(value for value, _ in STATE_CHOICES)
@@ -104,8 +104,8 @@ def _history(chosen: Filter) -> dict[str, Any]:
             for j in JobRecord.objects.filter(state="started").order_by("-started_at")[:50]
         ],
         "failures": [
-            {"id": j.id, "task": j.task, "error": (j.errors or [{}])[-1]}
-            for j in JobRecord.objects.filter(state="failed").order_by("-completed_at")[:20]
+            {"id": j.id, "task": j.task, "state": j.state, "error": (j.errors or [{}])[-1]}
+            for j in JobRecord.objects.filter(state__in=DEAD).order_by("-completed_at")[:20]
         ],
         "throughput": [
             {"minute": p["minute"].isoformat(), "completed": p["completed"], "failed": p["failed"]}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 from collections.abc import Sequence
@@ -50,7 +51,8 @@ def apply_batch(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> i
         for job, seen in by_job.items():
             last, kept = rows.get(job, ("", []))
             known = {t.get("id") for t in kept}
-            changes = [e for e in seen if e.from_state != e.to_state and e.key not in known]
+            fresh = {e.key: e for e in seen if e.from_state != e.to_state and e.key not in known}
+            changes = list(fresh.values())
             newest = max(seen, key=lambda e: e.key)
             if newest.key <= last and not changes:
                 continue  # a replay
@@ -107,6 +109,8 @@ class Mirror:
         self.queues = list(queues)
         self.batch = batch
         self.applied = 0
+        # The batch being written while the next one is read (see step).
+        self._writing: asyncio.Future[None] | None = None
 
     async def start(self) -> None:
         """Create the groups, resync if the stream was trimmed past us, apply what is pending."""
@@ -129,16 +133,29 @@ class Mirror:
 
     async def apply(self, events: list[Event]) -> None:
         """Write a batch to the database, then ack it."""
+        await self._write(events, await self._hashes(events))
+
+    async def _hashes(self, events: list[Event]) -> dict[str, dict[str, str]]:
+        """Return the job hashes Redis still holds for the jobs of `events`."""
         hashes: dict[str, dict[str, str]] = {}
-        by_queue: dict[str, list[str]] = {}
+        by_queue: dict[str, set[str]] = {}
         for e in events:
-            by_queue.setdefault(e.queue, []).append(e.job)
+            by_queue.setdefault(e.queue, set()).add(e.job)
         for queue, ids in by_queue.items():
-            hashes.update(await self.reader.job_hashes(queue, sorted(set(ids))))
+            hashes.update(await self.reader.job_hashes(queue, sorted(ids)))
+        return hashes
+
+    async def _write(self, events: list[Event], hashes: dict[str, dict[str, str]]) -> None:
         await sync_to_async(apply_batch, thread_sensitive=True)(events, hashes)
         await self.reader.ack(events)
         self.applied += len(events)
         await self._notify()
+
+    async def settle(self) -> None:
+        """Wait until the batch being written is committed and acked (raising its error)."""
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            await writing
 
     async def _notify(self) -> None:
         """Tell dashboards a batch landed (one message per batch; consumers coalesce)."""
@@ -151,10 +168,19 @@ class Mirror:
             log.warning("dashboard notify failed", exc_info=True)
 
     async def step(self, block_ms: int = 1000) -> int:
-        """Read and apply one batch; return how many events it held."""
-        events = await self.reader.read(self.batch, block_ms)
-        if events:
-            await self.apply(events)
+        """Read a batch while the previous one is written; return how many events it held.
+
+        The database write of one batch overlaps the Redis reads of the next; batches still
+        commit one after the other, each acked after its commit. 0 means everything read so
+        far is written and acked.
+        """
+        events = await self.reader.read(self.batch, None if self._writing else block_ms)
+        if not events:
+            await self.settle()
+            return 0
+        hashes = await self._hashes(events)
+        await self.settle()
+        self._writing = asyncio.ensure_future(self._write(events, hashes))
         return len(events)
 
     async def run(
@@ -165,14 +191,20 @@ class Mirror:
 
         async def tick() -> float:
             nonlocal started
-            if not started:
-                await self.start()
-                started = True
-            await self.step()
+            try:
+                if not started:
+                    await self.start()
+                    started = True
+                await self.step()
+            except BaseException:
+                started = False  # after an error, take up the unacked entries again first
+                raise
             return 0.0
 
         await run_periodic("mirror", tick, stopping, transient)
 
     async def aclose(self) -> None:
-        """Close the Redis connection."""
+        """Finish the batch being written (its entries stay pending if it fails); close."""
+        with contextlib.suppress(Exception):
+            await self.settle()
         await self.redis.aclose()

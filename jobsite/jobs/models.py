@@ -17,6 +17,8 @@ TERMINAL = [s.value for s in JobState if s.is_terminal]
 # What each action applies to, derived from the engine's states (admin, API and dashboard alike).
 CANCELLABLE = [s.value for s in JobState if not s.is_terminal and s != JobState.UNSUBMITTED]
 RETRYABLE = [s for s in TERMINAL if s != JobState.COMPLETED]
+# Ended without success: what "recent failures" lists (and its partial index covers).
+DEAD = [s for s in RETRYABLE if s != JobState.CANCELLED] + [LOST]
 
 
 class JobRecord(models.Model):
@@ -59,12 +61,19 @@ class JobRecord(models.Model):
             ("retry_job", "Can retry jobs and resubmit them from the DLQ"),
             ("purge_job", "Can purge finished jobs"),
         ]
-        # Few indexes on purpose: every event rewrites the row. Each leading column serves the
-        # single-column filters too (queue, task, state).
+        # Few indexes on purpose: every batch rewrites its jobs' rows. Each leading column
+        # serves the single-column filters too (queue, task, state); (state, submitted_at)
+        # gives a state's newest jobs and retention's oldest; the partial index holds only
+        # the few dead rows, newest failures first.
         indexes = [
             models.Index(fields=["queue", "state"]),
             models.Index(fields=["task", "state"]),
-            models.Index(fields=["state", "completed_at"]),
+            models.Index(fields=["state", "submitted_at"], name="jobsite_job_state_submitted"),
+            models.Index(
+                fields=["-completed_at"],
+                condition=models.Q(state__in=DEAD),
+                name="jobsite_job_dead",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -78,7 +78,8 @@ class Horizon:
 def prune(batch: int = 2000, batches: int = 10, at: datetime | None = None) -> int:
     """Delete at most `batches` x `batch` ended jobs per state past retention, with their events.
 
-    Each batch is its own short transaction, found through the (state, completed_at) index.
+    Each batch is its own short transaction, found through the (state, submitted_at) index
+    (a job that ended before the cutoff was submitted before it too).
     Returns the number of jobs deleted; call again while it returns the full amount.
     """
     horizon = Horizon.now(at)
@@ -86,7 +87,9 @@ def prune(batch: int = 2000, batches: int = 10, at: datetime | None = None) -> i
     for state, cutoff in sorted(horizon.cutoffs.items()):
         if cutoff is None:
             continue
-        old = JobRecord.objects.filter(state=state, completed_at__lt=cutoff)
+        old = JobRecord.objects.filter(
+            state=state, submitted_at__lt=cutoff, completed_at__lt=cutoff
+        ).order_by("submitted_at")
         for _ in range(batches):
             ids = list(old.values_list("id", flat=True)[:batch])
             if not ids:
