@@ -191,8 +191,8 @@ def lag_at_rate(url: str, redis_url: str, rate: int, seconds: float) -> dict[str
     result["backlog_max_1st"], result["backlog_max_2nd"] = first, second
     # Flat: the second half never holds much more than the first (two batches of slack).
     result["backlog_flat"] = second <= max(first * 1.5, 4000)
-    events = int(result["events"]) or 1
-    result["wal_bytes_per_1000"] = round(wal / events * 1000)
+    events = int(result["events"])
+    result["wal_bytes_per_1000"] = round(wal / events * 1000) if events else None
     return result
 
 

@@ -87,8 +87,12 @@ def mirror_rows(mirror: dict[str, Any]) -> list[Row]:
         ),
         (
             "mirror backlog during the lag run",
-            f"max {lag['backlog_max_1st']:,} (1st half), max {lag['backlog_max_2nd']:,} (2nd half);"
-            f" WAL {lag['wal_bytes_per_1000'] / 1024:,.0f} KiB per 1,000 events",
+            f"max {lag['backlog_max_1st']:,} (1st half), max {lag['backlog_max_2nd']:,} (2nd half)"
+            + (
+                f"; WAL {lag['wal_bytes_per_1000'] / 1024:,.0f} KiB per 1,000 events"
+                if lag["wal_bytes_per_1000"] is not None
+                else ""
+            ),
             "flat",
             _ok(lag["backlog_flat"]),
         ),
