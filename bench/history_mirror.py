@@ -1,0 +1,243 @@
+"""Time the mirror against the big history: draining a backlog, and lag at a steady rate.
+
+Drain: `jobs` demo jobs are enqueued and run by an in-process burst worker (the event stream
+capped high enough to keep every event), then a fresh `jobsite.jobs.mirror.Mirror` applies the
+whole backlog; events/s = events / drain time. Lag: `bench.mirror_lag.measure` (a feeder and a
+worker process, the mirror here) at `rate` jobs/s. WAL bytes come from pg_current_wal_lsn()
+(server-wide: other databases' writes in the same seconds count too).
+
+Rows the mirror wrote are deleted afterwards (and the per-minute counts put back), so the
+database keeps exactly the filled history for `--reuse`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import shutil
+import subprocess
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import redis
+
+from bench.history_fill import connect, console
+
+WAL_SQL = "SELECT pg_current_wal_lsn()::text"
+
+
+def wal_bytes(conn: psycopg.Connection, since: str) -> int:
+    """Return the WAL bytes written by the server since LSN `since`."""
+    row = conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)", [since])
+    return int(row.fetchone()[0])  # type: ignore[index]
+
+
+async def produce(redis_url: str, jobs: int) -> float:
+    """Enqueue `jobs` demo jobs and run them with a burst worker; return the seconds taken."""
+    from engine import Client, EngineSettings, Worker
+    from jobsite.demo_tasks import resize_image
+    from jobsite.jobs.registry import load_tasks
+
+    settings = EngineSettings.from_url(redis_url, events_maxlen=max(100_000, jobs * 4))
+    start = time.monotonic()
+    async with Client(settings) as client:
+        for first in range(0, jobs, 1000):
+            calls = [resize_image.call(n, 1) for n in range(first, min(first + 1000, jobs))]
+            await client.enqueue_many(calls)
+    worker = Worker(settings, load_tasks(["jobsite.demo_tasks"]), concurrency=500, burst=True)
+    await worker.run()
+    return time.monotonic() - start
+
+
+# Where the drain's time goes: these functions of jobsite.jobs are wrapped with timers.
+SPLIT = (
+    ("jobsite.jobs.mirror", "apply_batch"),
+    ("jobsite.jobs.bulkwrite", "lock_queues"),
+    ("jobsite.jobs.bulkwrite", "stored"),
+    ("jobsite.jobs.bulkwrite", "upsert"),
+    ("jobsite.jobs.bulkwrite", "upsert_search"),
+    ("jobsite.jobs.bulkwrite", "count_minutes"),
+)
+
+
+@contextlib.contextmanager
+def split_timers() -> Iterator[dict[str, float]]:
+    """Yield seconds spent per function of SPLIT while the block runs (missing ones skipped)."""
+    import importlib
+
+    spent: dict[str, float] = defaultdict(float)
+    patched: list[tuple[object, str, Callable[..., Any]]] = []
+
+    def timer(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] += time.perf_counter() - start
+
+        return timed
+
+    for module_name, attr in SPLIT:
+        module = importlib.import_module(module_name)
+        fn = getattr(module, attr, None)
+        if callable(fn):
+            patched.append((module, attr, fn))
+            setattr(module, attr, timer(attr, fn))
+    try:
+        yield spent
+    finally:
+        for module, attr, fn in patched:
+            setattr(module, attr, fn)
+
+
+def wal_kinds(conn: psycopg.Connection, start: str, end: str) -> str:
+    """Return the WAL between two LSNs by resource manager and its full-page-image share.
+
+    Needs pg_waldump and read access to pg_wal (a local server); else an empty string.
+    """
+    waldump = shutil.which("pg_waldump") or next(
+        iter(sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_waldump"), reverse=True)), None
+    )
+    wal_dir = Path(str(conn.execute("SHOW data_directory").fetchone()[0])) / "pg_wal"  # type: ignore[index]
+    if waldump is None or not wal_dir.is_dir():
+        return ""
+    # Segments before the last checkpoint's redo point may be recycled already: sample after it.
+    start = str(
+        conn.execute(
+            "SELECT greatest(redo_lsn, %s::pg_lsn)::text FROM pg_control_checkpoint()", [start]
+        ).fetchone()[0]  # type: ignore[index]
+    )
+    out = subprocess.run(
+        [str(waldump), "--stats", "-p", str(wal_dir), "-s", start, "-e", end],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    sizes: dict[str, tuple[int, int]] = {}
+    for line in out.splitlines():
+        m = re.match(r"(\w+)\s+\d+ \(\s*[\d.]+\)\s+(\d+) \(.*?\)\s+(\d+) \(.*?\)\s+(\d+)", line)
+        if m and m.group(1) != "Total":
+            sizes[m.group(1)] = (int(m.group(4)), int(m.group(3)))
+    if not sizes:
+        return ""
+    total = sum(c for c, _ in sizes.values())
+    fpi = sum(f for _, f in sizes.values())
+    top = sorted(sizes.items(), key=lambda kv: -kv[1][0])[:4]
+    kinds = ", ".join(f"{k} {c / total:.0%}" for k, (c, _) in top)
+    return f"{kinds}; full-page images {fpi / total:.0%}; last {total / 2**20:,.0f} MiB sampled"
+
+
+async def drain() -> tuple[int, float]:
+    """Apply every event in the streams with a fresh mirror; return (events, seconds)."""
+    from jobsite.jobs import conf
+    from jobsite.jobs.mirror import Mirror
+
+    mirror = Mirror(conf.queues(), consumer="bench-history")
+    start = time.monotonic()
+    try:
+        await mirror.start()
+        while await mirror.step(block_ms=200):
+            pass
+        return mirror.applied, time.monotonic() - start
+    finally:
+        await mirror.aclose()
+
+
+def drain_backlog(url: str, redis_url: str, jobs: int) -> dict[str, Any]:
+    """Make a backlog of `jobs` jobs' events, then time the mirror draining it."""
+    redis.Redis.from_url(redis_url).flushall()
+    console.print(f"mirror drain: producing the events of {jobs:,} jobs ...")
+    made_s = asyncio.run(produce(redis_url, jobs))
+    console.print(f"  produced in {made_s:.1f} s; draining into the history ...")
+    with connect(url) as conn:
+        lsn = conn.execute(WAL_SQL).fetchone()[0]  # type: ignore[index]
+        with split_timers() as spent:
+            events, seconds = asyncio.run(drain())
+        wal = wal_bytes(conn, lsn)
+        try:
+            kinds = wal_kinds(conn, lsn, conn.execute(WAL_SQL).fetchone()[0])  # type: ignore[index]
+        except psycopg.Error as exc:
+            kinds = f"no breakdown: {exc}"
+    return {
+        "jobs": jobs,
+        "events": events,
+        "seconds": round(seconds, 2),
+        "events_per_s": round(events / seconds) if seconds else 0,
+        "wal_bytes_per_1000": round(wal / events * 1000) if events else None,
+        "wal_kinds": kinds,
+        "split_s": {k: round(v, 2) for k, v in spent.items()},
+    }
+
+
+def lag_at_rate(url: str, redis_url: str, rate: int, seconds: float) -> dict[str, Any]:
+    """Run bench.mirror_lag.measure against this database."""
+    from bench.mirror_lag import measure
+    from jobsite.jobs import mirror as mirror_module
+
+    redis.Redis.from_url(redis_url).flushall()
+    console.print(f"mirror lag: {rate:,} jobs/s for {seconds:g} s ...")
+    with connect(url) as conn:
+        lsn = conn.execute(WAL_SQL).fetchone()[0]  # type: ignore[index]
+        result = asyncio.run(measure(mirror_module, redis_url, rate, seconds))
+        wal = wal_bytes(conn, lsn)
+    first = max(result["backlog_first_half"], default=0)
+    second = max(result["backlog_second_half"], default=0)
+    result["backlog_max_1st"], result["backlog_max_2nd"] = first, second
+    # Flat: the second half never holds much more than the first (two batches of slack).
+    result["backlog_flat"] = second <= max(first * 1.5, 4000)
+    events = int(result["events"])
+    result["wal_bytes_per_1000"] = round(wal / events * 1000) if events else None
+    return result
+
+
+def mark(url: str) -> dict[str, Any]:
+    """Remember where the filled history ends (to remove what the mirror adds)."""
+    with connect(url) as conn:
+        at = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
+        minutes = conn.execute(
+            "SELECT minute, queue, state, count FROM jobsite_minutecount"
+            " WHERE minute >= date_trunc('minute', %s::timestamptz)",
+            [at],
+        ).fetchall()
+    return {"at": at, "minutes": minutes}
+
+
+def restore(url: str, marked: dict[str, Any]) -> None:
+    """Delete the jobs the mirror wrote since `marked`; put the per-minute counts back."""
+    at = marked["at"]
+    with connect(url) as conn, conn.transaction():
+        gone = conn.execute(
+            "WITH gone AS (DELETE FROM jobsite_jobrecord WHERE updated_at >= %s RETURNING id),"
+            " texts AS (DELETE FROM jobsite_jobsearch WHERE job_id IN (SELECT id FROM gone))"
+            " SELECT count(*) FROM gone",
+            [at],
+        ).fetchone()[0]  # type: ignore[index]
+        conn.execute(
+            "DELETE FROM jobsite_minutecount WHERE minute >= date_trunc('minute', %s::timestamptz)",
+            [at],
+        )
+        with conn.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO jobsite_minutecount (minute, queue, state, count)"
+                " VALUES (%s, %s, %s, %s)",
+                marked["minutes"],
+            )
+    console.print(f"removed the {gone:,} jobs the mirror wrote")
+
+
+def run(url: str, redis_url: str, drain_jobs: int, rate: int, seconds: float) -> dict[str, Any]:
+    """Drain a backlog and measure lag at `rate`; leave the history as it was."""
+    marked = mark(url)
+    try:
+        return {
+            "drain": drain_backlog(url, redis_url, drain_jobs),
+            "lag": lag_at_rate(url, redis_url, rate, seconds),
+        }
+    finally:
+        restore(url, marked)
