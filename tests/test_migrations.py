@@ -63,7 +63,8 @@ def test_a_database_from_the_old_label_keeps_every_row(tmp_path: Path) -> None:
     assert {"jobsite_jobrecord", "jobsite_jobsearch", "jobsite_apitoken"} <= tables
     assert "jobsite_jobevent" not in tables  # its rows moved into the jobs' transitions
     assert "jobs" not in labels and "jobsite" in labels
-    assert "jobsite_job_queue_f7bde4_idx" in indexes  # named indexes carry this state's names
+    # 0005 removes the adopted indexes by the names 0001 gave them, then adds its own
+    assert "jobsite_job_queue_submitted" in indexes
     read = manage(env, "shell", "-c", READ_BACK)
     assert read.returncode == 0, read.stderr
     assert json.loads(read.stdout.strip().splitlines()[-1]) == {

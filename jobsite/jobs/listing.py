@@ -26,7 +26,7 @@ class BoundedPaginator(Paginator):  # type: ignore[type-arg]
     @cached_property
     def count(self) -> int:
         """Return the number of rows, or `cap` + 1 when there are more."""
-        return int(self.object_list[: self.cap + 1].count())
+        return int(self.object_list.order_by()[: self.cap + 1].count())
 
 
 class _ChoiceFilter(admin.SimpleListFilter):

@@ -61,13 +61,13 @@ class JobRecord(models.Model):
             ("retry_job", "Can retry jobs and resubmit them from the DLQ"),
             ("purge_job", "Can purge finished jobs"),
         ]
-        # Few indexes on purpose: every batch rewrites its jobs' rows. Each leading column
-        # serves the single-column filters too (queue, task, state); (state, submitted_at)
-        # gives a state's newest jobs and retention's oldest; the partial index holds only
-        # the few dead rows, newest failures first.
+        # Few indexes on purpose: every batch rewrites its jobs' rows. Each list filter
+        # (queue, task, state) has one (filter, submitted_at) index that gives its newest jobs
+        # in order, on PostgreSQL and SQLite alike; (state, submitted_at) also gives
+        # retention's oldest; the partial index holds only the few dead rows, newest first.
         indexes = [
-            models.Index(fields=["queue", "state"]),
-            models.Index(fields=["task", "state"]),
+            models.Index(fields=["queue", "submitted_at"], name="jobsite_job_queue_submitted"),
+            models.Index(fields=["task", "submitted_at"], name="jobsite_job_task_submitted"),
             models.Index(fields=["state", "submitted_at"], name="jobsite_job_state_submitted"),
             models.Index(
                 fields=["-completed_at"],
