@@ -106,27 +106,32 @@ def _insert(
             cursor.executemany(f"INSERT INTO {table} ({names}) VALUES {one}{tail}", rows)
 
 
+def _sets(update: Iterable[str], guard: bool, new: str) -> str:
+    """Return the SET list taking `update` columns from the row alias `new` (guarded: if newer)."""
+    table = _q(JobRecord._meta.db_table)
+    newer = f"{table}.{_q('last_event_id')} < {new}.{_q('last_event_id')}"
+    sets = []
+    for column in update:
+        c = _q(column)
+        if guard and column not in UNGUARDED:
+            sets.append(f"{c} = CASE WHEN {newer} THEN {new}.{c} ELSE {table}.{c} END")
+        else:
+            sets.append(f"{c} = {new}.{c}")
+    return ", ".join(sets)
+
+
 def upsert(rows: Sequence[dict[str, Any]], update: Iterable[str], guard: bool = True) -> None:
-    """Insert rows or update `update` columns of existing ones (newer events only when `guard`)."""
+    """Insert rows or update `update` columns of existing ones (newer events only when `guard`).
+
+    PostgreSQL: an `UPDATE ... FROM` the staging table, then an insert of the rows that were
+    not there; unlike `ON CONFLICT DO UPDATE`, that writes no row-lock record before each
+    update (it was most of the write-ahead log).
+    """
     if not rows:
         return
-    table = _q(JobRecord._meta.db_table)
-    newer = f"{table}.{_q('last_event_id')} < excluded.{_q('last_event_id')}"
-    sets = []
-    for c in update:
-        if guard and c not in UNGUARDED:
-            sets.append(
-                f"{_q(c)} = CASE WHEN {newer} THEN excluded.{_q(c)} ELSE {table}.{_q(c)} END"
-            )
-        else:
-            sets.append(f"{_q(c)} = excluded.{_q(c)}")
-    tail = f" ON CONFLICT ({_q('id')}) DO UPDATE SET {', '.join(sets)}"
     sqlite = not _postgres()
     now = timezone.now()
-    if sqlite:  # naive UTC text, as Django stores datetimes in SQLite
-        now_value: Any = str(now.replace(tzinfo=None))
-    else:
-        now_value = now
+    now_value: Any = str(now.replace(tzinfo=None)) if sqlite else now  # SQLite: naive UTC text
     prepped = []
     for row in sorted(rows, key=lambda r: r["id"]):  # one lock order for concurrent writers
         values = [row.get(c, now_value) for c in JOB_COLUMNS]
@@ -135,7 +140,22 @@ def upsert(rows: Sequence[dict[str, Any]], update: Iterable[str], guard: bool = 
                 if values[i] is not None:
                     values[i] = str(values[i].replace(tzinfo=None))
         prepped.append(tuple(values))
-    _insert(JobRecord, JOB_COLUMNS, prepped, tail)
+    if sqlite:
+        tail = f" ON CONFLICT ({_q('id')}) DO UPDATE SET {_sets(update, guard, 'excluded')}"
+        _insert(JobRecord, JOB_COLUMNS, prepped, tail)
+        return
+    table = _q(JobRecord._meta.db_table)
+    names = ", ".join(_q(c) for c in JOB_COLUMNS)
+    with connection.cursor() as cursor:
+        source = _stage(cursor, JobRecord, JOB_COLUMNS, prepped)
+        stage = _q(f"{JobRecord._meta.db_table}_stage")
+        cursor.execute(
+            f"UPDATE {table} SET {_sets(update, guard, 'new')} FROM {stage} AS new"
+            f" WHERE {table}.{_q('id')} = new.{_q('id')}"
+        )
+        cursor.execute(
+            f"INSERT INTO {table} ({names}) {source} ON CONFLICT ({_q('id')}) DO NOTHING"
+        )
 
 
 _TIME_INDEXES = [JOB_COLUMNS.index(c) for c in TIMES]
