@@ -1,10 +1,11 @@
 """Idempotent bulk writes of the mirror: one statement per batch and table.
 
 On PostgreSQL a batch is first copied (COPY, formatted by psycopg's C code) into a temporary
-staging table of this session, then moved with one `INSERT ... SELECT ... ON CONFLICT`; on
-SQLite it is an `executemany` that the driver runs in C. Every guarded column is written only
-by a newer event (`last_event_id`), so "an older event changes nothing" is a property of the
-statement itself; `transitions` is the merge the caller made under `lock_queues`.
+staging table of this session, then moved with set-based statements (`UPDATE ... FROM`, then
+`INSERT ... SELECT ... ON CONFLICT`); on SQLite it is an `executemany` that the driver runs
+in C. Every guarded column is written only by a newer event (`last_event_id`), so "an older
+event changes nothing" is a property of the statement itself; `transitions` is the merge the
+caller made under `lock_queues`.
 """
 
 from __future__ import annotations

@@ -85,9 +85,10 @@ def _at(event: Event) -> datetime:
 
 def resync_rows(hashes: dict[str, dict[str, str]]) -> int:
     """Upsert rows straight from job hashes (after the stream was trimmed past the mirror)."""
-    horizon = Horizon.now()
+    now = timezone.now()
+    horizon = Horizon.now(now)
     rows = [history.values_from_hash(fields, "") for fields in hashes.values()]
-    rows = [r for r in rows if horizon.keeps(r["state"], r["completed_at"], timezone.now())]
+    rows = [r for r in rows if horizon.keeps(r["state"], r["completed_at"], now)]
     texts = [(row["id"], history.row_search_text(row)) for row in rows]
     with transaction.atomic():
         bulkwrite.upsert(rows, history.RESYNC_COLUMNS, guard=False)
