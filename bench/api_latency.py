@@ -24,46 +24,32 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def fill(rows: int) -> None:
     """Insert `rows` finished jobs (2 % failed) straight into the history table."""
-    from datetime import UTC, datetime, timedelta
+    from datetime import UTC, datetime
 
     from django.db import transaction
 
     from jobsite.jobs import bulkwrite, history
 
-    base = datetime(2026, 1, 1, tzinfo=UTC)
+    base_ms = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp() * 1000)
     batch = []
     for n in range(rows):
-        at = base + timedelta(seconds=n)
+        at = str(base_ms + n * 1000)
         failed = n % 50 == 0
-        batch.append(
-            {
-                "id": f"job{n:09d}",
-                "queue": "default" if n % 3 else "emails",
-                "task": f"app.task{n % 20}",
-                "version": 1,
-                "state": "failed" if failed else "completed",
-                "priority": 0,
-                "attempt": 1,
-                "args": json.dumps([n, f"customer-{n % 5000}"]),
-                "kwargs": "{}",
-                "result": "null",
-                "errors": json.dumps([{"type": "ValueError", "message": f"bad {n}"}])
-                if failed
-                else "[]",
-                "progress": None,
-                "progress_message": "",
-                "worker": "w1",
-                "sent_at": at,
-                "submitted_at": at,
-                "claimed_at": at,
-                "started_at": at,
-                "retried_at": None,
-                "heartbeat_at": at,
-                "completed_at": at,
-                "run_at": None,
-                "last_event_id": f"{n:015d}-00000000",
-            }
-        )
+        errors = [{"type": "ValueError", "message": f"bad {n}"}] if failed else []
+        fields = {
+            "id": f"job{n:09d}",
+            "queue": "default" if n % 3 else "emails",
+            "task": f"app.task{n % 20}",
+            "version": "1",
+            "state": "failed" if failed else "completed",
+            "attempt": "1",
+            "args": json.dumps([n, f"customer-{n % 5000}"]),
+            "errors": json.dumps(errors),
+            "worker": "w1",
+            **{f"{t}_at_ms": at for t in ("sent", "submitted", "claimed", "started")},
+            **{f"{t}_at_ms": at for t in ("heartbeat", "completed")},
+        }
+        batch.append(bulkwrite.Staged(fields["id"], f"{n:015d}-00000000", "[]", fields))
         if len(batch) == 20_000:
             with transaction.atomic():
                 bulkwrite.upsert(batch, history.ALL_BUT_ID)

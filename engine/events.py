@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
+import orjson
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
@@ -18,11 +18,10 @@ from .settings import EngineSettings
 def sortable_id(stream_id: str) -> str:
     """Return a stream id ("ms-seq") zero-padded so that ids sort as text."""
     ms, _, seq = stream_id.partition("-")
-    return f"{int(ms):015d}-{int(seq or 0):08d}"
+    return f"{ms.zfill(15)}-{(seq or '0').zfill(8)}"
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(NamedTuple):
     """One transition as written by a script: job, from, to, time, attempt, worker, error."""
 
     queue: str
@@ -60,6 +59,14 @@ class Event:
 
 
 SNAPSHOT_IDS = 1000
+
+
+def _hash_from_json(text: str) -> dict[str, str]:
+    """Decode a hash sent as JSON; bytes that are not UTF-8 (surrogate-escaped) become U+FFFD."""
+    try:
+        return orjson.loads(text)  # type: ignore[no-any-return]
+    except orjson.JSONDecodeError:
+        return orjson.loads(text.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))  # type: ignore[no-any-return]
 
 
 class EventReader:
@@ -151,18 +158,18 @@ class EventReader:
     async def job_hashes(self, queue: str, job_ids: Sequence[str]) -> dict[str, dict[str, str]]:
         """Return the current hash of each job that still exists in Redis.
 
-        One script call per 1,000 ids (snapshot-1.lua): one reply to parse instead of one
-        command per job, and Redis busy for a millisecond or two at a time.
+        One script call per 1,000 ids (snapshot-1.lua), each hash coming back as one JSON
+        string: one reply to parse instead of one command and 2n strings per job, and Redis
+        busy for a millisecond or two at a time.
         """
         keys = self.keys[queue]
         found: dict[str, dict[str, str]] = {}
         for start in range(0, len(job_ids), SNAPSHOT_IDS):
             chunk = list(job_ids[start : start + SNAPSHOT_IDS])
             rows = await self.scripts.snapshot([keys.events], [keys.job_prefix, *chunk])
-            for job_id, flat in zip(chunk, rows, strict=True):
-                if flat:
-                    pairs = iter(flat)
-                    found[job_id] = dict(zip(pairs, pairs, strict=False))
+            for job_id, text in zip(chunk, rows, strict=True):
+                if text:
+                    found[job_id] = _hash_from_json(text)
         return found
 
     async def scan_job_ids(self, queue: str, count: int = 1000) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,11 +23,12 @@ from django.utils import timezone
 
 from engine.events import Event
 
-from .history import JOB_COLUMNS, TIMES
+from .history import JOB_COLUMNS, JSON_FIELDS, TIMES, values_from_hash
 from .models import JobRecord, JobSearch, MinuteCount
 
 # Columns written whatever the guard says: the merged list of state changes.
 UNGUARDED = frozenset(("transitions",))
+_TIME_INDEXES = [JOB_COLUMNS.index(c) for c in TIMES]
 
 
 def _postgres() -> bool:
@@ -121,45 +123,94 @@ def _sets(update: Iterable[str], guard: bool, new: str) -> str:
     return ", ".join(sets)
 
 
-def upsert(rows: Sequence[dict[str, Any]], update: Iterable[str], guard: bool = True) -> None:
+@dataclass(frozen=True, slots=True)
+class Staged:
+    """One job row to write: its hash fields (cleaned), newest event id and transitions."""
+
+    id: str
+    last_event_id: str
+    transitions: str  # JSON text of the merged list
+    fields: dict[str, str]
+
+
+def _from_hash() -> dict[str, str]:
+    """Return, per job column, the SQL that makes its value from a staged hash `h` (PostgreSQL).
+
+    The same values as history.values_from_hash, made by the server: the mirror hands over the
+    hash as one JSON document instead of converting two dozen fields per job in Python.
+    """
+    sql = {c: f"coalesce(h->>'{c}', '')" for c in ("queue", "task", "state")}
+    sql |= {c: f"coalesce(h->>'{c}', '')" for c in ("progress_message", "worker")}
+    sql |= {c: f"coalesce(nullif(h->>'{c}', '')::int, {d})" for c, d in INTS.items()}
+    sql |= {c: f"coalesce((h->>'{c}')::jsonb, '{d}'::jsonb)" for c, d in JSON_FIELDS.items()}
+    sql["result"] = "(h->>'result')::jsonb"
+    sql["progress"] = "nullif(h->>'progress', '')::float8"
+    for c in TIMES:
+        sql[c] = f"to_timestamp(nullif(nullif(h->>'{c}_ms', ''), '0')::bigint / 1000.0)"
+    sql |= {"id": "id", "last_event_id": "last_event_id", "transitions": "transitions"}
+    sql["updated_at"] = "now()"
+    return {c: sql[c] for c in JOB_COLUMNS}
+
+
+INTS = {"version": 1, "priority": 0, "attempt": 0}
+FROM_HASH = _from_hash()
+_STAGE = "jobsite_jobrecord_load"
+
+
+def upsert(rows: Sequence[Staged], update: Iterable[str], guard: bool = True) -> None:
     """Insert rows or update `update` columns of existing ones (newer events only when `guard`).
 
-    PostgreSQL: an `UPDATE ... FROM` the staging table, then an insert of the rows that were
-    not there; unlike `ON CONFLICT DO UPDATE`, that writes no row-lock record before each
-    update (it was most of the write-ahead log).
+    PostgreSQL: the rows are copied as (id, last event, transitions, hash JSON) into a staging
+    table, then an `UPDATE ... FROM` it and an insert of the rows that were not there, both
+    making the columns with FROM_HASH (unlike `ON CONFLICT DO UPDATE`, that writes no
+    row-lock record before each update). SQLite: one `executemany` upsert.
     """
     if not rows:
         return
-    sqlite = not _postgres()
-    now = timezone.now()
-    now_value: Any = str(now.replace(tzinfo=None)) if sqlite else now  # SQLite: naive UTC text
-    prepped = []
-    for row in sorted(rows, key=lambda r: r["id"]):  # one lock order for concurrent writers
-        values = [row.get(c, now_value) for c in JOB_COLUMNS]
-        if sqlite:
-            for i in _TIME_INDEXES:
-                if values[i] is not None:
-                    values[i] = str(values[i].replace(tzinfo=None))
-        prepped.append(tuple(values))
-    if sqlite:
-        tail = f" ON CONFLICT ({_q('id')}) DO UPDATE SET {_sets(update, guard, 'excluded')}"
-        _insert(JobRecord, JOB_COLUMNS, prepped, tail)
+    rows = sorted(rows, key=lambda r: r.id)  # one lock order for concurrent writers
+    if not _postgres():
+        _upsert_sqlite(rows, update, guard)
         return
     table = _q(JobRecord._meta.db_table)
     names = ", ".join(_q(c) for c in JOB_COLUMNS)
+    made = ", ".join(f"{sql} AS {_q(c)}" for c, sql in FROM_HASH.items())
     with connection.cursor() as cursor:
-        source = _stage(cursor, JobRecord, JOB_COLUMNS, prepped)
-        stage = _q(f"{JobRecord._meta.db_table}_stage")
         cursor.execute(
-            f"UPDATE {table} SET {_sets(update, guard, 'new')} FROM {stage} AS new"
-            f" WHERE {table}.{_q('id')} = new.{_q('id')}"
+            f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE}"
+            " (id text, last_event_id text, transitions jsonb, h jsonb)"
+        )
+        cursor.execute(f"TRUNCATE {_STAGE}")
+        with cursor.cursor.copy(f"COPY {_STAGE} FROM STDIN") as copy:
+            for r in rows:
+                copy.write_row(
+                    (r.id, r.last_event_id, r.transitions, orjson.dumps(r.fields).decode())
+                )
+        # Row counts for the planner: without them it may hash-join the whole job table.
+        cursor.execute(f"ANALYZE {_STAGE}")
+        cursor.execute(
+            f"UPDATE {table} SET {_sets(update, guard, 'new')}"
+            f" FROM (SELECT {made} FROM {_STAGE}) AS new WHERE {table}.{_q('id')} = new.{_q('id')}"
         )
         cursor.execute(
-            f"INSERT INTO {table} ({names}) {source} ON CONFLICT ({_q('id')}) DO NOTHING"
+            f"INSERT INTO {table} ({names}) SELECT {made} FROM {_STAGE} AS s"
+            f" WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE {_q('id')} = s.id)"
+            f" ON CONFLICT ({_q('id')}) DO NOTHING"
         )
 
 
-_TIME_INDEXES = [JOB_COLUMNS.index(c) for c in TIMES]
+def _upsert_sqlite(rows: Sequence[Staged], update: Iterable[str], guard: bool) -> None:
+    now = str(timezone.now().replace(tzinfo=None))  # SQLite keeps naive UTC text
+    prepped = []
+    for r in rows:
+        row = values_from_hash(r.fields, r.last_event_id)
+        row["transitions"] = r.transitions
+        values = [row.get(c, now) for c in JOB_COLUMNS]
+        for i in _TIME_INDEXES:
+            if values[i] is not None:
+                values[i] = str(values[i].replace(tzinfo=None))
+        prepped.append(tuple(values))
+    tail = f" ON CONFLICT ({_q('id')}) DO UPDATE SET {_sets(update, guard, 'excluded')}"
+    _insert(JobRecord, JOB_COLUMNS, prepped, tail)
 
 
 def upsert_search(texts: Sequence[tuple[str, str]]) -> None:

@@ -75,13 +75,15 @@ def search_text(task: str, args: str, kwargs: str, errors: Any) -> str:
     return " ".join([task, args, kwargs, *said])[:SEARCH_CHARS].lower()
 
 
-def row_search_text(row: dict[str, Any]) -> str:
-    """Return the search text of a row made by values_from_hash."""
+def hash_search_text(fields: dict[str, str]) -> str:
+    """Return the search text of a job hash (its JSON fields cleaned by clean_hash)."""
     try:
-        errors = orjson.loads(row["errors"])
+        errors = orjson.loads(fields.get("errors") or "[]")
     except orjson.JSONDecodeError:
         errors = []
-    return search_text(row["task"], row["args"], row["kwargs"], errors)
+    return search_text(
+        fields.get("task", ""), fields.get("args") or "[]", fields.get("kwargs") or "{}", errors
+    )
 
 
 def transition(event: Event) -> dict[str, Any]:
@@ -109,6 +111,26 @@ def _json_text(raw: str | None, default: str) -> str | None:
     return raw.replace("\\u0000", "\\ufffd") if "\\u0000" in raw else raw
 
 
+# The hash fields holding JSON text, with what a missing one means.
+JSON_FIELDS = {"args": "[]", "kwargs": "{}", "result": "null", "errors": "[]"}
+
+
+def clean_hash(fields: dict[str, str]) -> dict[str, str]:
+    """Return `fields` with every JSON field valid JSON text (see _json_text); copy if changed."""
+    for name, default in JSON_FIELDS.items():
+        raw = fields.get(name)
+        if raw is not None:
+            good = _json_text(raw, default)
+            if good is not raw:
+                fields = {**fields, name: good or default}
+    return fields
+
+
+def ended_at(fields: dict[str, str]) -> datetime | None:
+    """Return when the job of a hash ended (None: it has not)."""
+    return _dt(int(fields.get("completed_at_ms") or 0))
+
+
 def _int(raw: str | None, default: int = 0) -> int:
     return int(raw) if raw else default
 
@@ -117,7 +139,10 @@ _TIME_FIELDS = [(name, f"{name}_ms") for name in TIMES]
 
 
 def values_from_hash(fields: dict[str, str], last_event_id: str) -> dict[str, Any]:
-    """Return a row's column values from a job hash (JSON fields stay the hash's JSON text)."""
+    """Return a row's column values from a job hash (JSON fields stay the hash's JSON text).
+
+    SQLite's path; on PostgreSQL the server makes the same values (bulkwrite.FROM_HASH).
+    """
     f = fields.get
     progress = f("progress")
     row: dict[str, Any] = {
@@ -144,29 +169,17 @@ def values_from_hash(fields: dict[str, str], last_event_id: str) -> dict[str, An
     return row
 
 
-def values_from_event(event: Event) -> dict[str, Any]:
-    """Return a row's column values when only the event is known."""
-    at = _dt(event.at_ms)
+def fields_from_event(event: Event) -> dict[str, str]:
+    """Return the hash fields an event tells, for a job whose hash Redis no longer holds."""
+    at_ms = str(event.at_ms)
     return {
         "id": event.job,
         "queue": event.queue,
-        "task": "",
-        "version": 1,
         "state": event.to_state,
-        "priority": 0,
-        "attempt": event.attempt,
-        "args": "[]",
-        "kwargs": "{}",
-        "result": None,
-        "errors": "[]",
-        "progress": None,
-        "progress_message": "",
+        "attempt": str(event.attempt),
         "worker": event.worker,
-        **dict.fromkeys(TIMES),
-        "submitted_at": at,
-        "completed_at": at if event.to_state in TERMINAL else None,
-        "last_event_id": event.key,
-        "transitions": "[]",
+        "submitted_at_ms": at_ms,
+        "completed_at_ms": at_ms if event.to_state in TERMINAL else "",
     }
 
 

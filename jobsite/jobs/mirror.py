@@ -8,7 +8,6 @@ import logging
 import socket
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 import orjson
 from asgiref.sync import sync_to_async
@@ -41,8 +40,8 @@ def apply_batch(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> i
         if event.job:
             by_job.setdefault(event.job, []).append(event)
     horizon = Horizon.now()
-    full: list[dict[str, Any]] = []
-    bare: list[dict[str, Any]] = []
+    full: list[bulkwrite.Staged] = []
+    bare: list[bulkwrite.Staged] = []
     texts: list[tuple[str, str]] = []
     counted: list[Event] = []
     with transaction.atomic():
@@ -56,27 +55,23 @@ def apply_batch(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> i
             newest = max(seen, key=lambda e: e.key)
             if newest.key <= last and not changes:
                 continue  # a replay
-            row = _row(newest, hashes.get(job))
-            if not horizon.keeps(row["state"], row["completed_at"], _at(newest)):
+            fields = hashes.get(job)
+            fields = (
+                history.fields_from_event(newest) if fields is None else history.clean_hash(fields)
+            )
+            if not horizon.keeps(fields.get("state", ""), history.ended_at(fields), _at(newest)):
                 continue
             merged = sorted([*kept, *map(history.transition, changes)], key=lambda t: t["id"])
-            row["transitions"] = orjson.dumps(merged).decode()
+            row = bulkwrite.Staged(job, newest.key, orjson.dumps(merged).decode(), fields)
             (full if job in hashes else bare).append(row)
             counted.extend(changes)
-            if job in hashes and (job not in rows or row["errors"] != "[]"):
-                texts.append((job, history.row_search_text(row)))
+            if job in hashes and (job not in rows or fields.get("errors", "[]") != "[]"):
+                texts.append((job, history.hash_search_text(fields)))
         bulkwrite.upsert(full, history.ALL_BUT_ID)
         bulkwrite.upsert(bare, history.BARE_COLUMNS)
         bulkwrite.upsert_search(texts)
         bulkwrite.count_minutes(counted)
     return len(full) + len(bare)
-
-
-def _row(event: Event, fields: dict[str, str] | None) -> dict[str, Any]:
-    """Return a job's row values: from its hash when Redis still has it, else from `event`."""
-    if fields is None:
-        return history.values_from_event(event)
-    return history.values_from_hash(fields, event.key)
 
 
 def _at(event: Event) -> datetime:
@@ -87,9 +82,10 @@ def resync_rows(hashes: dict[str, dict[str, str]]) -> int:
     """Upsert rows straight from job hashes (after the stream was trimmed past the mirror)."""
     now = timezone.now()
     horizon = Horizon.now(now)
-    rows = [history.values_from_hash(fields, "") for fields in hashes.values()]
-    rows = [r for r in rows if horizon.keeps(r["state"], r["completed_at"], now)]
-    texts = [(row["id"], history.row_search_text(row)) for row in rows]
+    cleaned = [history.clean_hash(fields) for fields in hashes.values()]
+    cleaned = [f for f in cleaned if horizon.keeps(f.get("state", ""), history.ended_at(f), now)]
+    rows = [bulkwrite.Staged(f.get("id", ""), "", "[]", f) for f in cleaned]
+    texts = [(f.get("id", ""), history.hash_search_text(f)) for f in cleaned]
     with transaction.atomic():
         bulkwrite.upsert(rows, history.RESYNC_COLUMNS, guard=False)
         bulkwrite.upsert_search(texts)
