@@ -185,8 +185,6 @@ def upsert(rows: Sequence[Staged], update: Iterable[str], guard: bool = True) ->
                 copy.write_row(
                     (r.id, r.last_event_id, r.transitions, orjson.dumps(r.fields).decode())
                 )
-        # Row counts for the planner: without them it may hash-join the whole job table.
-        cursor.execute(f"ANALYZE {_STAGE}")
         cursor.execute(
             f"UPDATE {table} SET {_sets(update, guard, 'new')}"
             f" FROM (SELECT {made} FROM {_STAGE}) AS new WHERE {table}.{_q('id')} = new.{_q('id')}"
