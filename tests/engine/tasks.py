@@ -155,3 +155,9 @@ def logging_sync(job: JobContext, messages: list[str]) -> int:
     for message in messages:
         job.log_sync(message)
     return len(messages)
+
+
+@task(name="log_then_wait", takes_context=True)
+async def log_then_wait(job: JobContext, message: str, seconds: float) -> None:
+    await job.log(message)
+    await asyncio.sleep(seconds)
