@@ -42,6 +42,7 @@ class ClaimSteps:
         async def _drained(self) -> bool: ...
         async def _wait_for_work(self) -> None: ...
         async def _write_progress(self, job: Job, pct: float, message: str) -> None: ...
+        async def _write_log(self, job: Job, message: str) -> None: ...
 
     async def _claim_loop(self) -> None:
         while not self._stopping.is_set():
@@ -100,6 +101,7 @@ class ClaimSteps:
                     self._write_progress,
                     asyncio.get_running_loop(),
                     self.upkeep.parent_results,
+                    self._write_log,
                 )
                 rec = Running(job, keys, task, opts, ctx, poison=poison)
                 self._active[job.token or job.id] = rec

@@ -11,18 +11,23 @@ from typing import Any
 from .job import Job
 
 ProgressWriter = Callable[[Job, float, str], Awaitable[None]]
+LogWriter = Callable[[Job, str], Awaitable[None]]
 ResultReader = Callable[[Job], Awaitable[dict[str, Any]]]
+
+# Longest message of one log line, in characters (the line and its event carry it whole).
+LOG_MESSAGE_MAX_CHARS = 1000
 
 
 @dataclass(slots=True, eq=False)
 class JobContext:
-    """The running job as its task sees it: identity, heartbeat, progress, cancellation."""
+    """The running job as its task sees it: identity, heartbeat, progress, log, cancellation."""
 
     job: Job
     worker_id: str
     _progress: ProgressWriter | None = None
     _loop: asyncio.AbstractEventLoop | None = None
     _results: ResultReader | None = None
+    _log: LogWriter | None = None
     # Set from the event loop, read by sync code in a thread (a bool is safe to share).
     _cancelled: bool = False
     # Monotonic time of the task's last heartbeat (starts when the job begins).
@@ -85,4 +90,18 @@ class JobContext:
         if self._loop is None:
             return
         future = asyncio.run_coroutine_threadsafe(self.set_progress(pct, message), self._loop)
+        future.result(timeout=timeout_s)
+
+    async def log(self, message: str) -> None:
+        """Append a timestamped line to the job's log (the newest lines are kept), and event it."""
+        if self._log is not None:
+            text = str(message)[:LOG_MESSAGE_MAX_CHARS]
+            # Lone surrogates cannot be sent as UTF-8: they become "?".
+            await self._log(self.job, text.encode("utf-8", "replace").decode())
+
+    def log_sync(self, message: str, timeout_s: float = 5.0) -> None:
+        """Do `log` from sync code running in the worker's thread pool."""
+        if self._loop is None:
+            return
+        future = asyncio.run_coroutine_threadsafe(self.log(message), self._loop)
         future.result(timeout=timeout_s)

@@ -35,6 +35,8 @@ class Event(NamedTuple):
     error: str
     progress: float | None = None
     message: str = ""
+    # The message of a log line (job.log): a started -> started event like progress.
+    log: str = ""
     # The sortable form of the stream id (see sortable_id); made once, compared often.
     key: str = ""
 
@@ -54,6 +56,7 @@ class Event(NamedTuple):
             f.get("error", ""),
             float(progress) if progress else None,
             f.get("message", ""),
+            f.get("log", ""),
             sortable_id(entry_id),
         )
 

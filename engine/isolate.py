@@ -8,8 +8,8 @@ dies under a suspect, the job is to blame: the worker counts a stall (stall-12.l
 `max_stalls` it ends `stalled`. Jobs that merely ran beside a poison job complete in the child.
 
 The protocol is JSON lines: a header (how to load the tasks), then per job one line down and
-`beat`, `progress` and finally one `outcome` line up. The child's stdout is the protocol; what
-the task prints goes to stderr.
+`beat`, `progress`, `log` and finally one `outcome` line up. The child's stdout is the
+protocol; what the task prints goes to stderr.
 """
 
 from __future__ import annotations
@@ -99,11 +99,12 @@ class Lanes:
         parent_results: dict[str, Any] | None,
         on_beat: Callable[[], None],
         on_progress: Callable[[float, str], Awaitable[None]],
+        on_log: Callable[[str], Awaitable[None]] | None = None,
     ) -> Outcome:
         """Run `job` alone in the first free child (see Lane.run)."""
         lane = await self._free.get()
         try:
-            return await lane.run(job, parent_results, on_beat, on_progress)
+            return await lane.run(job, parent_results, on_beat, on_progress, on_log)
         finally:
             self._free.put_nowait(lane)
 
@@ -180,6 +181,7 @@ class Lane:
         parent_results: dict[str, Any] | None,
         on_beat: Callable[[], None],
         on_progress: Callable[[float, str], Awaitable[None]],
+        on_log: Callable[[str], Awaitable[None]] | None = None,
     ) -> Outcome:
         """Run `job` alone in the child; a child that dies under it gives a `stall` outcome."""
         proc = await self.start()
@@ -202,6 +204,9 @@ class Lane:
                 elif "progress" in msg:
                     pct, text = msg["progress"]
                     await on_progress(pct, text)
+                elif "log" in msg:
+                    if on_log is not None:
+                        await on_log(msg["log"])
                 else:
                     out = msg["outcome"]
                     return Outcome(
@@ -258,7 +263,10 @@ async def _serve(
         async def progress(_: Job, pct: float, text: str) -> None:
             send({"progress": [pct, text]})
 
-        ctx = JobContext(job, worker_id, progress, loop, read_results)
+        async def log_line(_: Job, text: str) -> None:
+            send({"log": text})
+
+        ctx = JobContext(job, worker_id, progress, loop, read_results, log_line)
 
         async def beat(ctx: JobContext = ctx) -> None:
             while True:

@@ -112,7 +112,7 @@ FEATURE_FIELDS: tuple[str, ...] = (
     "repeat",
     "trace_context",
 )
-_JSON_FIELDS = ("args", "kwargs", "result", "errors", "options", "parents")
+_JSON_FIELDS = ("args", "kwargs", "result", "errors", "options", "parents", "logs")
 _INT_FIELDS = (
     "version",
     "priority",
@@ -120,6 +120,8 @@ _INT_FIELDS = (
     "stalls",
     "concurrency_limit",
     "dedup_ttl_ms",
+    "logs_count",
+    "logs_dropped",
     *TIMESTAMP_FIELDS,
     *LIMIT_FIELDS,
 )
@@ -169,6 +171,11 @@ class Job:
     begun: str | None = None
     progress: float | None = None
     progress_message: str | None = None
+    # The newest log lines ({"at_ms", "attempt", "message"}), their number, and how many older
+    # ones were dropped to stay within the caps (log-1.lua).
+    logs: list[dict[str, Any]] = field(default_factory=list)
+    logs_count: int | None = None
+    logs_dropped: int | None = None
     max_stalls: int | None = None
     ttl_ms: int | None = None
     good_until_ms: int | None = None
@@ -237,6 +244,8 @@ class Job:
             out["errors"] = serializer.dumps(self.errors).decode()
         if self.parents:
             out["parents"] = serializer.dumps(self.parents).decode()
+        if self.logs:
+            out["logs"] = serializer.dumps(self.logs).decode()
         for name in (
             "worker",
             "token",
@@ -244,6 +253,8 @@ class Job:
             "begun",
             "progress",
             "progress_message",
+            "logs_count",
+            "logs_dropped",
             *TIMESTAMP_FIELDS,
             *LIMIT_FIELDS,
             *FEATURE_FIELDS,

@@ -40,6 +40,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "begin": ("started", "stats"),
     "heartbeat": ("started",),
     "progress": ("events",),
+    "log": ("events",),
     "complete": QUEUE_KEYS,
     "retry": QUEUE_KEYS,
     "fail": QUEUE_KEYS,
@@ -225,7 +226,11 @@ class QueueKeys:
         return f"{self.base}:ckey:{key}:active", f"{self.base}:ckey:{key}:waiting"
 
     def job(self, job_id: str) -> str:
-        """Return the key of a job's hash."""
+        """Return the key of a job's hash.
+
+        Its `logs` field holds the job's log lines (log-1.lua), so they expire and are deleted
+        with the hash, never on their own.
+        """
         return f"{self.base}:job:{job_id}"
 
     def for_script(self, verb: str) -> list[str]:

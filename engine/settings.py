@@ -84,6 +84,9 @@ class EngineSettings:
     # Command timeout of workers; producers (Client) use client_timeout_s to fail fast.
     socket_timeout_s: float = 5.0
     client_timeout_s: float = 1.0
+    # Per-job log lines (`job.log`): the newest lines kept, by count and by bytes of JSON text.
+    job_log_max_lines: int = 200
+    job_log_max_bytes: int = 64 * 1024
 
     def __post_init__(self) -> None:
         if not self.prefix or any(c in self.prefix for c in "{}"):
@@ -95,6 +98,8 @@ class EngineSettings:
             "events_maxlen",
             "cleaner_batch",
             "isolation_processes",
+            "job_log_max_lines",
+            "job_log_max_bytes",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)!r}")

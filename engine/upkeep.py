@@ -88,6 +88,14 @@ class Upkeep:
         code: int = await self.scripts.progress(keys, [*argv, self.worker_id])
         return code
 
+    async def log(self, job: Job, message: str) -> int:
+        """Append a line to a running job's log, fenced by its token; return the script's code."""
+        keys = QueueKeys(self.settings.prefix, job.queue)
+        s = self.settings
+        argv = [keys.job_prefix, s.events_maxlen, job.id, job.token or "", message, self.worker_id]
+        code: int = await self.scripts.log(keys, [*argv, s.job_log_max_lines, s.job_log_max_bytes])
+        return code
+
     async def parent_results(self, job: Job) -> dict[str, Any]:
         """Return the result of each of the job's parents, by id (None when it has none)."""
         keys = QueueKeys(self.settings.prefix, job.queue)

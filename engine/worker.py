@@ -279,8 +279,11 @@ class Worker(ClaimSteps, ShutdownSteps):
         async def progress(pct: float, message: str) -> None:
             await self._write_progress(rec.job, pct, message)
 
+        async def log_line(message: str) -> None:
+            await self._write_log(rec.job, message)
+
         try:
-            return await lane.run(rec.job, results, rec.ctx.touch, progress)
+            return await lane.run(rec.job, results, rec.ctx.touch, progress, log_line)
         except IsolationUnavailable as exc:
             # Not the job's fault: run suspects here from now on, like any other job.
             log.error("suspects run in the worker from now on worker=%s error=%s", self.id, exc)
@@ -317,6 +320,11 @@ class Worker(ClaimSteps, ShutdownSteps):
         code = await self.upkeep.progress(job, pct, message)
         if code < 0:
             self.writer.count(Outcome(job, "failed"), "progress", code)
+
+    async def _write_log(self, job: Job, message: str) -> None:
+        code = await self.upkeep.log(job, message)
+        if code < 0:
+            self.writer.count(Outcome(job, "failed"), "log", code)
 
     async def _wait_for_work(self) -> None:
         markers = [k.marker for k in self.queues]

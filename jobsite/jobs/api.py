@@ -33,9 +33,11 @@ from .schemas import (
     CountOut,
     ErrorOut,
     EventOut,
+    JobDetailOut,
     JobIn,
     JobOut,
     JobPage,
+    LogLineOut,
     QueueOut,
     ResubmitIn,
     StatsPoint,
@@ -82,12 +84,12 @@ async def submit(request: HttpRequest, body: JobIn) -> Status[JobOut]:
         except InvalidArguments as exc:
             raise HttpError(422, str(exc)) from None
         await audit.arecord(rights.user, "submit", [job.id], rights.via)
-        return Status(201, await _live_out(job.id, job.queue))
+        return Status(201, await _live_out(job.id, job.queue, JobOut))
 
 
-async def _live_out(job_id: str, queue: str | None = None) -> JobOut:
+async def _live_out[Out: JobOut](job_id: str, queue: str | None, schema: type[Out]) -> Out:
     """Return a job live from Redis, with its history (JobNotFound when Redis has none)."""
-    return await _out(_engine_values(await services.aget_job(job_id, queue)), job_id)
+    return await _out(_engine_values(await services.aget_job(job_id, queue)), job_id, schema)
 
 
 def _dt(ms: int | None) -> datetime | None:
@@ -100,6 +102,7 @@ def _engine_values(job: EngineJob) -> dict[str, Any]:
     values.update(
         state=str(job.state), worker=job.worker or "", progress_message=job.progress_message or ""
     )
+    values.update(logs=job.logs, logs_dropped=job.logs_dropped or 0)
     for name in ("submitted_at", "started_at", "completed_at", "run_at"):
         values[name] = _dt(getattr(job, f"{name}_ms"))
     return values
@@ -120,28 +123,48 @@ def _history(row: JobRecord | None) -> list[EventOut]:
     ]
 
 
-async def _out(values: dict[str, Any], job_id: str) -> JobOut:
+def _log_lines(raw: Any) -> list[LogLineOut]:
+    """Return the well-formed lines of a stored log (anything else is left out)."""
+    lines = raw if isinstance(raw, list) else []
+    return [
+        LogLineOut(at_ms=x["at_ms"], attempt=x["attempt"], message=x["message"])
+        for x in lines
+        if isinstance(x, dict)
+        and isinstance(x.get("at_ms"), int)
+        and isinstance(x.get("attempt"), int)
+        and isinstance(x.get("message"), str)
+    ]
+
+
+def _fields(schema: type[JobOut], values: dict[str, Any]) -> dict[str, Any]:
+    """Return the values `schema` takes, its log lines checked."""
+    fields = {k: v for k, v in values.items() if k in schema.model_fields}
+    if "logs" in fields:
+        fields["logs"] = _log_lines(fields["logs"])
+    return fields
+
+
+async def _out[Out: JobOut](values: dict[str, Any], job_id: str, schema: type[Out]) -> Out:
     row = await JobRecord.objects.filter(id=job_id).only("transitions").afirst()
-    fields = {k: v for k, v in values.items() if k in JobOut.model_fields}
-    return JobOut(**fields, history=_history(row))
+    return schema(**_fields(schema, values), history=_history(row))
 
 
-async def _row_out(row: JobRecord) -> JobOut:
-    fields = {f: getattr(row, f) for f in JobOut.model_fields if hasattr(row, f)}
-    return JobOut(**fields, history=_history(row))
+async def _row_out[Out: JobOut](row: JobRecord, schema: type[Out]) -> Out:
+    values = {f: getattr(row, f) for f in schema.model_fields if hasattr(row, f)}
+    return schema(**_fields(schema, values), history=_history(row))
 
 
-@router.get("/jobs/{job_id}", response={200: JobOut, **ERRORS})
-async def get_job(request: HttpRequest, job_id: str) -> JobOut:
-    """Return a job: live from Redis, else from the history; 404 for an id nobody knows."""
+@router.get("/jobs/{job_id}", response={200: JobDetailOut, **ERRORS})
+async def get_job(request: HttpRequest, job_id: str) -> JobDetailOut:
+    """Return a job with its log: live from Redis, else from the history; 404 for an unknown id."""
     rights = await aneed(request, Perm.VIEW)
     try:
-        job = await _live_out(job_id)
+        job = await _live_out(job_id, None, JobDetailOut)
     except JobNotFound:
         row = await JobRecord.objects.filter(id=job_id).afirst()
         if row is None:
             raise HttpError(404, f"no job with id {job_id!r}") from None
-        job = await _row_out(row)
+        job = await _row_out(row, JobDetailOut)
     await rights.arequire(Perm.VIEW, job.queue)
     return job
 
@@ -165,7 +188,7 @@ def list_jobs(
 ) -> JobPage:
     """List the history, newest first, with filters and an opaque cursor."""
     rows = need(request, Perm.VIEW, queue).narrow(
-        JobRecord.objects.order_by("-submitted_at", "-id")
+        JobRecord.objects.defer("logs").order_by("-submitted_at", "-id")  # detail only
     )
     filters = {
         "state": state,
@@ -226,7 +249,7 @@ async def retry(request: HttpRequest, job_id: str) -> JobOut:
         if await services.aresubmit([(job_id, job.queue)]) != 1:
             raise HttpError(409, f"a {job.state} job cannot be retried")
         await audit.arecord(rights.user, "retry", [job_id], rights.via)
-        return await _live_out(job_id, job.queue)
+        return await _live_out(job_id, job.queue, JobOut)
 
 
 @router.post("/bulk/cancel", response={200: BulkOut, **ERRORS})
@@ -250,7 +273,8 @@ async def dlq(
 ) -> list[JobOut]:  # type: ignore[type-arg]
     """List the dead-letter queue of a queue, oldest first."""
     await aneed(request, Perm.VIEW, queue)
-    return [JobOut(**_engine_values(j)) for j in await services.adlq(queue, offset, limit)]
+    jobs = await services.adlq(queue, offset, limit)
+    return [JobOut(**_fields(JobOut, _engine_values(j))) for j in jobs]
 
 
 @router.post("/dlq/resubmit", response={200: CountOut, **ERRORS})

@@ -152,7 +152,7 @@ def _from_hash() -> dict[str, str]:
     return {c: sql[c] for c in JOB_COLUMNS}
 
 
-INTS = {"version": 1, "priority": 0, "attempt": 0}
+INTS = {"version": 1, "priority": 0, "attempt": 0, "logs_dropped": 0}
 FROM_HASH = _from_hash()
 _STAGE = "jobsite_jobrecord_load"
 

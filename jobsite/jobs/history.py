@@ -35,6 +35,8 @@ JOB_COLUMNS = (
     "errors",
     "progress",
     "progress_message",
+    "logs",
+    "logs_dropped",
     "worker",
     *TIMES,
     "last_event_id",
@@ -112,7 +114,7 @@ def _json_text(raw: str | None, default: str) -> str | None:
 
 
 # The hash fields holding JSON text, with what a missing one means.
-JSON_FIELDS = {"args": "[]", "kwargs": "{}", "result": "null", "errors": "[]"}
+JSON_FIELDS = {"args": "[]", "kwargs": "{}", "result": "null", "errors": "[]", "logs": "[]"}
 
 
 def clean_hash(fields: dict[str, str]) -> dict[str, str]:
@@ -159,6 +161,8 @@ def values_from_hash(fields: dict[str, str], last_event_id: str) -> dict[str, An
         "errors": _json_text(f("errors"), "[]"),
         "progress": float(progress) if progress else None,
         "progress_message": f("progress_message", ""),
+        "logs": _json_text(f("logs"), "[]"),
+        "logs_dropped": _int(f("logs_dropped")),
         "worker": f("worker", ""),
         "last_event_id": last_event_id,
         "transitions": "[]",

@@ -37,6 +37,11 @@ class JobRecord(models.Model):
     errors = models.JSONField(default=list, blank=True)
     progress = models.FloatField(null=True, blank=True)
     progress_message = models.CharField(max_length=500, blank=True, default="")
+    # The job's newest log lines, {"at_ms", "attempt", "message"} (engine: job.log), and how
+    # many older ones the engine dropped to stay within its caps. Database defaults keep raw
+    # inserts that predate them (bench/) working; not editable: rows change only by events.
+    logs = models.JSONField(default=list, db_default=[], blank=True, editable=False)
+    logs_dropped = models.IntegerField(default=0, db_default=0, editable=False)
     worker = models.CharField(max_length=200, blank=True, default="")
     sent_at = models.DateTimeField(null=True, blank=True)
     submitted_at = models.DateTimeField(null=True, blank=True, db_index=True)

@@ -59,6 +59,19 @@ class JobOut(Schema):
     history: list[EventOut] = []
 
 
+class LogLineOut(Schema):
+    at_ms: int
+    attempt: int
+    message: str
+
+
+class JobDetailOut(JobOut):
+    """One job with its newest log lines and how many older ones were dropped."""
+
+    logs: list[LogLineOut] = []
+    logs_dropped: int = 0
+
+
 class JobPage(Schema):
     items: list[JobOut]
     next_cursor: str | None

@@ -139,3 +139,25 @@ async def tenant_work(tenant: str, n: int) -> None:
     TENANTS.append((tenant, "start", time.monotonic()))
     await asyncio.sleep(0.03)
     TENANTS.append((tenant, "end", time.monotonic()))
+
+
+@task(name="logging_async", takes_context=True, max_retries=1, expected_exceptions=(Flaky,))
+async def logging_async(job: JobContext, n: int, fail_first: bool = False) -> int:
+    for i in range(n):
+        await job.log(f"line {i} of attempt {job.attempt}")
+    if fail_first and job.attempt == 1:
+        raise Flaky("once more")
+    return n
+
+
+@task(name="logging_sync", takes_context=True)
+def logging_sync(job: JobContext, messages: list[str]) -> int:
+    for message in messages:
+        job.log_sync(message)
+    return len(messages)
+
+
+@task(name="log_then_wait", takes_context=True)
+async def log_then_wait(job: JobContext, message: str, seconds: float) -> None:
+    await job.log(message)
+    await asyncio.sleep(seconds)

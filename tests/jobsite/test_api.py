@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ from jobsite.jobs.models import ApiToken, JobRecord
 from jobsite.jobs.permissions import OPERATORS
 from tests.engine import tasks as t
 
-from .conftest import mirror_all, run_worker, staff_user
+from .conftest import make_token, mirror_all, run_worker, staff_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BASE = "/api/v1"
@@ -285,3 +286,24 @@ def test_queues_are_the_configured_ones(engine: EngineSettings, token: str) -> N
     assert refused.status_code == 422 and "JOBSITE['QUEUES']" in refused.json()["detail"]
     with override_settings(JOBSITE={**settings.JOBSITE, "ANY_QUEUE": True}):
         assert call(web, "post", "/jobs", token, data=body).status_code == 201
+
+
+def test_job_detail_returns_the_log_lines_to_viewers_of_its_queue(
+    engine: EngineSettings, token: str
+) -> None:
+    web = WebClient()
+    made = call(web, "post", "/jobs", token, data={"task": "logging_async", "args": [3]})
+    job_id = made.json()["id"]
+    async_to_sync(run_worker)(dataclasses.replace(engine, job_log_max_lines=2))
+    want = ["line 1 of attempt 1", "line 2 of attempt 1"]
+    live = call(web, "get", f"/jobs/{job_id}", token).json()  # from Redis
+    assert [x["message"] for x in live["logs"]] == want and live["logs_dropped"] == 1
+    assert all(x["attempt"] == 1 and x["at_ms"] > 0 for x in live["logs"])
+    async_to_sync(mirror_all)()
+    assert services.purge([(job_id, "default")]) == 1
+    kept = call(web, "get", f"/jobs/{job_id}", token).json()  # from the history
+    assert kept["logs"] == live["logs"] and kept["logs_dropped"] == 1
+    assert "logs" not in call(web, "get", "/jobs", token).json()["items"][0]  # detail only
+    elsewhere = make_token(User.objects.get(username="robot"), queues=["billing"])
+    refused = call(web, "get", f"/jobs/{job_id}", elsewhere)
+    assert refused.status_code == 403 and "logs" not in refused.json()

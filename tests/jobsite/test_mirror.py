@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 
 import pytest
@@ -151,3 +152,49 @@ def test_poison_payloads_are_mirrored_as_text(engine: EngineSettings) -> None:
     async_to_sync(mirror_all)()
     row = JobRecord.objects.get(id="poison")
     assert isinstance(row.args, str) and row.args.startswith('["') and row.kwargs == "{"
+
+
+async def logged_jobs(engine: EngineSettings) -> list[str]:
+    """Run an async job that logs 5 lines (3 kept) and a sync one that logs 3; return their ids."""
+    async with Client(engine) as client:
+        jobs = [
+            await client.enqueue(t.logging_async, 5),
+            await client.enqueue(t.logging_sync, ["one", "nul \x00 here", "ünï 🚀"]),
+        ]
+    await run_worker(dataclasses.replace(engine, job_log_max_lines=3))
+    return [j.id for j in jobs]
+
+
+def test_log_lines_reach_the_row(engine: EngineSettings) -> None:
+    capped, synced = async_to_sync(logged_jobs)(engine)
+    async_to_sync(mirror_all)()
+    row = JobRecord.objects.get(id=capped)
+    assert row.state == "completed"
+    assert [x["message"] for x in row.logs] == [f"line {i} of attempt 1" for i in (2, 3, 4)]
+    assert {x["attempt"] for x in row.logs} == {1} and row.logs_dropped == 2
+    assert all(isinstance(x["at_ms"], int) and x["at_ms"] > 0 for x in row.logs)
+    row = JobRecord.objects.get(id=synced)
+    # PostgreSQL's jsonb refuses NUL: the mirror stores U+FFFD in its place (as for errors).
+    assert [x["message"] for x in row.logs] == ["one", "nul \ufffd here", "ünï 🚀"]
+    assert row.logs_dropped == 0
+
+
+async def log_while_running(engine: EngineSettings) -> tuple[list[str], str]:
+    """Mirror while a job that logged is still running; return its row's lines and state."""
+    async with Client(engine) as client:
+        job = await client.enqueue(t.log_then_wait, "halfway", 1.0)
+        worker = asyncio.create_task(run_worker(engine))
+        try:
+            for _ in range(200):
+                if (await client.get(job.id)).logs:
+                    break
+                await asyncio.sleep(0.02)
+            await mirror_all()
+            row = await JobRecord.objects.aget(id=job.id)
+        finally:
+            await worker
+    return [x["message"] for x in row.logs], row.state
+
+
+def test_a_log_line_reaches_the_row_of_a_running_job(engine: EngineSettings) -> None:
+    assert async_to_sync(log_while_running)(engine) == (["halfway"], "started")
