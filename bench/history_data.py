@@ -218,12 +218,17 @@ CHUNK_SQL = (
     + "\nSELECT coalesce(sum(last_k + 1), 0) FROM jobs"
 )
 
+# Per queue and task, and the totals rows (queue and task ""), as the mirror keeps them.
 MINUTES_SQL = """
-INSERT INTO jobsite_minutecount (minute, queue, state, count)
-SELECT date_trunc('minute', to_timestamp((t ->> 'at_ms')::bigint / 1000.0)), queue, t ->> 'to',
-  count(*)
-FROM jobsite_jobrecord CROSS JOIN LATERAL jsonb_array_elements(transitions) AS t
-GROUP BY 1, 2, 3"""
+INSERT INTO jobsite_rollupcount (span_s, start, queue, task, series, bucket, count)
+SELECT span_s, start, coalesce(queue, ''), coalesce(task, ''), series, 0, count(*)
+FROM (
+  SELECT s.span_s, to_timestamp((t ->> 'at_ms')::bigint / 1000 / s.span_s * s.span_s) AS start,
+    queue, task, t ->> 'to' AS series
+  FROM jobsite_jobrecord CROSS JOIN LATERAL jsonb_array_elements(transitions) AS t
+  CROSS JOIN (VALUES (60), (900), (3600)) AS s (span_s)
+) AS e
+GROUP BY GROUPING SETS ((span_s, start, queue, task, series), (span_s, start, series))"""
 
 
 def chunk_params(a: int, b: int, rows: int, start_ms: int, span_ms: int) -> dict[str, object]:

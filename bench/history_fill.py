@@ -35,7 +35,7 @@ from rich.progress import (
 from bench import history_data as data
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/jobsite_bench_history"
-TABLES = ("jobsite_jobrecord", "jobsite_jobsearch", "jobsite_minutecount")
+TABLES = ("jobsite_jobrecord", "jobsite_jobsearch", "jobsite_rollupcount")
 # Database bytes per job (row with ~3 state changes, search text, every index), measured on a
 # 1,000,000-job fill (1,646 with the per-minute counts), plus the per-minute counts (at most
 # 30 days x 5 queues x 10 states, ~300 MB); the check adds room for WAL and index-build sorts.

@@ -6,7 +6,7 @@ whole backlog; events/s = events / drain time. Lag: `bench.mirror_lag.measure` (
 worker process, the mirror here) at `rate` jobs/s. WAL bytes come from pg_current_wal_lsn()
 (server-wide: other databases' writes in the same seconds count too).
 
-Rows the mirror wrote are deleted afterwards (and the per-minute counts put back), so the
+Rows the mirror wrote are deleted afterwards (and the rollup counts put back), so the
 database keeps exactly the filled history for `--reuse`.
 """
 
@@ -61,7 +61,7 @@ SPLIT = (
     ("jobsite.jobs.bulkwrite", "stored"),
     ("jobsite.jobs.bulkwrite", "upsert"),
     ("jobsite.jobs.bulkwrite", "upsert_search"),
-    ("jobsite.jobs.bulkwrite", "count_minutes"),
+    ("jobsite.jobs.rollup", "write"),
 )
 
 
@@ -201,15 +201,15 @@ def mark(url: str) -> dict[str, Any]:
     with connect(url) as conn:
         at = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
         minutes = conn.execute(
-            "SELECT minute, queue, state, count FROM jobsite_minutecount"
-            " WHERE minute >= date_trunc('minute', %s::timestamptz)",
+            "SELECT span_s, start, queue, task, series, bucket, count FROM jobsite_rollupcount"
+            " WHERE start >= date_trunc('hour', %s::timestamptz)",
             [at],
         ).fetchall()
     return {"at": at, "minutes": minutes}
 
 
 def restore(url: str, marked: dict[str, Any]) -> None:
-    """Delete the jobs the mirror wrote since `marked`; put the per-minute counts back."""
+    """Delete the jobs the mirror wrote since `marked`; put the rollup counts back."""
     at = marked["at"]
     with connect(url) as conn, conn.transaction():
         gone = conn.execute(
@@ -219,13 +219,14 @@ def restore(url: str, marked: dict[str, Any]) -> None:
             [at],
         ).fetchone()[0]  # type: ignore[index]
         conn.execute(
-            "DELETE FROM jobsite_minutecount WHERE minute >= date_trunc('minute', %s::timestamptz)",
+            "DELETE FROM jobsite_rollupcount WHERE start >= date_trunc('hour', %s::timestamptz)",
             [at],
         )
         with conn.cursor() as cursor:
             cursor.executemany(
-                "INSERT INTO jobsite_minutecount (minute, queue, state, count)"
-                " VALUES (%s, %s, %s, %s)",
+                "INSERT INTO jobsite_rollupcount"
+                " (span_s, start, queue, task, series, bucket, count)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
                 marked["minutes"],
             )
     console.print(f"removed the {gone:,} jobs the mirror wrote")

@@ -30,7 +30,7 @@ from bench.history_fill import SPAN_MS, console, gib, progress
 # File bytes per job (row with ~3 state changes, search text, indexes), measured on a
 # 1,000,000-job fill.
 BYTES_PER_JOB = 1400
-TABLES = ("jobsite_jobrecord", "jobsite_jobsearch", "jobsite_minutecount")
+TABLES = ("jobsite_jobrecord", "jobsite_jobsearch", "jobsite_rollupcount")
 JOB_COLUMNS = (
     "id, queue, task, version, state, priority, attempt, args, kwargs, result, errors,"
     " progress, progress_message, worker, sent_at, submitted_at, claimed_at, started_at,"
@@ -130,10 +130,14 @@ def job(n: int, rows: int, start_ms: int, rng: random.Random) -> tuple[tuple[Any
         *(*times, run_at, changes[-1]["id"], _t(done or start or sub)),
         orjson.dumps(changes).decode(),
     )
-    return row, (job_id, search_text(task, args, kwargs, errors)), [(queue, c) for c in changes]
+    return (
+        row,
+        (job_id, search_text(task, args, kwargs, errors)),
+        [(queue, task, c) for c in changes],
+    )
 
 
-def generate(rows: int, chunk: int, minutes: Counter[tuple[str, str, str]]) -> Iterator[tuple]:
+def generate(rows: int, chunk: int, minutes: Counter[tuple[int, str, str, str]]) -> Iterator[tuple]:
     """Yield (job rows, search rows) of `chunk` jobs at a time; count their state changes."""
     rng = random.Random(13)
     start_ms = int(time.time() * 1000) - SPAN_MS
@@ -144,16 +148,16 @@ def generate(rows: int, chunk: int, minutes: Counter[tuple[str, str, str]]) -> I
             row, text, changes = job(n, rows, start_ms, rng)
             jobs.append(row)
             texts.append(text)
-            for queue, c in changes:
-                minutes[(_t(c["at_ms"] // 60_000 * 60_000), queue, c["to"])] += 1  # type: ignore[index]
+            for queue, task, c in changes:
+                minutes[(c["at_ms"] // 60_000 * 60_000, queue, task, c["to"])] += 1  # type: ignore[index]
         yield jobs, texts
 
 
-def load(conn: sqlite3.Connection, rows: int, chunk: int) -> Counter[tuple[str, str, str]]:
+def load(conn: sqlite3.Connection, rows: int, chunk: int) -> Counter[tuple[int, str, str, str]]:
     """Insert the jobs and search texts, one transaction a chunk; return the minute counts."""
     jobs_sql = f"INSERT INTO jobsite_jobrecord ({JOB_COLUMNS}) VALUES ({', '.join('?' * 25)})"
     texts_sql = "INSERT INTO jobsite_jobsearch (job_id, text) VALUES (?, ?)"
-    minutes: Counter[tuple[str, str, str]] = Counter()
+    minutes: Counter[tuple[int, str, str, str]] = Counter()
     with progress() as bar:
         task = bar.add_task("jobs (with ~3 state changes each)", total=rows)
         for jobs, texts in generate(rows, chunk, minutes):
@@ -165,13 +169,20 @@ def load(conn: sqlite3.Connection, rows: int, chunk: int) -> Counter[tuple[str, 
     return minutes
 
 
-def add_extras(conn: sqlite3.Connection, minutes: Counter[tuple[str, str, str]]) -> None:
-    """Write the per-minute counts; add a few worker and queue rows."""
+def add_extras(conn: sqlite3.Connection, minutes: Counter[tuple[int, str, str, str]]) -> None:
+    """Write the charts' rollup counts (every span); add a few worker and queue rows."""
     now = _t(int(time.time() * 1000))
     conn.execute("BEGIN")
+    spans: Counter[tuple[int, str, str, str, str]] = Counter()
+    for (minute_ms, queue, task, state), n in minutes.items():
+        for span_s in (60, 900, 3600):
+            start = _t(minute_ms - minute_ms % (span_s * 1000))
+            spans[(span_s, start, queue, task, state)] += n  # type: ignore[index]
+            spans[(span_s, start, "", "", state)] += n  # type: ignore[index]  # the totals
     conn.executemany(
-        "INSERT INTO jobsite_minutecount (minute, queue, state, count) VALUES (?, ?, ?, ?)",
-        [(*key, n) for key, n in sorted(minutes.items())],
+        "INSERT INTO jobsite_rollupcount (span_s, start, queue, task, series, bucket, count)"
+        " VALUES (?, ?, ?, ?, ?, 0, ?)",
+        [(*key, n) for key, n in sorted(spans.items())],
     )
     for worker in data.WORKERS:
         host, pid, _ = worker.split(":")

@@ -36,11 +36,11 @@ def child(db_url: str, redis_url: str, rate: int, seconds: float) -> dict[str, o
 
     call_command("migrate", verbosity=0)
     from jobsite.jobs import mirror as mirror_module
-    from jobsite.jobs.models import JobRecord, JobSearch, MinuteCount
+    from jobsite.jobs.models import JobRecord, JobSearch, RollupCount
 
     JobRecord.objects.all().delete()
     JobSearch.objects.all().delete()
-    MinuteCount.objects.all().delete()
+    RollupCount.objects.all().delete()
     return asyncio.run(measure(mirror_module, redis_url, rate, seconds))
 
 

@@ -39,7 +39,7 @@ from .metrics import Histogram, Metrics, QueueMetrics
 from .repeat import Repeatable
 from .result import TaskResult
 from .settings import EngineSettings, redact_url
-from .task import Registry, Task, TaskOptions, collect_tasks, task, task_ref
+from .task import PER_CALL_OPTIONS, Registry, Task, TaskOptions, collect_tasks, task, task_ref
 from .worker import Worker
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "ENDED_STATES",
     "JOB_ID_PATTERN",
     "LIVE_STATES",
+    "PER_CALL_OPTIONS",
     "RETRYABLE_STATES",
     "TERMINAL_STATES",
     "Client",

@@ -76,21 +76,18 @@ class ClaimSteps:
                 continue
             rows = await self.scripts.claim(
                 keys,
-                [
-                    keys.job_prefix,
-                    self.settings.events_maxlen,
-                    want,
-                    self.settings.lease_ms,
-                    self.id,
-                    self.settings.default_result_ttl_s * 1000,
-                    self._suspects_wanted(out),
-                ],
+                events_maxlen=self.settings.events_maxlen,
+                max_jobs=want,
+                lease_ms=self.settings.lease_ms,
+                worker_id=self.id,
+                result_ttl_ms=self.settings.default_result_ttl_s * 1000,
+                most_suspects=self._suspects_wanted(out),
             )
             for row in rows:
-                size = len(row[3] or "") + len(row[4] or "")
+                size = len(row.args or "") + len(row.kwargs or "")
                 poison = None
                 if size > self.settings.max_payload_bytes:
-                    row = [*row[:3], "[]", "{}", *row[5:]]
+                    row = row._replace(args="[]", kwargs="{}")
                     poison = f"payload of {size} bytes is over {self.settings.max_payload_bytes}"
                 job = Job.from_claim(keys.queue, row)
                 task = self.registry.get(job.task, job.version)

@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 from . import failpoints
 from .connection import server_ms
 from .keys import QueueKeys, alive_key, workers_key
+from .liveness import Liveness
 from .reconnect import run_periodic
 from .scripts import Scripts
 from .settings import EngineSettings
@@ -38,8 +39,18 @@ class Sweep:
 class Cleaner:
     """Recover jobs of dead workers, expire stale jobs, delete old results, trim the DLQ."""
 
-    def __init__(self, settings: EngineSettings, redis: Redis, queues: Sequence[str]) -> None:
+    def __init__(
+        self,
+        settings: EngineSettings,
+        redis: Redis,
+        queues: Sequence[str],
+        liveness: Liveness | None = None,
+    ) -> None:
         self.settings = settings
+        # The liveness of the worker this cleaner runs in. While its renewals fail (Redis full,
+        # read-only), everyone's may: no lapse proves a death until they have succeeded for a
+        # whole window again, long enough for every live worker to renew its own key.
+        self.liveness = liveness
         self.redis = redis
         self.scripts = Scripts(redis)
         self.queues = [QueueKeys(settings.prefix, q) for q in queues]
@@ -49,7 +60,15 @@ class Cleaner:
         self._ok_since: float | None = None
 
     async def dead_workers(self) -> list[str]:
-        """Return the registered workers whose liveness key lapsed."""
+        """Return the registered workers whose liveness key lapsed.
+
+        None while this cleaner's own worker has not renewed its key without a failure for a
+        whole window: a lapse then may be Redis refusing writes, not a death.
+        """
+        if self.liveness is not None:
+            steady_s = self.liveness.steady_s()
+            if steady_s is None or steady_s < self.settings.liveness_window_s:
+                return []
         prefix = self.settings.prefix
         ids: list[str] = await self.redis.zrange(workers_key(prefix), 0, -1)  # type: ignore[assignment]
         if not ids:
@@ -64,19 +83,23 @@ class Cleaner:
         """Run every cleaning step once on one queue; `dead` workers' jobs are handed back."""
         s = self.settings
         ttl_ms = s.default_result_ttl_s * 1000
-        released, stalled, _ = await self.scripts.reap(
+        reaped = await self.scripts.reap(
             keys,
-            [keys.job_prefix, s.events_maxlen, s.cleaner_batch, ttl_ms, *dead],
+            events_maxlen=s.events_maxlen,
+            max_jobs=s.cleaner_batch,
+            ttl_ms=ttl_ms,
+            dead_workers=dead,
         )
         expired = await self.scripts.expire(
-            keys,
-            [keys.job_prefix, s.events_maxlen, s.cleaner_batch, ttl_ms],
+            keys, events_maxlen=s.events_maxlen, max_jobs=s.cleaner_batch, ttl_ms=ttl_ms
         )
-        pruned, trimmed = await self.scripts.prune(
+        pruned = await self.scripts.prune(
             keys,
-            [keys.job_prefix, s.cleaner_batch, s.dlq_max_age_s * 1000, s.dlq_max_len],
+            max_jobs=s.cleaner_batch,
+            dlq_max_age_ms=s.dlq_max_age_s * 1000,
+            dlq_max_len=s.dlq_max_len,
         )
-        return Sweep(released, stalled, expired, pruned, trimmed)
+        return Sweep(reaped.released, reaped.stalled, expired, pruned.finished, pruned.dlq)
 
     async def tick(self) -> Sweep:
         """Sweep every queue; forget dead workers once their leases have run out too."""

@@ -12,13 +12,13 @@ from redis.asyncio import Redis
 
 from . import serializer, tracing
 from .connection import connect
-from .errors import ConfigError, DuplicateJob, JobNotFound, JobTimeout
+from .errors import Code, ConfigError, DuplicateJob, JobNotFound, JobTimeout
 from .job import TERMINAL_STATES, Job, JobState
-from .keys import QueueKeys, check_job_id, queues_key, worker_key, workers_key
+from .keys import QueueKeys, check_job_id, new_job_id, queues_key, worker_key, workers_key
 from .limits import rate_interval_ms
 from .metrics import Metrics, read_metrics
 from .repeat import Repeats
-from .scripts import Scripts
+from .scripts import Scripts, Submitted
 from .settings import EngineSettings
 from .submit import flow_order, job_spec, submit
 from .task import Task
@@ -83,6 +83,10 @@ class Client:
             if len({job.queue for job in jobs}) > 1:
                 raise ConfigError("a flow stays in one queue; submit one flow per queue")
             jobs = flow_order(jobs)
+            if len(jobs) > 1:  # one id for the whole graph (the history finds it by that id)
+                flow_id = next((j.flow_id for j in jobs if j.flow_id), None) or new_job_id()
+                for job in jobs:
+                    job.flow_id = job.flow_id or flow_id
         for job in jobs:
             check_job_id(job.id)
         with tracing.enqueue_span(jobs):
@@ -99,19 +103,17 @@ class Client:
         duplicates: list[str] = []
         for queue, specs in by_queue.items():
             results = await self._submit(queue, specs, atomic)
-            for job, (outcome, job_id, state) in zip(members[queue], results, strict=True):
-                if outcome == -4:
+            for job, done in zip(members[queue], results, strict=True):
+                if done.outcome == Code.DUPLICATE_ID:
                     duplicates.append(job.id)
                 else:  # a deduplicated job becomes the one holding its dedup id
-                    job.id = job_id
-                    job.state = JobState(state or JobState.COMPLETED)
+                    job.id = done.id
+                    job.state = JobState(done.state or JobState.COMPLETED)
         if duplicates:
             raise DuplicateJob(f"job ids already exist: {', '.join(duplicates)}")
         return jobs
 
-    async def _submit(
-        self, queue: str, specs: list[bytes], atomic: bool
-    ) -> list[tuple[str | int, str, str]]:
+    async def _submit(self, queue: str, specs: list[bytes], atomic: bool) -> list[Submitted]:
         keys = self.keys(queue)
         if queue not in self._known_queues:
             await self.redis.sadd(queues_key(self.settings.prefix), queue)
@@ -197,12 +199,9 @@ class Client:
                 chunk = queued[start : start + _CHUNK]
                 codes = await self.scripts.cancel(
                     keys,
-                    [
-                        keys.job_prefix,
-                        self.settings.events_maxlen,
-                        self.settings.default_result_ttl_s * 1000,
-                        *chunk,
-                    ],
+                    events_maxlen=self.settings.events_maxlen,
+                    ttl_ms=self.settings.default_result_ttl_s * 1000,
+                    job_ids=chunk,
                 )
                 result.update((i, names[code]) for i, code in zip(chunk, codes, strict=True))
         return result
@@ -212,10 +211,8 @@ class Client:
         ids = list(job_ids)
         purged = 0
         for start in range(0, len(ids), _CHUNK):
-            codes = await self.scripts.purge(
-                self.keys(queue), [self.keys(queue).job_prefix, *ids[start : start + _CHUNK]]
-            )
-            purged += sum(1 for code in codes if code == 0)
+            codes = await self.scripts.purge(self.keys(queue), job_ids=ids[start : start + _CHUNK])
+            purged += sum(1 for code in codes if code == Code.OK)
         return purged
 
     async def pause(self, queue: str) -> None:
@@ -238,6 +235,30 @@ class Client:
         else:
             interval = rate_interval_ms(rate)
             await self.redis.hset(keys.meta, "rate_interval_ms", f"{interval:.3f}")
+
+    async def rate_limit_ms(self, queue: str) -> float | None:
+        """Return the interval between starts that `queue`'s rate limit sets, or None."""
+        raw = await self.redis.hget(self.keys(queue).meta, "rate_interval_ms")
+        return float(raw) if raw else None
+
+    async def concurrency_keys(self, queue: str, limit: int = 100) -> list[dict[str, Any]]:
+        """Return the concurrency keys of `queue` with jobs waiting for their turn (at most
+        `limit`, most waiting first): key, jobs waiting, jobs running under it (`active`)."""
+        keys = self.keys(queue)
+        waiting: dict[str, int] = {}
+        async for field, count in self.redis.hscan_iter(keys.stats, match="turn|*", count=500):
+            name, kind = keys.concurrency_key_of(field.partition("|")[2])
+            if kind == "waiting" and int(count) > 0:
+                waiting[name] = int(count)
+        names = sorted(waiting, key=lambda n: (-waiting[n], n))[:limit]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.scard(keys.concurrency(name)[0])
+            active = await pipe.execute()
+        return [
+            {"key": n, "waiting": waiting[n], "active": int(a)}
+            for n, a in zip(names, active, strict=True)
+        ]
 
     async def is_paused(self, queue: str) -> bool:
         """Tell whether a queue is paused."""
@@ -290,10 +311,9 @@ class Client:
         for start in range(0, len(ids), _CHUNK):
             chunk = ids[start : start + _CHUNK]
             codes = await self.scripts.resubmit(
-                keys,
-                [keys.job_prefix, self.settings.events_maxlen, keys.children_prefix, *chunk],
+                keys, events_maxlen=self.settings.events_maxlen, job_ids=chunk
             )
-            done += sum(1 for code in codes if code == 0)
+            done += sum(1 for code in codes if code == Code.OK)
         return done
 
     async def resubmit_dlq(self, queue: str, task: str | None = None) -> int:

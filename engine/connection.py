@@ -1,4 +1,4 @@
-"""Redis clients built from EngineSettings: redis://, rediss:// (TLS), unix:// and Sentinel."""
+"""Redis clients from EngineSettings: redis://, rediss:// (TLS), unix://, Sentinel, Cluster."""
 
 from __future__ import annotations
 
@@ -7,15 +7,23 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
+from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
+from redis.connection import HiredisRespSerializer
+from redis.driver_info import DriverInfo
 
+from .cluster import CLUSTER_SCHEMES, cluster_client, is_cluster, node_time
 from .errors import ConfigError
+from .failover import WatchedPool
 from .faults import typed
 from .settings import EngineSettings
 
 SENTINEL_SCHEME = "redis+sentinel"
+# What every connection names itself with (CLIENT SETINFO), worked out once: by default redis-py
+# reads its own package metadata again for every client it makes.
+DRIVER = DriverInfo()
 
 
 class TypedPipeline(Pipeline):
@@ -55,6 +63,32 @@ class TypedRedis(Redis):
         return pipe
 
 
+_HIREDIS = HiredisRespSerializer()
+_PACKED: dict[type[AbstractConnection], type[AbstractConnection]] = {}
+
+
+class _HiredisPacking:
+    """Pack commands with hiredis's C packer (redis-py's asyncio connections pack in Python).
+
+    A script call carries a dozen keys and its arguments (about 25 in all). Whatever the C
+    packer refuses goes to redis-py's, for its own errors.
+    """
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        try:
+            return _HIREDIS.pack(*args)  # type: ignore[no-any-return]
+        except Exception:
+            return super().pack_command(*args)  # type: ignore[misc,no-any-return]
+
+
+def packed_by_hiredis(cls: type[AbstractConnection]) -> type[AbstractConnection]:
+    """Return `cls` with commands packed by hiredis (one subclass per class, made once)."""
+    made = _PACKED.get(cls)
+    if made is None:
+        made = _PACKED[cls] = type(f"Hiredis{cls.__name__}", (_HiredisPacking, cls), {})
+    return made
+
+
 def connect(
     settings: EngineSettings, *, blocking: bool = False, timeout_s: float | None = None
 ) -> Redis:
@@ -70,17 +104,27 @@ def connect(
         "socket_timeout": None if blocking else (timeout_s or settings.socket_timeout_s),
         "retry": Retry(NoBackoff(), 0),
         "health_check_interval": 0 if blocking else 30,
+        "driver_info": DRIVER,
     }
-    if urlsplit(settings.redis_url).scheme == SENTINEL_SCHEME:
+    scheme = urlsplit(settings.redis_url).scheme
+    if scheme == SENTINEL_SCHEME:
         client = _sentinel_master(settings.redis_url, options)
+    elif scheme in CLUSTER_SCHEMES:
+        client = cluster_client(settings.redis_url, options)  # type: ignore[assignment]
     else:
         client = TypedRedis.from_url(settings.redis_url, **options)  # type: ignore[assignment]
+    pool = getattr(client, "connection_pool", None)  # a cluster client has one per node
+    if pool is not None:
+        pool.connection_class = packed_by_hiredis(pool.connection_class)
     client.shown_url = settings.redacted_url
     return client
 
 
 def _sentinel_master(url: str, options: dict[str, Any]) -> TypedRedis:
-    """Connect to the master named in `redis+sentinel://[:pw@]h1:p1,h2:p2/service[/db]`."""
+    """Connect to the master named in `redis+sentinel://[:pw@]h1:p1,h2:p2/service[/db]`.
+
+    The client follows a new master within a second of a failover (engine/failover.py).
+    """
     parts = urlsplit(url)
     hosts = []
     for item in parts.netloc.rpartition("@")[2].split(","):
@@ -95,14 +139,21 @@ def _sentinel_master(url: str, options: dict[str, Any]) -> TypedRedis:
     db = int(path[1]) if len(path) > 1 else 0
     password = unquote(parts.password) if parts.password else None
     query = {k: v[0] for k, v in parse_qs(parts.query).items()}
-    sentinel_password = query.get("sentinel_password")
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
-        hosts,
-        socket_timeout=options["socket_timeout"],
-        sentinel_kwargs={"password": sentinel_password} if sentinel_password else None,
-    )
+    # Sentinels are asked on connection checkouts (see failover.py): never wait long for one.
+    sentinel_kwargs: dict[str, Any] = {
+        "socket_timeout": options["socket_connect_timeout"],
+        "socket_connect_timeout": options["socket_connect_timeout"],
+    }
+    if "sentinel_password" in query:
+        sentinel_kwargs["password"] = query["sentinel_password"]
+    sentinel = Sentinel(hosts, sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
     master: TypedRedis = sentinel.master_for(
-        service, redis_class=TypedRedis, db=db, password=password, **options
+        service,
+        redis_class=TypedRedis,
+        connection_pool_class=WatchedPool,
+        db=db,
+        password=password,
+        **options,
     )
     return master
 
@@ -113,6 +164,11 @@ def ms_from_time(reply: tuple[int, int] | list[Any]) -> int:
     return int(seconds) * 1000 + int(micros) // 1000
 
 
-async def server_ms(redis: Redis) -> int:
-    """Return Redis server time in ms (the clock every script uses)."""
+async def server_ms(redis: Redis, key: str | None = None) -> int:
+    """Return Redis server time in ms (the clock every script uses).
+
+    On a cluster, from the master holding `key` when given (the clock of that key's scripts).
+    """
+    if key is not None and is_cluster(redis):
+        return ms_from_time(await node_time(redis, key))  # type: ignore[arg-type]
     return ms_from_time(await redis.time())

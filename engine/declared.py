@@ -20,7 +20,7 @@ from .errors import ConfigError
 from .job import Job
 from .keys import QueueKeys, queues_key, validate_queue_name
 from .repeat import Repeatable, template
-from .scripts import Declared, Scripts
+from .scripts import Declared, DeclaredEntry, Scripts
 from .settings import EngineSettings
 
 log = logging.getLogger("engine.declared")
@@ -76,6 +76,11 @@ def _by_queue(reps: Sequence[Repeatable]) -> dict[str, dict[str, Repeatable]]:
     return out
 
 
+def first_tick_ms(rep: Repeatable, now_ms: int) -> int | None:
+    """Return the first tick of a declared repeatable from now (None when paused)."""
+    return None if rep.paused else rep.next_after(now_ms - 1)
+
+
 def _valid(queue: str) -> bool:
     try:
         validate_queue_name(queue)
@@ -109,10 +114,12 @@ async def sync_declared(
     done: dict[str, Declared] = {}
     for queue in sorted(q for q in {*wanted, *known, *queues} if _valid(q)):
         entries = [
-            (rep.name, rep.to_json(), None if rep.paused else rep.next_after(now_ms - 1))
+            DeclaredEntry(
+                rep.name, rep.to_json(), None if rep.paused else rep.next_after(now_ms - 1)
+            )
             for rep in wanted.get(queue, {}).values()
         ]
-        done[queue] = await scripts.declare(QueueKeys(settings.prefix, queue), entries)
+        done[queue] = await scripts.declare(QueueKeys(settings.prefix, queue), repeatables=entries)
     conflicts = tuple(f"{q}/{name}" for q, d in done.items() for name in d.conflicts)
     for conflict in conflicts:
         log.warning("declared repeatable left alone: a run-time one has its name at=%s", conflict)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from enum import IntEnum
+
 
 class EngineError(Exception):
     """Base class of every error the engine raises."""
@@ -84,19 +86,43 @@ class RetryableError(Exception):
         self.code = code
 
 
-# Negative codes returned by the Lua scripts (see engine/lua/*.lua headers).
-SCRIPT_ERRORS: dict[int, type[EngineError]] = {
-    -1: JobNotFound,
-    -2: LeaseLost,
-    -3: WrongState,
-    -4: DuplicateJob,
-    -5: UnknownParent,
+class Code(IntEnum):
+    """What a script did to one job: 0 done, a negative code why not.
+
+    The Lua headers say these with the phrases of `PHRASES` ("-2 lease lost"), which a test
+    reads; positive codes are each script's own (its header says which).
+    """
+
+    OK = 0
+    NOT_FOUND = -1
+    LEASE_LOST = -2  # the job's token differs: another worker holds it now
+    WRONG_STATE = -3
+    DUPLICATE_ID = -4
+    UNKNOWN_PARENT = -5
+
+
+# How the Lua headers name each negative code (the state a WRONG_STATE names varies).
+PHRASES: dict[Code, tuple[str, ...]] = {
+    Code.NOT_FOUND: ("not found",),
+    Code.LEASE_LOST: ("lease lost", "when the token no longer matches"),
+    Code.WRONG_STATE: ("not started", "terminal", "not terminal", "not in a resubmittable state"),
+    Code.DUPLICATE_ID: ("duplicate id",),
+    Code.UNKNOWN_PARENT: ("unknown parent id",),
+}
+
+SCRIPT_ERRORS: dict[Code, type[EngineError]] = {
+    Code.NOT_FOUND: JobNotFound,
+    Code.LEASE_LOST: LeaseLost,
+    Code.WRONG_STATE: WrongState,
+    Code.DUPLICATE_ID: DuplicateJob,
+    Code.UNKNOWN_PARENT: UnknownParent,
 }
 
 
 def error_for(code: int, job_id: str) -> EngineError:
     """Return the exception for a negative script code."""
-    return SCRIPT_ERRORS.get(code, EngineError)(f"job {job_id}: script returned {code}")
+    kind = SCRIPT_ERRORS.get(Code(code), EngineError) if code in Code else EngineError
+    return kind(f"job {job_id}: script returned {code}")
 
 
 class LoopCrashed(EngineError):

@@ -10,6 +10,7 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from .cluster import per_slot, slot_groups
 from .keys import QueueKeys
 from .scripts import Scripts
 from .settings import EngineSettings
@@ -88,6 +89,10 @@ class EventReader:
         self.group = group
         self.consumer = consumer
         self.scripts = Scripts(redis)
+        # On a cluster whose slots split the streams: one XREADGROUP per slot (cluster.py).
+        self.keys_events = streams = [k.events for k in self.keys.values()]
+        self._reads = per_slot(redis, streams, self._read_group)
+        self._groups = slot_groups(streams) if self._reads is not None else [streams]
 
     async def ensure_groups(self) -> None:
         """Create the consumer group on every stream (from the start) if it does not exist."""
@@ -108,10 +113,12 @@ class EventReader:
 
     async def pending(self, count: int, min_idle_ms: int = 30_000) -> list[Event]:
         """Return entries delivered but never acked: this consumer's, then idle ones of others."""
-        streams: dict[Any, Any] = {k.events: "0" for k in self.keys.values()}
-        own = self._events(
-            await self.redis.xreadgroup(self.group, self.consumer, streams, count=count)
-        )
+        own: list[Event] = []
+        for group in self._groups:
+            streams: dict[Any, Any] = dict.fromkeys(group, "0")
+            own += self._events(
+                await self.redis.xreadgroup(self.group, self.consumer, streams, count=count)
+            )
         if own:
             return own
         out: list[Event] = []
@@ -124,11 +131,21 @@ class EventReader:
 
     async def read(self, count: int, block_ms: int | None) -> list[Event]:
         """Return up to `count` new events per stream, blocking up to `block_ms` (None: not)."""
-        streams: dict[Any, Any] = {k.events: ">" for k in self.keys.values()}
-        reply = await self.redis.xreadgroup(
-            self.group, self.consumer, streams, count=count, block=block_ms
+        if self._reads is not None:
+            replies = await self._reads.next(count, block_ms, block=block_ms is not None)
+            return [event for reply in replies for event in self._events(reply)]
+        return self._events(await self._read_group(self.keys_events, count, block_ms))
+
+    async def _read_group(self, streams: list[str], count: int, block_ms: int | None) -> Any:
+        """Read new entries of `streams` (one slot on a cluster)."""
+        return await self.redis.xreadgroup(
+            self.group, self.consumer, dict.fromkeys(streams, ">"), count=count, block=block_ms
         )
-        return self._events(reply)
+
+    async def close(self) -> None:
+        """Cancel the reads still in flight (cluster only; their entries stay pending)."""
+        if self._reads is not None:
+            await self._reads.close()
 
     async def ack(self, events: Iterable[Event]) -> None:
         """Acknowledge applied events."""
@@ -169,7 +186,7 @@ class EventReader:
         found: dict[str, dict[str, str]] = {}
         for start in range(0, len(job_ids), SNAPSHOT_IDS):
             chunk = list(job_ids[start : start + SNAPSHOT_IDS])
-            rows = await self.scripts.snapshot([keys.events], [keys.job_prefix, *chunk])
+            rows = await self.scripts.snapshot(keys, job_ids=chunk)
             for job_id, text in zip(chunk, rows, strict=True):
                 if text:
                     found[job_id] = _hash_from_json(text)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import os
+import re
 import sys
 import traceback
 
@@ -61,6 +62,10 @@ _PARSED: tuple[tuple[type[Exception], str], ...] = (
     (rx.TryAgainError, "TRYAGAIN"),
 )
 
+# redis-py rewrites an error inside a pipeline: "Command # 2 (SET k v) of pipeline caused error:
+# ('NOREPLICAS Not enough good replicas to write.',)".
+_IN_PIPELINE = re.compile(r"of pipeline caused error: \(?['\"]?([A-Za-z]+)")
+
 _GONE_TYPES: tuple[type[BaseException], ...] = (
     rx.ConnectionError,
     rx.TimeoutError,
@@ -89,7 +94,10 @@ def refusal(exc: BaseException) -> str | None:
         if isinstance(exc, kind):
             return word
     if isinstance(exc, rx.ResponseError):
-        word = str(exc).split(" ", 1)[0].upper()
+        text = str(exc)
+        word = text.split(" ", 1)[0].upper()
+        if word == "COMMAND" and (inner := _IN_PIPELINE.search(text)):
+            word = inner.group(1).upper()
         if word in REFUSALS:
             return word
     return None

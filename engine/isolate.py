@@ -28,7 +28,7 @@ import orjson
 
 from .context import JobContext
 from .job import Job, JobState
-from .runner import Outcome, Runner, error_info
+from .runner import Kind, Outcome, Runner, error_info
 from .task import Registry, Task
 
 log = logging.getLogger("engine.isolate")
@@ -197,7 +197,7 @@ class Lane:
                     self.proc = None
                     message = f"killed its process (exit status {status}) while running alone"
                     log.warning("isolation child died job=%s status=%d", job.id, status)
-                    return Outcome(job, "stall", error=error_info(job, None, "Stalled", message))
+                    return Outcome(job, Kind.STALL, error=error_info(job, None, "Stalled", message))
                 msg = orjson.loads(line)
                 if "beat" in msg:
                     on_beat()
@@ -211,7 +211,7 @@ class Lane:
                     out = msg["outcome"]
                     return Outcome(
                         job,
-                        out["kind"],
+                        Kind(out["kind"]),
                         result=out["result"].encode(),
                         error=out["error"],
                         delay_s=out["delay_s"],

@@ -6,10 +6,13 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import serializer
 from .errors import SerializationError
+
+if TYPE_CHECKING:
+    from .scripts import Claimed
 
 
 class JobState(StrEnum):
@@ -111,6 +114,8 @@ FEATURE_FIELDS: tuple[str, ...] = (
     "rate_interval_ms",
     "repeat",
     "trace_context",
+    "replay_of",
+    "flow_id",
 )
 _JSON_FIELDS = ("args", "kwargs", "result", "errors", "options", "parents", "logs")
 _INT_FIELDS = (
@@ -142,6 +147,9 @@ _STR_FIELDS = (
     "concurrency_key",
     "repeat",
     "trace_context",
+    "replay_of",
+    "fingerprint",
+    "flow_id",
 )
 _KNOWN = frozenset((*_JSON_FIELDS, *_INT_FIELDS, *_FLOAT_FIELDS, *_STR_FIELDS))
 
@@ -206,6 +214,12 @@ class Job:
     repeat: str | None = None
     # The enqueue's OpenTelemetry context as JSON (engine.tracing), when tracing is on.
     trace_context: str | None = None
+    # The job this one replays with edited arguments (jobsite's POST /jobs/{id}/replay).
+    replay_of: str | None = None
+    # The fingerprint of the newest error record (engine.fingerprint; set by the scripts).
+    fingerprint: str | None = None
+    # The graph this job was submitted in (enqueue_flow gives every job of a flow the same id).
+    flow_id: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
     # Client side only: wait this long after submission (counted on Redis server time).
     delay_ms: int | None = None
@@ -255,6 +269,7 @@ class Job:
             "progress_message",
             "logs_count",
             "logs_dropped",
+            "fingerprint",
             *TIMESTAMP_FIELDS,
             *LIMIT_FIELDS,
             *FEATURE_FIELDS,
@@ -285,23 +300,22 @@ class Job:
         return cls(**known, extra=extra)
 
     @classmethod
-    def from_claim(cls, queue: str, row: list[Any]) -> Job:
+    def from_claim(cls, queue: str, row: Claimed) -> Job:
         """Build the worker's view of a job from one row of the claim script."""
-        job_id, name, version, args, kwargs, attempt, token, options, parents, stalls, trace = row
         return cls(
-            id=job_id,
-            task=name,
+            id=row.id,
+            task=row.task,
             queue=queue,
-            version=int(version or 1),
+            version=int(row.version or 1),
             state=JobState.STARTED,
-            args=_loads_or_raw(args or "[]"),
-            kwargs=_loads_or_raw(kwargs or "{}"),
-            attempt=int(attempt),
-            token=token,
-            options=_loads_or_raw(options) if options else {},
-            parents=_loads_or_raw(parents) if parents else [],
-            stalls=int(stalls),
-            trace_context=trace or None,
+            args=_loads_or_raw(row.args or "[]"),
+            kwargs=_loads_or_raw(row.kwargs or "{}"),
+            attempt=int(row.attempt),
+            token=row.token,
+            options=_loads_or_raw(row.options) if row.options else {},
+            parents=_loads_or_raw(row.parents) if row.parents else [],
+            stalls=int(row.stalls),
+            trace_context=row.trace_context or None,
         )
 
     @classmethod

@@ -173,6 +173,9 @@ class QueueKeys:
     def stats(self) -> str:
         """HASH of terminal state -> jobs that reached it (totals), plus metrics fields.
 
+        `waiting_turn` counts the jobs waiting for their concurrency key's turn, and
+        `turn|<waiting ZSET key>` those of one key (deleted at zero; common.lua's turn).
+
         Metrics fields (common.lua, engine/metrics.py): `done|<task>|<state>` per task totals,
         and the `run`/`wait` histograms as `<kind>|<task>|<le_ms>` and `<kind>|<task>|sum_ms`.
         """
@@ -224,6 +227,11 @@ class QueueKeys:
     def concurrency(self, key: str) -> tuple[str, str]:
         """Return the keys of a concurrency key: SET of admitted job ids, ZSET of waiting ones."""
         return f"{self.base}:ckey:{key}:active", f"{self.base}:ckey:{key}:waiting"
+
+    def concurrency_key_of(self, redis_key: str) -> tuple[str, str]:
+        """Return (concurrency key, "active" or "waiting") of a key `concurrency()` spelled."""
+        name, _, kind = redis_key[len(f"{self.base}:ckey:") :].rpartition(":")
+        return name, kind
 
     def job(self, job_id: str) -> str:
         """Return the key of a job's hash.

@@ -34,6 +34,9 @@ class Liveness:
         self.ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
+        # Since when (monotonic) every renewal succeeded; None: the last one failed. Written by
+        # the thread, read by the worker's cleaner.
+        self._ok_since: float | None = None
         self._thread = threading.Thread(target=self._main, name="liveness", daemon=True)
 
     def start(self) -> None:
@@ -47,6 +50,14 @@ class Liveness:
             with contextlib.suppress(RuntimeError):  # the thread's loop already ended
                 self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(timeout=self.settings.socket_timeout_s + 1)
+
+    def steady_s(self) -> float | None:
+        """Return how long renewals have succeeded without a failure (None: the last failed).
+
+        A renewal cannot hang: its connection times out after half a window, a failure.
+        """
+        ok_since = self._ok_since
+        return None if ok_since is None else time.monotonic() - ok_since
 
     def _main(self) -> None:
         try:
@@ -72,8 +83,10 @@ class Liveness:
                         pipe.zadd(workers_key(s.prefix), {self.worker_id: now_ms})
                         await pipe.execute()
                     retry.ok()
+                    self._ok_since = self._ok_since or time.monotonic()
                     self.ready.set()
                 except Exception as exc:
+                    self._ok_since = None
                     await retry.failed(exc)
                     continue
                 with contextlib.suppress(TimeoutError):

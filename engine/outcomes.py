@@ -6,14 +6,12 @@ import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable
-from typing import Any
 
 from . import failpoints, serializer
-from .errors import SCRIPT_ERRORS, LeaseLost
+from .errors import Code
 from .keys import QueueKeys
-from .metrics import BUCKETS_ARG
-from .runner import Outcome
-from .scripts import Scripts
+from .runner import Kind, Outcome
+from .scripts import CompleteJob, Scripts
 from .settings import EngineSettings
 
 log = logging.getLogger("engine.worker")
@@ -39,13 +37,13 @@ class OutcomeWriter:
         groups: list[list[Outcome]] = []
         for queue, outcomes in by_queue.items():
             keys = QueueKeys(self.settings.prefix, queue)
-            done = [o for o in outcomes if o.kind == "complete"]
+            done = [o for o in outcomes if o.kind == Kind.COMPLETE]
             if done:
                 failpoints.hit("after_return")
                 calls.append(self._complete(keys, done))
                 groups.append(done)
             for o in outcomes:
-                if o.kind != "complete":
+                if o.kind != Kind.COMPLETE:
                     calls.append(self._one(keys, o))
                     groups.append([o])
         results = await asyncio.gather(*calls, return_exceptions=True)
@@ -58,16 +56,13 @@ class OutcomeWriter:
         return unwritten, error
 
     async def _complete(self, keys: QueueKeys, outcomes: list[Outcome]) -> None:
-        argv: list[Any] = [
-            keys.job_prefix,
-            self.settings.events_maxlen,
-            self.worker_id,
-            len(outcomes),
-            BUCKETS_ARG,
+        jobs = [
+            CompleteJob(o.job.id, o.job.token or "", o.result, o.result_ttl_s * 1000)
+            for o in outcomes
         ]
-        for o in outcomes:
-            argv += (o.job.id, o.job.token or "", o.result, o.result_ttl_s * 1000)
-        codes = await self.scripts.complete(keys, argv)
+        codes = await self.scripts.complete(
+            keys, events_maxlen=self.settings.events_maxlen, worker_id=self.worker_id, jobs=jobs
+        )
         for o, code in zip(outcomes, codes, strict=True):
             self.count(o, "completed", code)
 
@@ -75,36 +70,58 @@ class OutcomeWriter:
         error = o.error or {}
         err = serializer.dumps(error)
         short = f"{error.get('type', '')}: {error.get('message', '')}"[:200]
-        head = [
-            keys.job_prefix,
-            self.settings.events_maxlen,
-            self.worker_id,
-            o.job.id,
-            o.job.token or "",
-        ]
+        maxlen, me, job_id = self.settings.events_maxlen, self.worker_id, o.job.id
+        token = o.job.token or ""
         ttl_ms = o.result_ttl_s * 1000
-        if o.kind == "retry":
+        if o.kind == Kind.RETRY:
             failpoints.hit("before_retry")
-            delay = "" if o.delay_s is None else int(o.delay_s * 1000)
+            delay_ms = None if o.delay_s is None else int(o.delay_s * 1000)
             code = await self.scripts.retry(
                 keys,
-                [*head, delay, err, short, ttl_ms],
+                events_maxlen=maxlen,
+                worker_id=me,
+                job_id=job_id,
+                token=token,
+                delay_ms=delay_ms,
+                error_json=err,
+                short_error=short,
+                ttl_ms=ttl_ms,
             )
             self.count(o, "cancelled" if code == 1 else "retried", 0 if code == 1 else code)
-        elif o.kind == "stall":
-            code = await self.scripts.stall(keys, [*head, err, short, ttl_ms])
+        elif o.kind == Kind.STALL:
+            code = await self.scripts.stall(
+                keys,
+                events_maxlen=maxlen,
+                worker_id=me,
+                job_id=job_id,
+                token=token,
+                error_json=err,
+                short_reason=short,
+                ttl_ms=ttl_ms,
+            )
             self.count(o, "stalled" if code == 1 else "stall_recovered", min(code, 0))
-        elif o.kind == "release":
+        elif o.kind == Kind.RELEASE:
             code = await self.scripts.release(
                 keys,
-                [*head, short or "handed back"],
+                events_maxlen=maxlen,
+                worker_id=me,
+                job_id=job_id,
+                token=token,
+                reason=short or "handed back",
             )
             self.count(o, "released", code)
         else:
             failpoints.hit("before_dead")
             code = await self.scripts.fail(
                 keys,
-                [*head, o.kind, err, short, ttl_ms],
+                events_maxlen=maxlen,
+                worker_id=me,
+                job_id=job_id,
+                token=token,
+                state=o.kind,
+                error_json=err,
+                short_error=short,
+                ttl_ms=ttl_ms,
             )
             self.count(o, o.kind, code)
 
@@ -112,7 +129,7 @@ class OutcomeWriter:
         """Count a written outcome, or a refused write (lease lost) with a log line."""
         if code >= 0:
             self.counters[name] += 1
-        elif SCRIPT_ERRORS.get(code) is LeaseLost:
+        elif code == Code.LEASE_LOST:
             self.counters["lease_lost"] += 1
             log.warning("lease lost job=%s worker=%s write=%s", o.job.id, self.worker_id, name)
         else:

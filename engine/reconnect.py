@@ -13,6 +13,16 @@ from .faults import Fault, classify, refusal
 
 log = logging.getLogger("engine.reconnect")
 
+# Bumped when Redis is known to be back (a new master found after a failover): every backoff
+# sleep in the process, in any thread, ends within _WAKE_POLL_S instead of sleeping on.
+_wakes = [0]
+_WAKE_POLL_S = 0.05
+
+
+def wake_all() -> None:
+    """End every backoff sleep of the process soon: Redis is worth trying again now."""
+    _wakes[0] += 1
+
 
 class Reconnect:
     """Decide what a loop's exception means; sleep after a Redis failure, re-raise a bug.
@@ -34,12 +44,16 @@ class Reconnect:
         self.cap_s = cap_s
         self.transient = transient
         self.failures = 0
+        self._wakes_seen = _wakes[0]
 
     async def failed(self, exc: BaseException) -> None:
         """Back off after a Redis failure (logged at most once a second); re-raise anything else."""
         fault = classify(exc, self.transient)
         if fault is Fault.BUG:
             raise exc
+        if _wakes[0] != self._wakes_seen:  # Redis moved since: back off as after a first failure
+            self._wakes_seen = _wakes[0]
+            self.failures = 0
         self.failures += 1
         now = time.monotonic()
         if now - Reconnect._last_log >= 1.0:
@@ -53,7 +67,7 @@ class Reconnect:
                 refusal(exc) or "-",
             )
         delay = min(self.cap_s, 0.05 * 2 ** min(self.failures, 10))
-        await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+        await _backoff(delay * random.uniform(0.5, 1.0))
 
     def ok(self) -> None:
         """Record a success; log recovery after an outage."""
@@ -62,6 +76,14 @@ class Reconnect:
                 "redis reachable again loop=%s after_failures=%d", self.loop_name, self.failures
             )
             self.failures = 0
+
+
+async def _backoff(delay_s: float) -> None:
+    """Sleep `delay_s`, or less if `wake_all` is called meanwhile."""
+    woken = _wakes[0]
+    deadline = time.monotonic() + delay_s
+    while (left_s := deadline - time.monotonic()) > 0 and _wakes[0] == woken:
+        await asyncio.sleep(min(left_s, _WAKE_POLL_S))
 
 
 async def run_periodic(

@@ -186,12 +186,14 @@ class Repeats:
         skip_if_running: bool = False,
         start_at: datetime | float | None = None,
         end_at: datetime | float | None = None,
+        paused: bool = False,
     ) -> Repeatable:
         """Add or replace repeatable `name`: submit a copy of `job` (a `task.call(...)`) each tick.
 
-        Without `start_at`, an `every_s` repeatable ticks first `every_s` from now.
+        Without `start_at`, an `every_s` repeatable ticks first `every_s` from now. With
+        `paused`, it is stored paused (no tick until `resume`).
         """
-        now = await server_ms(self.redis)
+        now = await server_ms(self.redis, QueueKeys(self.settings.prefix, job.queue).repeat_due)
         start = _epoch_ms(start_at)
         rep = Repeatable(
             name=name,
@@ -203,6 +205,7 @@ class Repeats:
             skip_if_running=skip_if_running,
             start_at_ms=now if start is None else start,
             end_at_ms=_epoch_ms(end_at),
+            paused=paused,
         )
         if start is None and rep.every_s is not None:
             rep = dataclasses.replace(rep, start_at_ms=now + round(rep.every_s * 1000))
@@ -270,7 +273,8 @@ class Repeats:
                 raise ConfigError(f"no repeatable named {name!r} in queue {queue!r}")
             return dataclasses.replace(rep, paused=paused)
 
-        await self._change(queue, name, change, await server_ms(self.redis))
+        now_ms = await server_ms(self.redis, QueueKeys(self.settings.prefix, queue).repeat_due)
+        await self._change(queue, name, change, now_ms)
 
     async def pause(self, queue: str, name: str) -> None:
         """Stop submitting ticks of `name` until `resume`."""

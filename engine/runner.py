@@ -8,17 +8,41 @@ import time
 import traceback
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
 from . import backoff, serializer
 from .context import JobContext
 from .errors import InvalidArguments, Retry, RetryableError, SerializationError
+from .fingerprint import fingerprint, of_exception
 from .job import Job
 from .result import TaskResult
 from .task import Registry, Task, TaskOptions
 
-Kind = Literal["complete", "retry", "failed", "dropped", "cancelled", "stalled", "release", "stall"]
+
+class Kind(StrEnum):
+    """What the worker writes for a job: the script it runs (and the dead state, for fail)."""
+
+    COMPLETE = "complete"  # complete-12.lua
+    RETRY = "retry"  # retry-12.lua
+    FAILED = "failed"  # fail-12.lua with that state, as the next three
+    DROPPED = "dropped"
+    CANCELLED = "cancelled"
+    STALLED = "stalled"
+    RELEASE = "release"  # release-4.lua: handed back unrun
+    STALL = "stall"  # stall-12.lua: its isolated child process died
+
+
+class StopReason(StrEnum):
+    """Why the worker stops a running job."""
+
+    CANCELLED = "cancelled"  # a user cancelled it: written `cancelled`
+    STOP = "stop"  # shutdown with on_shutdown=stop: written `stalled`
+    RESUBMIT = "resubmit"  # shutdown handing it back: released to `submitted`
+    LEASE_LOST = "lease_lost"  # another worker owns it now: nothing written
+
+
 _TRACEBACK_LIMIT = 16_000
 
 
@@ -48,7 +72,7 @@ def options_for(task: Task, job: Job) -> TaskOptions:
 def error_info(
     job: Job, exc: BaseException | None, kind: str, message: str, **more: Any
 ) -> dict[str, Any]:
-    """Return the JSON error record of one attempt."""
+    """Return the JSON error record of one attempt, with its fingerprint (engine.fingerprint)."""
     info: dict[str, Any] = {
         "attempt": job.attempt,
         "type": kind,
@@ -59,23 +83,28 @@ def error_info(
         info["exception"] = f"{type(exc).__module__}.{type(exc).__qualname__}"
         tb = "".join(traceback.format_exception(exc))
         info["traceback"] = tb[-_TRACEBACK_LIMIT:]
+        info.update(of_exception(exc, info["exception"]).as_fields())
+    else:
+        info.update(fingerprint(kind, message).as_fields())
     info.update(more)
     return info
 
 
-def stopped_outcome(job: Job, reason: str | None) -> Outcome | None:
+def stopped_outcome(job: Job, reason: StopReason | None) -> Outcome | None:
     """Return what to write for a job the worker stopped (None: another worker owns it now)."""
-    if reason == "lease_lost":
+    if reason is StopReason.LEASE_LOST:
         return None
-    if reason == "resubmit":
+    if reason is StopReason.RESUBMIT:
         return Outcome(
-            job, "release", error={"type": "Shutdown", "message": "resubmitted on shutdown"}
+            job, Kind.RELEASE, error={"type": "Shutdown", "message": "resubmitted on shutdown"}
         )
-    if reason == "cancelled":
+    if reason is StopReason.CANCELLED:
         return Outcome(
-            job, "cancelled", error=error_info(job, None, "Cancelled", "cancelled by user")
+            job, Kind.CANCELLED, error=error_info(job, None, "Cancelled", "cancelled by user")
         )
-    return Outcome(job, "stalled", error=error_info(job, None, "Shutdown", "stopped on shutdown"))
+    return Outcome(
+        job, Kind.STALLED, error=error_info(job, None, "Shutdown", "stopped on shutdown")
+    )
 
 
 class Runner:
@@ -90,9 +119,9 @@ class Runner:
         task = self.registry.get(job.task, job.version)
         if task is None:
             msg = f"no function registered for task {job.task!r} version {job.version}"
-            return Outcome(job, "dropped", error=error_info(job, None, "UnknownTask", msg))
+            return Outcome(job, Kind.DROPPED, error=error_info(job, None, "UnknownTask", msg))
         opts = options_for(task, job)
-        outcome = Outcome(job, "failed", result_ttl_s=opts.result_ttl_s)
+        outcome = Outcome(job, Kind.FAILED, result_ttl_s=opts.result_ttl_s)
         if not isinstance(job.args, list) or not isinstance(job.kwargs, dict):
             outcome.error = error_info(
                 job, None, "InvalidPayload", "args must be a JSON list and kwargs a JSON object"
@@ -136,7 +165,7 @@ class Runner:
         except SerializationError as exc:
             outcome.error = error_info(job, None, "SerializationError", f"result: {exc}")
             return outcome
-        outcome.kind = "complete"
+        outcome.kind = Kind.COMPLETE
         return outcome
 
     def _classify(
@@ -165,7 +194,7 @@ class Runner:
                 f"retries exhausted ({opts.max_retries}): {outcome.error['message']}"
             )
             return outcome
-        outcome.kind = "retry"
+        outcome.kind = Kind.RETRY
         if isinstance(exc, Retry) and exc.delay_s is not None:
             outcome.delay_s = min(max(0.0, exc.delay_s), opts.max_retry_delay_s)
         else:

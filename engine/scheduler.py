@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from redis.asyncio import Redis
 
 from . import failpoints
+from .cluster import is_cluster, node_time
 from .connection import ms_from_time
 from .errors import EngineError
 from .keys import QueueKeys
@@ -28,23 +29,28 @@ class Scheduler:
         self.settings = settings
         self.redis = redis
         self.scripts = Scripts(redis)
+        self.cluster = is_cluster(redis)
         self.queues = [QueueKeys(settings.prefix, q) for q in queues]
 
     async def promote(self, keys: QueueKeys) -> tuple[int, int]:
         """Promote one batch of due jobs; return (promoted, ms until the next is due or -1)."""
-        promoted, wait_ms = await self.scripts.promote(
-            keys,
-            [keys.job_prefix, self.settings.events_maxlen, self.settings.promote_batch],
+        done = await self.scripts.promote(
+            keys, events_maxlen=self.settings.events_maxlen, max_jobs=self.settings.promote_batch
         )
         failpoints.hit("after_promote")
-        return int(promoted), int(wait_ms)
+        return done.promoted, done.wait_ms
 
     async def fire(self, keys: QueueKeys) -> int:
         """Submit the due ticks of the queue's repeatables; return ms until the next (-1: none)."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.time()
-            pipe.zrange(keys.repeat_due, 0, 100, withscores=True)
-            reply, upcoming = await pipe.execute()
+        upcoming: list[tuple[str, float]]
+        if self.cluster:  # a cluster refuses TIME in a pipeline: ask the queue's master
+            reply = await node_time(self.redis, keys.repeat_due)  # type: ignore[arg-type]
+            upcoming = await self.redis.zrange(keys.repeat_due, 0, 100, withscores=True)  # type: ignore[assignment]
+        else:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.time()
+                pipe.zrange(keys.repeat_due, 0, 100, withscores=True)
+                reply, upcoming = await pipe.execute()
         now_ms = ms_from_time(reply)
         due: list[tuple[str, float]] = [(n, s) for n, s in upcoming if s <= now_ms][:100]
         if due:
@@ -66,9 +72,11 @@ class Scheduler:
                     )
                     await self.redis.zrem(keys.repeat_due, name)
             if specs:
-                for outcome, job_id, _ in await submit(self.scripts, self.settings, keys, specs):
-                    if outcome == "skipped":
-                        log.info("repeatable tick skipped: previous run still going job=%s", job_id)
+                for done in await submit(self.scripts, self.settings, keys, specs):
+                    if done.outcome == "skipped":
+                        log.info(
+                            "repeatable tick skipped: previous run still going job=%s", done.id
+                        )
         if len(due) < len(upcoming):
             return max(0, int(upcoming[len(due)][1]) - now_ms)
         return 0 if due else -1

@@ -1,66 +1,74 @@
-"""Load engine/lua/*.lua, check each call's key count, and return the scripts by name."""
+"""The typed seam between Python and Lua: one method per script, named parameters, typed rows.
+
+Each method's keyword parameters are its script header's ARGV, in order (tests/engine/
+test_scripts.py checks them against the headers); the seam fills in what it can derive: the
+job key prefix and children SET prefix (from the queue's keys), counts of per-job groups, and
+the histogram bucket bounds. Per-job codes are ints: 0 or a script's own positive code, or a
+negative `errors.Code`.
+"""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
-from redis.commands.core import AsyncScript
 
-from .keys import SCRIPT_KEYS, QueueKeys
+from .errors import Code, DuplicateJob, UnknownParent
+from .keys import QueueKeys
+from .luasrc import ScriptSet, load_sources
+from .metrics import BUCKETS_ARG
 
-_NAME = re.compile(r"^(?P<verb>[a-z_]+)-(?P<keys>\d+)\.lua$")
-_INCLUDE = re.compile(r"^--@include (?P<name>[a-z_]+)$", re.MULTILINE)
-
-
-def _read(name: str) -> str:
-    return (resources.files("engine") / "lua" / name).read_text(encoding="utf-8")
+__all__ = ["Scripts", "load_sources"]
 
 
-def load_sources() -> dict[str, tuple[int, str]]:
-    """Return verb -> (key count, Lua source with includes inlined) for every script file."""
-    out: dict[str, tuple[int, str]] = {}
-    for entry in (resources.files("engine") / "lua").iterdir():
-        match = _NAME.match(entry.name)
-        if not match:
-            continue
-        source = _INCLUDE.sub(lambda m: _read(f"include/{m['name']}.lua"), _read(entry.name))
-        verb, num_keys = match["verb"], int(match["keys"])
-        if len(SCRIPT_KEYS.get(verb, ())) != num_keys:
-            raise RuntimeError(
-                f"{entry.name}: keys.SCRIPT_KEYS[{verb!r}] must list {num_keys} keys"
-            )
-        out[verb] = (num_keys, source)
-    if set(out) != set(SCRIPT_KEYS):
-        raise RuntimeError(f"scripts and SCRIPT_KEYS differ: {sorted(set(out) ^ set(SCRIPT_KEYS))}")
-    return out
+class Claimed(NamedTuple):
+    """One job claim-12.lua moved to `started` (options, parents, trace_context: None if none)."""
+
+    id: str
+    task: str
+    version: str | None
+    args: str | None
+    kwargs: str | None
+    attempt: int  # the attempt it will run as
+    token: str
+    options: str | None
+    parents: str | None
+    stalls: int  # > 0: a suspect, which the worker runs alone
+    trace_context: str | None
 
 
-_SOURCES = load_sources()
+class Submitted(NamedTuple):
+    """What submit-14.lua did with one job: an outcome (a state word, or -4), an id and a state."""
+
+    outcome: str | int
+    id: str
+    state: str
 
 
-@dataclass(frozen=True, slots=True)
-class Script:
-    """One transition script bound to a client; re-loads itself after NOSCRIPT."""
+class Promoted(NamedTuple):
+    """What promote-12.lua did: jobs promoted, and ms until the next is due (-1: none)."""
 
-    verb: str
-    num_keys: int
-    script: AsyncScript
-
-    async def __call__(self, keys: QueueKeys | list[str], args: list[Any]) -> Any:
-        """Run the script with a queue's keys (or an explicit key list) and its ARGV."""
-        names = keys.for_script(self.verb) if isinstance(keys, QueueKeys) else keys
-        if len(names) != self.num_keys:
-            raise ValueError(f"{self.verb} takes {self.num_keys} keys, got {len(names)}")
-        return await self.script(keys=names, args=args)
+    promoted: int
+    wait_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class Declared:
+class Reaped(NamedTuple):
+    """What reap-12.lua did: jobs released, jobs stalled, orphan entries removed."""
+
+    released: int
+    stalled: int
+    orphans_removed: int
+
+
+class Pruned(NamedTuple):
+    """What prune-3.lua deleted: finished jobs past their ttl, DLQ jobs past its limits."""
+
+    finished: int
+    dlq: int
+
+
+class Declared(NamedTuple):
     """What declare-4.lua did to one queue's declared repeatables."""
 
     created: int
@@ -71,31 +79,280 @@ class Declared:
     conflicts: tuple[str, ...]
 
 
+class BeginJob(NamedTuple):
+    """One job for begin-2.lua; isolated: it runs alone in a child process."""
+
+    id: str
+    token: str
+    isolated: bool
+
+
+class RenewJob(NamedTuple):
+    """One lease for heartbeat-1.lua; touch: the task itself called heartbeat()."""
+
+    id: str
+    token: str
+    lease_ms: int
+    touch: bool
+
+
+class CompleteJob(NamedTuple):
+    """One job for complete-12.lua with its result JSON."""
+
+    id: str
+    token: str
+    result: bytes
+    result_ttl_ms: int
+
+
+class DeclaredEntry(NamedTuple):
+    """One declared repeatable for declare-4.lua (first_tick_ms None: no first tick)."""
+
+    name: str
+    definition: bytes
+    first_tick_ms: int | None
+
+
+def _flag(value: bool) -> str:
+    return "1" if value else "0"
+
+
 class Scripts:
-    """Every transition script, registered on one Redis client."""
+    """Every transition script on one Redis client, each as a typed method."""
 
     def __init__(self, redis: Redis) -> None:
-        self._by_verb = {
-            verb: Script(verb, n, redis.register_script(src)) for verb, (n, src) in _SOURCES.items()
-        }
+        self.raw = ScriptSet(redis)
 
-    def __getattr__(self, verb: str) -> Script:
-        try:
-            return self._by_verb[verb]
-        except KeyError:
-            raise AttributeError(f"no script named {verb!r}") from None
+    async def submit(
+        self,
+        keys: QueueKeys,
+        *,
+        events_maxlen: int,
+        replaced_ttl_ms: int,
+        atomic: bool,
+        jobs: Sequence[bytes],
+    ) -> list[Submitted]:
+        """Submit jobs (each one JSON array, engine/submit.py); a refused batch raises."""
+        argv: list[Any] = [keys.job_prefix, events_maxlen, replaced_ttl_ms, _flag(atomic)]
+        out = await self.raw["submit"](keys, [*argv, keys.children_prefix, len(jobs), *jobs])
+        if out and (out[0] == Code.UNKNOWN_PARENT or (atomic and out[0] == Code.DUPLICATE_ID)):
+            if out[0] == Code.UNKNOWN_PARENT:
+                raise UnknownParent(
+                    f"depends_on names job {out[1]!r}, which is not in queue {keys.queue!r}"
+                )
+            raise DuplicateJob(f"job ids already exist: {out[1]}")
+        return [Submitted(*row) for row in zip(out[::3], out[1::3], out[2::3], strict=True)]
 
-    async def declare(
-        self, keys: QueueKeys, declared: Sequence[tuple[str, bytes, int | None]]
-    ) -> Declared:
-        """Run declare-4.lua: make the queue's declared repeatables these.
+    async def claim(
+        self,
+        keys: QueueKeys,
+        *,
+        events_maxlen: int,
+        max_jobs: int,
+        lease_ms: int,
+        worker_id: str,
+        result_ttl_ms: int,
+        most_suspects: int = -1,
+    ) -> list[Claimed]:
+        """Claim up to max_jobs ready jobs (most_suspects -1: any number of suspects)."""
+        argv = [keys.job_prefix, events_maxlen, max_jobs, lease_ms, worker_id, result_ttl_ms]
+        rows = await self.raw["claim"](keys, [*argv, most_suspects])
+        return [Claimed._make(row) for row in rows]
 
-        Args:
-            keys: the queue's keys.
-            declared: (name, definition JSON, first tick ms or None) of each declared repeatable.
-        """
-        args: list[str | bytes | int] = [len(declared)]
-        for name, definition, first_ms in declared:
-            args += (name, definition, "" if first_ms is None else first_ms)
-        _, created, updated, removed, kept, conflicts = await self._by_verb["declare"](keys, args)
+    async def begin(self, keys: QueueKeys, *, lease_ms: int, jobs: Sequence[BeginJob]) -> list[int]:
+        """Begin claimed jobs; return per job its attempt (>= 1) or Code.LEASE_LOST."""
+        argv: list[Any] = [keys.job_prefix, lease_ms, len(jobs), BUCKETS_ARG]
+        for job in jobs:
+            argv += (job.id, job.token, _flag(job.isolated))
+        codes: list[int] = await self.raw["begin"](keys, argv)
+        return codes
+
+    async def heartbeat(self, keys: QueueKeys, *, jobs: Sequence[RenewJob]) -> list[int]:
+        """Renew leases; per job 0 renewed, 1 cancel requested, or Code.LEASE_LOST."""
+        argv: list[Any] = [keys.job_prefix, len(jobs)]
+        for job in jobs:
+            argv += (job.id, job.token, job.lease_ms, _flag(job.touch))
+        codes: list[int] = await self.raw["heartbeat"](keys, argv)
+        return codes
+
+    async def progress(
+        self,
+        keys: QueueKeys,
+        *,
+        events_maxlen: int,
+        job_id: str,
+        token: str,
+        percent: float,
+        message: str,
+        worker_id: str,
+    ) -> int:
+        """Store a running job's progress; return 0 or Code.LEASE_LOST."""
+        argv = [keys.job_prefix, events_maxlen, job_id, token, percent, message, worker_id]
+        code: int = await self.raw["progress"](keys, argv)
+        return code
+
+    async def log(
+        self,
+        keys: QueueKeys,
+        *,
+        events_maxlen: int,
+        job_id: str,
+        token: str,
+        message: str,
+        worker_id: str,
+        max_lines: int,
+        max_bytes: int,
+    ) -> int:
+        """Append a line to a running job's log; return 0 or Code.LEASE_LOST."""
+        argv = [keys.job_prefix, events_maxlen, job_id, token, message, worker_id, max_lines]
+        code: int = await self.raw["log"](keys, [*argv, max_bytes])
+        return code
+
+    async def complete(
+        self, keys: QueueKeys, *, events_maxlen: int, worker_id: str, jobs: Sequence[CompleteJob]
+    ) -> list[int]:
+        """Complete started jobs; per job 0 or a negative Code."""
+        argv: list[Any] = [keys.job_prefix, events_maxlen, worker_id, len(jobs), BUCKETS_ARG]
+        for job in jobs:
+            argv += job
+        codes: list[int] = await self.raw["complete"](keys, argv)
+        return codes
+
+    async def retry(
+        self,
+        keys: QueueKeys,
+        *,
+        events_maxlen: int,
+        worker_id: str,
+        job_id: str,
+        token: str,
+        delay_ms: int | None,
+        error_json: bytes,
+        short_error: str,
+        ttl_ms: int,
+    ) -> int:
+        """Retry a started job (delay_ms None: now); 0 retried, 1 cancelled instead, or a Code."""
+        delay = "" if delay_ms is None else delay_ms
+        argv = [keys.job_prefix, events_maxlen, worker_id, job_id, token, delay, error_json]
+        code: int = await self.raw["retry"](keys, [*argv, short_error, ttl_ms])
+        return code
+
+    async def fail(
+        self,
+        keys: QueueKeys,
+        *,
+        events_maxlen: int,
+        worker_id: str,
+        job_id: str,
+        token: str,
+        state: str,
+        error_json: bytes,
+        short_error: str,
+        ttl_ms: int,
+    ) -> int:
+        """End a started job in a dead state; 0 or a negative Code."""
+        argv = [keys.job_prefix, events_maxlen, worker_id, job_id, token, state, error_json]
+        code: int = await self.raw["fail"](keys, [*argv, short_error, ttl_ms])
+        return code
+
+    async def stall(
+        self,
+        keys: QueueKeys,
+        *,
+        events_maxlen: int,
+        worker_id: str,
+        job_id: str,
+        token: str,
+        error_json: bytes,
+        short_reason: str,
+        ttl_ms: int,
+    ) -> int:
+        """Count a stall; 1 ended stalled, 0 back in `submitted`, or a negative Code."""
+        argv = [keys.job_prefix, events_maxlen, worker_id, job_id, token, error_json]
+        code: int = await self.raw["stall"](keys, [*argv, short_reason, ttl_ms])
+        return code
+
+    async def release(
+        self,
+        keys: QueueKeys,
+        *,
+        events_maxlen: int,
+        worker_id: str,
+        job_id: str,
+        token: str,
+        reason: str,
+    ) -> int:
+        """Hand a started job back to `submitted`; 0 or a negative Code."""
+        argv = [keys.job_prefix, events_maxlen, worker_id, job_id, token, reason]
+        code: int = await self.raw["release"](keys, argv)
+        return code
+
+    async def promote(self, keys: QueueKeys, *, events_maxlen: int, max_jobs: int) -> Promoted:
+        """Promote due scheduled jobs to `submitted`."""
+        promoted, wait_ms = await self.raw["promote"](
+            keys, [keys.job_prefix, events_maxlen, max_jobs]
+        )
+        return Promoted(int(promoted), int(wait_ms))
+
+    async def reap(
+        self,
+        keys: QueueKeys,
+        *,
+        events_maxlen: int,
+        max_jobs: int,
+        ttl_ms: int,
+        dead_workers: Sequence[str] = (),
+    ) -> Reaped:
+        """Recover jobs of expired leases and of the dead workers."""
+        argv = [keys.job_prefix, events_maxlen, max_jobs, ttl_ms, *dead_workers]
+        released, stalled, orphans = await self.raw["reap"](keys, argv)
+        return Reaped(int(released), int(stalled), int(orphans))
+
+    async def expire(
+        self, keys: QueueKeys, *, events_maxlen: int, max_jobs: int, ttl_ms: int
+    ) -> int:
+        """Expire queued jobs past their deadline; return how many."""
+        argv = [keys.job_prefix, events_maxlen, max_jobs, ttl_ms]
+        return int(await self.raw["expire"](keys, argv))
+
+    async def cancel(
+        self, keys: QueueKeys, *, events_maxlen: int, ttl_ms: int, job_ids: Sequence[str]
+    ) -> list[int]:
+        """Cancel jobs; per id 0 cancelled, 1 cancel requested, or a negative Code."""
+        argv = [keys.job_prefix, events_maxlen, ttl_ms, *job_ids]
+        codes: list[int] = await self.raw["cancel"](keys, argv)
+        return codes
+
+    async def prune(
+        self, keys: QueueKeys, *, max_jobs: int, dlq_max_age_ms: int, dlq_max_len: int
+    ) -> Pruned:
+        """Delete finished jobs past their ttl and trim the DLQ (0: no limit)."""
+        argv = [keys.job_prefix, max_jobs, dlq_max_age_ms, dlq_max_len]
+        finished, dlq = await self.raw["prune"](keys, argv)
+        return Pruned(int(finished), int(dlq))
+
+    async def purge(self, keys: QueueKeys, *, job_ids: Sequence[str]) -> list[int]:
+        """Delete finished jobs; per id 0 purged or a negative Code."""
+        codes: list[int] = await self.raw["purge"](keys, [keys.job_prefix, *job_ids])
+        return codes
+
+    async def resubmit(
+        self, keys: QueueKeys, *, events_maxlen: int, job_ids: Sequence[str]
+    ) -> list[int]:
+        """Resubmit finished jobs; per id 0 resubmitted or a negative Code."""
+        argv = [keys.job_prefix, events_maxlen, keys.children_prefix, *job_ids]
+        codes: list[int] = await self.raw["resubmit"](keys, argv)
+        return codes
+
+    async def declare(self, keys: QueueKeys, *, repeatables: Sequence[DeclaredEntry]) -> Declared:
+        """Make the queue's declared repeatables these."""
+        argv: list[Any] = [len(repeatables)]
+        for name, definition, first_ms in repeatables:
+            argv += (name, definition, "" if first_ms is None else first_ms)
+        _, created, updated, removed, kept, conflicts = await self.raw["declare"](keys, argv)
         return Declared(int(created), int(updated), int(removed), int(kept), tuple(conflicts))
+
+    async def snapshot(self, keys: QueueKeys, *, job_ids: Sequence[str]) -> list[str | None]:
+        """Read job hashes, each as one JSON object string (None: gone)."""
+        rows: list[str | None] = await self.raw["snapshot"](keys, [keys.job_prefix, *job_ids])
+        return rows

@@ -11,6 +11,9 @@ from urllib.parse import unquote_plus, urlsplit
 
 from .errors import ConfigError
 
+# Schemes of Redis Cluster URLs (engine/cluster.py): redis+cluster://h1:p1,h2:p2 (TLS: rediss+).
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 # Query parameters whose name contains one of these words hold secrets.
 _SECRET_WORDS = ("password", "secret", "token", "auth")
@@ -111,10 +114,10 @@ class EngineSettings:
             scheme = urlsplit(self.redis_url).scheme
         except ValueError as exc:
             raise ConfigError(f"redis_url {self.redacted_url!r} does not parse: {exc}") from None
-        if scheme not in ("redis", "rediss", "unix", "redis+sentinel"):
+        if scheme not in ("redis", "rediss", "unix", "redis+sentinel", *CLUSTER_SCHEMES):
             raise ConfigError(
-                "redis_url must be redis://, rediss://, unix:// or redis+sentinel://, "
-                f"got {scheme!r}"
+                "redis_url must be redis://, rediss://, unix://, redis+sentinel:// or "
+                f"redis+cluster:// (rediss+cluster://), got {scheme!r}"
             )
 
     @classmethod

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import failpoints
 from .errors import RedisUnavailable
-from .runner import Outcome
+from .runner import Kind, Outcome, StopReason
 from .settings import EngineSettings
 from .upkeep import Running, Upkeep
 
@@ -34,7 +34,7 @@ class ShutdownSteps:
 
         def _forget(self, rec: Running) -> None: ...
 
-    def _stop_job(self, rec: Running, reason: str) -> None:
+    def _stop_job(self, rec: Running, reason: StopReason) -> None:
         """Stop a job: cancel its coroutine, tell sync code through job.cancelled."""
         if rec.stop_reason is not None:
             return
@@ -70,16 +70,21 @@ class ShutdownSteps:
         for rec in list(self._active.values()):
             policy = rec.opts.on_shutdown if rec.opts else "stop"
             if self.crashed is not None:
-                self._stop_job(rec, "resubmit")  # not the job's fault: hand it back as it was
+                # Not the job's fault: hand it back as it was.
+                self._stop_job(rec, StopReason.RESUBMIT)
             elif policy != "continue":
                 failpoints.hit("during_handback")
-                self._stop_job(rec, "resubmit" if policy == "resubmit" else "stop")
+                self._stop_job(
+                    rec, StopReason.RESUBMIT if policy == "resubmit" else StopReason.STOP
+                )
         await self._wait_running(None)
 
     def _finish_waiting(self, rec: Running) -> None:
         self._forget(rec)
         self._outcomes.append(
-            Outcome(rec.job, "release", error={"type": "Shutdown", "message": "claimed, not begun"})
+            Outcome(
+                rec.job, Kind.RELEASE, error={"type": "Shutdown", "message": "claimed, not begun"}
+            )
         )
         self._unflushed += 1
         self._flush_wanted.set()
@@ -96,7 +101,7 @@ class ShutdownSteps:
         )
         if forced.done():
             # After a crash the jobs are not at fault: they go back as they were.
-            how = "resubmit" if self.crashed is not None else "stop"
+            how = StopReason.RESUBMIT if self.crashed is not None else StopReason.STOP
             for rec in list(self._active.values()):
                 self._stop_job(rec, how)
             await all_done

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import serializer
-from .errors import ConfigError, DuplicateJob, UnknownParent
+from .errors import ConfigError
 from .job import Job
 from .keys import QueueKeys
-from .scripts import Scripts
+from .scripts import Scripts, Submitted
 from .settings import EngineSettings
 from .task import json_args
 
@@ -89,26 +89,12 @@ async def submit(
     keys: QueueKeys,
     specs: list[bytes],
     atomic: bool = False,
-) -> list[tuple[str | int, str, str]]:
-    """Run submit-14.lua; return (outcome, id, state) per job; a refused batch raises."""
-    out: list[Any] = await scripts.submit(
+) -> list[Submitted]:
+    """Run submit-14.lua; return what it did with each job; a refused batch raises."""
+    return await scripts.submit(
         keys,
-        [
-            keys.job_prefix,
-            settings.events_maxlen,
-            settings.default_result_ttl_s * 1000,
-            "1" if atomic else "0",
-            keys.children_prefix,
-            len(specs),
-            *specs,
-        ],
+        events_maxlen=settings.events_maxlen,
+        replaced_ttl_ms=settings.default_result_ttl_s * 1000,
+        atomic=atomic,
+        jobs=specs,
     )
-    if out and (out[0] == -5 or (atomic and out[0] == -4)):
-        _refuse(out[0], out[1], keys.queue)
-    return list(zip(out[::3], out[1::3], out[2::3], strict=True))
-
-
-def _refuse(code: int, job_id: str, queue: str) -> None:
-    if code == -5:
-        raise UnknownParent(f"depends_on names job {job_id!r}, which is not in queue {queue!r}")
-    raise DuplicateJob(f"job ids already exist: {job_id}")

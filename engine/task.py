@@ -128,6 +128,12 @@ _PRODUCER_OPTIONS = (
 )
 
 
+# Every option `Task.using` takes besides its own parameters (what may change per call).
+PER_CALL_OPTIONS: frozenset[str] = frozenset(
+    ("queue", "priority", *OPTION_FIELDS, *_LIMIT_OPTIONS, *_PRODUCER_OPTIONS)
+)
+
+
 def epoch_s(when: datetime) -> float:
     """Return a timezone-aware datetime as epoch seconds."""
     if when.tzinfo is None:
@@ -192,8 +198,7 @@ class Task:
         **options: Any,
     ) -> Task:
         """Return a copy with per-call options, a delay or run time, a job id, or parents."""
-        allowed = {"queue", "priority", *OPTION_FIELDS, *_LIMIT_OPTIONS, *_PRODUCER_OPTIONS}
-        unknown = set(options) - allowed
+        unknown = set(options) - PER_CALL_OPTIONS
         if unknown:
             raise ConfigError(f"unknown task options: {', '.join(sorted(unknown))}")
         if delay_s is not None and delay_s < 0:

@@ -16,7 +16,8 @@ from . import serializer
 from .context import JobContext
 from .job import Job
 from .keys import QueueKeys, worker_key, workers_key
-from .scripts import Scripts
+from .runner import StopReason
+from .scripts import RenewJob, Scripts
 from .settings import EngineSettings
 from .task import Task, TaskOptions
 
@@ -31,8 +32,8 @@ class Running:
     opts: TaskOptions | None
     ctx: JobContext
     handle: Any = None
-    # Why the worker is stopping it: "cancelled", "stop", "resubmit" or "lease_lost".
-    stop_reason: str | None = None
+    # Why the worker is stopping it (None: it is not being stopped).
+    stop_reason: StopReason | None = None
     claimed_at: float = field(default_factory=time.monotonic)
     # Why the job cannot run at all (a payload written past the client's checks).
     poison: str | None = None
@@ -67,34 +68,41 @@ class Upkeep:
             by_queue[rec.keys].append(rec)
         out: list[tuple[Running, int]] = []
         for keys, recs in by_queue.items():
-            argv: list[Any] = [keys.job_prefix, len(recs)]
+            jobs: list[RenewJob] = []
             for rec in recs:
-                touch = "1" if rec.ctx.touched else "0"
+                lease_ms = rec.lease_ms(self.settings.lease_ms)
+                jobs.append(RenewJob(rec.job.id, rec.job.token or "", lease_ms, rec.ctx.touched))
                 rec.ctx.touched = False
-                argv += (
-                    rec.job.id,
-                    rec.job.token or "",
-                    rec.lease_ms(self.settings.lease_ms),
-                    touch,
-                )
-            codes = await self.scripts.heartbeat(keys, argv)
+            codes = await self.scripts.heartbeat(keys, jobs=jobs)
             out.extend(zip(recs, codes, strict=True))
         return out
 
     async def progress(self, job: Job, pct: float, message: str) -> int:
         """Store a running job's progress, fenced by its token; return the script's code."""
         keys = QueueKeys(self.settings.prefix, job.queue)
-        argv = [keys.job_prefix, self.settings.events_maxlen, job.id, job.token or "", pct, message]
-        code: int = await self.scripts.progress(keys, [*argv, self.worker_id])
-        return code
+        return await self.scripts.progress(
+            keys,
+            events_maxlen=self.settings.events_maxlen,
+            job_id=job.id,
+            token=job.token or "",
+            percent=pct,
+            message=message,
+            worker_id=self.worker_id,
+        )
 
     async def log(self, job: Job, message: str) -> int:
         """Append a line to a running job's log, fenced by its token; return the script's code."""
         keys = QueueKeys(self.settings.prefix, job.queue)
-        s = self.settings
-        argv = [keys.job_prefix, s.events_maxlen, job.id, job.token or "", message, self.worker_id]
-        code: int = await self.scripts.log(keys, [*argv, s.job_log_max_lines, s.job_log_max_bytes])
-        return code
+        return await self.scripts.log(
+            keys,
+            events_maxlen=self.settings.events_maxlen,
+            job_id=job.id,
+            token=job.token or "",
+            message=message,
+            worker_id=self.worker_id,
+            max_lines=self.settings.job_log_max_lines,
+            max_bytes=self.settings.job_log_max_bytes,
+        )
 
     async def parent_results(self, job: Job) -> dict[str, Any]:
         """Return the result of each of the job's parents, by id (None when it has none)."""

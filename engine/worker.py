@@ -18,19 +18,19 @@ from redis.asyncio import Redis
 from . import failpoints, tracing
 from .claiming import ClaimSteps
 from .cleaner import Cleaner
+from .cluster import per_slot
 from .connection import connect
-from .errors import LoopCrashed, RedisUnavailable
+from .errors import Code, LoopCrashed, RedisUnavailable
 from .hooks import Hook, HookEvent, Hooks
 from .isolate import Isolation, IsolationUnavailable, Lanes
 from .job import Job
 from .keys import QueueKeys
 from .liveness import Liveness
-from .metrics import BUCKETS_ARG
 from .outcomes import OutcomeWriter
 from .reconnect import Reconnect
-from .runner import Outcome, Runner, error_info, stopped_outcome
+from .runner import Kind, Outcome, Runner, StopReason, error_info, stopped_outcome
 from .scheduler import Scheduler
-from .scripts import Scripts
+from .scripts import BeginJob, Scripts
 from .settings import EngineSettings
 from .shutdown import ShutdownSteps
 from .task import Registry, Task
@@ -66,26 +66,21 @@ class Worker(ClaimSteps, ShutdownSteps):
         self.id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.redis: Redis = connect(settings)
         self.blocking: Redis = connect(settings, blocking=True)
+        # On a cluster whose slots split the queues: one BZPOPMIN per slot (engine/cluster.py).
+        self._wake = per_slot(
+            self.blocking, [k.marker for k in self.queues], self.blocking.bzpopmin
+        )
         self.scripts = Scripts(self.redis)
         self.executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="job")
         self.runner = Runner(self.registry, self.executor)
-        # Suspects run alone in a child process; without a way to load the tasks there, they run
-        # here like any other job.
-        isolation = isolation or Isolation.for_tasks(self.registry)
-        line_limit = 4 * settings.max_payload_bytes + (1 << 20)
-        self.lane = (
-            Lanes(isolation, self.id, line_limit, settings.isolation_processes)
-            if isolation
-            else None
-        )
-        if self.lane is None:
-            log.warning("no isolation for suspects: a task module is not importable by name")
+        self.lane = _lanes(settings, isolation or Isolation.for_tasks(self.registry), self.id)
         self.counters: dict[str, int] = defaultdict(int)
         self.writer = OutcomeWriter(settings, self.scripts, self.id, self.counters)
         self.upkeep = Upkeep(settings, self.redis, self.scripts, self.id)
         names = [k.queue for k in self.queues]
         self.scheduler = Scheduler(settings, self.redis, names)
-        self.cleaner = Cleaner(settings, self.redis, names)
+        self.liveness = Liveness(settings, self.id, self._crash_from_thread)
+        self.cleaner = Cleaner(settings, self.redis, names, liveness=self.liveness)
         # Every claim (by token: a job reaped and claimed again is a new claim) until its outcome
         # is queued; `waiting` holds those not begun yet.
         self._active: dict[str, Running] = {}
@@ -100,6 +95,7 @@ class Worker(ClaimSteps, ShutdownSteps):
         self._claim_retry = Reconnect("claim")
         # The first exception that killed one of the worker's loops (a bug): the process stops.
         self.crashed: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def stop(self) -> None:
         """Stop claiming (first call); force running jobs to stop (second call)."""
@@ -121,11 +117,8 @@ class Worker(ClaimSteps, ShutdownSteps):
             self.burst,
             self.settings.redacted_url,
         )
-        loop = asyncio.get_running_loop()
-        liveness = Liveness(
-            self.settings, self.id, lambda exc: loop.call_soon_threadsafe(self._crash, exc)
-        )
-        await asyncio.to_thread(liveness.start)
+        self._loop = asyncio.get_running_loop()
+        await asyncio.to_thread(self.liveness.start)
         if self.lane is not None:
             self.lane.warm()
         loops = [
@@ -146,12 +139,14 @@ class Worker(ClaimSteps, ShutdownSteps):
             for task in loops:
                 task.cancel()
             await asyncio.gather(*loops, return_exceptions=True)
-            await asyncio.to_thread(liveness.stop)
+            await asyncio.to_thread(self.liveness.stop)
             await self._deregister()
             self.executor.shutdown(wait=False, cancel_futures=True)
             if self.lane is not None:
                 await self.lane.close()
             await self.redis.aclose()
+            if self._wake is not None:
+                await self._wake.close()
             await self.blocking.aclose()
             stats = " ".join(f"{k}={v}" for k, v in sorted(self.counters.items()))
             log.info("worker stopped id=%s %s", self.id, stats)
@@ -174,6 +169,11 @@ class Worker(ClaimSteps, ShutdownSteps):
         if exc is not None:
             log.critical("step crashed worker=%s; stopping", self.id, exc_info=exc)
             self._crash(exc)
+
+    def _crash_from_thread(self, exc: BaseException) -> None:
+        """Stop the worker after a bug in a thread of its own (the liveness thread)."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._crash, exc)
 
     def _crash(self, exc: BaseException) -> None:
         """Stop the worker after a bug: hand running jobs back, then exit non-zero."""
@@ -203,19 +203,19 @@ class Worker(ClaimSteps, ShutdownSteps):
         for rec in ready:
             by_queue[rec.keys].append(rec)
         for keys, recs in by_queue.items():
-            argv: list[Any] = [keys.job_prefix, self.settings.lease_ms, len(recs), BUCKETS_ARG]
+            jobs: list[BeginJob] = []
             for rec in recs:
                 rec.isolated = rec.job.stalls > 0 and self.lane is not None and rec.poison is None
-                argv += (rec.job.id, rec.job.token or "", "1" if rec.isolated else "0")
+                jobs.append(BeginJob(rec.job.id, rec.job.token or "", rec.isolated))
             try:
-                codes = await self.scripts.begin(keys, argv)
+                codes = await self.scripts.begin(keys, lease_ms=self.settings.lease_ms, jobs=jobs)
             except RedisUnavailable as exc:
                 # Not begun: the lease expires and the cleaner hands them back without an attempt.
                 log.warning("begin failed worker=%s jobs=%d error=%r", self.id, len(recs), exc)
-                codes = [-2] * len(recs)
+                codes = [Code.LEASE_LOST] * len(recs)
             for rec, code in zip(recs, codes, strict=True):
                 if code < 0:
-                    self.writer.count(Outcome(rec.job, "failed"), "begin", code)
+                    self.writer.count(Outcome(rec.job, Kind.FAILED), "begin", code)
                     self._forget(rec)
                     continue
                 rec.job.attempt = code
@@ -238,7 +238,7 @@ class Worker(ClaimSteps, ShutdownSteps):
         try:
             if rec.poison is not None:
                 error = error_info(rec.job, None, "PayloadTooLarge", rec.poison)
-                outcome = Outcome(rec.job, "failed", error=error)
+                outcome = Outcome(rec.job, Kind.FAILED, error=error)
             elif rec.isolated and self.lane is not None:
                 outcome = await self._run_isolated(rec, self.lane)
             else:
@@ -250,23 +250,23 @@ class Worker(ClaimSteps, ShutdownSteps):
         except Exception as exc:  # a bug in the engine itself: fail the job, keep the worker
             log.exception("runner error job=%s worker=%s", rec.job.id, self.id)
             outcome = Outcome(
-                rec.job, "failed", error=error_info(rec.job, exc, "EngineError", repr(exc))
+                rec.job, Kind.FAILED, error=error_info(rec.job, exc, "EngineError", repr(exc))
             )
-        if outcome is not None and rec.ctx.cancelled and outcome.kind in ("retry", "failed"):
-            outcome.kind = "cancelled"
+        if outcome is not None and rec.ctx.cancelled and outcome.kind in (Kind.RETRY, Kind.FAILED):
+            outcome.kind = Kind.CANCELLED
         return outcome
 
     async def _after_hooks(self, rec: Running, outcome: Outcome) -> None:
         """Tell the hooks how the attempt ended (after its outcome is queued for writing)."""
-        kind = "completed" if outcome.kind == "complete" else outcome.kind
+        kind = "completed" if outcome.kind == Kind.COMPLETE else outcome.kind
         event = partial(
             HookEvent, job=rec.job, worker_id=self.id, outcome=kind, error=outcome.error
         )
         await self.hooks.emit(event("after_run"))
-        if outcome.kind == "retry":
+        if outcome.kind == Kind.RETRY:
             await self.hooks.emit(event("retry", delay_s=outcome.delay_s))
         elif (
-            outcome.kind == "failed"
+            outcome.kind == Kind.FAILED
             and rec.job.dlq != "0"
             and (rec.opts is None or rec.opts.dead_letter_policy != "none")
         ):
@@ -319,17 +319,20 @@ class Worker(ClaimSteps, ShutdownSteps):
     async def _write_progress(self, job: Job, pct: float, message: str) -> None:
         code = await self.upkeep.progress(job, pct, message)
         if code < 0:
-            self.writer.count(Outcome(job, "failed"), "progress", code)
+            self.writer.count(Outcome(job, Kind.FAILED), "progress", code)
 
     async def _write_log(self, job: Job, message: str) -> None:
         code = await self.upkeep.log(job, message)
         if code < 0:
-            self.writer.count(Outcome(job, "failed"), "log", code)
+            self.writer.count(Outcome(job, Kind.FAILED), "log", code)
 
     async def _wait_for_work(self) -> None:
         markers = [k.marker for k in self.queues]
         try:
-            await self.blocking.bzpopmin(markers, timeout=self.settings.idle_wait_s)
+            if self._wake is None:
+                await self.blocking.bzpopmin(markers, timeout=self.settings.idle_wait_s)
+            else:
+                await self._wake.next(timeout=self.settings.idle_wait_s)
         except Exception as exc:
             await self._claim_retry.failed(exc)
 
@@ -374,10 +377,10 @@ class Worker(ClaimSteps, ShutdownSteps):
                     if self._active.get(rec.job.token or rec.job.id) is not rec:
                         continue  # it finished while the renewal was in flight
                     if code == 1 and rec.handle is not None:
-                        self._stop_job(rec, "cancelled")
+                        self._stop_job(rec, StopReason.CANCELLED)
                     elif code < 0:
-                        self.writer.count(Outcome(rec.job, "failed"), "heartbeat", code)
-                        self._stop_job(rec, "lease_lost")
+                        self.writer.count(Outcome(rec.job, Kind.FAILED), "heartbeat", code)
+                        self._stop_job(rec, StopReason.LEASE_LOST)
                 await self.upkeep.register(
                     [k.queue for k in self.queues], self.concurrency, records
                 )
@@ -386,3 +389,12 @@ class Worker(ClaimSteps, ShutdownSteps):
                 await retry.failed(exc)
                 continue
             await asyncio.sleep(self.settings.heartbeat_interval_s)
+
+
+def _lanes(settings: EngineSettings, isolation: Isolation | None, worker_id: str) -> Lanes | None:
+    """Return the children suspects run alone in (None: tasks not loadable there; run here)."""
+    if not isolation:
+        log.warning("no isolation for suspects: a task module is not importable by name")
+        return None
+    line_limit = 4 * settings.max_payload_bytes + (1 << 20)
+    return Lanes(isolation, worker_id, line_limit, settings.isolation_processes)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -18,6 +18,8 @@ from urllib.parse import quote
 import httpx
 
 from engine import state_vocabulary
+
+from .client_schedules import ScheduleCalls
 
 TERMINAL = frozenset(state_vocabulary()["ended"])
 
@@ -84,16 +86,43 @@ def _check(response: httpx.Response) -> Any:
 
 
 def _body(
-    task: str, args: tuple[Any, ...], kwargs: dict[str, Any], **options: Any
+    task: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    options: Mapping[str, Any] | None = None,
+    **named: Any,
 ) -> dict[str, Any]:
-    if isinstance(options.get("run_at"), datetime):
-        options["run_at"] = options["run_at"].isoformat()
-    return {
-        "task": task,
-        "args": list(args),
-        "kwargs": kwargs,
-        **{k: v for k, v in options.items() if v is not None},
-    }
+    given = {**(options or {}), **{k: v for k, v in named.items() if v is not None}}
+    for name in ("run_at", "good_until"):
+        if isinstance(given.get(name), datetime):
+            given[name] = given[name].isoformat()
+    return {"task": task, "args": list(args), "kwargs": kwargs, **given}
+
+
+def flow_job(
+    ref: str,
+    task: str,
+    *args: Any,
+    depends_on: Iterable[str] = (),
+    options: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """Return one job of a flow for `submit_flow`: `ref` names it, `depends_on` lists the refs
+    of its parents (or ids of queued jobs); `options` takes any option `submit` takes."""
+    body = _body(task, args, kwargs, options)
+    return {"ref": ref, **body, **({"depends_on": list(depends_on)} if depends_on else {})}
+
+
+def _flow(jobs: Iterable[Mapping[str, Any]], on_parent_failure: str | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"jobs": list(jobs)}
+    if on_parent_failure is not None:
+        body["on_parent_failure"] = on_parent_failure
+    return body
+
+
+def _answer(response: httpx.Response) -> Any:
+    """Return `_check`'s answer; None for 204 No Content."""
+    return None if response.status_code == 204 else _check(response)
 
 
 def _segment(value: str) -> str:
@@ -129,7 +158,7 @@ class _Watch:
         return False
 
 
-class JobsiteClient:
+class JobsiteClient(ScheduleCalls):
     """Synchronous client."""
 
     def __init__(
@@ -157,6 +186,9 @@ class JobsiteClient:
         """Close the connection pool."""
         self.http.close()
 
+    def _send(self, method: str, path: str, body: Any, params: dict[str, str] | None) -> Any:
+        return _answer(self.http.request(method, path, json=body, params=params))
+
     def submit(
         self,
         task: str,
@@ -167,13 +199,19 @@ class JobsiteClient:
         run_at: datetime | None = None,
         ttl_s: float | None = None,
         job_id: str | None = None,
+        options: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        """Submit a job; returns it as the API shows it."""
+        """Submit a job; returns it as the API shows it.
+
+        `options` takes any other task option of POST /jobs (max_retries, timeout_s,
+        deduplication, concurrency_key, depends_on ...; docs/api.md).
+        """
         body = _body(
             task,
             args,
             kwargs,
+            options,
             queue=queue,
             priority=priority,
             delay_s=delay_s,
@@ -182,6 +220,23 @@ class JobsiteClient:
             job_id=job_id,
         )
         return _check(self.http.post("/jobs", json=body))  # type: ignore[no-any-return]
+
+    def submit_flow(
+        self, jobs: Iterable[Mapping[str, Any]], on_parent_failure: str | None = None
+    ) -> dict[str, Any]:
+        """Submit a graph of jobs (see `flow_job`) all or nothing; returns the flow's jobs."""
+        return _check(self.http.post("/flows", json=_flow(jobs, on_parent_failure)))  # type: ignore[no-any-return]
+
+    def queue(self, name: str) -> dict[str, Any]:
+        """Return a queue: counts, paused, rate limit, concurrency keys with jobs waiting."""
+        return _check(self.http.get(f"/queues/{_segment(name)}"))  # type: ignore[no-any-return]
+
+    def set_queue_limits(
+        self, name: str, rate_limit: str | None, paused: bool | None = None
+    ) -> dict[str, Any]:
+        """Set a queue's rate limit ("10/s"; None lifts it), and pause or resume it."""
+        body = {"rate_limit": rate_limit, **({} if paused is None else {"paused": paused})}
+        return _check(self.http.put(f"/queues/{_segment(name)}/limits", json=body))  # type: ignore[no-any-return]
 
     def get(self, job_id: str) -> dict[str, Any]:
         """Return a job: state, progress, result, errors per attempt, history."""
@@ -216,7 +271,7 @@ class JobsiteClient:
         return last
 
 
-class AsyncJobsiteClient:
+class AsyncJobsiteClient(ScheduleCalls):
     """Asynchronous client, the same methods awaited."""
 
     def __init__(
@@ -244,6 +299,11 @@ class AsyncJobsiteClient:
         """Close the connection pool."""
         await self.http.aclose()
 
+    async def _send(  # type: ignore[override]
+        self, method: str, path: str, body: Any, params: dict[str, str] | None
+    ) -> Any:
+        return _answer(await self.http.request(method, path, json=body, params=params))
+
     async def submit(
         self,
         task: str,
@@ -254,13 +314,19 @@ class AsyncJobsiteClient:
         run_at: datetime | None = None,
         ttl_s: float | None = None,
         job_id: str | None = None,
+        options: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        """Submit a job; returns it as the API shows it."""
+        """Submit a job; returns it as the API shows it.
+
+        `options` takes any other task option of POST /jobs (max_retries, timeout_s,
+        deduplication, concurrency_key, depends_on ...; docs/api.md).
+        """
         body = _body(
             task,
             args,
             kwargs,
+            options,
             queue=queue,
             priority=priority,
             delay_s=delay_s,
@@ -269,6 +335,25 @@ class AsyncJobsiteClient:
             job_id=job_id,
         )
         return _check(await self.http.post("/jobs", json=body))  # type: ignore[no-any-return]
+
+    async def submit_flow(
+        self, jobs: Iterable[Mapping[str, Any]], on_parent_failure: str | None = None
+    ) -> dict[str, Any]:
+        """Submit a graph of jobs (see `flow_job`) all or nothing; returns the flow's jobs."""
+        body = _flow(jobs, on_parent_failure)
+        return _check(await self.http.post("/flows", json=body))  # type: ignore[no-any-return]
+
+    async def queue(self, name: str) -> dict[str, Any]:
+        """Return a queue: counts, paused, rate limit, concurrency keys with jobs waiting."""
+        return _check(await self.http.get(f"/queues/{_segment(name)}"))  # type: ignore[no-any-return]
+
+    async def set_queue_limits(
+        self, name: str, rate_limit: str | None, paused: bool | None = None
+    ) -> dict[str, Any]:
+        """Set a queue's rate limit ("10/s"; None lifts it), and pause or resume it."""
+        body = {"rate_limit": rate_limit, **({} if paused is None else {"paused": paused})}
+        path = f"/queues/{_segment(name)}/limits"
+        return _check(await self.http.put(path, json=body))  # type: ignore[no-any-return]
 
     async def get(self, job_id: str) -> dict[str, Any]:
         """Return a job."""

@@ -27,6 +27,7 @@ def demo_jobs() -> list[Job]:
     jobs = [t.resize_image.call(i, 320) for i in range(200)]
     jobs += [t.crunch_numbers.call(10_000 + i) for i in range(20)]
     jobs += [t.send_email.call("ada@example.com"), t.poll_upstream.call()]
+    jobs.append(t.import_rows.call(6, 0.5))
     jobs += [t.charge_card.call(4200), t.resize_image.using(delay_s=1.5, priority=10).call(999, 64)]
     jobs.append(task_ref("demo.not_deployed_yet").call())
     return jobs

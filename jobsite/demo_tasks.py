@@ -49,3 +49,24 @@ async def poll_upstream(job: JobContext) -> str:
     if job.attempt == 1:
         raise Retry(delay_s=0.5, message="upstream not ready")
     return "ready"
+
+
+@task(name="demo.import_rows", takes_context=True, timeout_s=120)
+async def import_rows(job: JobContext, batches: int, pause_s: float = 0.5) -> int:
+    """Import `batches` batches of 100 rows, logging and reporting progress after each."""
+    for n in range(1, batches + 1):
+        await asyncio.sleep(pause_s)
+        await job.log(f"imported batch {n} of {batches} (rows {(n - 1) * 100 + 1}-{n * 100})")
+        await job.set_progress(100 * n / batches, f"{n * 100} of {batches * 100} rows")
+    return batches * 100
+
+
+RATES_PER_EUR = {"EUR": 1.0, "USD": 1.08, "GBP": 0.86}
+
+
+@task(name="demo.convert_price", max_retries=0)
+async def convert_price(amount_cents: int, currency: str) -> int:
+    """Convert euro cents; an unknown currency fails (replay it with a known one)."""
+    if currency not in RATES_PER_EUR:
+        raise LookupError(f"no rate for currency {currency!r}")
+    return round(amount_cents * RATES_PER_EUR[currency])

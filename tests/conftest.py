@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import redis
 
 from engine import Client, EngineSettings
+from engine.devcluster import ClusterServer
 from engine.devserver import RedisServer
 
 # The kit users get: its fixtures (jobsite_eager, jobsite_redis), loaded as a user's would be.
@@ -21,14 +23,38 @@ def redis_server() -> Iterator[RedisServer]:
 
 
 @pytest.fixture
-def settings(redis_server: RedisServer) -> Iterator[EngineSettings]:
-    """Settings on a flushed private Redis, with short timings for tests."""
-    with redis.Redis(port=redis_server.port) as r:
-        r.flushall()
-    yield EngineSettings.from_url(redis_server.url, scheduler_interval_s=0.05, idle_wait_s=0.2)
+def settings(request: pytest.FixtureRequest, redis_server: RedisServer) -> Iterator[EngineSettings]:
+    """Settings on a flushed private Redis, with short timings for tests.
+
+    With JOBSITE_TEST_REDIS=cluster, on the private 3-master cluster instead (tests that reach
+    the standalone server by its port still do).
+    """
+    if os.environ.get("JOBSITE_TEST_REDIS") == "cluster":
+        cluster: ClusterServer = request.getfixturevalue("redis_cluster")
+        cluster.flushall()
+        url = cluster.url
+    else:
+        with redis.Redis(port=redis_server.port) as r:
+            r.flushall()
+        url = redis_server.url
+    yield EngineSettings.from_url(url, scheduler_interval_s=0.05, idle_wait_s=0.2)
 
 
 @pytest.fixture
 async def client(settings: EngineSettings) -> AsyncIterator[Client]:
     async with Client(settings) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[ClusterServer]:
+    """A private 3-master Redis Cluster on loopback (started once per session, ~3 s)."""
+    with ClusterServer() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def cluster_settings(redis_cluster: ClusterServer) -> Iterator[EngineSettings]:
+    """Settings on the flushed private cluster, with short timings for tests."""
+    redis_cluster.flushall()
+    yield EngineSettings.from_url(redis_cluster.url, scheduler_interval_s=0.05, idle_wait_s=0.2)

@@ -19,18 +19,20 @@ READ_BACK = """
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import User
 from jobsite.jobs.models import (
-    ApiToken, JobRecord, JobSearch, MinuteCount, OutboxEntry, QueueRecord, WorkerRecord
+    ApiToken, JobRecord, JobSearch, OutboxEntry, QueueRecord, RollupCount, WorkerRecord
 )
 from jobsite.jobs.models import text_search
 from jobsite.jobs.permissions import Perm, user_allows
 import json
 user = User.objects.get(username="olduser")
 entry = LogEntry.objects.get()
+minutes = RollupCount.objects.filter(span_s=60)
 print(json.dumps({
     "job": [JobRecord.objects.get(id="old-1").result, JobRecord.objects.count()],
     "events": [(t["from"], t["to"]) for t in JobRecord.objects.get(id="old-1").transitions],
     "found": list(text_search(JobRecord.objects.all(), "add").values_list("id", flat=True)),
-    "minutes": sum(MinuteCount.objects.values_list("count", flat=True)),
+    "minutes": sum(minutes.exclude(queue="").values_list("count", flat=True)),
+    "minute_totals": sum(minutes.filter(queue="").values_list("count", flat=True)),
     "queue_paused": QueueRecord.objects.get(name="default").paused,
     "workers": list(WorkerRecord.objects.values_list("id", flat=True)),
     "outbox": OutboxEntry.objects.count(),
@@ -72,6 +74,7 @@ def test_a_database_from_the_old_label_keeps_every_row(tmp_path: Path) -> None:
         "events": [["submitted", "completed"]],
         "found": ["old-1"],
         "minutes": 1,
+        "minute_totals": 1,  # 0012 makes the totals rows
         "queue_paused": True,
         "workers": ["w1"],
         "outbox": 1,

@@ -4,15 +4,17 @@
   (the client orders a flow parents first); the batch is checked before anything is written.
   A child of a batch job that was deduplicated waits for the job holding the dedup id instead.
   A job with `ttl_ms`, `good_until_ms` or `queue_timeout_ms` gets a `deadline_ms` (the earliest)
-  and an entry in the deadlines ZSET; past it, a queued job expires.
+  and an entry in the deadlines ZSET; past it, a queued job expires (include/deadlines.lua).
   Deduplication by a dedup key naming the job that holds it: simple ignores the new job while
   the holder is not finished; throttle ignores it while the key lives (its ttl); debounce
-  replaces a holder that still waits (it ends `cancelled`), else the new job takes the key.
+  replaces a holder that still waits (it ends `cancelled`), else the new job takes the key
+  (include/deduplication.lua).
   A repeatable tick is written only while the repeatable's next tick is still `due` (so one job
-  per tick, whatever the number of schedulers), which then moves to `next` (-1: no more ticks).
+  per tick, whatever the number of schedulers), which then moves to `next` (-1: no more ticks)
+  (include/repeat_ticks.lua).
   KEYS[1..12] the queue keys (keys.QUEUE_KEYS)   KEYS[13] repeat_due ZSET   KEYS[14] repeat_last HASH
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] ttl ms of replaced (debounced) jobs
-  ARGV[4] '1': a duplicate id refuses the whole batch (a flow)
+  ARGV[4] atomic: '1' when a duplicate id refuses the whole batch (a flow)
   ARGV[5] children SET key prefix   ARGV[6] number of jobs
   then one JSON array per job: [id, delay_ms or '', run_at_ms or '', priority, extras, field,
   value, ...]; extras: {parents = [id, ...], keyed = bool,
@@ -27,6 +29,9 @@
   scheduled | submitted | blocked -> cancelled for a debounced job.
 ]]
 --@include common
+--@include deadlines
+--@include deduplication
+--@include repeat_ticks
 local Q = queue(ARGV[1], ARGV[2], ARGV[3])
 Q.children = ARGV[5]
 local repeat_due, repeat_last = KEYS[13], KEYS[14]
@@ -44,66 +49,20 @@ for j = 1, count do
   end
   if atomic and rcall('EXISTS', Q.prefix .. specs[j][1]) == 1 then return {-4, specs[j][1]} end
 end
-local waiting = {submitted = true, scheduled = true, blocked = true}
 local now = Q.now
 -- A deduplicated job of this batch stands for the job holding its dedup id (for its children).
 local alias = {}
 local seq = rcall('INCRBY', Q.seq, count) - count
 local out = {}
 
-local function deadline_of(key, due)
-  local limits = rcall('HMGET', key, 'ttl_ms', 'good_until_ms', 'queue_timeout_ms')
-  local deadline = nil
-  if limits[1] then deadline = now + tonumber(limits[1]) end
-  if limits[2] and (not deadline or tonumber(limits[2]) < deadline) then deadline = tonumber(limits[2]) end
-  if limits[3] then
-    local start = math.max(now, due or now)
-    if not deadline or start + tonumber(limits[3]) < deadline then deadline = start + tonumber(limits[3]) end
-  end
-  return deadline
-end
-
--- Return nil to go on, or the outcome, id and state of the job holding the dedup key.
-local function deduplicate(id, dedup)
-  local owner = rcall('GET', dedup[1])
-  if not owner then return nil end
-  local state = rcall('HGET', Q.prefix .. owner, 'state')
-  if dedup[2] == 'debounce' and waiting[state] then
-    local okey = Q.prefix .. owner
-    unqueue(Q, owner)
-    append_error(okey, cjson.encode({type = 'Debounced', message = 'replaced by ' .. id, attempt = 0, at_ms = now}))
-    emit(Q, owner, state, 'cancelled', rcall('HGET', okey, 'attempt') or '0', '', 'replaced by ' .. id)
-    bury(Q, okey, owner, 'cancelled')
-    return nil
-  end
-  if dedup[2] == 'throttle' then return 'deduplicated', owner, state or '' end
-  if dedup[2] == 'simple' and state and not DEAD[state] and state ~= 'completed' then
-    return 'deduplicated', owner, state
-  end
-  return nil
-end
-
--- Return nil to go on, or the outcome when this tick is not to be written.
-local function tick(rep)
-  local name, due, nxt = rep[1], rep[2], tonumber(rep[3])
-  if rcall('ZSCORE', repeat_due, name) ~= due then return 'stale' end
-  if nxt < 0 then rcall('ZREM', repeat_due, name) else rcall('ZADD', repeat_due, fmt(nxt), name) end
-  if rep[4] == '1' then
-    local last = rcall('HGET', repeat_last, name)
-    local state = last and rcall('HGET', Q.prefix .. last, 'state')
-    if state and not DEAD[state] and state ~= 'completed' then return 'skipped' end
-  end
-  return nil
-end
-
 for j = 1, count do
   local spec = specs[j]
   local id, delay, run_at, priority, x = spec[1], spec[2], spec[3], spec[4], spec[5]
   local key = Q.prefix .. id
   local skip, owner, held = nil, id, ''
-  if x['repeat'] then skip = tick(x['repeat']) end
+  if x['repeat'] then skip = take_tick(Q, repeat_due, repeat_last, x['repeat']) end
   if not skip and rcall('EXISTS', key) == 1 then skip = -4 end
-  if not skip and x.dedup then skip, owner, held = deduplicate(id, x.dedup) end
+  if not skip and x.dedup then skip, owner, held = deduplicate(Q, id, x.dedup) end
   if skip then
     if skip == 'deduplicated' then alias[id] = owner end
     out[#out + 1], out[#out + 2], out[#out + 3] = skip, owner or id, held or ''
@@ -119,11 +78,7 @@ for j = 1, count do
     end
     if renamed then rcall('HSET', key, 'parents', cjson.encode(parents)) end
     local pending, dead = attach_parents(Q, id, parents)
-    local deadline = deadline_of(key, due)
-    if deadline then
-      rcall('HSET', key, 'deadline_ms', fmt(deadline))
-      rcall('ZADD', Q.deadlines, fmt(deadline), id)
-    end
+    set_deadline(Q, key, id, due)
     if due then rcall('HSET', key, 'run_at_ms', fmt(due)) end
     local state = 'submitted'
     if pending > 0 then
@@ -139,14 +94,8 @@ for j = 1, count do
       make_ready(Q, key, id, priority, seq + j, x.keyed == true)
     end
     emit(Q, id, 'unsubmitted', state, 0)
-    if x.dedup then
-      if tonumber(x.dedup[3]) > 0 then
-        rcall('SET', x.dedup[1], id, 'PX', x.dedup[3])
-      else
-        rcall('SET', x.dedup[1], id)
-      end
-    end
-    if x['repeat'] then rcall('HSET', repeat_last, x['repeat'][1], id) end
+    if x.dedup then hold_dedup(x.dedup, id) end
+    if x['repeat'] then record_tick(repeat_last, x['repeat'], id) end
     if dead then
       fail_child(Q, id, dead[1], dead[2])
       state = rcall('HGET', key, 'state')

@@ -384,3 +384,6 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
         self.message_user(request, f"revoked {count} token(s)", messages.SUCCESS)
+
+
+from . import admin_schedules  # noqa: E402,F401  (schedules: admin pages of their own)

@@ -20,12 +20,13 @@ from ninja.errors import HttpError
 from engine import InvalidArguments, JobNotFound, Task
 from engine import Job as EngineJob
 
-from . import audit, bulk, services
+from . import audit, bulk, related, services, taskoptions
 from .arguments import check_types, schema
 from .live import throughput
 from .models import JobRecord, QueueRecord, text_search
 from .permissions import Grant, Perm, aneed, need
 from .registry import known_tasks
+from .replays import areplays_of
 from .schemas import (
     BulkIn,
     BulkOut,
@@ -72,12 +73,10 @@ async def submit(request: HttpRequest, body: JobIn) -> Status[JobOut]:
     task = _task(body.task)
     await rights.arequire(Perm.SUBMIT, body.queue or task.options.queue)
     check_types(task, body.args, body.kwargs)
-    options: dict[str, Any] = {
-        k: v
-        for k, v in (("queue", body.queue), ("priority", body.priority), ("ttl_s", body.ttl_s))
-        if v is not None
-    }
-    task = task.using(delay_s=body.delay_s, run_at=body.run_at, job_id=body.job_id, **options)
+    try:
+        task = taskoptions.apply(task, body)
+    except taskoptions.BadOptions as exc:
+        raise HttpError(422, str(exc)) from None
     async with services.session():
         try:
             job = await services.aenqueue(task, *body.args, **body.kwargs)
@@ -103,6 +102,7 @@ def _engine_values(job: EngineJob) -> dict[str, Any]:
         state=str(job.state), worker=job.worker or "", progress_message=job.progress_message or ""
     )
     values.update(logs=job.logs, logs_dropped=job.logs_dropped or 0)
+    values.update(fingerprint=job.fingerprint or "", replay_of=job.replay_of or "")
     for name in ("submitted_at", "started_at", "completed_at", "run_at"):
         values[name] = _dt(getattr(job, f"{name}_ms"))
     return values
@@ -158,19 +158,24 @@ async def _row_out[Out: JobOut](row: JobRecord, schema: type[Out]) -> Out:
 async def get_job(request: HttpRequest, job_id: str) -> JobDetailOut:
     """Return a job with its log: live from Redis, else from the history; 404 for an unknown id."""
     rights = await aneed(request, Perm.VIEW)
-    try:
-        job = await _live_out(job_id, None, JobDetailOut)
-    except JobNotFound:
-        row = await JobRecord.objects.filter(id=job_id).afirst()
-        if row is None:
-            raise HttpError(404, f"no job with id {job_id!r}") from None
-        job = await _row_out(row, JobDetailOut)
-    await rights.arequire(Perm.VIEW, job.queue)
-    return job
+    async with services.session():  # one Redis connection for the whole request
+        try:
+            job = await _live_out(job_id, None, JobDetailOut)
+        except JobNotFound:
+            row = await JobRecord.objects.filter(id=job_id).afirst()
+            if row is None:
+                raise HttpError(404, f"no job with id {job_id!r}") from None
+            job = await _row_out(row, JobDetailOut)
+        await rights.arequire(Perm.VIEW, job.queue)
+        job.replays = await areplays_of(job_id)
+        return await related.afill(job)
 
 
-def _cursor(row: JobRecord) -> str:
-    raw = f"{row.submitted_at.isoformat() if row.submitted_at else ''}|{row.id}"
+LISTED = [f for f in JobOut.model_fields if f != "history"]
+
+
+def _cursor(submitted_at: datetime | None, job_id: str) -> str:
+    raw = f"{submitted_at.isoformat() if submitted_at else ''}|{job_id}"
     return base64.urlsafe_b64encode(raw.encode()).decode()
 
 
@@ -188,7 +193,7 @@ def list_jobs(
 ) -> JobPage:
     """List the history, newest first, with filters and an opaque cursor."""
     rows = need(request, Perm.VIEW, queue).narrow(
-        JobRecord.objects.defer("logs").order_by("-submitted_at", "-id")  # detail only
+        JobRecord.objects.order_by("-submitted_at", "-id")
     )
     filters = {
         "state": state,
@@ -208,13 +213,13 @@ def list_jobs(
             raise HttpError(422, "invalid cursor") from None
         # A plain range on submitted_at first, so the index serves the page (an OR would not).
         rows = rows.filter(submitted_at__lte=at).exclude(submitted_at=at, id__gte=last_id)
-    page = list(rows[: limit + 1])
+    # Plain values of the listed columns: no model instances, no decoding of what the list
+    # leaves out (transitions, logs).
+    page = list(rows.values(*LISTED)[: limit + 1])
     more = len(page) > limit
     page = page[:limit]
-    items = [
-        JobOut(**{f: getattr(r, f) for f in JobOut.model_fields if f != "history"}) for r in page
-    ]
-    return JobPage(items=items, next_cursor=_cursor(page[-1]) if more and page else None)
+    next_cursor = _cursor(page[-1]["submitted_at"], page[-1]["id"]) if more and page else None
+    return JobPage.model_validate({"items": page, "next_cursor": next_cursor})
 
 
 @router.delete("/jobs/{job_id}", response={202: CancelOut, **ERRORS})
@@ -358,8 +363,8 @@ async def workers(request: HttpRequest) -> list[WorkerOut]:
 @router.get("/stats", response={200: list[StatsPoint], **ERRORS})
 def stats(request: HttpRequest, minutes: int = Query(60, ge=1, le=1440)) -> list[StatsPoint]:  # type: ignore[type-arg]
     """Completed and failed jobs per minute over the last `minutes`."""
-    need(request, Perm.VIEW)
-    return [StatsPoint(**r) for r in throughput(minutes)]
+    rights = need(request, Perm.VIEW)
+    return [StatsPoint(**r) for r in throughput(minutes, rights.queues)]
 
 
 @router.get("/tasks", response={200: list[TaskOut], **ERRORS})

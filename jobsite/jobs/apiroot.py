@@ -20,7 +20,12 @@ from engine import DuplicateJob, PayloadTooLarge, RedisUnavailable, Serializatio
 from engine.errors import ConfigError
 
 from .api import router
+from .api_schedules import router as schedules_router
+from .chartsapi import router as charts_router
+from .flowapi import router as flows
+from .queueapi import router as queues
 from .tokens import AUTH
+from .triage import router as triage_router
 
 log = logging.getLogger("jobsite.api")
 
@@ -41,6 +46,11 @@ api = NinjaAPI(
     parser=StrictJson(),
 )
 api.add_router("/", router)
+api.add_router("/", schedules_router)
+api.add_router("/", triage_router)
+api.add_router("/", charts_router)
+api.add_router("/", flows)
+api.add_router("/", queues)
 
 
 @api.exception_handler(RedisUnavailable)

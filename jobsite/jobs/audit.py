@@ -18,7 +18,7 @@ from django.db.models import Model
 from .models import JobRecord
 
 # Actions that remove what they act on are logged as deletions; the rest as changes.
-REMOVING = {"purge"}
+REMOVING = {"purge", "delete"}
 
 
 def record(

@@ -8,12 +8,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.tasks import Task as DjangoTask
+from django.tasks import task_backends
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import TaskError, TaskResult, TaskResultStatus
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued
 
 from engine import (
+    PER_CALL_OPTIONS,
     ConfigError,
     InvalidArguments,
     JobNotFound,
@@ -26,8 +28,8 @@ from engine import Job as EngineJob
 
 from . import services
 from .conf import check_queue, task_modules
+from .dtask import JobsiteTask, engine_options_of
 from .models import JobRecord
-from .options import options_of
 
 STATUS = {
     JobState.UNSUBMITTED: TaskResultStatus.READY,  # waiting in the outbox for its commit
@@ -50,9 +52,25 @@ def django_tasks_in(module_names: list[str]) -> dict[str, DjangoTask]:
 
 
 def engine_ref(task: DjangoTask) -> Task:
-    """Return the engine task a django Task is enqueued as (its module path is the name)."""
-    options = {"queue": task.queue_name, "priority": task.priority, **options_of(task)}
-    return task_ref(task.module_path, **options).using(run_at=task.run_after)
+    """Return the engine task a django Task is enqueued as (its module path is the name).
+
+    Options that may change per call go through `using()`, so they travel with the job (the
+    worker applies them); the rest are the task's declaration, as on the worker.
+    """
+    options = engine_options_of(task, task_defaults(task.backend))
+    options.update(queue=task.queue_name, priority=task.priority)
+    per_call = {
+        k: options.pop(k)
+        for k in list(options)
+        if k in PER_CALL_OPTIONS and not (k == "backoff" and callable(options[k]))
+    }
+    return task_ref(task.module_path, **options).using(run_at=task.run_after, **per_call)
+
+
+def task_defaults(alias: str) -> dict[str, Any]:
+    """Return the engine options every task of a backend gets (OPTIONS["TASK_OPTIONS"])."""
+    backend = task_backends[alias]
+    return dict(backend.options.get("TASK_OPTIONS", {})) if backend.options else {}
 
 
 def _dt(ms: int | None) -> datetime | None:
@@ -72,6 +90,8 @@ class JobsiteBackend(BaseTaskBackend):
     supports_async_task = True
     supports_get_result = True
     supports_priority = True
+    # @task(...) and .using(...) take the engine's options too (Django's extension point).
+    task_class = JobsiteTask
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
@@ -91,6 +111,7 @@ class JobsiteBackend(BaseTaskBackend):
         try:
             validate_queue_name(task.queue_name)
             check_queue(task.queue_name)
+            engine_ref(task)  # the engine's options, checked once here
         except ConfigError as exc:
             raise InvalidTask(str(exc)) from None
 
@@ -126,6 +147,8 @@ class JobsiteBackend(BaseTaskBackend):
         job, result = self._prepare(task, args, kwargs)
         task_enqueued.send(type(self), task_result=result)
         done = services.submit(job, outbox=self.outbox)
+        if done.id != result.id:  # deduplicated: the result is the job holding the id
+            return self.get_result(done.id)
         return self.to_result(done) if done.state.is_terminal else result
 
     async def aenqueue(self, task: DjangoTask, args: Any, kwargs: Any) -> TaskResult:
@@ -133,6 +156,8 @@ class JobsiteBackend(BaseTaskBackend):
         job, result = self._prepare(task, args, kwargs)
         await task_enqueued.asend(type(self), task_result=result)
         done = await services.asubmit(job)
+        if done.id != result.id:  # deduplicated: the result is the job holding the id
+            return await self.aget_result(done.id)
         return self.to_result(done) if done.state.is_terminal else result
 
     def get_result(self, result_id: str) -> TaskResult:

@@ -10,10 +10,8 @@ caller made under `lock_queues`.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -21,10 +19,8 @@ from django.db import connection
 from django.db.models import Model
 from django.utils import timezone
 
-from engine.events import Event
-
 from .history import JOB_COLUMNS, JSON_FIELDS, TIMES, values_from_hash
-from .models import JobRecord, JobSearch, MinuteCount
+from .models import JobRecord, JobSearch
 
 # Columns written whatever the guard says: the merged list of state changes.
 UNGUARDED = frozenset(("transitions",))
@@ -37,10 +33,6 @@ def _postgres() -> bool:
 
 def _q(name: str) -> str:
     return connection.ops.quote_name(name)
-
-
-def _dt(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
 def lock_queues(queues: Iterable[str]) -> None:
@@ -56,13 +48,14 @@ def lock_queues(queues: Iterable[str]) -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"jobsite:{queue}"])
 
 
-def stored(ids: Sequence[str]) -> dict[str, tuple[str, list[dict[str, Any]]]]:
-    """Return the last event id and the transitions of the rows among `ids` that exist."""
+def stored(ids: Sequence[str]) -> dict[str, tuple[str, list[dict[str, Any]], str]]:
+    """Return the last event id, the transitions and the task of the rows among `ids` that exist."""
     if not ids:
         return {}
     table = _q(JobRecord._meta.db_table)
-    head = f"SELECT {_q('id')}, {_q('last_event_id')}, {_q('transitions')} FROM {table} WHERE "
-    found: dict[str, tuple[str, list[dict[str, Any]]]] = {}
+    columns = ", ".join(_q(c) for c in ("id", "last_event_id", "transitions", "task"))
+    head = f"SELECT {columns} FROM {table} WHERE "
+    found: dict[str, tuple[str, list[dict[str, Any]], str]] = {}
     with connection.cursor() as cursor:
         if _postgres():
             cursor.execute(head + f"{_q('id')} = ANY(%s)", [list(ids)])
@@ -73,9 +66,9 @@ def stored(ids: Sequence[str]) -> dict[str, tuple[str, list[dict[str, Any]]]]:
                 chunk = ids[start : start + 10_000]
                 cursor.execute(head + f"{_q('id')} IN ({', '.join(['%s'] * len(chunk))})", chunk)
                 rows.extend(cursor.fetchall())
-    for job_id, last, transitions in rows:
+    for job_id, last, transitions, task in rows:
         kept = orjson.loads(transitions) if isinstance(transitions, str | bytes) else transitions
-        found[job_id] = (last, kept if isinstance(kept, list) else [])
+        found[job_id] = (last, kept if isinstance(kept, list) else [], task)
     return found
 
 
@@ -141,10 +134,12 @@ def _from_hash() -> dict[str, str]:
     """
     sql = {c: f"coalesce(h->>'{c}', '')" for c in ("queue", "task", "state")}
     sql |= {c: f"coalesce(h->>'{c}', '')" for c in ("progress_message", "worker")}
+    sql |= {c: f"coalesce(h->>'{c}', '')" for c in ("fingerprint", "replay_of")}
     sql |= {c: f"coalesce(nullif(h->>'{c}', '')::int, {d})" for c, d in INTS.items()}
     sql |= {c: f"coalesce((h->>'{c}')::jsonb, '{d}'::jsonb)" for c, d in JSON_FIELDS.items()}
     sql["result"] = "(h->>'result')::jsonb"
     sql["progress"] = "nullif(h->>'progress', '')::float8"
+    sql["flow_id"] = "nullif(h->>'flow_id', '')"
     for c in TIMES:
         sql[c] = f"to_timestamp(nullif(nullif(h->>'{c}_ms', ''), '0')::bigint / 1000.0)"
     sql |= {"id": "id", "last_event_id": "last_event_id", "transitions": "transitions"}
@@ -222,21 +217,3 @@ def upsert_search(texts: Sequence[tuple[str, str]]) -> None:
         f" WHERE {table}.{text} <> excluded.{text}"
     )
     _insert(JobSearch, ("job_id", "text"), sorted(texts), tail)
-
-
-def count_minutes(events: Iterable[Event]) -> None:
-    """Add events to the per-minute counts of their queue and state."""
-    counts = Counter((e.at_ms // 60_000 * 60_000, e.queue, e.to_state) for e in events)
-    if not counts:
-        return
-    table = _q(MinuteCount._meta.db_table)
-    columns = ("minute", "queue", "state", "count")
-    sql = (
-        f"INSERT INTO {table} ({', '.join(_q(c) for c in columns)}) VALUES (%s, %s, %s, %s)"
-        f" ON CONFLICT ({_q('minute')}, {_q('queue')}, {_q('state')})"
-        f" DO UPDATE SET {_q('count')} = {table}.{_q('count')} + excluded.{_q('count')}"
-    )
-    adapt = connection.ops.adapt_datetimefield_value
-    rows = [(adapt(_dt(ms)), q, s, n) for (ms, q, s), n in sorted(counts.items())]
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, rows)

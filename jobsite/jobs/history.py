@@ -38,6 +38,10 @@ JOB_COLUMNS = (
     "logs",
     "logs_dropped",
     "worker",
+    "fingerprint",
+    "replay_of",
+    "parents",
+    "flow_id",
     *TIMES,
     "last_event_id",
     "updated_at",
@@ -114,7 +118,14 @@ def _json_text(raw: str | None, default: str) -> str | None:
 
 
 # The hash fields holding JSON text, with what a missing one means.
-JSON_FIELDS = {"args": "[]", "kwargs": "{}", "result": "null", "errors": "[]", "logs": "[]"}
+JSON_FIELDS = {
+    "args": "[]",
+    "kwargs": "{}",
+    "result": "null",
+    "errors": "[]",
+    "logs": "[]",
+    "parents": "[]",
+}
 
 
 def clean_hash(fields: dict[str, str]) -> dict[str, str]:
@@ -164,6 +175,10 @@ def values_from_hash(fields: dict[str, str], last_event_id: str) -> dict[str, An
         "logs": _json_text(f("logs"), "[]"),
         "logs_dropped": _int(f("logs_dropped")),
         "worker": f("worker", ""),
+        "fingerprint": f("fingerprint", ""),
+        "replay_of": f("replay_of", ""),
+        "parents": _json_text(f("parents"), "[]"),
+        "flow_id": f("flow_id") or None,
         "last_event_id": last_event_id,
         "transitions": "[]",
     }

@@ -6,12 +6,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from channels.db import database_sync_to_async
-from django.db.models import Min, Q, Sum
+from django.db.models import F, Min, Q, Sum
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from . import services
-from .models import DEAD, STATE_CHOICES, VOCABULARY, JobRecord, MinuteCount, text_search
+from . import rollup, services
+from .models import DEAD, STATE_CHOICES, VOCABULARY, JobRecord, RollupCount, text_search
 from .schemas import QUEUE
 
 STATES = frozenset(value for value, _ in STATE_CHOICES)
@@ -59,15 +59,17 @@ class Message(BaseModel):
     visible: bool | None = None
 
 
-def throughput(minutes: int) -> list[dict[str, Any]]:
-    """Return completed and failed jobs per minute over the last `minutes` (from the rollup)."""
+def throughput(minutes: int, scope: list[str] | None = None) -> list[dict[str, Any]]:
+    """Return completed and failed jobs per minute over the last `minutes` (from the rollup),
+    of the queues in `scope` (None: every queue)."""
     since = (timezone.now() - timedelta(minutes=minutes)).replace(second=0, microsecond=0)
+    rows = rollup.pick(RollupCount.objects.all(), scope, None, None)
     return list(
-        MinuteCount.objects.filter(minute__gte=since, state__in=["completed", "failed"])
-        .values("minute")
+        rows.filter(span_s=60, start__gte=since, series__in=["completed", "failed"], bucket=0)
+        .values(minute=F("start"))
         .annotate(
-            completed=Sum("count", filter=Q(state="completed"), default=0),
-            failed=Sum("count", filter=Q(state="failed"), default=0),
+            completed=Sum("count", filter=Q(series="completed"), default=0),
+            failed=Sum("count", filter=Q(series="failed"), default=0),
         )
         .order_by("minute")
     )
@@ -88,7 +90,6 @@ def _history(chosen: Filter) -> dict[str, Any]:
         .annotate(Min("submitted_at"))
     )
     now = timezone.now()
-    per_minute = throughput(60)
     fields = ("id", "task", "queue", "state", "attempt", "progress", "progress_message", "worker")
     return {
         "oldest_waiting_s": {q: (now - at).total_seconds() for q, at in oldest.items() if at},
@@ -106,10 +107,6 @@ def _history(chosen: Filter) -> dict[str, Any]:
         "failures": [
             {"id": j.id, "task": j.task, "state": j.state, "error": (j.errors or [{}])[-1]}
             for j in JobRecord.objects.filter(state__in=DEAD).order_by("-completed_at")[:20]
-        ],
-        "throughput": [
-            {"minute": p["minute"].isoformat(), "completed": p["completed"], "failed": p["failed"]}
-            for p in per_minute
         ],
     }
 

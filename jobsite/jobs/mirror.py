@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -19,7 +20,7 @@ from engine.connection import connect
 from engine.events import Event, EventReader
 from engine.reconnect import run_periodic
 
-from . import bulkwrite, history
+from . import bulkwrite, history, rollup
 from .conf import engine_settings
 from .retention import Horizon
 
@@ -43,12 +44,12 @@ def apply_batch(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> i
     full: list[bulkwrite.Staged] = []
     bare: list[bulkwrite.Staged] = []
     texts: list[tuple[str, str]] = []
-    counted: list[Event] = []
+    tally: rollup.Tally = Counter()
     with transaction.atomic():
         bulkwrite.lock_queues(e.queue for e in events if e.job)
         rows = bulkwrite.stored(list(by_job))
         for job, seen in by_job.items():
-            last, kept = rows.get(job, ("", []))
+            last, kept, task = rows.get(job, ("", [], ""))
             known = {t.get("id") for t in kept}
             fresh = {e.key: e for e in seen if e.from_state != e.to_state and e.key not in known}
             changes = list(fresh.values())
@@ -64,13 +65,13 @@ def apply_batch(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> i
             merged = sorted([*kept, *map(history.transition, changes)], key=lambda t: t["id"])
             row = bulkwrite.Staged(job, newest.key, orjson.dumps(merged).decode(), fields)
             (full if job in hashes else bare).append(row)
-            counted.extend(changes)
+            rollup.observe(tally, newest.queue, fields.get("task") or task, merged, set(fresh))
             if job in hashes and (job not in rows or fields.get("errors", "[]") != "[]"):
                 texts.append((job, history.hash_search_text(fields)))
         bulkwrite.upsert(full, history.ALL_BUT_ID)
         bulkwrite.upsert(bare, history.BARE_COLUMNS)
         bulkwrite.upsert_search(texts)
-        bulkwrite.count_minutes(counted)
+        rollup.write(tally)
     return len(full) + len(bare)
 
 
@@ -204,4 +205,5 @@ class Mirror:
         """Finish the batch being written (its entries stay pending if it fails); close."""
         with contextlib.suppress(Exception):
             await self.settle()
+        await self.reader.close()
         await self.redis.aclose()

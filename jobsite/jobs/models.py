@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import models
+from django.db import connection, models
+from django.db.models import BooleanField
+from django.db.models.expressions import RawSQL
 
 from engine import state_vocabulary
 
@@ -43,6 +46,19 @@ class JobRecord(models.Model):
     logs = models.JSONField(default=list, db_default=[], blank=True, editable=False)
     logs_dropped = models.IntegerField(default=0, db_default=0, editable=False)
     worker = models.CharField(max_length=200, blank=True, default="")
+    # The fingerprint of the newest error (engine.fingerprint): dead letters are grouped by it.
+    fingerprint = models.CharField(
+        max_length=32, blank=True, default="", db_default="", editable=False
+    )
+    # The job this one replays with edited arguments (POST /jobs/{id}/replay); its replays are
+    # the rows whose replay_of is its id.
+    replay_of = models.CharField(
+        max_length=128, blank=True, default="", db_default="", editable=False
+    )
+    # Jobs that had to complete before this one (depends_on), and the flow it was submitted in:
+    # a whole graph is one query on the partial index below (most jobs have no flow).
+    parents = models.JSONField(default=list, db_default=[], blank=True, editable=False)
+    flow_id = models.CharField(max_length=128, null=True, blank=True, editable=False)
     sent_at = models.DateTimeField(null=True, blank=True)
     submitted_at = models.DateTimeField(null=True, blank=True, db_index=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
@@ -78,6 +94,22 @@ class JobRecord(models.Model):
                 fields=["-completed_at"],
                 condition=models.Q(state__in=DEAD),
                 name="jobsite_job_dead",
+            ),
+            # Partial: only dead rows are grouped, only replays have a link (most rows are neither).
+            models.Index(
+                fields=["fingerprint", "-completed_at"],
+                condition=models.Q(state__in=DEAD),
+                name="jobsite_job_fingerprint",
+            ),
+            models.Index(
+                fields=["replay_of"],
+                condition=~models.Q(replay_of=""),
+                name="jobsite_job_replay_of",
+            ),
+            models.Index(
+                fields=["flow_id"],
+                condition=models.Q(flow_id__isnull=False),
+                name="jobsite_job_flow",
             ),
         ]
 
@@ -115,27 +147,79 @@ class JobSearch(models.Model):
         return self.job_id
 
 
-class MinuteCount(models.Model):
-    """How many jobs of a queue entered a state in one minute: the rollup charts read.
+class RollupCount(models.Model):
+    """One number of the charts' rollup, for a time slot of `span_s` seconds from `start`.
 
-    The mirror adds the events it inserts (never a replayed one), so counts stay exact under
-    at-least-once delivery; retention prunes old minutes with the history.
+    `series` is a state entered (count of jobs), `retried` (attempts that ended and went
+    again), or `wait` / `run` (a duration histogram: `bucket` is its log-scale bucket, see
+    rollup.bucket_of; 0 for counts). The mirror adds the events it inserts (never a replayed
+    one) to every span at once (rollup.SPANS_S), so a range query reads one row per point
+    whatever the throughput; retention prunes each span on its own horizon.
     """
 
-    minute = models.DateTimeField()
+    span_s = models.IntegerField()
+    start = models.DateTimeField()
     queue = models.CharField(max_length=100)
-    state = models.CharField(max_length=16, choices=STATE_CHOICES)
+    task = models.CharField(max_length=255)
+    series = models.CharField(max_length=16)
+    bucket = models.SmallIntegerField(default=0)
     count = models.BigIntegerField(default=0)
 
     class Meta:
+        verbose_name = "rollup count"
+        # A chart or the stats read one slice (span, queue, task: the totals, a queue's task,
+        # ...) over a time range.
+        indexes = [
+            models.Index(fields=["span_s", "queue", "task", "start"], name="jobsite_rollup_slice")
+        ]
         constraints = [
             models.UniqueConstraint(
-                fields=["minute", "queue", "state"], name="unique_minute_count"
+                fields=["span_s", "start", "queue", "task", "series", "bucket"],
+                name="unique_rollup_count",
             ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.minute:%Y-%m-%d %H:%M} {self.queue} {self.state}: {self.count}"
+        return f"{self.start:%Y-%m-%d %H:%M} +{self.span_s}s {self.queue} {self.task} {self.series}"
+
+
+class QueueDepth(models.Model):
+    """A queue's live depth sampled once a minute: waiting, scheduled and running jobs."""
+
+    minute = models.DateTimeField()
+    queue = models.CharField(max_length=100)
+    waiting = models.IntegerField(default=0)
+    scheduled = models.IntegerField(default=0)
+    running = models.IntegerField(default=0)
+
+    class Meta:
+        verbose_name = "queue depth sample"
+        constraints = [
+            models.UniqueConstraint(fields=["minute", "queue"], name="unique_queue_depth"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.minute:%Y-%m-%d %H:%M} {self.queue}"
+
+
+class Schedule(models.Model):
+    """The admin's entry for schedules (repeatables), which live in Redis: no table behind it.
+
+    The admin's schedule pages (admin_schedules.py) read and change them through the engine;
+    the queues' change permission (`change_queuerecord`) covers them, so this model has none
+    of its own.
+    """
+
+    name = models.CharField(primary_key=True, max_length=113)
+    queue = models.CharField(max_length=100)
+
+    class Meta:
+        managed = False
+        default_permissions = ()
+        verbose_name = "schedule"
+
+    def __str__(self) -> str:
+        return f"{self.queue}/{self.name}"
 
 
 class WorkerRecord(models.Model):
@@ -215,18 +299,50 @@ class ApiToken(models.Model):
         return f"{self.name} ({self.prefix}...)"
 
 
-# Below this many characters a trigram index cannot help: match whole ids and task names only.
+# Below this many characters a search matches whole ids and task names only.
 SEARCH_MIN_CHARS = 3
+# PostgreSQL: the words of a search text (runs of letters and digits), in a GIN index (migration
+# 0013). A search first finds the jobs having every word of the text (its last one may be a
+# word's start), then keeps those whose text holds the whole search text.
+SEARCH_WORDS_SQL = (
+    "to_tsvector('simple'::regconfig, regexp_replace(text, '[^[:alnum:]]+', ' ', 'g'))"
+)
+SEARCH_WORDS_INDEX = "jobsite_search_words"
+_WORD = re.compile(r"[^\W_]+")
+_MOST_WORDS = 16
+
+
+def _words_match(text: str) -> models.Q | None:
+    """Return the word filter of a search on PostgreSQL (None: SQLite, or no word to look up)."""
+    words = _WORD.findall(text)[:_MOST_WORDS]
+    if connection.vendor != "postgresql" or not words:
+        return None
+    # Words with a separator after them in the text are whole words; the last may go on (a
+    # prefix). A prefix lookup unions every word it starts, so only the last one is.
+    if _WORD.fullmatch(text[-1]):
+        words[-1] += ":*"
+    query = " & ".join(words)
+    match = RawSQL(
+        f"{SEARCH_WORDS_SQL} @@ to_tsquery('simple', %s)", [query], output_field=BooleanField()
+    )
+    return models.Q(match)
 
 
 def text_search(rows: models.QuerySet[JobRecord], text: str) -> models.QuerySet[JobRecord]:
     """Filter rows whose whole id is `text`, or whose task, arguments or errors contain it.
 
-    Substrings are found in JobSearch (any case), which a trigram index serves on PostgreSQL;
-    text shorter than SEARCH_MIN_CHARS matches a whole job id or task name instead.
+    Substrings are found in JobSearch (any case). On PostgreSQL the word index narrows them
+    first, so the text must begin at the start of a word there ("4567" finds "user-4567",
+    "567" does not); SQLite scans. Text shorter than SEARCH_MIN_CHARS matches a whole job id
+    or task name instead.
     """
     text = text.strip()
     if len(text) < SEARCH_MIN_CHARS:
         return rows.filter(models.Q(id=text) | models.Q(task=text))
-    found = JobSearch.objects.filter(models.Q(job_id=text) | models.Q(text__contains=text.lower()))
+    lower = text.lower()
+    contains = models.Q(text__contains=lower)
+    words = _words_match(lower)
+    found = JobSearch.objects.filter(
+        models.Q(job_id=text) | (contains if words is None else words & contains)
+    )
     return rows.filter(id__in=found.values("job_id"))

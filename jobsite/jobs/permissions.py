@@ -30,7 +30,7 @@ class Perm(StrEnum):
     CANCEL = "cancel_job"
     RETRY = "retry_job"  # retry, bulk retry, DLQ resubmit, replay
     PURGE = "purge_job"
-    CHANGE_QUEUE = "change_queuerecord"  # pause, resume, limits
+    CHANGE_QUEUE = "change_queuerecord"  # pause, resume, limits, schedules (SPEC: change_queue)
 
     @property
     def full(self) -> str:
@@ -45,7 +45,14 @@ OPERATORS = "Jobsite operators"
 _READ = [Perm.VIEW, "view_queuerecord", "view_workerrecord"]
 GROUPS: dict[str, list[str]] = {
     VIEWERS: _READ,
-    OPERATORS: [*_READ, Perm.SUBMIT, Perm.CANCEL, Perm.RETRY, Perm.PURGE, Perm.CHANGE_QUEUE],
+    OPERATORS: [
+        *_READ,
+        Perm.SUBMIT,
+        Perm.CANCEL,
+        Perm.RETRY,
+        Perm.PURGE,
+        Perm.CHANGE_QUEUE,
+    ],
 }
 
 

@@ -25,8 +25,8 @@ from django.utils.json import normalize_json
 from engine import JobContext, Task, collect_tasks, task
 
 from . import conf, eager
-from .backends import django_tasks_in
-from .options import options_of
+from .backends import django_tasks_in, task_defaults
+from .dtask import engine_options_of
 
 log = logging.getLogger("jobsite.registry")
 
@@ -147,7 +147,7 @@ def wrap(dtask: DjangoTask) -> Task:
     options = {
         "queue": dtask.queue_name,
         "priority": dtask.priority,
-        **options_of(dtask),
+        **engine_options_of(dtask, task_defaults(dtask.backend)),
         "takes_context": True,
     }
     if inspect.iscoroutinefunction(dtask.func):

@@ -18,10 +18,14 @@ from django.utils import timezone
 from engine.errors import ConfigError
 
 from . import conf
-from .models import STATE_CHOICES, VOCABULARY, JobRecord, JobSearch, MinuteCount
+from .models import STATE_CHOICES, VOCABULARY, JobRecord, JobSearch, QueueDepth, RollupCount
 
 log = logging.getLogger("jobsite.retention")
 ENDED = frozenset(VOCABULARY["ended"])
+# How long the charts' finer slots and depth samples are kept (the chart that reads them spans
+# an hour, a day, a week; /stats reads up to a day of minutes); hourly slots follow the history.
+ROLLUP_KEPT = {60: timedelta(days=2), 900: timedelta(days=8)}
+DEPTH_KEPT = timedelta(days=8)
 
 
 def _days(value: object, name: str) -> float | None:
@@ -99,9 +103,18 @@ def prune(batch: int = 2000, batches: int = 10, at: datetime | None = None) -> i
                 deleted += JobRecord.objects.filter(id__in=ids).delete()[0]
             if len(ids) < batch:
                 break
-    oldest = horizon.oldest_cutoff()
-    if oldest is not None:
-        MinuteCount.objects.filter(minute__lt=oldest).delete()
+    prune_rollup(horizon, at or timezone.now())
     if deleted:
         log.info("pruned history jobs=%d", deleted)
     return deleted
+
+
+def prune_rollup(horizon: Horizon, at: datetime) -> None:
+    """Delete rollup slots and depth samples older than their span keeps them."""
+    for span_s, kept in ROLLUP_KEPT.items():
+        RollupCount.objects.filter(span_s=span_s, start__lt=at - kept).delete()
+    oldest = horizon.oldest_cutoff()
+    if oldest is not None:  # hourly slots: as long as the history, and at least the week chart
+        cutoff = min(oldest, at - DEPTH_KEPT)
+        RollupCount.objects.filter(span_s__gt=max(ROLLUP_KEPT), start__lt=cutoff).delete()
+    QueueDepth.objects.filter(minute__lt=at - DEPTH_KEPT).delete()

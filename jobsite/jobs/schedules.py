@@ -12,6 +12,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from ninja.errors import HttpError
+
 from engine import (
     ConfigError,
     EngineError,
@@ -24,6 +26,7 @@ from engine import (
 )
 
 from . import conf
+from .arguments import check_types
 from .registry import known_tasks
 
 log = logging.getLogger("jobsite.schedules")
@@ -66,6 +69,28 @@ def _job_of(entry: dict[str, Any], tasks: dict[str, Task]) -> Job:
     else:
         conf.check_queue(task.options.queue)
     return task.call(*args, **kwargs)
+
+
+def runtime_job(task_name: str, args: list[Any], kwargs: dict[str, Any], queue: str | None) -> Job:
+    """Return the job a schedule made at run time submits; ConfigError says what is wrong.
+
+    The checks of a declared entry (known task, plain JSON, a served queue, arguments that
+    bind), then the arguments against the task's type hints, as the API's submit checks them.
+    """
+    tasks = known_tasks()
+    entry: dict[str, Any] = {"task": task_name, "args": args, "kwargs": kwargs}
+    if queue is not None:
+        entry["queue"] = queue
+    try:
+        job = _job_of(entry, tasks)
+        check_types(tasks[task_name], args, kwargs)
+    except ConfigError:
+        raise
+    except EngineError as exc:  # arguments that do not bind
+        raise ConfigError(str(exc)) from None
+    except HttpError as exc:  # an argument of the wrong type
+        raise ConfigError(exc.message) from None
+    return job
 
 
 def build(entry: Any, tasks: dict[str, Task], limit_bytes: int) -> Repeatable:

@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from engine import (
     Client,
+    ConfigError,
     DuplicateJob,
     Job,
     Metrics,
@@ -161,10 +162,72 @@ async def _missing(client: Client, jobs: Iterable[tuple[str, str]]) -> set[str]:
     return {job_id for (job_id, _), hit in zip(pairs, found, strict=True) if not hit}
 
 
+async def _job_fields(
+    client: Client, queue: str, ids: list[str], fields: Iterable[str]
+) -> list[dict[str, Any]]:
+    """Return `fields` of each job of `queue` Redis holds ({} for one it does not); JSON fields
+    (parents) decoded."""
+    names = list(fields)
+    async with client.redis.pipeline(transaction=False) as pipe:
+        for job_id in ids:
+            pipe.hmget(client.keys(queue).job(job_id), names)
+        rows = await pipe.execute()
+    out = []
+    for row in rows:
+        found = {n: v for n, v in zip(names, row, strict=True) if v is not None}
+        if found and "parents" in found:
+            found["parents"] = Job.from_hash({"parents": found["parents"]}).parents
+        out.append(found)
+    return out
+
+
+class QueueLimits(NamedTuple):
+    """What the queue page sets and reads beside the counts."""
+
+    paused: bool
+    rate_interval_ms: float | None
+    concurrency_keys: list[dict[str, Any]]
+
+
+async def _queue_limits(client: Client, queue: str, keys_limit: int = 100) -> QueueLimits:
+    """Return a queue's pause flag, rate limit and the concurrency keys with jobs waiting."""
+    return QueueLimits(
+        paused=await client.is_paused(queue),
+        rate_interval_ms=await client.rate_limit_ms(queue),
+        concurrency_keys=await client.concurrency_keys(queue, keys_limit),
+    )
+
+
+async def _set_rate_limit(client: Client, queue: str, rate: str | None) -> None:
+    """Limit starts from `queue` for every worker ("10/s", "600/m"); None lifts the limit."""
+    await client.set_rate_limit(queue, rate)
+
+
+async def _enqueue_flow(client: Client, jobs: list[Job]) -> list[Job]:
+    """Submit a graph of jobs all or nothing (engine Client.enqueue_flow)."""
+    for job in jobs:
+        check_queue(job.queue)
+    if eager.enabled():
+        raise ConfigError("flows need Redis: JOBSITE['EAGER'] runs single jobs only")
+    return await client.enqueue_flow(jobs)
+
+
 get_job, aget_job = twins(_get_job)
+job_fields, ajob_fields = twins(_job_fields)
+queue_limits, aqueue_limits = twins(_queue_limits)
+set_rate_limit, aset_rate_limit = twins(_set_rate_limit)
+enqueue_flow, aenqueue_flow = twins(_enqueue_flow)
 dlq, adlq = twins(_dlq)
 known_queues, aknown_queues = twins(_known_queues)
+
+
+async def _queue_names(client: Client) -> list[str]:
+    """Return the names of the queues Redis knows."""
+    return await client.queues()
+
+
 queue_states, aqueue_states = twins(_queue_states)
+queue_names, aqueue_names = twins(_queue_names)
 workers, aworkers = twins(_workers)
 missing, amissing = twins(_missing)
 

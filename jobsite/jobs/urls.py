@@ -9,12 +9,16 @@ from django.urls import path
 
 from .apiroot import api
 from .metrics import scrape
-from .views import dashboard
+from .views import dashboard, dead_letters, job, queues, schedules
 
 app_name = "jobsite"
 
 urlpatterns = [
     path("dashboard/", dashboard, name="dashboard"),
+    path("dashboard/jobs/<path:job_id>/", job, name="job"),
+    path("dashboard/schedules/", schedules, name="schedules"),
+    path("dashboard/dead-letters/", dead_letters, name="dead_letters"),
+    path("dashboard/queues/", queues, name="queues"),
     path("api/v1/", api.urls),
     path("metrics", scrape, name="metrics"),
 ]

@@ -18,7 +18,7 @@ import pytest
 
 from engine import Client, ConfigError, EngineSettings, JobState
 from engine.devserver import RedisServer, free_port
-from jobsite.demo_tasks import charge_card, resize_image
+from jobsite.demo_tasks import charge_card, import_rows, resize_image
 from tests import serving
 
 pytestmark = pytest.mark.browser
@@ -153,10 +153,10 @@ def test_dashboard_end_to_end(site: tuple[str, str, EngineSettings]) -> None:
         while len(engine(settings, lambda c: c.get(failing.id)).errors) < 2:
             assert time.monotonic() < deadline, "not retried"
             page.wait_for_timeout(200)  # lets Playwright handle the page's dialogs meanwhile
-        # open a job: its admin page with the timeline
-        page.goto(f"{base}/admin/jobsite/jobrecord/{failing.id}/change/")
-        page.wait_for_selector("text=errors per attempt")
-        page.screenshot(path=str(DOCS / "job-detail.png"), full_page=True)
+        # open a job: its own page with the timeline and each attempt's traceback
+        page.click(f"#failures li[data-id='{failing.id}'] a")
+        page.wait_for_selector("#attempts li:nth-child(2) pre:text('card declined')")
+        assert "failed" in (page.text_content("#timeline tbody") or "")
         phone = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True)
         phone.context.add_cookies(page.context.cookies())
         phone.goto(f"{base}/dashboard/")
@@ -215,9 +215,64 @@ def test_tricky_job_id_is_one_url_segment(site: tuple[str, str, EngineSettings])
         assert engine(settings, lambda c: c.is_paused("default")) is False
         assert "(paused)" not in (page.text_content("#queues tbody") or "")
         assert not errors, errors  # nothing the Content-Security-Policy blocked, no script error
-        # its link opens its own admin page
+        # its link opens its own page
         page.wait_for_selector(item, timeout=20_000)
         page.click(f"{item} a")
-        page.wait_for_selector("text=errors per attempt")
-        assert tricky in (page.text_content("#content") or "")
+        page.wait_for_selector("#headline b:text('demo.charge_card')")
+        assert tricky in (page.text_content("#summary h2") or "")
+        assert not errors, errors
+        browser.close()
+
+
+def test_job_page_shows_progress_and_logs_live(site: tuple[str, str, EngineSettings]) -> None:
+    """Open a running job's page: log lines and progress arrive while it runs, then its result."""
+    from playwright.sync_api import sync_playwright
+
+    base, password, settings = site
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        login(page, base, password)
+        job = engine(settings, lambda c: c.enqueue(import_rows, 8, 0.8))
+        page.goto(f"{base}/dashboard/jobs/{job.id}/")
+        page.wait_for_selector("#logs li:text('imported batch 1 of 8')", timeout=15_000)
+        # still running when the first lines show: later ones arrive without a reload
+        assert engine(settings, lambda c: c.get(job.id)).state is JobState.STARTED
+        page.wait_for_selector("#logs li:text('imported batch 4 of 8')", timeout=15_000)
+        width = page.eval_on_selector("#progress", "el => el.style.width")
+        assert width and float(width.rstrip("%")) >= 50, width
+        page.screenshot(path=str(DOCS / "job-detail.png"), full_page=True)
+        page.wait_for_selector("#status:text('ended')", timeout=20_000)
+        assert "800" in (page.text_content("#result") or "")
+        assert len(page.query_selector_all("#logs li")) == 8
+        assert "completed" in (page.text_content("#timeline tbody") or "")
+        browser.close()
+
+
+def test_api_docs_render_offline(site: tuple[str, str, EngineSettings]) -> None:
+    """The API docs page draws its operations from files the app serves: nothing from a CDN."""
+    from playwright.sync_api import sync_playwright
+
+    base, password, _ = site
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        outside: list[str] = []
+        page.on(
+            "request",
+            lambda r: (
+                not r.url.startswith(base)
+                and not r.url.startswith("data:")
+                and outside.append(r.url)
+            ),
+        )
+        login(page, base, password)
+        page.goto(f"{base}/api/v1/docs")
+        page.wait_for_selector(".opblock", timeout=15_000)
+        paths = {
+            (p.text_content() or "").replace("\u200b", "")
+            for p in page.query_selector_all(".opblock-summary-path")
+        }
+        assert {"/api/v1/jobs", "/api/v1/jobs/{job_id}", "/api/v1/queues"} <= paths, paths
+        assert not outside, outside
         browser.close()

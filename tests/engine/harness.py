@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import redis
 
 from engine import TERMINAL_STATES, QueueKeys
+
+from .helpers import sync_redis
 
 TUNABLES = {
     "lease_ms": 2000,
@@ -153,7 +154,7 @@ def audit(
     """
     keys = QueueKeys(prefix, queue)
     report = Audit(jobs=len(ids))
-    with redis.Redis.from_url(url, decode_responses=True) as r:
+    with sync_redis(url, decode_responses=True) as r:
         pipe = r.pipeline(transaction=False)
         for job_id in ids:
             pipe.hmget(keys.job(job_id), "state", "token", "stalls")
@@ -201,3 +202,27 @@ def audit(
         if extra > faulted_runs:
             report.unexplained.append(f"{job_id}: {[run['pid'] for run in runs]}")
     return report
+
+
+def handbacks(
+    url: str, ledger: Path, kill_times: dict[int, float], queue: str = "default"
+) -> list[float]:
+    """Return, per job a SIGKILL cut off, the seconds from the kill to its hand-back.
+
+    The hand-back is the first `started -> submitted | stalled` event of the job after the kill:
+    the cleaner's part of the recovery. When the job runs again after that depends on the queue
+    (a killed worker's begun jobs are suspects, run one per isolation child).
+    """
+    lines = read_ledger(ledger)
+    ended = {(x["id"], x["pid"]) for x in lines if x["kind"] == "end"}
+    cut = [
+        (x["id"], kill_times[x["pid"]])
+        for x in lines
+        if x["kind"] == "start" and x["pid"] in kill_times and (x["id"], x["pid"]) not in ended
+    ]
+    back: dict[str, list[float]] = defaultdict(list)
+    with sync_redis(url, decode_responses=True) as r:
+        for _, e in r.xrange(QueueKeys("jobsite", queue).events):
+            if e["from"] == "started" and e["to"] in ("submitted", "stalled"):
+                back[e["job"]].append(int(e["at"]) / 1000)
+    return sorted(min(at for at in back[job] if at > killed) - killed for job, killed in cut)

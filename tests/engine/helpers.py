@@ -7,15 +7,24 @@ import subprocess
 import sys
 from collections.abc import Iterable
 from subprocess import CompletedProcess
+from typing import Any
 
 import redis
 
 from engine import EngineSettings, Task, Worker
 
 
+def sync_redis(url: str, **options: Any) -> Any:
+    """Return a synchronous client of the test Redis: a cluster client for redis+cluster://."""
+    if url.startswith("redis+cluster://"):
+        host, _, port = url.removeprefix("redis+cluster://").split(",")[0].rpartition(":")
+        return redis.RedisCluster(host=host, port=int(port), **options)
+    return redis.Redis.from_url(url, **options)
+
+
 def dbsize(settings: EngineSettings) -> int:
     """Return the number of keys in the test Redis."""
-    with redis.Redis.from_url(settings.redis_url) as r:
+    with sync_redis(settings.redis_url) as r:
         return int(r.dbsize())
 
 

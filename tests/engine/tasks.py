@@ -161,3 +161,29 @@ def logging_sync(job: JobContext, messages: list[str]) -> int:
 async def log_then_wait(job: JobContext, message: str, seconds: float) -> None:
     await job.log(message)
     await asyncio.sleep(seconds)
+
+
+def _find(record_id: str) -> None:
+    raise LookupError(f"record {record_id} not found after 3 tries")
+
+
+def _find_elsewhere(record_id: str) -> None:
+    raise LookupError(f"record {record_id} not found after 3 tries")
+
+
+@task(name="lookup", max_retries=0)
+async def lookup(record_id: str) -> None:
+    """Fail with the record's id in the message (dead-letter grouping)."""
+    _find(record_id)
+
+
+@task(name="lookup_elsewhere", max_retries=0)
+async def lookup_elsewhere(record_id: str) -> None:
+    """Fail with the same message as `lookup`, raised from another function."""
+    _find_elsewhere(record_id)
+
+
+@task(name="divide", max_retries=0)
+async def divide(a: int, b: int) -> float:
+    """Divide: fails with b=0 (replay with edited arguments)."""
+    return a / b

@@ -18,6 +18,7 @@ from engine import (
 )
 from engine.connection import connect
 from engine.scheduler import Scheduler
+from engine.scripts import DeclaredEntry
 
 from . import tasks as t
 
@@ -244,11 +245,15 @@ async def test_declared_every_s_ticks_fire_on_the_grid(
 async def test_declare_script_on_its_own(client: Client) -> None:
     k = client.keys("default")
     rep = minutely()
-    done = await client.scripts.declare(k, [(rep.name, rep.to_json(), None)])
+    done = await client.scripts.declare(
+        k, repeatables=[DeclaredEntry(rep.name, rep.to_json(), None)]
+    )
     assert (done.created, done.updated, done.removed, done.kept_overrides) == (1, 0, 0, 0)
     assert await client.redis.zscore(k.repeat_due, "minutely") is None  # no tick given
-    done = await client.scripts.declare(k, [(rep.name, rep.to_json(), 60_000)])
+    done = await client.scripts.declare(
+        k, repeatables=[DeclaredEntry(rep.name, rep.to_json(), 60_000)]
+    )
     assert (done.created, done.updated, done.conflicts) == (0, 0, ())  # same bytes: untouched
     assert await client.redis.zscore(k.repeat_due, "minutely") is None
-    done = await client.scripts.declare(k, [])
+    done = await client.scripts.declare(k, repeatables=[])
     assert done.removed == 1 and await client.redis.exists(k.declared, k.repeats) == 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import pytest
-import redis
 
 from engine import (
     Client,
@@ -24,7 +23,7 @@ from engine.devserver import free_port
 from engine.submit import job_spec, submit
 
 from . import tasks as t
-from .helpers import dbsize
+from .helpers import dbsize, sync_redis
 
 
 async def test_enqueue_submits_and_get_reads_back(client: Client) -> None:
@@ -90,7 +89,7 @@ async def test_payload_limit_is_a_setting(settings: EngineSettings) -> None:
 
 
 async def test_enqueue_many_is_one_script_call(client: Client, settings: EngineSettings) -> None:
-    with redis.Redis.from_url(settings.redis_url) as r:
+    with sync_redis(settings.redis_url) as r:
         r.config_resetstat()
         await client.enqueue_many([t.add.call(i, i) for i in range(500)])
         stats = r.info("commandstats")
@@ -143,7 +142,7 @@ async def test_lookups_take_any_id(client: Client, settings: EngineSettings) -> 
 
 async def test_every_submit_appends_an_event(client: Client, settings: EngineSettings) -> None:
     job = await client.enqueue(t.add, 1, 2)
-    with redis.Redis.from_url(settings.redis_url, decode_responses=True) as r:
+    with sync_redis(settings.redis_url, decode_responses=True) as r:
         events = r.xrange(client.keys("default").events)
     assert [(e["job"], e["from"], e["to"]) for _, e in events] == [
         (job.id, "unsubmitted", "submitted")

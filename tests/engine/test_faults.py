@@ -72,6 +72,27 @@ def test_a_refusal_is_typed_with_its_reason_and_keeps_its_cause() -> None:
     assert error.reason == "OOM" and error.__cause__ is oom
 
 
+async def test_a_refusal_inside_a_pipeline_is_typed_too() -> None:
+    """NOREPLICAS (a master without its replica) in a pipeline is a refusal, not a bug."""
+    from engine import EngineSettings
+    from engine.connection import connect
+    from engine.devserver import RedisServer
+
+    with RedisServer(args=("--min-replicas-to-write", "1")) as server:
+        client = connect(EngineSettings.from_url(server.url))
+        try:
+            with pytest.raises(RedisRefused) as refused:
+                async with client.pipeline(transaction=False) as pipe:
+                    pipe.get("k")
+                    pipe.set("k", "v")
+                    await pipe.execute()
+            assert refused.value.reason == "NOREPLICAS"
+            with pytest.raises(RedisRefused, match="NOREPLICAS"):
+                await client.set("k", "v")
+        finally:
+            await client.aclose()
+
+
 def test_the_callers_own_transient_errors_are_retried_not_fatal() -> None:
     class DatabaseGone(Exception):
         pass
@@ -93,3 +114,24 @@ async def test_a_child_that_cannot_load_the_tasks_is_not_blamed_on_the_job() -> 
     with pytest.raises(IsolationUnavailable, match="while loading the tasks"):
         await lanes.run(job, None, lambda: None, progress)
     await lanes.close()
+
+
+async def test_a_master_move_cuts_every_backoff_short() -> None:
+    """After a failover (wake_all), a loop deep in backoff tries Redis again within 0.1 s."""
+    import time
+
+    from engine.reconnect import Reconnect, wake_all
+
+    retry = Reconnect("test", cap_s=5.0)
+    retry.failures = 8  # the next sleep is 2.5 to 5 s
+    sleeping = asyncio.create_task(retry.failed(ConnectionError("gone")))
+    await asyncio.sleep(0.2)
+    assert not sleeping.done()
+    start = time.monotonic()
+    wake_all()
+    await sleeping
+    assert time.monotonic() - start < 0.15
+    # The next failure, after the move, backs off as a first one (0.05 to 0.1 s), not 5 s.
+    start = time.monotonic()
+    await retry.failed(ConnectionError("gone"))
+    assert time.monotonic() - start < 0.15 and retry.failures == 1

@@ -172,3 +172,21 @@ async def test_a_resubmitted_cancelled_parent_keeps_its_children(
 async def test_a_repeatable_cannot_depend_on_jobs(client: Client) -> None:
     with pytest.raises(ConfigError, match="cannot depend"):
         await client.repeats.add("r", t.step.using(depends_on=["x"]).call("r"), every_s=1)
+
+
+async def test_a_flow_shares_one_flow_id_and_a_lone_job_has_none(client: Client) -> None:
+    a = t.step.call("a")
+    b = t.step.using(depends_on=[a]).call("b")
+    await client.enqueue_flow([a, b])
+    ids = {(await client.get(j.id)).flow_id for j in (a, b)}
+    assert len(ids) == 1 and None not in ids
+    alone = await client.enqueue(t.step, "alone")
+    assert (await client.get(alone.id)).flow_id is None
+
+
+async def test_a_queue_rate_limit_can_be_read_back(client: Client) -> None:
+    assert await client.rate_limit_ms("default") is None
+    await client.set_rate_limit("default", "4/s")
+    assert await client.rate_limit_ms("default") == 250.0
+    await client.set_rate_limit("default", None)
+    assert await client.rate_limit_ms("default") is None

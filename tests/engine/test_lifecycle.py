@@ -6,14 +6,13 @@ import asyncio
 import dataclasses
 import time
 
-import redis
-
 from engine import Client, EngineSettings, JobState, Worker
 from engine.cleaner import Cleaner
 from engine.connection import connect
+from engine.runner import StopReason
 
 from . import tasks as t
-from .helpers import drain
+from .helpers import drain, sync_redis
 
 
 async def sweep(settings: EngineSettings) -> None:
@@ -29,7 +28,7 @@ async def test_progress_is_stored_and_evented(client: Client, settings: EngineSe
     await drain(settings, [t.progressing])
     got = await client.get(job.id)
     assert got.progress == 100 and got.progress_message == "step 100"
-    with redis.Redis.from_url(settings.redis_url, decode_responses=True) as r:
+    with sync_redis(settings.redis_url, decode_responses=True) as r:
         events = r.xrange(client.keys("default").events)
     assert [e["progress"] for _, e in events if "progress" in e] == ["25.0", "50.0", "100.0"]
 
@@ -117,7 +116,7 @@ async def test_cancel_sends_at_most_500_ids_per_script_call(
 ) -> None:
     jobs = await client.enqueue_many([t.add.using(delay_s=60).call(i, 1) for i in range(1_190)])
     ids = [j.id for j in jobs] + [f"nobody-{i}" for i in range(10)]
-    with redis.Redis.from_url(settings.redis_url) as r:
+    with sync_redis(settings.redis_url) as r:
         r.config_resetstat()
         result = await client.cancel(ids, "default")
         calls = r.info("commandstats")["cmdstat_evalsha"]["calls"]
@@ -153,7 +152,7 @@ async def test_a_job_cancelled_before_its_first_step_still_finishes(
     worker = Worker(settings, [t.waits], concurrency=1)
     [rec] = await worker._claim(1)
     await worker._admit([rec])  # the task exists but has not run a single step yet
-    worker._stop_job(rec, "cancelled")
+    worker._stop_job(rec, StopReason.CANCELLED)
     for _ in range(3):  # the cancellation, then the task's done callbacks
         await asyncio.sleep(0)
     assert worker._active == {} and len(worker._outcomes) == 1

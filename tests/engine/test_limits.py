@@ -112,12 +112,18 @@ async def test_a_limit_per_key_can_come_from_the_arguments(client: Client) -> No
     assert [j.concurrency_limit for j in jobs] == [3] * 5 + [1] * 5
     counts = await client.counts("default")
     assert (counts["submitted"], counts["waiting_turn"]) == (10, 10 - 3 - 1)
+    assert await client.concurrency_keys("default") == [
+        {"key": "small", "waiting": 4, "active": 1},
+        {"key": "big", "waiting": 2, "active": 3},
+    ]
     assert await client.cancel([jobs[4].id, jobs[0].id]) == {
         jobs[4].id: "cancelled",
         jobs[0].id: "cancelled",
     }
     counts = await client.counts("default")  # a waiting one left; an admitted one let one in
     assert (counts["submitted"], counts["waiting_turn"]) == (8, 4)
+    # a key with nobody waiting is not listed
+    assert await client.concurrency_keys("default") == [{"key": "small", "waiting": 4, "active": 1}]
     with pytest.raises(ConfigError, match="concurrency_limit must be an integer >= 1"):
         t.tenant_work.using(concurrency_limit=0)
     with pytest.raises(ConfigError, match="concurrency_limit must be an integer >= 1"):

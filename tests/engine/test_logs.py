@@ -8,19 +8,20 @@ import time
 from typing import Any
 
 import orjson
-import redis
 
 from engine import Client, EngineSettings, Job, JobContext, JobState
 from engine.context import LOG_MESSAGE_MAX_CHARS
 from engine.isolate import Isolation, Lanes
+from engine.runner import Kind
+from engine.scripts import CompleteJob
 
 from . import tasks as t
-from .helpers import drain
+from .helpers import drain, sync_redis
 
 
 def log_events(settings: EngineSettings, job_id: str) -> list[dict[str, str]]:
     """Return the stream entries of `job_id` that carry a log line."""
-    with redis.Redis.from_url(settings.redis_url, decode_responses=True) as r:
+    with sync_redis(settings.redis_url, decode_responses=True) as r:
         entries = r.xrange(f"{settings.prefix}:{{default}}:events")
     return [f for _, f in entries if f.get("job") == job_id and "log" in f]
 
@@ -29,18 +30,26 @@ async def claimed(client: Client, task: Any = t.add) -> tuple[Job, str]:
     """Enqueue a job and claim it as worker w1; return it and its token."""
     job = await client.enqueue(task, 1, 2)
     k = client.keys("default")
-    [row] = await client.scripts.claim(k, [k.job_prefix, 1000, 1, 30_000, "w1", 60_000])
-    return job, row[6]
+    [row] = await client.scripts.claim(
+        k, events_maxlen=1000, max_jobs=1, lease_ms=30_000, worker_id="w1", result_ttl_ms=60_000
+    )
+    return job, row.token
 
 
 async def write(client: Client, job: Job, token: str, message: str, *caps: int) -> int:
     """Run log-1.lua for `job` with `token`; caps are (max lines, max bytes)."""
     k = client.keys("default")
     lines, size = caps or (200, 65_536)
-    code: int = await client.scripts.log(
-        k, [k.job_prefix, 1000, job.id, token, message, "w1", lines, size]
+    return await client.scripts.log(
+        k,
+        events_maxlen=1000,
+        job_id=job.id,
+        token=token,
+        message=message,
+        worker_id="w1",
+        max_lines=lines,
+        max_bytes=size,
     )
-    return code
 
 
 async def test_async_task_lines_are_stored_in_order_and_evented(
@@ -131,7 +140,7 @@ async def test_only_the_owner_of_the_running_attempt_writes(client: Client) -> N
     assert await write(client, job, token, "from the owner") == 0
     k = client.keys("default")
     done = await client.scripts.complete(
-        k, [k.job_prefix, 1000, "w1", 1, "5", job.id, token, "3", 60_000]
+        k, events_maxlen=1000, worker_id="w1", jobs=[CompleteJob(job.id, token, b"3", 60_000)]
     )
     assert done == [0]
     assert await write(client, job, token, "after the end") == -2  # the token is cleared
@@ -198,5 +207,5 @@ async def test_an_isolated_run_sends_its_lines_to_the_worker() -> None:
         outcome = await lanes.run(job, None, lambda: None, progress, on_log)
     finally:
         await lanes.close()
-    assert outcome.kind == "complete" and orjson.loads(outcome.result) == 3
+    assert outcome.kind == Kind.COMPLETE and orjson.loads(outcome.result) == 3
     assert lines == [f"line {i} of attempt 1" for i in range(3)]

@@ -7,12 +7,12 @@ import time
 from pathlib import Path
 
 import pytest
-import redis
 
 from engine import Client, EngineSettings, JobState
 
 from . import chaos_tasks as ct
 from .harness import WorkerProc, read_ledger
+from .helpers import sync_redis
 from .test_reliability import record, wait_terminal
 
 pytestmark = pytest.mark.chaos
@@ -69,7 +69,7 @@ async def test_poison_payloads(
 ) -> None:
     keys = client.keys("default")
     normal = await client.enqueue_many([ct.work.call(1) for _ in range(1000)])
-    with redis.Redis.from_url(settings.redis_url) as r:
+    with sync_redis(settings.redis_url) as r:
         for name, (fields, _, _) in POISON.items():
             r.hset(
                 keys.job(name),

@@ -12,9 +12,15 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.asyncio.connection import Connection
+from redis.exceptions import DataError
 
 from engine import Client, EngineSettings, JobState, RedisUnavailable, Worker
+from engine.cleaner import Cleaner
+from engine.connection import connect, packed_by_hiredis
 from engine.devserver import RedisServer, free_port
+from engine.keys import workers_key
+from engine.liveness import Liveness
 from engine.preflight import check_redis
 
 from . import chaos_tasks as ct
@@ -294,3 +300,50 @@ async def test_sentinel_url(tmp_path: Path) -> None:
         finally:
             sentinel.terminate()
             sentinel.wait()
+
+
+async def test_no_worker_counts_dead_while_redis_refuses_writes() -> None:
+    """While liveness writes are refused, a lapsed key proves nothing; a window after, it does."""
+    with RedisServer() as server:
+        settings = EngineSettings.from_url(server.url, liveness_window_s=0.4)
+        admin = redis.Redis(port=server.port)
+        admin.zadd(workers_key(settings.prefix), {"gone": time.time() * 1000})  # key never set
+        own = Liveness(settings, "me", lambda exc: None)
+        await asyncio.to_thread(own.start)
+        r = connect(settings)
+        cleaner = Cleaner(settings, r, ["default"], liveness=own)
+        try:
+            await asyncio.sleep(0.5)  # a whole window of renewals
+            assert await cleaner.dead_workers() == ["gone"]
+            # A master with no replica refuses every write: the liveness renewals fail.
+            admin.config_set("min-replicas-to-write", 1)
+            await asyncio.sleep(0.3)
+            assert own.steady_s() is None
+            assert await cleaner.dead_workers() == []
+            admin.config_set("min-replicas-to-write", 0)
+            deadline = time.monotonic() + 10
+            while not (dead := await cleaner.dead_workers()):
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.02)
+            steady_s = own.steady_s()
+            assert steady_s is not None and steady_s >= settings.liveness_window_s
+            assert dead == ["gone"]  # once renewals succeeded for a whole window again
+        finally:
+            await asyncio.to_thread(own.stop)
+            await r.aclose()
+            admin.close()
+
+
+async def test_commands_are_packed_in_c_and_what_c_refuses_still_goes(
+    settings: EngineSettings,
+) -> None:
+    r = connect(settings)
+    try:
+        assert issubclass(r.connection_pool.connection_class, packed_by_hiredis(Connection))
+        await r.set("packed:\udcff", "v")  # a lone surrogate: hiredis refuses, redis-py packs it
+        assert await r.get("packed:\udcff") == "v"
+        with pytest.raises(DataError, match="Invalid input of type: 'bool'"):
+            await r.set("packed:b", True)  # type: ignore[arg-type]
+    finally:
+        await r.delete("packed:\udcff")
+        await r.aclose()

@@ -13,7 +13,7 @@ import pytest
 from engine import Client, EngineSettings, JobState, RedisUnavailable, failpoints
 
 from . import chaos_tasks as ct
-from .harness import WorkerProc, audit, read_ledger
+from .harness import TUNABLES, WorkerProc, audit, handbacks, read_ledger
 
 pytestmark = pytest.mark.chaos
 
@@ -78,32 +78,12 @@ async def test_sigkill_chaos(
     elapsed = time.monotonic() - start
     report = audit(settings.redis_url, ids, ledger, killed)
     report.assert_clean()
-    # recovery: a job cut off by a kill starts again within lease + cleaner interval + 1 s of
-    # being orphaned. When the worker that claimed it next was killed too before starting it (a
-    # second fault), it was orphaned again at that kill.
-    lines = read_ledger(ledger)
-    claims: dict[str, list[tuple[float, int]]] = {}
-    for _, e in await client.redis.xrange(client.keys("default").events):
-        if e["from"] == "submitted" and e["to"] == "started":
-            pid = int(e["worker"].rsplit(":", 2)[1])
-            claims.setdefault(e["job"], []).append((int(e["at"]) / 1000, pid))
-    ended = {(x["id"], x["pid"]) for x in lines if x["kind"] == "end"}
-    restarts: list[float] = []
-    for x in lines:
-        if x["kind"] == "start" and x["pid"] in killed and (x["id"], x["pid"]) not in ended:
-            later = [
-                y["t"]
-                for y in lines
-                if y["kind"] == "start" and y["id"] == x["id"] and y["t"] > x["t"]
-            ]
-            if later:
-                orphaned = kill_times[x["pid"]]
-                for at, pid in claims.get(x["id"], []):
-                    if orphaned < at < min(later) and at < kill_times.get(pid, 0) < min(later):
-                        orphaned = kill_times[pid]
-                restarts.append(min(later) - orphaned)
-    worst = max(restarts, default=0.0)
-    assert worst < 2.0 + 0.5 + 1.0, worst
+    # Recovery: the cleaner hands a job cut off by a kill back within the liveness window, a
+    # cleaner interval and 1 s (its worker's key lapses at most a window after the kill).
+    back = handbacks(settings.redis_url, ledger, kill_times)
+    worst = back[-1] if back else 0.0
+    bound_s = TUNABLES["liveness_window_s"] + TUNABLES["cleaner_interval_s"] + 1.0
+    assert worst < bound_s, back[-10:]
     assert report.states == {"completed": 10_000}
     record(
         "sigkill_chaos",
@@ -112,7 +92,8 @@ async def test_sigkill_chaos(
         lost=len(report.lost),
         duplicates=report.duplicates,
         unexplained=len(report.unexplained),
-        worst_restart_s=round(worst, 2),
+        handed_back=len(back),
+        worst_handback_s=round(worst, 2),
         elapsed_s=round(elapsed, 1),
     )
 
@@ -150,7 +131,16 @@ async def test_failpoints(
     # (one or two outcomes at concurrency 1) and the job started meanwhile: at most 3 re-runs.
     assert report.duplicates <= 3, report.duplicates
     if window in ("after_claim", "after_begin"):
-        assert report.duplicates == 0
+        # The exit comes between a claim and the task's first line: nothing runs half way, so
+        # the only re-run is a job that finished there and whose outcome the exit cut off.
+        ended = {(x["id"], x["pid"]) for x in read_ledger(ledger) if x["kind"] == "end"}
+        ran_there = [
+            x["id"]
+            for x in read_ledger(ledger)
+            if x["kind"] == "start" and x["pid"] == crashing.pid
+        ]
+        assert all((job_id, crashing.pid) in ended for job_id in ran_there)
+        assert report.duplicates <= 1, report.duplicates
     record(
         f"failpoint_{window}",
         jobs=len(ids),

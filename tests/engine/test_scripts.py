@@ -3,45 +3,125 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import inspect
+import re
+from importlib import resources
+from typing import get_args, get_type_hints
 
 import pytest
 
 from engine import Client, JobState
 from engine.errors import (
+    PHRASES,
     SCRIPT_ERRORS,
+    Code,
     DuplicateJob,
     JobNotFound,
     LeaseLost,
     UnknownParent,
     WrongState,
 )
+from engine.scripts import Claimed, Scripts, load_sources
 
 from . import tasks as t
 
 
-async def claim_one(client: Client, worker: str = "w1", limit: int = 1) -> list[Any]:
+async def claim_one(client: Client, worker: str = "w1", limit: int = 1) -> Claimed:
     k = client.keys("default")
     rows = await client.scripts.claim(
         k,
-        [k.job_prefix, 1000, limit, 30_000, worker, 60_000],
+        events_maxlen=1000,
+        max_jobs=limit,
+        lease_ms=30_000,
+        worker_id=worker,
+        result_ttl_ms=60_000,
     )
-    return rows[0] if rows else []
+    return rows[0]
 
 
 def test_error_table() -> None:
     assert {
-        -1: JobNotFound,
-        -2: LeaseLost,
-        -3: WrongState,
-        -4: DuplicateJob,
-        -5: UnknownParent,
+        Code.NOT_FOUND: JobNotFound,
+        Code.LEASE_LOST: LeaseLost,
+        Code.WRONG_STATE: WrongState,
+        Code.DUPLICATE_ID: DuplicateJob,
+        Code.UNKNOWN_PARENT: UnknownParent,
     } == SCRIPT_ERRORS
+    assert set(SCRIPT_ERRORS) | {Code.OK} == set(Code) == set(PHRASES) | {Code.OK}
+
+
+def test_lua_headers_name_the_return_codes_of_the_enum() -> None:
+    """Every negative code a script header promises is a Code, said with that Code's phrase."""
+    said: dict[str, list[tuple[int, str]]] = {}
+    for entry in (resources.files("engine") / "lua").iterdir():
+        if not entry.name.endswith(".lua"):
+            continue
+        header = entry.read_text(encoding="utf-8").split("]]", 1)[0]
+        returns = header.partition("Returns:")[2].split("Events:")[0]
+        found = re.findall(r"(?<!\()(-\d+)[ ,]+(?:\(([^)]*)\)|([a-z][a-z ]*[a-z]))", returns)
+        said[entry.name] = [(int(n), (a or b).strip()) for n, a, b in found]
+    wrong = [
+        (name, n, phrase)
+        for name, codes in said.items()
+        for n, phrase in codes
+        if n not in Code or not phrase.startswith(PHRASES[Code(n)])
+    ]
+    assert not wrong, wrong
+    promised = {Code(n) for codes in said.values() for n, _ in codes}
+    assert promised == set(Code) - {Code.OK}, promised
+
+
+_ARGV = re.compile(r"(?<=\s\s)ARGV\[\d+(?:\.\.)?\]\s+(.+?)(?=\s{2,}ARGV\[|\s{2,}then |\n|$)")
+_THEN = re.compile(r"\bthen (?:one JSON array )?(?:per )?([^\n]*(?:\n  [a-z][^\n]*)*)")
+# ARGV the seam derives itself: from the queue's keys, a group's length, metrics.BUCKETS_ARG.
+_DERIVED = ("job key prefix", "children set key prefix", "number of", "histogram bucket bounds")
+
+
+def _says(name: str, text: str) -> bool:
+    """Return whether each word of a Python name appears in a header's text."""
+    text = text.lower().replace("_", " ")
+    return all(word in text or word.rstrip("s") in text for word in name.split("_"))
+
+
+def _header_argv(verb: str, source: str) -> tuple[list[str], str | None]:
+    """Return the header's ARGV the caller gives, in order, and its trailing 'then ...' clause."""
+    header = source.split("]]", 1)[0]
+    argv_part = header[re.search(r"^\s+ARGV\[", header, re.M).start() : header.index("Returns:")]
+    given = [d for d in _ARGV.findall(argv_part) if not d.lower().startswith(_DERIVED)]
+    then = _THEN.search(argv_part)
+    return given, then[1] if then else None
+
+
+def test_each_typed_method_takes_its_headers_argv_in_order() -> None:
+    """Scripts.<verb>'s keyword parameters name the header's ARGV (and per-job fields) in order."""
+    sources = load_sources()
+    assert {v for v in vars(Scripts) if not v.startswith("_")} == set(sources)
+    for verb, (_, source) in sources.items():
+        method = getattr(Scripts, verb)
+        params = [
+            p.name
+            for p in inspect.signature(method).parameters.values()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+        ]
+        given, then = _header_argv(verb, source)
+        texts = given if then is None else [*given, then]
+        assert len(params) == len(texts), (verb, params, texts)
+        for name, text in zip(params, texts, strict=True):
+            assert _says(name, text), (verb, name, text)
+        if then is None:
+            continue
+        item = get_args(get_type_hints(method)[params[-1]])
+        fields = getattr(item[0], "_fields", None) if item else None
+        if fields is not None:  # one NamedTuple per job: its fields are the header's
+            listed = re.sub(r"\([^)]*\)", "", then.partition(":")[2]).split(",")
+            assert len(fields) == len(listed), (verb, fields, listed)
+            for field, text in zip(fields, listed, strict=True):
+                assert _says(field, text), (verb, field, text)
 
 
 async def test_key_count_is_checked(client: Client) -> None:
     with pytest.raises(ValueError, match="claim takes 12 keys"):
-        await client.scripts.claim(["only-one"], [])
+        await client.scripts.raw["claim"](["only-one"], [])
 
 
 async def test_scripts_survive_noscript(client: Client) -> None:
@@ -55,9 +135,9 @@ async def test_claim_sets_lease_token_and_skips_vanished_ids(client: Client) -> 
     job = await client.enqueue(t.add, 1, 2)
     await client.redis.zadd(k.submitted, {"ghost": 0})  # an id without a hash
     row = await claim_one(client, limit=2)
-    assert row[0] == job.id and row[5] == 1 and row[6]
+    assert row.id == job.id and row.attempt == 1 and row.token and row.task == "add"
     got = await client.get(job.id)
-    assert got.state is JobState.STARTED and got.worker == "w1" and got.token == row[6]
+    assert got.state is JobState.STARTED and got.worker == "w1" and got.token == row.token
     lease = await client.redis.zscore(k.started, job.id)
     assert lease is not None and lease > got.claimed_at_ms  # type: ignore[operator]
     assert await client.redis.zcard(k.submitted) == 0
@@ -76,7 +156,7 @@ async def test_promote_moves_only_due_jobs(client: Client) -> None:
     due = await client.enqueue(t.add.using(delay_s=0.001), 1, 1)
     later = await client.enqueue(t.add.using(delay_s=60), 1, 1)
     await asyncio.sleep(0.01)
-    promoted, wait_ms = await client.scripts.promote(k, [k.job_prefix, 1000, 100])
+    promoted, wait_ms = await client.scripts.promote(k, events_maxlen=1000, max_jobs=100)
     assert promoted == 1 and 58_000 < wait_ms <= 60_000
     assert (await client.get(due.id)).state is JobState.SUBMITTED
     assert (await client.get(later.id)).state is JobState.SCHEDULED
@@ -86,12 +166,24 @@ async def test_fail_without_dlq_expires_and_with_wrong_token_is_refused(client: 
     k = client.keys("default")
     job = await client.enqueue(t.add, 1, 1)
     row = await claim_one(client)
-    head = [k.job_prefix, 1000, "w1", job.id]
-    tail = ["failed", '{"type":"X"}', "X", 5000]
     await client.redis.hset(k.job(job.id), "dlq", "0")
-    assert await client.scripts.fail(k, [*head, "wrong", *tail]) == -2
-    assert await client.scripts.fail(k, [*head, row[6], *tail]) == 0
-    assert await client.scripts.fail(k, [*head, row[6], *tail]) == -2  # token cleared
+
+    async def fail(token: str) -> int:
+        return await client.scripts.fail(
+            k,
+            events_maxlen=1000,
+            worker_id="w1",
+            job_id=job.id,
+            token=token,
+            state="failed",
+            error_json=b'{"type":"X"}',
+            short_error="X",
+            ttl_ms=5000,
+        )
+
+    assert await fail("wrong") == Code.LEASE_LOST
+    assert await fail(row.token) == Code.OK
+    assert await fail(row.token) == Code.LEASE_LOST  # token cleared
     assert await client.redis.zscore(k.dlq, job.id) is None
     assert 0 < await client.redis.pttl(k.job(job.id)) <= 5000
     assert (await client.get(job.id)).errors == [{"type": "X"}]
@@ -100,25 +192,30 @@ async def test_fail_without_dlq_expires_and_with_wrong_token_is_refused(client: 
 async def test_retry_appends_errors_and_requeues(client: Client) -> None:
     k = client.keys("default")
     job = await client.enqueue(t.add, 1, 1)
+
+    async def retry(job_id: str, token: str, error_json: bytes) -> int:
+        return await client.scripts.retry(
+            k,
+            events_maxlen=1000,
+            worker_id="w1",
+            job_id=job_id,
+            token=token,
+            delay_ms=None,
+            error_json=error_json,
+            short_error="e",
+            ttl_ms=1000,
+        )
+
     for n in (1, 2):
         row = await claim_one(client)
-        code = await client.scripts.retry(
-            k, [k.job_prefix, 1000, "w1", job.id, row[6], "", f'{{"n":{n}}}', "e", 1000]
-        )
-        assert code == 0
+        assert await retry(job.id, row.token, f'{{"n":{n}}}'.encode()) == Code.OK
     got = await client.get(job.id)
     assert got.state is JobState.SUBMITTED and got.errors == [{"n": 1}, {"n": 2}]
-    assert (
-        await client.scripts.retry(k, [k.job_prefix, 1000, "w1", "nope", "1", "", "{}", "", 1])
-        == -1
-    )
+    assert await retry("nope", "1", b"{}") == Code.NOT_FOUND
 
 
 async def test_resubmit_refuses_live_jobs(client: Client) -> None:
     k = client.keys("default")
     job = await client.enqueue(t.add, 1, 1)
-    codes = await client.scripts.resubmit(
-        k,
-        [k.job_prefix, 1000, k.children_prefix, job.id, "nope"],
-    )
+    codes = await client.scripts.resubmit(k, events_maxlen=1000, job_ids=[job.id, "nope"])
     assert codes == [-3, -1]

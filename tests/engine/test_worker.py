@@ -7,13 +7,12 @@ import dataclasses
 import logging
 
 import pytest
-import redis
 
 from engine import Client, EngineSettings, JobState, task_ref
-from engine.metrics import BUCKETS_ARG
+from engine.scripts import CompleteJob
 
 from . import tasks as t
-from .helpers import drain, run_cli
+from .helpers import drain, run_cli, sync_redis
 
 ALL = [
     t.add,
@@ -74,7 +73,7 @@ async def test_expected_exception_retries_exactly_max_retries(
     assert got.attempt == 4  # 1 run + max_retries=3 retries
     assert [e["attempt"] for e in got.errors] == [1, 2, 3, 4]
     assert "retries exhausted" in got.errors[-1]["message"]
-    with redis.Redis.from_url(settings.redis_url, decode_responses=True) as r:
+    with sync_redis(settings.redis_url, decode_responses=True) as r:
         moves = [(e["from"], e["to"]) for _, e in r.xrange(client.keys("default").events)]
     assert moves.count(("started", "scheduled")) == 3 and moves[-1] == ("started", "failed")
     # linear: the n-th retry waits 0.05 * n seconds, measured between an error and the next start
@@ -86,7 +85,7 @@ async def test_retry_delays_follow_backoff(client: Client, settings: EngineSetti
     job = await client.enqueue(
         t.flaky.using(retry_delay_s=0.1, backoff="exponential", max_retries=2)
     )
-    with redis.Redis.from_url(settings.redis_url, decode_responses=True) as r:
+    with sync_redis(settings.redis_url, decode_responses=True) as r:
         await drain(settings, ALL)
         events = r.xrange(client.keys("default").events)
     at = {}
@@ -102,7 +101,7 @@ async def test_retry_delays_follow_backoff(client: Client, settings: EngineSetti
 
 async def test_immediate_requeue_without_delay(client: Client, settings: EngineSettings) -> None:
     job = await client.enqueue(t.flaky.using(max_retries=1))
-    with redis.Redis.from_url(settings.redis_url, decode_responses=True) as r:
+    with sync_redis(settings.redis_url, decode_responses=True) as r:
         await drain(settings, ALL)
         moves = [(e["from"], e["to"]) for _, e in r.xrange(client.keys("default").events)]
     assert ("started", "submitted") in moves and ("started", "scheduled") not in moves
@@ -153,7 +152,7 @@ async def test_dead_letter_policy_none_skips_the_dlq(
     await drain(settings, ALL)
     assert (await client.get(job.id)).state is JobState.FAILED
     assert await client.dlq("default") == []
-    with redis.Redis.from_url(settings.redis_url) as r:
+    with sync_redis(settings.redis_url) as r:
         assert 0 < r.pttl(client.keys("default").job(job.id)) <= 60_000
 
 
@@ -202,7 +201,7 @@ async def test_priority_order(client: Client, settings: EngineSettings) -> None:
 
 async def test_delayed_jobs_never_start_early(client: Client, settings: EngineSettings) -> None:
     jobs = await client.enqueue_many([t.add.using(delay_s=0.1 * i).call(i, i) for i in range(1, 6)])
-    with redis.Redis.from_url(settings.redis_url, decode_responses=True) as r:
+    with sync_redis(settings.redis_url, decode_responses=True) as r:
         await drain(settings, ALL)
         events = r.xrange(client.keys("default").events)
     accepted = {e["job"]: int(e["at"]) for _, e in events if e["from"] == "unsubmitted"}
@@ -225,20 +224,17 @@ async def test_stale_token_cannot_complete(client: Client, settings: EngineSetti
     job = await client.enqueue(t.add, 1, 1)
     keys = client.keys("default")
     claimed = await client.scripts.claim(
-        keys,
-        [keys.job_prefix, 1000, 1, 30_000, "w1", 60_000],
+        keys, events_maxlen=1000, max_jobs=1, lease_ms=30_000, worker_id="w1", result_ttl_ms=60_000
     )
-    token = claimed[0][6]
-    args = [keys.job_prefix, 1000, "w1", 1, BUCKETS_ARG]
-    stale = await client.scripts.complete(keys, [*args, job.id, "999", "1", 1000])
-    fresh = await client.scripts.complete(
-        keys,
-        [*args, job.id, token, "2", 1000],
-    )
-    twice = await client.scripts.complete(
-        keys,
-        [*args, job.id, token, "3", 1000],
-    )
+    token = claimed[0].token
+
+    async def complete(token: str, result: bytes) -> list[int]:
+        done = CompleteJob(job.id, token, result, 1000)
+        return await client.scripts.complete(keys, events_maxlen=1000, worker_id="w1", jobs=[done])
+
+    stale = await complete("999", b"1")
+    fresh = await complete(token, b"2")
+    twice = await complete(token, b"3")
     assert (stale, fresh, twice) == ([-2], [0], [-2])
     assert (await client.get(job.id)).result == 2
 
@@ -283,7 +279,7 @@ async def test_exponential_jitter_retries_stay_in_their_windows(
     job = await client.enqueue(
         t.flaky.using(retry_delay_s=0.05, backoff="exponential_jitter", max_retries=4)
     )
-    with redis.Redis.from_url(settings.redis_url, decode_responses=True) as r:
+    with sync_redis(settings.redis_url, decode_responses=True) as r:
         await drain(settings, ALL)
         events = r.xrange(client.keys("default").events)
     at: dict[tuple[str, str], int] = {}

@@ -55,3 +55,16 @@ def stamp(context: TaskContext, path: str) -> None:
     line = orjson.dumps({"id": context.task_result.id, "at_ms": int(time.time() * 1000)})
     with Path(path).open("ab") as ledger:
         ledger.write(line + b"\n")
+
+
+@task(max_retries=0, timeout_s=0.2)
+async def sleepy(seconds: float) -> str:
+    import asyncio
+
+    await asyncio.sleep(seconds)
+    return "woke"
+
+
+@task(concurrency_key="reports", rate_limit="50/s", version=1)
+def report(n: int) -> int:
+    return n

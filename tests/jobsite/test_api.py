@@ -39,7 +39,11 @@ def operations() -> list[tuple[str, str]]:
     for path, methods in schema["paths"].items():
         for method in methods:
             concrete = (
-                path.replace("/api/v1", "").replace("{job_id}", "x").replace("{name}", "default")
+                path.replace("/api/v1", "")
+                .replace("{job_id}", "x")
+                .replace("{name}", "default")
+                .replace("{queue}", "default")
+                .replace("{schedule}", "x")
             )
             out.append((method, concrete))
     return out

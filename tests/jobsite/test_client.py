@@ -144,3 +144,52 @@ def test_a_job_id_stays_one_path_segment(engine: EngineSettings, token: str) -> 
 
     assert_job_paths(async_to_sync(go)())
     assert not queue_paused(engine)
+
+
+def test_client_options_flows_and_queue_limits(engine: EngineSettings, token: str) -> None:
+    from jobsite.client import flow_job
+
+    with sync_client(token) as api:
+        once = {"deduplication": {"id": "nightly", "ttl_s": 60}, "max_retries": 0}
+        first = api.submit("add", 1, 2, options=once)
+        assert api.submit("add", 5, 6, options=once)["id"] == first["id"]
+        with pytest.raises(InvalidRequest, match="concurrency_key"):
+            api.submit("add", 1, 2, options={"concurrency_limit": 2})
+        flow = api.submit_flow(
+            [
+                flow_job("fetch", "step", "fetch"),
+                flow_job("build", "step", "build", depends_on=["fetch"], options={"timeout_s": 5}),
+            ],
+            on_parent_failure="fail",
+        )
+        fetch, build = flow["jobs"]
+        assert (fetch["state"], build["state"], build["parents"]) == (
+            "submitted",
+            "blocked",
+            [fetch["id"]],
+        )
+        with pytest.raises(InvalidRequest, match="cycle"):
+            api.submit_flow(
+                [
+                    flow_job("a", "step", "a", depends_on=["b"]),
+                    flow_job("b", "step", "b", depends_on=["a"]),
+                ]
+            )
+        assert api.set_queue_limits("default", "2/s", paused=True)["rate_limit"]["per_s"] == 2
+        assert api.queue("default")["paused"] is True
+        with pytest.raises(NotFound):
+            api.queue("nope")
+
+    async def go() -> dict[str, object]:
+        transport = httpx.ASGITransport(app=asgi_app)
+        async with AsyncJobsiteClient("http://testserver", token, transport=transport) as api:
+            await api.set_queue_limits("default", None, paused=False)
+            out = await api.submit_flow([flow_job("x", "step", "x")])
+            assert out["jobs"][0]["state"] == "submitted"
+            return await api.queue("default")
+
+    queue = async_to_sync(go)()
+    assert queue["rate_limit"] is None and queue["paused"] is False
+    async_to_sync(run_worker)(engine)
+    with sync_client(token) as api:
+        assert api.get(build["id"])["result"] == {"label": "build", "saw": ["fetch"]}

@@ -198,3 +198,33 @@ async def log_while_running(engine: EngineSettings) -> tuple[list[str], str]:
 
 def test_a_log_line_reaches_the_row_of_a_running_job(engine: EngineSettings) -> None:
     assert async_to_sync(log_while_running)(engine) == (["halfway"], "started")
+
+
+async def fingerprinted(engine: EngineSettings) -> tuple[list[str], str]:
+    """Fail two `lookup` jobs, then submit a replay of the first; return their ids."""
+    async with Client(engine) as client:
+        jobs = [await client.enqueue(t.lookup, "17"), await client.enqueue(t.lookup, "4242")]
+        await run_worker(engine)
+        replay = t.add.call(1, 2)
+        replay.replay_of = jobs[0].id
+        await client.enqueue_many([replay])
+    return [j.id for j in jobs], replay.id
+
+
+@pytest.mark.parametrize("trimmed", [False, True], ids=["events", "resync"])
+def test_fingerprint_and_replay_of_reach_the_row(engine: EngineSettings, trimmed: bool) -> None:
+    (first, second), replay = async_to_sync(fingerprinted)(engine)
+    if trimmed:  # the mirror finds the stream trimmed past it and resyncs from the hashes
+        key = QueueKeys(engine.prefix, "default").events
+        with redis.Redis.from_url(engine.redis_url) as r:
+            r.xgroup_create(key, "mirror", id="0")
+            r.xtrim(key, maxlen=0)
+    async_to_sync(mirror_all)()
+    rows = {r.id: r for r in JobRecord.objects.all()}
+    assert rows[first].state == "failed" and len(rows[first].fingerprint) == 16
+    assert (
+        rows[first].fingerprint == rows[second].fingerprint == rows[first].errors[-1]["fingerprint"]
+    )
+    assert rows[replay].replay_of == first and rows[replay].fingerprint == ""
+    assert rows[first].replay_of == ""
+    assert list(JobRecord.objects.filter(replay_of=first).values_list("id", flat=True)) == [replay]

@@ -16,6 +16,7 @@ from django.contrib.auth.models import User
 from django.test import Client as WebClient
 
 from engine import EngineSettings
+from engine.fingerprint import fingerprint
 from jobsite.asgi import application
 from jobsite.jobs import services
 from jobsite.jobs.permissions import OPERATORS, VIEWERS, Perm
@@ -38,12 +39,19 @@ ROLES: dict[str, frozenset[Perm]] = {
 }
 
 
+# The dead-letter group of the failed jobs (tests.engine.tasks.boom); the table only counts
+# it (dry_run): acting on the whole group would reach the other fixtures' jobs too.
+BOOM = fingerprint("builtins.ValueError", "unexpected", "tests.engine.tasks:boom").hash
+
+
 @dataclass
 class Fixture:
     """Jobs in the states the operations need, made fresh for each role."""
 
     scheduled: list[str]
     failed: list[str]
+    # A schedule (repeatable) of queue "default", paused so that it never fires.
+    schedule: str = "x"
 
 
 def make_jobs(engine: EngineSettings, sets: int) -> list[Fixture]:
@@ -56,7 +64,12 @@ def make_jobs(engine: EngineSettings, sets: int) -> list[Fixture]:
     ]
     async_to_sync(mirror_all)()
     sync_queues()  # the admin's queue rows
-    return [Fixture(s, f) for s, f in zip(scheduled, failed, strict=True)]
+    names = [f"every-{i}" for i in range(sets)]
+    for name in names:
+        services.run_engine(
+            lambda c, n=name: c.repeats.add(n, t.add.call(1, 2), every_s=60, paused=True)
+        )
+    return [Fixture(s, f, n) for s, f, n in zip(scheduled, failed, names, strict=True)]
 
 
 def api_table(jobs: Fixture) -> list[tuple[str, str, Any, Perm]]:
@@ -68,6 +81,7 @@ def api_table(jobs: Fixture) -> list[tuple[str, str, Any, Perm]]:
         ("get", "/queues", None, Perm.VIEW),
         ("get", "/workers", None, Perm.VIEW),
         ("get", "/stats", None, Perm.VIEW),
+        ("get", "/charts", None, Perm.VIEW),
         ("get", "/tasks", None, Perm.VIEW),
         ("get", "/dlq", None, Perm.VIEW),
         ("post", "/jobs", {"task": "add", "args": [1, 2]}, Perm.SUBMIT),
@@ -78,6 +92,41 @@ def api_table(jobs: Fixture) -> list[tuple[str, str, Any, Perm]]:
         ("post", "/dlq/resubmit", {"queue": "default", "ids": [f[2]]}, Perm.RETRY),
         ("post", "/queues/default/pause", None, Perm.CHANGE_QUEUE),
         ("post", "/queues/default/resume", None, Perm.CHANGE_QUEUE),
+        ("get", "/schedules", None, Perm.VIEW),
+        ("get", f"/schedules/default/{jobs.schedule}", None, Perm.VIEW),
+        (
+            "post",
+            "/schedules",
+            {"name": f"{jobs.schedule}-new", "task": "add", "args": [1, 2], "every_s": 60},
+            Perm.CHANGE_QUEUE,
+        ),
+        (
+            "put",
+            f"/schedules/default/{jobs.schedule}",
+            {"task": "add", "args": [2, 2], "every_s": 30},
+            Perm.CHANGE_QUEUE,
+        ),
+        ("post", f"/schedules/default/{jobs.schedule}/pause", None, Perm.CHANGE_QUEUE),
+        ("post", f"/schedules/default/{jobs.schedule}/resume", None, Perm.CHANGE_QUEUE),
+        ("post", f"/schedules/default/{jobs.schedule}/run", None, Perm.CHANGE_QUEUE),
+        ("delete", f"/schedules/default/{jobs.schedule}", None, Perm.CHANGE_QUEUE),
+        ("get", "/dead-letters", None, Perm.VIEW),
+        ("post", f"/jobs/{f[0]}/replay", {}, Perm.RETRY),
+        ("post", "/dead-letters/resubmit", {"fingerprint": BOOM, "dry_run": True}, Perm.RETRY),
+        ("post", "/dead-letters/purge", {"fingerprint": BOOM, "dry_run": True}, Perm.PURGE),
+        ("get", "/queues/default", None, Perm.VIEW),
+        ("put", "/queues/default/limits", {"rate_limit": "100/s"}, Perm.CHANGE_QUEUE),
+        (
+            "post",
+            "/flows",
+            {
+                "jobs": [
+                    {"ref": "a", "task": "add", "args": [1, 2]},
+                    {"ref": "b", "task": "add", "args": [3, 4], "depends_on": ["a"]},
+                ]
+            },
+            Perm.SUBMIT,
+        ),
     ]
 
 
@@ -128,6 +177,15 @@ def admin_actions(jobs: Fixture) -> list[tuple[str, str, list[str], Perm]]:
         ("/admin/jobsite/jobrecord/", "purge_jobs", [f[2]], Perm.PURGE),
         ("/admin/jobsite/queuerecord/", "pause", ["default"], Perm.CHANGE_QUEUE),
         ("/admin/jobsite/queuerecord/", "resume", ["default"], Perm.CHANGE_QUEUE),
+        *[
+            (
+                "/admin/jobsite/schedule/",
+                f"{verb}_schedules",
+                [f"default/{jobs.schedule}"],
+                Perm.CHANGE_QUEUE,
+            )
+            for verb in ("pause", "resume", "run", "delete")
+        ],
     ]
 
 
@@ -186,6 +244,13 @@ def test_every_role_against_every_operation(engine: EngineSettings, role: str) -
         "/admin/jobsite/queuerecord/": Perm.VIEW,
         "/admin/jobsite/workerrecord/": Perm.VIEW,
         "/dashboard/": Perm.VIEW,
+        f"/dashboard/jobs/{jobs.scheduled[0]}/": Perm.VIEW,
+        "/dashboard/schedules/": Perm.VIEW,
+        "/admin/jobsite/schedule/": Perm.VIEW,
+        "/admin/jobsite/schedule/add/": Perm.CHANGE_QUEUE,
+        f"/admin/jobsite/schedule/default/{jobs.schedule}/change/": Perm.CHANGE_QUEUE,
+        "/dashboard/dead-letters/": Perm.VIEW,
+        "/dashboard/queues/": Perm.VIEW,
     }
     for url, perm in pages.items():
         seen[("page", url)] = (page_allowed(web, url), perm in held)

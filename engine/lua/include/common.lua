@@ -1,14 +1,19 @@
 --[[
-  Shared helpers, inlined by engine/scripts.py where a script says `--@include common`.
+  Shared helpers, inlined by engine/luasrc.py where a script says `--@include common`.
   queue(prefix, maxlen, ttl_ms): Q, the 12 queue keys of keys.QUEUE_KEYS (KEYS[1..12]) by name,
   with the job key prefix, the events maxlen, the ttl of jobs ending outside the DLQ and `now`.
   now_ms(): Redis server time in ms. fmt(n): a number as an exact integer string.
   ready_score(priority, seq): ZSET score of a ready job (higher priority first, then arrival).
   emit(...): append one transition event to the queue's stream.
-  append_error(key, err): append one JSON error object to the job's `errors` JSON array.
+  append_error(key, err): append one JSON error object to the job's `errors` JSON array, and
+  set the job's `fingerprint` field to the error's (engine/fingerprint.py; none: field removed).
+  script_error(kind, message, attempt, at_ms): the JSON error object of an error a script makes,
+  fingerprinted by its type alone (fingerprint_hash(kind) in engine/fingerprint.py).
   make_ready(Q, ...): put a `submitted` job where workers find it: the ready ZSET, or the waiting
   ZSET of its concurrency key while that key is at its limit (keyed = false: it has none);
-  stats' waiting_turn counts the jobs waiting so.
+  stats' waiting_turn counts the jobs waiting so, and `turn|<waiting ZSET key>` those of each
+  key (the field is deleted at zero, so the queue page lists the keys in use from the HASH).
+  turn(Q, waiting, n): add n to both counts.
   free_slot(Q, key, id): give back the job's concurrency slot (idempotent) and admit the next
   waiting job of its key at the back of its priority band (fair turns between keys).
   finish(Q, key, id): free_slot, and give back its deduplication id (except in throttle mode).
@@ -122,6 +127,22 @@ local function append_error(key, err)
     errors = string.sub(errors, 1, -2) .. ',' .. err .. ']'
   end
   rcall('HSET', key, 'errors', errors)
+  -- Top-level key only: a quote inside a JSON string is escaped, so it cannot match there.
+  local fp = string.match(err, '"fingerprint":"(%x+)"')
+  if fp then rcall('HSET', key, 'fingerprint', fp) else rcall('HDEL', key, 'fingerprint') end
+end
+
+local function script_error(kind, message, attempt, at_ms)
+  return cjson.encode({type = kind, message = message, attempt = attempt, at_ms = at_ms,
+                       fingerprint = string.sub(redis.sha1hex(kind .. '\n\n'), 1, 16),
+                       fingerprint_message = '', fingerprint_frame = ''})
+end
+
+local function turn(Q, waiting, n)
+  rcall('HINCRBY', Q.stats, 'waiting_turn', n)
+  if rcall('HINCRBY', Q.stats, 'turn|' .. waiting, n) <= 0 then
+    rcall('HDEL', Q.stats, 'turn|' .. waiting)
+  end
 end
 
 local function make_ready(Q, key, id, priority, seq, keyed)
@@ -131,7 +152,7 @@ local function make_ready(Q, key, id, priority, seq, keyed)
   if ck[1] then
     if rcall('SISMEMBER', ck[1], id) == 0 and rcall('SCARD', ck[1]) >= tonumber(ck[3]) then
       rcall('ZADD', ck[2], score, id)
-      rcall('HINCRBY', Q.stats, 'waiting_turn', 1)
+      turn(Q, ck[2], 1)
       return false
     end
     rcall('SADD', ck[1], id)
@@ -144,12 +165,12 @@ end
 local function free_slot(Q, key, id)
   local f = rcall('HMGET', key, 'ckey_active', 'ckey_waiting', 'concurrency_limit')
   if not f[1] then return end
-  if rcall('ZREM', f[2], id) == 1 then rcall('HINCRBY', Q.stats, 'waiting_turn', -1) end
+  if rcall('ZREM', f[2], id) == 1 then turn(Q, f[2], -1) end
   if rcall('SREM', f[1], id) == 0 then return end
   while rcall('SCARD', f[1]) < tonumber(f[3]) do
     local nxt = rcall('ZPOPMIN', f[2])
     if #nxt == 0 then break end
-    rcall('HINCRBY', Q.stats, 'waiting_turn', -1)
+    turn(Q, f[2], -1)
     rcall('SADD', f[1], nxt[1])
     local priority = rcall('HGET', Q.prefix .. nxt[1], 'priority') or 0
     rcall('ZADD', Q.submitted, ready_score(priority, rcall('INCR', Q.seq)), nxt[1])
@@ -199,7 +220,7 @@ local function fail_child(Q, cid, parent, state)
     if c[2] == 'cancel' then to = 'cancelled' end
     local msg = 'parent ' .. parent .. ' ended ' .. state
     unqueue(Q, cid)
-    append_error(ckey, cjson.encode({type = 'ParentFailed', message = msg, attempt = 0, at_ms = Q.now}))
+    append_error(ckey, script_error('ParentFailed', msg, 0, Q.now))
     emit(Q, cid, 'blocked', to, 0, '', msg)
     bury(Q, ckey, cid, to)
   end

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -16,6 +17,7 @@ from engine.cli import parse_queues
 from engine.reconnect import Reconnect, run_periodic
 
 from ... import conf, schedules
+from ...charts import sample_depth
 from ...isolation import isolation
 from ...mirror import Mirror
 from ...reconcile import reconcile, sync_queues, sync_workers
@@ -25,7 +27,7 @@ from ...services import relay_once
 from ...signals import WORKER_HOOKS
 
 log = logging.getLogger("jobsite.runworker")
-LOOPS = ("worker", "mirror", "relay", "reconcile", "retention")
+LOOPS = ("worker", "mirror", "relay", "reconcile", "retention", "depth")
 # Database failures that pass (a dropped connection, a locked SQLite file): retried like Redis'.
 DB_TRANSIENT: tuple[type[BaseException], ...] = (OperationalError, InterfaceError)
 
@@ -70,7 +72,8 @@ class Command(BaseCommand):
         if worker is not None:
             await self._sync_schedules(declared, queues, stopping)
         mirror = Mirror(queues) if "mirror" in loops else None
-        background = self._background(loops, mirror, stopping, options["reconcile_interval"])
+        interval_s = options["reconcile_interval"]
+        background = self._background(loops, mirror, stopping, interval_s, queues)
         crashed: list[tuple[str, BaseException]] = []
 
         def watch(name: str, task: asyncio.Task[None]) -> None:
@@ -104,9 +107,14 @@ class Command(BaseCommand):
             raise CommandError(f"loop {name} crashed: {exc!r}; see the log above", returncode=70)
 
     def _background(
-        self, loops: set[str], mirror: Mirror | None, stopping: asyncio.Event, interval_s: float
+        self,
+        loops: set[str],
+        mirror: Mirror | None,
+        stopping: asyncio.Event,
+        interval_s: float,
+        queues: list[str],
     ) -> dict[str, asyncio.Task[None]]:
-        """Start the mirror, relay and reconcile loops that were chosen; return them by name."""
+        """Start the mirror, relay, reconcile, retention and depth loops chosen; return them."""
         background: dict[str, asyncio.Task[None]] = {}
         if mirror is not None:
             background["mirror"] = asyncio.create_task(mirror.run(stopping, DB_TRANSIENT))
@@ -123,7 +131,20 @@ class Command(BaseCommand):
             background["retention"] = asyncio.create_task(
                 run_periodic("retention", self._prune, stopping, DB_TRANSIENT)
             )
+        if "depth" in loops:
+            background["depth"] = asyncio.create_task(
+                run_periodic("depth", self._sample_depth(queues), stopping, DB_TRANSIENT)
+            )
         return background
+
+    @staticmethod
+    def _sample_depth(queues: list[str]) -> Any:
+        async def step() -> float:
+            """Sample the queues' depth for the charts; again early in the next minute."""
+            await sync_to_async(sample_depth, thread_sensitive=True)(queues)
+            return 60.0 - time.time() % 60 + 0.5
+
+        return step
 
     @staticmethod
     def _worker(queues: list[str], limits: dict[str, int], options: dict[str, Any]) -> Worker:

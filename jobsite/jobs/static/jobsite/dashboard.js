@@ -1,18 +1,8 @@
 // Jobsite dashboard: a websocket for live data (coalesced by the server), the API for actions.
 (() => {
   "use strict";
-  const $ = (sel) => document.querySelector(sel);
-  const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
-  // Where things are and what this user may do: from the page (reverse() on the server).
-  const config = JSON.parse(document.getElementById("jobsite-config").textContent);
+  const {$, esc, seg, config, may, jobPage} = window.jobsite;
   const csrf = config.csrf;
-  // Every value put into a URL is encoded: an id like "../queues/x/pause?" stays one segment.
-  const seg = encodeURIComponent;
-  // The admin's own quoting of primary keys in URLs (django.contrib.admin.utils.quote), then ours.
-  const adminQuote = (id) => String(id).replace(/[:/_#?;@&=+$,"[\]<>%\n\\]/g,
-    (c) => "_" + c.charCodeAt(0).toString(16).toUpperCase().padStart(2, "0"));
-  const jobPage = (id) => config.job_page.replace("JOB_ID", seg(adminQuote(id)));
-  const may = (action) => Boolean(config.may[action]);
   let socket;
   let filter = {};
 
@@ -43,23 +33,6 @@
     $("#search tbody").innerHTML = (data.jobs || []).map((j) => `<tr data-id="${esc(j.id)}"><td><input type="checkbox" value="${esc(j.id)}" ${ticked.has(j.id) ? "checked" : ""}></td><td><a href="${esc(jobPage(j.id))}"><small>${esc(j.id)}</small></a></td><td>${esc(j.task)}</td><td>${esc(j.queue)}</td>
       <td class="state-${esc(j.state)}">${esc(j.state)}</td><td>${j.attempt}</td>
       <td>${may("cancel") && (data.vocabulary || config.vocabulary).cancellable.includes(j.state) ? `<button data-job="${esc(j.id)}" data-action="cancel">cancel</button>` : ""}</td></tr>`).join("");
-    chart(data.throughput || []);
-  }
-
-  function chart(points) {
-    const canvas = $("#throughput");
-    const ctx = canvas.getContext("2d");
-    ctx.clearRect(0, 0, canvas.width, canvas.height);
-    const top = Math.max(1, ...points.map((p) => p.completed + p.failed));
-    const width = canvas.width / 60;
-    const now = Date.now();
-    for (const p of points) {
-      const x = canvas.width - ((now - Date.parse(p.minute)) / 60000) * width;
-      const hc = (p.completed / top) * (canvas.height - 10);
-      const hf = (p.failed / top) * (canvas.height - 10);
-      ctx.fillStyle = "#3b7cff"; ctx.fillRect(x, canvas.height - hc, width - 2, hc);
-      ctx.fillStyle = "#c0392b"; ctx.fillRect(x, canvas.height - hc - hf, width - 2, hf);
-    }
   }
 
   async function act(path, method, question) {
@@ -108,8 +81,6 @@
     socket.send(JSON.stringify({filter}));
   });
   document.addEventListener("visibilitychange", () => socket && socket.readyState === 1 && socket.send(JSON.stringify({visible: !document.hidden})));
-  for (const el of document.querySelectorAll("[data-needs]")) {
-    if (!el.dataset.needs.split(" ").some(may)) el.hidden = true;
-  }
+  window.jobsite.hideForbidden();
   connect();
 })();

@@ -1,0 +1,82 @@
+"""Mirror drain cost: the time `apply_batch` takes per event, on a fresh database.
+
+`python -m bench.mirror_drain DATABASE_URL [--jobs 20000] [--batch 5000]`: a private Redis, the
+demo jobs enqueued and run by an in-process burst worker (every event kept), then the whole
+stream read and applied in batches as the mirror does (job hashes included), timing only
+`apply_batch`. A second pass replays the same events (all already applied). Prints one JSON line.
+Short and CPU-bound: for comparing two versions of the mirror side by side, not a report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import time
+from typing import Any
+
+
+async def _events(redis_url: str, jobs: int) -> tuple[list[Any], dict[str, dict[str, str]]]:
+    from engine import Client, EngineSettings, Worker
+    from engine.events import EventReader
+    from jobsite.demo_tasks import resize_image
+    from jobsite.jobs.registry import load_tasks
+
+    settings = EngineSettings.from_url(redis_url, events_maxlen=max(100_000, jobs * 4))
+    async with Client(settings) as client:
+        for first in range(0, jobs, 1000):
+            calls = [resize_image.call(n, 1) for n in range(first, min(first + 1000, jobs))]
+            await client.enqueue_many(calls)
+        worker = Worker(settings, load_tasks(["jobsite.demo_tasks"]), concurrency=500, burst=True)
+        await worker.run()
+        reader = EventReader(client.redis, settings, ["default"], consumer="drain")
+        await reader.ensure_groups()
+        events: list[Any] = []
+        while batch := await reader.read(10_000, None):
+            events.extend(batch)
+        ids = sorted({e.job for e in events})
+        hashes: dict[str, dict[str, str]] = {}
+        for start in range(0, len(ids), 1000):
+            hashes.update(await reader.job_hashes("default", ids[start : start + 1000]))
+    return events, hashes
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("database_url")
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--batch", type=int, default=5000)
+    args = parser.parse_args()
+    os.environ["DATABASE_URL"] = args.database_url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jobsite.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from engine.devserver import RedisServer
+    from jobsite.jobs.mirror import apply_batch
+
+    call_command("migrate", verbosity=0)
+    with RedisServer() as server:
+        os.environ["REDIS_URL"] = server.url
+        events, hashes = asyncio.run(_events(server.url, args.jobs))
+    out: dict[str, Any] = {"jobs": args.jobs, "events": len(events)}
+    for name in ("first", "replay"):
+        cpu, wall = time.process_time(), time.perf_counter()
+        for start in range(0, len(events), args.batch):
+            chunk = events[start : start + args.batch]
+            apply_batch(chunk, {e.job: hashes[e.job] for e in chunk if e.job in hashes})
+        wall_s, cpu_s = time.perf_counter() - wall, time.process_time() - cpu
+        out[name] = {
+            "wall_s": round(wall_s, 2),
+            "cpu_s": round(cpu_s, 2),
+            "events_per_s": round(len(events) / wall_s),
+        }
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

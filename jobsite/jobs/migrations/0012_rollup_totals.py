@@ -1,0 +1,26 @@
+"""The charts' rollup keeps totals rows (queue and task "") beside the per-queue ones, and an
+index on each slice over time; the totals of what was already counted are made here."""
+
+from django.db import migrations, models
+
+
+def add_totals(apps, schema_editor):
+    from jobsite.jobs.rollup import add_totals
+
+    add_totals(schema_editor.connection)
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("jobsite", "0011_job_flows"),
+    ]
+
+    operations = [
+        migrations.AddIndex(
+            model_name="rollupcount",
+            index=models.Index(
+                fields=["span_s", "queue", "task", "start"], name="jobsite_rollup_slice"
+            ),
+        ),
+        migrations.RunPython(add_totals, migrations.RunPython.noop),
+    ]

@@ -1,0 +1,66 @@
+// Dead letters grouped by error fingerprint, with resubmit and purge of a whole group.
+(() => {
+  "use strict";
+  const {$, esc, api, jobPage, hideForbidden} = window.jobsite;
+  const time = (at) => (at ? new Date(at).toLocaleString() : "–");
+  const VERBS = {resubmit: "Resubmit", purge: "Purge"};
+  let groups = [];
+  let timer;
+
+  function filters() {
+    const params = new URLSearchParams();
+    for (const name of ["queue", "task"]) {
+      const value = $(`#filters [name=${name}]`).value.trim();
+      if (value) params.set(name, value);
+    }
+    return params;
+  }
+
+  function row(g, i) {
+    const s = g.sample || {};
+    const tasks = Object.entries(g.tasks).map(([t, n]) => `${esc(t)} <small>×${n}</small>`).join("<br>");
+    const error = g.fingerprint ? `<b>${esc(s.exception)}</b>: ${esc(s.pattern || s.message)}` : `<b>no error recorded</b> (${esc(s.type)}): ${esc(s.message)}`;
+    return `<tr data-index="${i}"><td class="count">${g.count}</td>
+      <td>${error}${s.frame ? `<br><small>at <code>${esc(s.frame)}</code></small>` : ""}
+        <br><small>fingerprint <code>${esc(g.fingerprint || "–")}</code>; newest: ${s.job_id ? `<a href="${esc(jobPage(s.job_id))}">${esc(s.job_id)}</a>` : "–"}
+        ${g.fingerprint && s.pattern !== s.message ? `<q>${esc(s.message)}</q>` : ""}</small></td>
+      <td>${tasks}</td><td>${g.queues.map(esc).join(", ")}</td><td>${esc(time(g.first_seen))}</td><td>${esc(time(g.last_seen))}</td>
+      <td><button data-act="resubmit" data-needs="retry">Resubmit</button> <button data-act="purge" data-needs="purge">Purge</button></td></tr>`;
+  }
+
+  async function load() {
+    clearTimeout(timer);
+    try {
+      const query = filters().toString();
+      groups = await api(`/dead-letters${query ? `?${query}` : ""}`);
+      $("#groups tbody").innerHTML = groups.map(row).join("") || `<tr><td colspan="7">no dead letters</td></tr>`;
+      hideForbidden($("#groups"));
+      $("#status").textContent = `${groups.reduce((n, g) => n + g.count, 0)} dead letters in ${groups.length} groups`;
+    } catch (error) {
+      $("#status").textContent = `could not load: ${error.message}`;
+    }
+    timer = setTimeout(load, 5000);
+  }
+
+  // Count first (dry run), confirm with the count, then act on the whole group.
+  async function act(action, group) {
+    const body = {fingerprint: group.fingerprint, ...Object.fromEntries(filters())};
+    const message = $("#message");
+    try {
+      const {matched} = await api(`/dead-letters/${action}`, {method: "POST", body: {...body, dry_run: true}});
+      if (!confirm(`${VERBS[action]} ${matched} dead letters of this group?`)) return;
+      const {changed} = await api(`/dead-letters/${action}`, {method: "POST", body});
+      message.textContent = `${VERBS[action]}: ${changed} of ${matched} jobs`;
+    } catch (error) {
+      message.textContent = `${VERBS[action]} failed: ${error.message}`;
+    }
+    load();
+  }
+
+  $("#groups").addEventListener("click", (event) => {
+    const button = event.target.closest("button[data-act]");
+    if (button) act(button.dataset.act, groups[Number(button.closest("tr").dataset.index)]);
+  });
+  $("#filters").addEventListener("submit", (event) => { event.preventDefault(); load(); });
+  load();
+})();

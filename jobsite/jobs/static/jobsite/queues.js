@@ -1,0 +1,90 @@
+// The queues page: each queue's counts, pause state, rate limit and concurrency keys, refreshed
+// every 3 seconds; pause, resume and the rate limit are set through the API.
+(() => {
+  "use strict";
+  const {$, $$, esc, seg, api, config, hideForbidden} = window.jobsite;
+  const vocabulary = config.vocabulary;
+  // Columns from the one vocabulary: live states, then waiting turn and DLQ, then totals ended.
+  const columns = [
+    ...vocabulary.live.map((s) => [s, s]),
+    ["waiting turn", "waiting_turn"],
+    ["dlq", "dlq"],
+    ...vocabulary.terminal.map((s) => [`${s} (total)`, `${s}_total`]),
+  ];
+  const cards = new Map();
+  let timer;
+
+  function card(name) {
+    if (cards.has(name)) return cards.get(name);
+    const node = $("#queue-card").content.firstElementChild.cloneNode(true);
+    node.dataset.queue = name;
+    $(".name", node).textContent = name;
+    $(".counts thead tr", node).innerHTML = columns.map(([label]) => `<th>${esc(label)}</th>`).join("");
+    hideForbidden(node);
+    node.addEventListener("click", (event) => {
+      const button = event.target.closest("button[data-action]");
+      if (button) act(name, button.dataset.action);
+    });
+    $("form.rate", node).addEventListener("submit", (event) => {
+      event.preventDefault();
+      setRate(name, $("input[name=rate_limit]", node).value.trim() || null);
+    });
+    $("#queue-list").append(node);
+    cards.set(name, node);
+    return node;
+  }
+
+  function render(queue) {
+    const node = card(queue.name);
+    $(".paused-state", node).textContent = queue.paused ? "paused" : "running";
+    $(".paused-state", node).className = `paused-state ${queue.paused ? "state-failed" : "state-completed"}`;
+    if (config.may.change_queue) {
+      $("[data-action=pause]", node).hidden = queue.paused;
+      $("[data-action=resume]", node).hidden = !queue.paused;
+    }
+    $(".counts tbody tr", node).innerHTML = columns.map(([, key]) => `<td>${queue.counts[key] ?? 0}</td>`).join("");
+    const rate = queue.rate_limit;
+    $(".rate-now", node).textContent = rate ? `${rate.per_s} per second (one start every ${rate.interval_ms} ms)` : "none";
+    $(".keys tbody", node).innerHTML = queue.concurrency_keys.map((k) => `<tr data-key="${esc(k.key)}">
+      <td><code>${esc(k.key)}</code></td><td>${k.waiting}</td><td>${k.active}</td></tr>`).join("")
+      || `<tr><td colspan="3">no job waits for its key's turn</td></tr>`;
+  }
+
+  async function load() {
+    clearTimeout(timer);
+    try {
+      const names = (await api("/queues")).map((q) => q.name);
+      $("#queue-list .empty").hidden = names.length > 0;
+      for (const name of names) render(await api(`/queues/${seg(name)}`));
+      $("#status").textContent = `updated ${new Date().toLocaleTimeString()}`;
+    } catch (error) {
+      $("#status").textContent = `could not load: ${error.message}`;
+    }
+    timer = setTimeout(load, 3000);
+  }
+
+  async function act(name, action) {
+    const node = card(name);
+    try {
+      if (action === "lift") return await setRate(name, null);
+      render(await api(`/queues/${seg(name)}/${action}`, {method: "POST"}).then(() => api(`/queues/${seg(name)}`)));
+      $(".error", node).textContent = "";
+    } catch (error) {
+      $(".error", node).textContent = error.message;
+    }
+  }
+
+  async function setRate(name, rate) {
+    const node = card(name);
+    try {
+      render(await api(`/queues/${seg(name)}/limits`, {method: "PUT", body: {rate_limit: rate}}));
+      $(".error", node).textContent = "";
+      $("input[name=rate_limit]", node).value = "";
+    } catch (error) {
+      $(".error", node).textContent = error.message;
+    }
+  }
+
+  $$("#queue-list .empty").forEach((el) => { el.hidden = true; });
+  load();
+})();

@@ -1,0 +1,158 @@
+// The schedules page: the list from the API, refreshed every 2 s; forms and buttons for
+// users who may change schedules (config.may.change_queue).
+(() => {
+  "use strict";
+  const {$, $$, esc, seg, api, may, jobPage, hideForbidden} = window.jobsite;
+  const REFRESH_MS = 2000;
+  const form = $("#schedule-form");
+  let editing = null;  // {queue, name} while the form edits a schedule
+  let timer;
+  let shown = [];
+
+  const time = (at) => new Date(at).toLocaleString();
+  const path = (s, action = "") => `/schedules/${seg(s.queue)}/${seg(s.name)}${action}`;
+  const say = (text, error = false) => { $("#message").textContent = text; $("#message").className = error ? "error" : ""; };
+
+  function when(s) {
+    const base = s.cron ? `cron <code>${esc(s.cron)}</code> (${esc(s.tz)})` : `every ${esc(s.every_s)} s`;
+    return base + (s.skip_if_running ? ", skip if running" : "");
+  }
+
+  function lastRun(s) {
+    const run = s.last_run;
+    if (!run) return "never";
+    const state = run.state || "unknown";
+    return `<a href="${esc(jobPage(run.id))}">${esc(time(run.at))}</a>
+      <span class="state state-${esc(state)}">${esc(state)}</span>${run.manual ? ' <span class="tag">run now</span>' : ""}`;
+  }
+
+  function row(s) {
+    const key = `${s.queue}/${s.name}`;
+    const runs = s.next_runs.map((t) => `<li>${esc(time(t))}</li>`).join("");
+    return `<tr data-key="${esc(key)}">
+      <td><b>${esc(s.name)}</b><br><small>${esc(s.queue)}</small></td>
+      <td><code>${esc(s.task)}</code><br><small>${esc(JSON.stringify(s.args))} ${esc(JSON.stringify(s.kwargs))}</small></td>
+      <td>${when(s)}</td>
+      <td class="next">${runs ? `<ol>${runs}</ol>` : "–"}</td>
+      <td class="last">${lastRun(s)}</td>
+      <td class="origin"><span class="tag">${esc(s.origin)}</span>${s.overridden ? ' <span class="tag override">overridden</span>' : ""}</td>
+      <td class="paused">${s.paused ? "paused" : "active"}</td>
+      <td data-needs="change_queue">
+        <button data-action="edit">Edit</button>
+        <button data-action="${s.paused ? "resume" : "pause"}">${s.paused ? "Resume" : "Pause"}</button>
+        <button data-action="run">Run now</button>
+        <button data-action="delete">Delete</button></td></tr>`;
+  }
+
+  async function load() {
+    clearTimeout(timer);
+    try {
+      shown = await api("/schedules");
+      const body = $("#schedules tbody");
+      body.innerHTML = shown.map(row).join("") || `<tr><td colspan="8">no schedules yet</td></tr>`;
+      hideForbidden(body);
+      $("#status").textContent = "live";
+    } catch (error) {
+      $("#status").textContent = `could not load: ${error.message}`;
+    }
+    timer = setTimeout(load, REFRESH_MS);
+  }
+
+  function showKind(kind) {
+    for (const el of $$("[data-kind]", form)) el.hidden = el.dataset.kind !== kind;
+  }
+
+  function startEdit(s) {
+    editing = {queue: s.queue, name: s.name};
+    form.name.value = s.name; form.name.disabled = true;
+    form.queue.value = s.queue; form.queue.disabled = true;
+    form.task.value = s.task;
+    form.args.value = JSON.stringify(s.args); form.kwargs.value = JSON.stringify(s.kwargs);
+    form.kind.value = s.cron ? "cron" : "every";
+    form.every_s.value = s.every_s ?? ""; form.cron.value = s.cron ?? ""; form.tz.value = s.tz;
+    form.skip_if_running.checked = s.skip_if_running; form.paused.checked = s.paused;
+    showKind(form.kind.value);
+    $("#editor h2").textContent = `Edit ${s.queue}/${s.name}`;
+    $("#schedule-form button[type=submit]").textContent = "Save";
+    $("[data-action=cancel-edit]", form).hidden = false;
+    $("#editor").scrollIntoView();
+  }
+
+  function stopEdit() {
+    editing = null;
+    form.reset();
+    form.name.disabled = form.queue.disabled = false;
+    showKind("every");
+    $("#editor h2").textContent = "New schedule";
+    $("#schedule-form button[type=submit]").textContent = "Create";
+    $("[data-action=cancel-edit]", form).hidden = true;
+  }
+
+  function parsed(field, kind) {
+    let value;
+    try { value = JSON.parse(form[field].value || (kind === "list" ? "[]" : "{}")); } catch (error) { throw new Error(`${field}: not JSON (${error.message})`); }
+    if (kind === "list" ? !Array.isArray(value) : (value === null || typeof value !== "object" || Array.isArray(value))) throw new Error(`${field} must be a JSON ${kind}`);
+    return value;
+  }
+
+  function definition() {
+    const cron = form.kind.value === "cron";
+    return {task: form.task.value, args: parsed("args", "list"), kwargs: parsed("kwargs", "object"),
+      every_s: cron ? null : Number(form.every_s.value), cron: cron ? form.cron.value : null,
+      tz: cron ? form.tz.value || "UTC" : "UTC", skip_if_running: form.skip_if_running.checked, paused: form.paused.checked};
+  }
+
+  async function save(event) {
+    event.preventDefault();
+    $("#form-error").textContent = "";
+    try {
+      const body = definition();
+      if (editing) {
+        await api(path(editing), {method: "PUT", body});
+        say(`saved ${editing.queue}/${editing.name}`);
+      } else {
+        body.name = form.name.value;
+        if (form.queue.value) body.queue = form.queue.value;
+        const made = await api("/schedules", {method: "POST", body});
+        say(`created ${made.queue}/${made.name}`);
+      }
+      stopEdit();
+      load();
+    } catch (error) {
+      $("#form-error").textContent = error.message;
+    }
+  }
+
+  async function act(action, s) {
+    if (action === "edit") return startEdit(s);
+    if (action === "delete" && !confirm(`Delete schedule ${s.queue}/${s.name}? Jobs it submitted stay.`)) return;
+    const [method, suffix] = {pause: ["POST", "/pause"], resume: ["POST", "/resume"], run: ["POST", "/run"], delete: ["DELETE", ""]}[action];
+    try {
+      const answer = await api(path(s, suffix), {method});
+      say(action === "run" ? `submitted job ${answer.id}` : `${action}: ${s.queue}/${s.name}`);
+    } catch (error) {
+      say(`${action} failed: ${error.message}`, true);
+    }
+    load();
+  }
+
+  $("#schedules tbody").addEventListener("click", (event) => {
+    const button = event.target.closest("button[data-action]");
+    if (!button) return;
+    const key = button.closest("tr").dataset.key;
+    const s = shown.find((x) => `${x.queue}/${x.name}` === key);
+    if (s) act(button.dataset.action, s);
+  });
+  form.addEventListener("submit", save);
+  form.kind.addEventListener("change", () => showKind(form.kind.value));
+  $("[data-action=cancel-edit]", form).addEventListener("click", stopEdit);
+
+  hideForbidden();
+  if (may("change_queue")) {
+    $("#editor").hidden = false;
+    api("/tasks").then((tasks) => {
+      form.task.innerHTML = tasks.map((t) => `<option value="${esc(t.name)}">${esc(t.name)}</option>`).join("");
+    }).catch((error) => { $("#form-error").textContent = `could not load tasks: ${error.message}`; });
+  }
+  load();
+})();

@@ -1,0 +1,128 @@
+"""A flow submitted through the API, its graph on the job page; the queues page setting a rate
+limit, showing jobs waiting for their concurrency key's turn, and resuming the queue."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from engine import EngineSettings
+from jobsite.demo_tasks import resize_image
+
+from . import test_dashboard as dash
+from .test_dashboard import DOCS, engine, launch, login
+
+site = dash.site  # the fixture: the site served against a private Redis
+
+pytestmark = pytest.mark.browser
+SHOTS = DOCS / "screenshots"
+
+
+def api_post(page, base: str, path: str, body: object) -> dict:  # type: ignore[no-untyped-def]
+    """POST to the API as the browser's session (its cookies and CSRF token)."""
+    csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
+    answer = page.request.post(
+        f"{base}/api/v1{path}",
+        data=json.dumps(body),
+        headers={"Content-Type": "application/json", "X-CSRFToken": csrf, "Referer": base},
+    )
+    assert answer.status == 201, answer.text()
+    return answer.json()  # type: ignore[no-any-return]
+
+
+def test_a_flow_is_drawn_on_the_job_page(site: tuple[str, str, EngineSettings]) -> None:
+    from playwright.sync_api import sync_playwright
+
+    base, password, _ = site
+    flow = {
+        "jobs": [
+            {"ref": "fetch", "task": "demo.resize_image", "args": [1, 320]},
+            {
+                "ref": "crunch",
+                "task": "demo.crunch_numbers",
+                "args": [500],
+                "depends_on": ["fetch"],
+            },
+            {"ref": "thumb", "task": "demo.resize_image", "args": [1, 64], "depends_on": ["fetch"]},
+            {
+                "ref": "notify",
+                "task": "demo.send_email",
+                "args": ["ops@example.com"],
+                "depends_on": ["crunch", "thumb"],
+            },
+        ]
+    }
+    SHOTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        login(page, base, password)
+        out = api_post(page, base, "/flows", flow)
+        jobs = {j["ref"]: j for j in out["jobs"]}
+        page.goto(f"{base}/dashboard/jobs/{jobs['crunch']['id']}/")
+        page.wait_for_selector("#flow svg a.node", timeout=15_000)
+        assert page.locator("#flow svg a.node").count() == 4
+        assert page.locator("#flow svg path.edge").count() == 4
+        assert out["flow_id"] in (page.text_content("#flow h2") or "")
+        parents = page.locator("#flow .lists a[data-related=parents]")
+        assert parents.count() == 1 and parents.get_attribute("href", timeout=1000).endswith(
+            f"/dashboard/jobs/{jobs['fetch']['id']}/"
+        )
+        # the whole flow completes (send_email retries twice); the graph follows it live
+        done = "#flow svg a.node[data-state=completed]"
+        deadline = time.monotonic() + 30
+        while page.locator(done).count() < 4:
+            assert time.monotonic() < deadline, page.inner_html("#flow")
+            page.wait_for_timeout(300)
+        edge = page.locator(
+            f"#flow path.edge[data-from='{jobs['thumb']['id']}'][data-to='{jobs['notify']['id']}']"
+        )
+        assert edge.count() == 1
+        page.locator("#flow").scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "flow.png"), full_page=True)
+        page.click(f"#flow svg a.node[data-id='{jobs['notify']['id']}']")
+        page.wait_for_url(f"**/dashboard/jobs/{jobs['notify']['id']}/")
+        page.wait_for_selector("#flow .lists a[data-related=parents]", timeout=10_000)
+        assert page.locator("#flow .lists a[data-related=parents]").count() == 2
+        assert not errors, errors
+        browser.close()
+
+
+def test_the_queues_page_sets_a_rate_limit(site: tuple[str, str, EngineSettings]) -> None:
+    from playwright.sync_api import sync_playwright
+
+    base, password, settings = site
+    engine(settings, lambda c: c.pause("default"))
+    keyed = resize_image.using(concurrency_key="tenant-acme", concurrency_limit=1)
+    engine(settings, lambda c: c.enqueue_many([keyed.call(i, 32) for i in range(5)]))
+    SHOTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        login(page, base, password)
+        page.click("nav >> text=Queues")
+        card = "section.queue[data-queue=default]"
+        page.wait_for_selector(f"{card} .keys tr[data-key=tenant-acme]", timeout=15_000)
+        cells = page.locator(f"{card} .keys tr[data-key=tenant-acme] td").all_text_contents()
+        assert cells == ["tenant-acme", "4", "1"]  # four wait behind the one admitted
+        assert page.text_content(f"{card} .paused-state") == "paused"
+        page.fill(f"{card} input[name=rate_limit]", "5/s")
+        page.click(f"{card} form.rate button:not([type])")
+        page.wait_for_selector(f"{card} .rate-now:text('5 per second')", timeout=10_000)
+        assert engine(settings, lambda c: c.rate_limit_ms("default")) == 200.0
+        page.fill(f"{card} input[name=rate_limit]", "sometimes")
+        page.click(f"{card} form.rate button:not([type])")
+        page.wait_for_selector(f"{card} .error:text('rate_limit must look like')", timeout=10_000)
+        assert engine(settings, lambda c: c.rate_limit_ms("default")) == 200.0
+        page.screenshot(path=str(SHOTS / "queues.png"), full_page=True)
+        page.click(f"{card} button[data-action=resume]")
+        deadline = time.monotonic() + 10
+        while engine(settings, lambda c: c.is_paused("default")):
+            assert time.monotonic() < deadline, "not resumed"
+            page.wait_for_timeout(200)
+        page.wait_for_selector(f"{card} .paused-state:text('running')", timeout=10_000)
+        browser.close()

@@ -1,0 +1,123 @@
+"""The schedules page in real headless Chromium: create, edit, pause, run now, see it fire."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from engine import EngineSettings
+from jobsite.demo_tasks import crunch_numbers
+
+from .test_dashboard import DOCS, engine, launch, login, site  # noqa: F401  (site: a fixture)
+
+pytestmark = pytest.mark.browser
+ROW = "#schedules tr[data-key='default/thumbs']"
+
+
+def wait_until(page, check: Callable[[], bool], what: str, timeout_s: float = 20) -> None:  # type: ignore[no-untyped-def]
+    """Poll `check` (the page's CSP forbids wait_for_function's evaluated strings)."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, what
+        page.wait_for_timeout(200)  # lets Playwright handle the page's dialogs meanwhile
+
+
+def create(page, settings: EngineSettings) -> None:  # type: ignore[no-untyped-def]
+    """Create a schedule from the form: a bad cron first (refused), then a good one."""
+    page.fill("#schedule-form input[name=name]", "thumbs")
+    page.select_option("#schedule-form select[name=task]", "demo.resize_image")
+    page.fill("#schedule-form input[name=args]", "[7, 64]")
+    page.select_option("#schedule-form select[name=kind]", "cron")
+    page.fill("#schedule-form input[name=cron]", "61 * * * *")
+    page.click("#schedule-form button[type=submit]")
+    page.wait_for_selector("#form-error:text('invalid cron expression')", timeout=10_000)
+    page.fill("#schedule-form input[name=cron]", "0 3 * * *")
+    page.fill("#schedule-form input[name=tz]", "Europe/Paris")
+    page.click("#schedule-form button[type=submit]")
+    page.wait_for_selector(f"{ROW} td.next li:nth-child(5)", timeout=10_000)
+    rep = engine(settings, lambda c: c.repeats.get("default", "thumbs"))
+    assert (rep.cron, rep.tz, rep.origin) == ("0 3 * * *", "Europe/Paris", "runtime")
+    assert "never" in (page.text_content(f"{ROW} td.last") or "")
+
+
+def edit_and_fire(page, settings: EngineSettings) -> None:  # type: ignore[no-untyped-def]
+    """Edit it to every 2 s; the demo's worker runs its ticks."""
+    page.click(f"{ROW} button[data-action=edit]")
+    page.select_option("#schedule-form select[name=kind]", "every")
+    page.fill("#schedule-form input[name=every_s]", "2")
+    page.click("#schedule-form button[type=submit]")
+    wait_until(
+        page,
+        lambda: "every 2 s" in (page.text_content(f"{ROW}") or ""),
+        "the edit is not shown",
+    )
+    assert engine(settings, lambda c: c.repeats.get("default", "thumbs")).every_s == 2
+    wait_until(
+        page,
+        lambda: "completed" in (page.text_content(f"{ROW} td.last") or ""),
+        "no tick fired and completed",
+    )
+    assert "run now" not in (page.text_content(f"{ROW} td.last") or "")
+
+
+def pause_and_run(page, settings: EngineSettings) -> str:  # type: ignore[no-untyped-def]
+    """Pause it (no next runs), run it now (a job all the same); return that job's id."""
+    page.click(f"{ROW} button[data-action=pause]")
+    wait_until(page, lambda: page.text_content(f"{ROW} td.paused") == "paused", "not paused")
+    assert (page.text_content(f"{ROW} td.next") or "").strip() == "\u2013"  # an en dash: none
+    page.click(f"{ROW} button[data-action=run]")
+    page.wait_for_selector("#message:text('submitted job thumbs@')", timeout=10_000)
+    manual = (page.text_content("#message") or "").split()[-1]
+    wait_until(
+        page,
+        lambda: (
+            "run now" in (page.text_content(f"{ROW} td.last") or "")
+            and "completed" in (page.text_content(f"{ROW} td.last") or "")
+        ),
+        "the run-now job did not complete",
+    )
+    assert engine(settings, lambda c: c.get(manual)).result == {"image_id": 7, "width": 64}
+    # one more, active, for the screenshot: its five next fire times
+    nightly = crunch_numbers.call(1000)
+    engine(settings, lambda c: c.repeats.add("nightly", nightly, cron="0 3 * * *", tz="UTC"))
+    page.wait_for_selector("tr[data-key='default/nightly'] td.next li:nth-child(5)")
+    return manual
+
+
+def test_schedules_page_end_to_end(site: tuple[str, str, EngineSettings]) -> None:  # noqa: F811
+    from playwright.sync_api import sync_playwright
+
+    base, password, settings = site
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        errors: list[str] = []
+        expected = ("/favicon.ico", "/api/v1/schedules")  # no favicon (404); the bad cron (422)
+        page.on(
+            "console",
+            lambda m: (
+                m.type == "error"
+                and not m.location.get("url", "").endswith(expected)
+                and errors.append(f"{m.text} {m.location}")
+            ),
+        )
+        page.on("dialog", lambda d: d.accept())
+        login(page, base, password)
+        page.click("nav a:text('Schedules')")
+        page.wait_for_selector("#status:text('live')", timeout=10_000)
+        page.wait_for_selector(
+            "#schedule-form select[name=task] option[value='demo.resize_image']", state="attached"
+        )
+
+        create(page, settings)
+        edit_and_fire(page, settings)
+        manual = pause_and_run(page, settings)
+        page.screenshot(path=str(DOCS / "screenshots" / "schedules.png"), full_page=True)
+        # its last run links to the job's page
+        page.click(f"{ROW} td.last a")
+        page.wait_for_selector("#headline:has-text('demo.resize_image')", timeout=10_000)
+        assert manual in (page.text_content("#summary h2") or "")
+        assert not errors, errors
+        browser.close()

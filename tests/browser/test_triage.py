@@ -1,0 +1,83 @@
+"""Dead-letter triage and replay in real headless Chromium: a group resubmitted from the page,
+and a failed job replayed with edited arguments until it completes."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from engine import EngineSettings, JobState
+from jobsite.demo_tasks import charge_card, convert_price
+
+from .test_dashboard import DOCS, engine, launch, login, site  # noqa: F401 (the fixture)
+
+SHOTS = DOCS / "screenshots"
+
+
+def wait_until(check, what: str, page, timeout_s: float = 15) -> None:  # type: ignore[no-untyped-def]
+    """Poll `check()` while Playwright handles the page's dialogs; fail naming `what`."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, what
+        page.wait_for_timeout(200)
+
+
+def test_dead_letters_resubmitted_and_a_replay_completing(
+    site: tuple[str, str, EngineSettings],  # noqa: F811
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    base, password, settings = site
+    declined = engine(
+        settings, lambda c: c.enqueue_many([charge_card.call(n) for n in (1999, 25_000, 7)])
+    )
+    wrong = engine(settings, lambda c: c.enqueue(convert_price, 1250, "XYZ"))
+    dead = [*declined, wrong]
+
+    def failed() -> bool:
+        return {engine(settings, lambda c, j=j: c.get(j.id)).state for j in dead} == {
+            JobState.FAILED
+        }
+
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        login(page, base, password)
+        wait_until(failed, "the jobs did not fail", page)
+        page.goto(f"{base}/dashboard/dead-letters/")
+        card = "#groups tr:has-text('demo.charge_card')"
+        page.wait_for_selector(card, timeout=15_000)
+        page.wait_for_selector("#groups tr:has-text('demo.convert_price')", timeout=15_000)
+        assert "card declined for <n> cents" in (page.text_content(card) or "")
+        SHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SHOTS / "dead-letters.png"), full_page=True)
+
+        messages: list[str] = []
+        page.on("dialog", lambda d: (messages.append(d.message), d.accept()))
+        page.click(f"{card} button[data-act=resubmit]")
+
+        def resubmitted() -> bool:
+            jobs = [engine(settings, lambda c, j=j: c.get(j.id)) for j in declined]
+            return all(len(j.errors) == 2 for j in jobs)  # ran again (and failed again)
+
+        wait_until(resubmitted, f"the group was not resubmitted: {messages}", page)
+        assert any(m.startswith("Resubmit ") and "dead letters" in m for m in messages)
+        page.wait_for_selector("#message:has-text('Resubmit:')", timeout=10_000)
+
+        page.goto(f"{base}/dashboard/jobs/{wrong.id}/")
+        area = "#replay-arguments"
+        wait_until(lambda: '"XYZ"' in page.input_value(area), "form not prefilled", page)
+        assert json.loads(page.input_value(area)) == {"args": [1250, "XYZ"], "kwargs": {}}
+        page.fill(area, json.dumps({"args": [1250, "USD"], "kwargs": {}}))
+        page.click("#replay button[type=submit]")
+        page.wait_for_url(lambda url: wrong.id not in url, timeout=10_000)
+        page.wait_for_selector("#headline .state-completed", timeout=15_000)
+        page.wait_for_selector(f"#replay .links a[href*='{wrong.id}']", timeout=10_000)
+        replay_id = page.url.rstrip("/").rsplit("/", 1)[-1]
+        done = engine(settings, lambda c: c.get(replay_id))
+        assert done.state is JobState.COMPLETED and done.result == 1350
+        assert done.replay_of == wrong.id
+        page.goto(f"{base}/dashboard/jobs/{wrong.id}/")
+        page.wait_for_selector(f"#replay .links a[href*='{replay_id}']", timeout=15_000)
+        page.screenshot(path=str(SHOTS / "replay.png"), full_page=True)
+        browser.close()

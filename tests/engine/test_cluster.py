@@ -1,0 +1,170 @@
+"""The engine on a 3-master Redis Cluster it starts itself (redis-server --cluster-enabled).
+
+The queues "default", "a" and "b" hash to slots held by three different masters, so every
+path that spans queues (waiting for work, the scheduler, the registry, event streams) is
+exercised across nodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+from redis.crc import key_slot
+
+from engine import Client, EngineSettings, JobState, QueueKeys, Worker
+from engine.cleaner import Cleaner
+from engine.cluster import TypedRedisCluster
+from engine.connection import connect, server_ms
+from engine.devcluster import ClusterServer
+from engine.errors import ConfigError, RedisUnavailable
+from engine.events import EventReader
+
+from . import tasks as t
+from .helpers import drain
+
+QUEUES = ["default", "a", "b"]
+TASKS = [t.add, t.flaky, t.waits]
+
+
+@pytest.fixture
+async def cc(cluster_settings: EngineSettings) -> AsyncIterator[Client]:
+    async with Client(cluster_settings) as c:
+        yield c
+
+
+def test_the_queues_live_on_three_masters(redis_cluster: ClusterServer) -> None:
+    import redis
+
+    with redis.RedisCluster(host="127.0.0.1", port=redis_cluster.ports[0]) as r:
+        nodes = {r.get_node_from_key(QueueKeys("jobsite", q).marker).port for q in QUEUES}
+    assert nodes == set(redis_cluster.ports)
+    assert len({key_slot(q.encode()) for q in QUEUES}) == 3
+
+
+async def test_a_cluster_url_gives_a_typed_cluster_client(cluster_settings: EngineSettings) -> None:
+    redis = connect(cluster_settings)
+    try:
+        assert isinstance(redis, TypedRedisCluster)
+        for queue in QUEUES:
+            ms = await server_ms(redis, QueueKeys("jobsite", queue).repeat_due)
+            assert abs(ms - time.time() * 1000) < 5_000
+    finally:
+        await redis.aclose()
+    with pytest.raises(ConfigError, match="only database 0"):
+        connect(EngineSettings.from_url(cluster_settings.redis_url + "/3"))
+
+
+async def test_a_dead_cluster_raises_the_typed_error() -> None:
+    from engine.devcluster import free_cluster_port
+
+    settings = EngineSettings.from_url(f"redis+cluster://127.0.0.1:{free_cluster_port()}")
+    redis = connect(settings)
+    try:
+        with pytest.raises(RedisUnavailable):
+            await redis.get("x")
+    finally:
+        await redis.aclose()
+
+
+async def test_one_worker_runs_jobs_of_queues_on_three_masters(
+    cc: Client, cluster_settings: EngineSettings
+) -> None:
+    jobs = [await cc.enqueue(t.add.using(queue=q), n, n) for n, q in enumerate(QUEUES * 3)]
+    worker = await drain(cluster_settings, TASKS, queues=QUEUES)
+    assert worker.counters["completed"] == 9
+    for n, job in enumerate(jobs):
+        done = await cc.get(job.id)
+        assert (done.state, done.result) == (JobState.COMPLETED, 2 * n)
+    assert await cc.queues() == sorted(QUEUES)
+
+
+async def test_an_idle_worker_wakes_for_a_job_on_any_master(
+    cc: Client, cluster_settings: EngineSettings
+) -> None:
+    settings = EngineSettings.from_url(cluster_settings.redis_url, idle_wait_s=3.0)
+    worker = Worker(settings, TASKS, queues=QUEUES)
+    running = asyncio.create_task(worker.run())
+    try:
+        await asyncio.sleep(0.5)  # every queue dry: the worker blocks on each master
+        for queue in ("b", "a", "default"):
+            started = time.monotonic()
+            job = await cc.enqueue(t.add.using(queue=queue), 1, 2)
+            assert (await cc.wait(job.id, timeout_s=2.0)).result == 3
+            assert time.monotonic() - started < 1.0  # woken, not the 3 s idle wait
+    finally:
+        worker.stop()
+        await asyncio.wait_for(running, 10)
+
+
+async def test_delayed_jobs_and_retries_run_through_the_scheduler(
+    cc: Client, cluster_settings: EngineSettings
+) -> None:
+    later = await cc.enqueue(t.add.using(queue="b", delay_s=0.3), 2, 3)
+    flaky = await cc.enqueue(t.flaky.using(queue="a", retry_delay_s=0.01))
+    assert (await cc.get(later.id)).state is JobState.SCHEDULED
+    await drain(cluster_settings, TASKS, queues=QUEUES)
+    assert (await cc.get(later.id)).result == 5
+    failed = await cc.get(flaky.id)
+    assert (failed.state, failed.attempt) == (JobState.FAILED, 4)
+
+
+async def test_repeatables_are_added_and_fire(cc: Client, cluster_settings: EngineSettings) -> None:
+    for queue in ("a", "b"):
+        await cc.repeats.add(f"tick-{queue}", t.add.using(queue=queue).call(1, 1), every_s=0.1)
+    [(rep, due)] = await cc.repeats.list("a")
+    assert rep.name == "tick-a" and due is not None
+    worker = Worker(cluster_settings, TASKS, queues=QUEUES)
+    running = asyncio.create_task(worker.run())
+    await asyncio.sleep(0.8)
+    worker.stop()
+    await asyncio.wait_for(running, 10)
+    for queue in ("a", "b"):
+        assert (await cc.counts(queue))["completed_total"] >= 3
+    await cc.repeats.pause("b", "tick-b")
+    assert await cc.repeats.remove("a", "tick-a")
+    assert [due for _, due in await cc.repeats.list("b")] == [None]
+
+
+async def test_cancel_and_the_cleaner(cc: Client, cluster_settings: EngineSettings) -> None:
+    later = await cc.enqueue(t.add.using(queue="b", delay_s=600), 1, 1)
+    assert await cc.cancel([later.id]) == {later.id: "cancelled"}
+    assert (await cc.get(later.id)).state is JobState.CANCELLED
+    short = await cc.enqueue(t.add.using(queue="a", ttl_s=0.01), 1, 1)
+    await asyncio.sleep(0.05)
+    await Cleaner(cluster_settings, cc.redis, QUEUES).tick()
+    assert (await cc.get(short.id)).state is JobState.EXPIRED
+
+
+async def test_flows_on_their_queues_master(cc: Client, cluster_settings: EngineSettings) -> None:
+    for queue in ("a", "b"):
+        parent = t.add.using(queue=queue).call(1, 2)
+        child = t.add.using(queue=queue, depends_on=[parent]).call(3, 4)
+        await cc.enqueue_flow([child, parent])
+        assert (await cc.get(child.id)).state is JobState.BLOCKED
+    await drain(cluster_settings, TASKS, queues=QUEUES)
+    assert (await cc.counts("a"))["completed_total"] == 2
+    assert (await cc.counts("b"))["completed_total"] == 2
+
+
+async def test_event_streams_are_read_per_slot(
+    cc: Client, cluster_settings: EngineSettings
+) -> None:
+    reader = EventReader(cc.redis, cluster_settings, QUEUES, consumer="c1")
+    try:
+        await reader.ensure_groups()
+        assert await reader.read(100, None) == []
+        for queue in QUEUES:
+            await cc.enqueue(t.add.using(queue=queue), 1, 1)
+        seen: set[str] = set()
+        deadline = time.monotonic() + 5
+        while len(seen) < 3 and time.monotonic() < deadline:
+            events = await reader.read(100, 200)
+            seen |= {e.queue for e in events}
+            await reader.ack(events)
+        assert seen == set(QUEUES)
+        assert await reader.pending(100, min_idle_ms=0) == []
+    finally:
+        await reader.close()

@@ -1,0 +1,71 @@
+"""The Django mirror on a 3-master Redis Cluster: two queues whose streams live on two masters."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.test import override_settings
+
+from engine import Client, EngineSettings, Worker
+from engine.devcluster import ClusterServer
+from jobsite.jobs import conf
+from jobsite.jobs.mirror import Mirror
+from jobsite.jobs.models import JobRecord
+from jobsite.jobs.registry import load_tasks
+from tests.engine import tasks as t
+
+from .conftest import MODULES
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+QUEUES = ["default", "a"]  # slots 5718 and 15495: two masters
+
+
+@pytest.fixture
+def on_cluster(redis_cluster: ClusterServer) -> Iterator[EngineSettings]:
+    """Point settings.JOBSITE at the flushed private cluster, serving QUEUES."""
+    redis_cluster.flushall()
+    values = {
+        "REDIS_URL": redis_cluster.url,
+        "TASK_MODULES": MODULES,
+        "QUEUES": QUEUES,
+        "SCHEDULER_INTERVAL_S": 0.05,
+        "IDLE_WAIT_S": 0.2,
+    }
+    with override_settings(JOBSITE=values):
+        conf.engine_settings.cache_clear()
+        yield conf.engine_settings()
+    conf.engine_settings.cache_clear()
+
+
+async def _history(settings: EngineSettings) -> list[str]:
+    async with Client(settings) as client:
+        jobs = [await client.enqueue(t.add.using(queue=q), n, n) for n in range(5) for q in QUEUES]
+        jobs.append(await client.enqueue(t.boom.using(queue="a", max_retries=0)))
+    await Worker(settings, load_tasks(MODULES), queues=QUEUES, burst=True).run()
+    return [job.id for job in jobs]
+
+
+async def _mirror(consumer: str) -> int:
+    mirror = Mirror(QUEUES, consumer=consumer)
+    try:
+        await mirror.start()
+        while await mirror.step(block_ms=50):
+            pass
+        return mirror.applied
+    finally:
+        await mirror.aclose()
+
+
+def test_the_mirror_follows_two_queues_on_two_masters(on_cluster: EngineSettings) -> None:
+    ids = async_to_sync(_history)(on_cluster)
+    assert async_to_sync(_mirror)("mirror-cluster") > 0
+    rows = {row.id: row for row in JobRecord.objects.all()}
+    assert set(rows) == set(ids)
+    assert {row.queue for row in rows.values()} == set(QUEUES)
+    assert sum(row.state == "completed" for row in rows.values()) == 10
+    assert rows[ids[-1]].state == "failed"
+    # Nothing is left unread or unacked: a second mirror applies nothing.
+    assert async_to_sync(_mirror)("mirror-cluster") == 0

@@ -1,0 +1,90 @@
+"""The engine's options on django.tasks functions: `@task(...)`, `.using(...)` and the
+backend's OPTIONS["TASK_OPTIONS"] (JobsiteTask, the backend's task_class)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.tasks import TaskResultStatus, task_backends
+from django.tasks.exceptions import InvalidTask
+
+from engine import Client, EngineSettings
+from jobsite.jobs.backends import JobsiteBackend, engine_ref
+from jobsite.jobs.dtask import JobsiteTask
+
+from . import dj_tasks
+from .conftest import run_worker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def engine_job(settings: EngineSettings, job_id: str) -> Any:
+    async def go() -> Any:
+        async with Client(settings) as client:
+            return await client.get(job_id)
+
+    return async_to_sync(go)()
+
+
+def test_task_takes_engine_options_and_keeps_djangos(engine: EngineSettings) -> None:
+    assert JobsiteBackend.task_class is JobsiteTask
+    assert isinstance(dj_tasks.sleepy, JobsiteTask)
+    assert dj_tasks.sleepy.engine_options() == {"max_retries": 0, "timeout_s": 0.2}
+    moved = dj_tasks.sleepy.using(priority=5, timeout_s=3)
+    assert (moved.priority, moved.timeout_s, moved.max_retries) == (5, 3, 0)
+    assert dj_tasks.sleepy.timeout_s == 0.2  # frozen: using() made a copy
+    with pytest.raises(TypeError, match="unknown task options: nope"):
+        dj_tasks.sleepy.using(nope=1)
+    with pytest.raises(InvalidTask, match="rate_limit must look like"):
+        dj_tasks.report.using(rate_limit="often")
+    with pytest.raises(InvalidTask, match="needs a ttl"):
+        dj_tasks.report.using(deduplication={"id": "x", "mode": "throttle"})
+
+
+def test_a_timeout_from_task_is_enforced_and_using_overrides_it(engine: EngineSettings) -> None:
+    timed_out = dj_tasks.sleepy.enqueue(2)
+    roomy = dj_tasks.sleepy.using(timeout_s=5).enqueue(0.3)
+    async_to_sync(run_worker)(engine)
+    failed = dj_tasks.sleepy.get_result(timed_out.id)
+    assert failed.status == TaskResultStatus.FAILED
+    assert "Timeout" in failed.errors[-1].traceback
+    done = dj_tasks.sleepy.get_result(roomy.id)
+    assert done.status == TaskResultStatus.SUCCESSFUL and done.return_value == "woke"
+    assert engine_job(engine, roomy.id).options["timeout_s"] == 5
+
+
+def test_deduplication_returns_the_holders_result(engine: EngineSettings) -> None:
+    once = dj_tasks.add.using(deduplication={"id": "sum-1", "ttl_s": 60})
+    first = once.enqueue(1, 2)
+    again = once.enqueue(3, 4)
+    assert again.id == first.id and again.args == [1, 2]
+    async_to_sync(run_worker)(engine)
+    assert dj_tasks.add.get_result(first.id).return_value == 3
+
+
+def test_limits_and_version_reach_the_job(engine: EngineSettings) -> None:
+    result = dj_tasks.report.using(concurrency_limit=3, ttl_s=60).enqueue(1)
+    job = engine_job(engine, result.id)
+    assert (job.concurrency_key, job.concurrency_limit, job.rate_interval_ms) == (
+        "reports",
+        3,
+        20.0,
+    )
+    assert (job.version, job.ttl_ms) == (1, 60_000)
+    async_to_sync(run_worker)(engine)
+    assert dj_tasks.report.get_result(result.id).return_value == 1
+
+
+def test_backend_task_options_are_every_tasks_defaults(engine: EngineSettings) -> None:
+    backend = task_backends["default"]
+    saved = backend.options
+    backend.options = {**saved, "TASK_OPTIONS": {"max_retries": 9, "queue_timeout_s": 30}}
+    try:
+        job = engine_ref(dj_tasks.add).call(1, 2)
+        assert job.options["max_retries"] == 9 and job.queue_timeout_ms == 30_000
+        job = engine_ref(dj_tasks.sleepy).call(1)
+        assert job.options["max_retries"] == 0  # the task's own wins
+    finally:
+        backend.options = saved
