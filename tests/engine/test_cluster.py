@@ -118,11 +118,15 @@ async def test_repeatables_are_added_and_fire(cc: Client, cluster_settings: Engi
     assert rep.name == "tick-a" and due is not None
     worker = Worker(cluster_settings, TASKS, queues=QUEUES)
     running = asyncio.create_task(worker.run())
-    await asyncio.sleep(0.8)
+    deadline = time.monotonic() + 15  # fires every 0.1 s once the worker is up (children spawn first)
+    while time.monotonic() < deadline:
+        done = [(await cc.counts(queue))["completed_total"] for queue in ("a", "b")]
+        if min(done) >= 3:
+            break
+        await asyncio.sleep(0.05)
     worker.stop()
     await asyncio.wait_for(running, 10)
-    for queue in ("a", "b"):
-        assert (await cc.counts(queue))["completed_total"] >= 3
+    assert min(done) >= 3, done
     await cc.repeats.pause("b", "tick-b")
     assert await cc.repeats.remove("a", "tick-a")
     assert [due for _, due in await cc.repeats.list("b")] == [None]
