@@ -118,7 +118,7 @@ async def test_repeatables_are_added_and_fire(cc: Client, cluster_settings: Engi
     assert rep.name == "tick-a" and due is not None
     worker = Worker(cluster_settings, TASKS, queues=QUEUES)
     running = asyncio.create_task(worker.run())
-    deadline = time.monotonic() + 15  # fires every 0.1 s once the worker is up (children spawn first)
+    deadline = time.monotonic() + 15  # every 0.1 s once the worker is up (after its children)
     while time.monotonic() < deadline:
         done = [(await cc.counts(queue))["completed_total"] for queue in ("a", "b")]
         if min(done) >= 3:
