@@ -124,6 +124,10 @@ def method(ctx: Context) -> str:
 - **Redis memory**: `INFO memory used_memory` after the jobs finished and the worker stopped,
   minus before, per 10,000 jobs{memory_note}, with each system's default result retention
   (1 MiB = 2^20 bytes).
+- **Minimal loop** is not a peer: it is the floor under Jobsite's worker
+  (`bench/minimal_loop.py`: a Lua claim by priority with a lease, a token-fenced Lua completion,
+  one event per job, one script call per batch of 100, nothing else). Its row in the relative
+  table is Jobsite's share of that floor.
 - Timeouts: a system that does not reach its count within max(60 s, jobs/150 s) is reported as
   `timeout` with the count it reached; it never hangs the run."""
 

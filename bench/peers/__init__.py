@@ -16,10 +16,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Protocol
 
-SYSTEMS = ("jobsite", "arq", "saq", "rq", "celery", "dramatiq", "taskiq")
+SYSTEMS = ("jobsite", "minimal", "arq", "saq", "rq", "celery", "dramatiq", "taskiq")
 
 # Which venv runs each system's processes (client and workers). arq needs redis<6.
-VENVS = {"jobsite": ".venv", "arq": ".venv-bench-arq"}
+VENVS = {"jobsite": ".venv", "minimal": ".venv", "arq": ".venv-bench-arq"}
 DEFAULT_VENV = ".venv-bench"
 
 # The queue name every adapter uses.
