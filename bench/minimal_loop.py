@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import uuid
+from typing import Any
 
 import orjson
 import redis.asyncio as redis
@@ -87,26 +88,28 @@ class Loop:
         self.complete = client.register_script(COMPLETE)
         self.token = uuid.uuid4().hex
 
-    def _claim_on(self, target: redis.Redis | object) -> object:
+    def _claim_on(self, target: object) -> Any:
         return self.claim(
             keys=[READY, STARTED], args=[JOB, BATCH, LEASE_MS, self.token], client=target
         )
 
     async def run(self, burst: bool) -> None:
-        claimed: list[bytes] = await self._claim_on(self.redis)  # type: ignore[misc]
+        claimed: list[bytes] = await self._claim_on(self.redis)
         while True:
             if not claimed:
                 if burst:
                     return
                 await self.redis.blpop([WAKE], timeout=1)
-                claimed = await self._claim_on(self.redis)  # type: ignore[misc]
+                claimed = await self._claim_on(self.redis)
                 continue
             ids = claimed[::2]
             for raw in claimed[1::2]:
                 await noop(*orjson.loads(raw))
             async with self.redis.pipeline(transaction=False) as pipe:
-                self.complete(keys=[STARTED, EVENTS], args=[JOB, self.token, *ids], client=pipe)
-                self._claim_on(pipe)
+                await self.complete(
+                    keys=[STARTED, EVENTS], args=[JOB, self.token, *ids], client=pipe
+                )
+                await self._claim_on(pipe)  # queued in the pipeline (awaiting only queues it)
                 _, claimed = await pipe.execute()
 
 

@@ -328,13 +328,17 @@ def _words_match(text: str) -> models.Q | None:
     return models.Q(match)
 
 
-def text_search(rows: models.QuerySet[JobRecord], text: str) -> models.QuerySet[JobRecord]:
+def text_search(
+    rows: models.QuerySet[JobRecord], text: str, ids_up_to: int = 0
+) -> models.QuerySet[JobRecord]:
     """Filter rows whose whole id is `text`, or whose task, arguments or errors contain it.
 
     Substrings are found in JobSearch (any case). On PostgreSQL the word index narrows them
     first, so the text must begin at the start of a word there ("4567" finds "user-4567",
     "567" does not); SQLite scans. Text shorter than SEARCH_MIN_CHARS matches a whole job id
-    or task name instead.
+    or task name instead. With `ids_up_to`, the search runs once, now, and the rows are
+    filtered by the ids it found when there are no more than that many (a caller that reads
+    the rows twice, a count and a page, then searches once); else by the search as a subquery.
     """
     text = text.strip()
     if len(text) < SEARCH_MIN_CHARS:
@@ -345,4 +349,8 @@ def text_search(rows: models.QuerySet[JobRecord], text: str) -> models.QuerySet[
     found = JobSearch.objects.filter(
         models.Q(job_id=text) | (contains if words is None else words & contains)
     )
+    if ids_up_to > 0:
+        ids = list(found.values_list("job_id", flat=True)[: ids_up_to + 1])
+        if len(ids) <= ids_up_to:
+            return rows.filter(id__in=ids)
     return rows.filter(id__in=found.values("job_id"))

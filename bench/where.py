@@ -1,0 +1,138 @@
+"""Where a no-op job's time and memory go: Jobsite's worker beside the minimal loop.
+
+    .venv/bin/python -m bench.where [--jobs 20000] [--runs 3]
+
+For each system, on a private redis-server: enqueue N jobs in bulk, run one burst worker, and
+report per job the wall time, the Redis time (INFO commandstats, the server's own clock) and
+so the worker's share, best of `--runs`. One more run with SLOWLOG recording every command
+splits Jobsite's Redis time by script (SLOWLOG itself slows Redis down, so only the shares are
+read from it). Then Redis memory per finished job, split by structure (MEMORY USAGE).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import redis
+
+from bench import procs
+from bench.collect import read_probe
+from engine.luasrc import load_sources
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _enqueue(url: str, system: str, n: int) -> None:
+    argv = [sys.executable, "-m", "bench.client", system, "bulk", str(n)]
+    subprocess.run(argv, check=True, cwd=ROOT, env={**os.environ, "BENCH_REDIS_URL": url})
+
+
+def _worker(url: str, system: str, probe_dir: Path) -> None:
+    if system == "jobsite":
+        argv = [sys.executable, "-m", "engine", "worker", "--url", url, "--burst"]
+        argv += ["--tasks", "bench.peers.jobsite_tasks", "--queues", "default"]
+        argv += ["--concurrency", "200", "--log-level", "ERROR"]
+    else:
+        argv = [sys.executable, "-m", "bench.minimal_loop", "--url", url, "--burst"]
+    env = {**os.environ, "BENCH_PROBE_DIR": str(probe_dir), "PYTHONWARNINGS": "ignore"}
+    subprocess.run(argv, check=True, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
+
+
+def _redis_usec(r: redis.Redis) -> int:
+    return sum(int(v["usec"]) for v in r.info("commandstats").values())
+
+
+def one_run(r: redis.Redis, url: str, system: str, n: int) -> tuple[float, float]:
+    """Return (wall µs, Redis µs) per job of one burst worker over n queued jobs."""
+    r.flushall()
+    _enqueue(url, system, n)
+    r.config_resetstat()
+    with tempfile.TemporaryDirectory() as folder:
+        _worker(url, system, Path(folder))
+        totals = read_probe(Path(folder))
+    if totals.count != n:
+        raise RuntimeError(f"{system}: {totals.count} of {n} jobs ran")
+    return totals.span_s / n * 1e6, _redis_usec(r) / n
+
+
+def script_shares(r: redis.Redis, url: str, n: int) -> dict[str, float]:
+    """Return each script's share of Jobsite's Redis time, from SLOWLOG (every command)."""
+    verbs = {
+        hashlib.sha1(src.encode()).hexdigest(): verb for verb, (_, src) in load_sources().items()
+    }
+    r.flushall()
+    _enqueue(url, "jobsite", n)
+    r.config_set("slowlog-max-len", 4 * n * 20)
+    r.config_set("slowlog-log-slower-than", 0)
+    r.slowlog_reset()
+    with tempfile.TemporaryDirectory() as folder:
+        _worker(url, "jobsite", Path(folder))
+    spent: Counter[str] = Counter()
+    for entry in r.slowlog_get(4 * n * 20):
+        words = entry["command"].split()
+        if words[0].upper() == b"EVALSHA":
+            spent[verbs.get(words[1].decode(), "other")] += entry["duration"]
+    r.config_set("slowlog-log-slower-than", 10_000)
+    total = sum(spent.values()) or 1
+    return {verb: us / total for verb, us in spent.most_common()}
+
+
+def memory_split(r: redis.Redis, url: str, n: int) -> dict[str, float]:
+    """Return bytes per finished job: job hashes, events stream, other keys, and the total."""
+    r.flushall()
+    before = int(r.info("memory")["used_memory"])
+    _enqueue(url, "jobsite", n)
+    with tempfile.TemporaryDirectory() as folder:
+        _worker(url, "jobsite", Path(folder))
+    total = int(r.info("memory")["used_memory"]) - before
+    by_kind: Counter[str] = Counter()
+    for key in r.scan_iter(count=1000):
+        kind = key.decode().rsplit(":", 2)[-2 if b":job:" in key else -1]
+        by_kind[kind] += int(r.memory_usage(key, samples=0) or 0)
+    out = {name: size / n for name, size in by_kind.most_common(4)}
+    out["total (used_memory)"] = total / n
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.where", description=__doc__)
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as run_dir:
+        server = procs.start_redis(Path(run_dir))
+        r = redis.Redis.from_url(server.url)
+        try:
+            print(f"# bench.where {time.strftime('%Y-%m-%d %H:%M')} jobs={args.jobs}")
+            print("| system | wall µs/job | Redis µs/job | worker µs/job (wall - Redis) | jobs/s |")
+            print("|---|---|---|---|---|")
+            for system in ("jobsite", "minimal"):
+                wall, red = min(one_run(r, server.url, system, args.jobs) for _ in range(args.runs))
+                row = f"{wall:.1f} | {red:.1f} | {wall - red:.1f} | {1e6 / wall:,.0f}"
+                print(f"| {system} | {row} |")
+            shares = script_shares(r, server.url, args.jobs)
+            print(
+                "\nJobsite's Redis time by script: "
+                + ", ".join(f"{verb} {share:.0%}" for verb, share in shares.items())
+            )
+            split = memory_split(r, server.url, 10_000)
+            print(
+                "\nRedis bytes per finished job (10,000 jobs): "
+                + ", ".join(f"{name} {size:,.0f}" for name, size in split.items())
+            )
+        finally:
+            r.close()
+            procs.stop_group(server.proc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
