@@ -32,12 +32,11 @@ class Sweep:
     released: int = 0
     stalled: int = 0
     expired: int = 0
-    pruned: int = 0
     trimmed: int = 0
 
 
 class Cleaner:
-    """Recover jobs of dead workers, expire stale jobs, delete old results, trim the DLQ."""
+    """Recover jobs of dead workers, expire stale jobs, trim the DLQ."""
 
     def __init__(
         self,
@@ -93,13 +92,13 @@ class Cleaner:
         expired = await self.scripts.expire(
             keys, events_maxlen=s.events_maxlen, max_jobs=s.cleaner_batch, ttl_ms=ttl_ms
         )
-        pruned = await self.scripts.prune(
+        trimmed = await self.scripts.prune(
             keys,
             max_jobs=s.cleaner_batch,
             dlq_max_age_ms=s.dlq_max_age_s * 1000,
             dlq_max_len=s.dlq_max_len,
         )
-        return Sweep(reaped.released, reaped.stalled, expired, pruned.finished, pruned.dlq)
+        return Sweep(reaped.released, reaped.stalled, expired, trimmed)
 
     async def tick(self) -> Sweep:
         """Sweep every queue; forget dead workers once their leases have run out too."""
@@ -120,11 +119,10 @@ class Cleaner:
         await self.redis.zremrangebyscore(workers_key(self.settings.prefix), "-inf", cutoff_ms)
         if total.released or total.stalled or total.expired:
             log.info(
-                "cleaner released=%d stalled=%d expired=%d pruned=%d trimmed=%d",
+                "cleaner released=%d stalled=%d expired=%d trimmed=%d",
                 total.released,
                 total.stalled,
                 total.expired,
-                total.pruned,
                 total.trimmed,
             )
         return total

@@ -4,7 +4,7 @@ only itself.
 A job whose worker died while running it (stalls > 0) is a suspect: it may be what killed the
 worker, or it may have been running beside what did. The worker runs suspects one at a time in a
 long-lived child process (`python -m engine.isolate`) that it respawns when it dies. If the child
-dies under a suspect, the job is to blame: the worker counts a stall (stall-12.lua), and after
+dies under a suspect, the job is to blame: the worker counts a stall (stall-11.lua), and after
 `max_stalls` it ends `stalled`. Jobs that merely ran beside a poison job complete in the child.
 
 The protocol is JSON lines: a header (how to load the tasks), then per job one line down and

@@ -24,7 +24,6 @@ QUEUE_KEYS: tuple[str, ...] = (
     "blocked",
     "started",
     "dlq",
-    "done",
     "events",
     "marker",
     "seq",
@@ -50,8 +49,8 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "reap": QUEUE_KEYS,
     "expire": QUEUE_KEYS,
     "cancel": QUEUE_KEYS,
-    "prune": ("done", "dlq", "deadlines"),
-    "purge": ("dlq", "done", "deadlines"),
+    "prune": ("dlq", "deadlines"),
+    "purge": ("dlq", "deadlines"),
     "resubmit": QUEUE_KEYS,
     "declare": ("repeats", "repeat_due", "repeat_last", "declared"),
     "snapshot": ("events",),
@@ -143,11 +142,6 @@ class QueueKeys:
     def dlq(self) -> str:
         """ZSET of job id -> dead_at_ms."""
         return f"{self.base}:dlq"
-
-    @property
-    def done(self) -> str:
-        """ZSET of finished job id -> expires_at_ms (retention)."""
-        return f"{self.base}:done"
 
     @property
     def events(self) -> str:

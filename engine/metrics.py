@@ -1,7 +1,7 @@
 """Read the engine's metrics: what the scripts counted, queue depths, workers, mirror lag.
 
 The transition scripts count in each queue's stats HASH in the same atomic step as the
-transition (common.lua's bury and observe, complete-12.lua, begin-2.lua), so the totals are
+transition (common.lua's bury and observe, complete-11.lua, begin-2.lua), so the totals are
 exact across any number of workers and restarts; this module only reads them.
 """
 

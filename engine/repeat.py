@@ -1,7 +1,7 @@
 """Repeatable jobs: every N seconds or a cron expression in a time zone, stored in Redis.
 
 Definitions live in the queue's `repeats` HASH, the next tick of each active one in its
-`repeat_due` ZSET. Schedulers fire due ticks through submit-14.lua, which writes a tick's job
+`repeat_due` ZSET. Schedulers fire due ticks through submit-13.lua, which writes a tick's job
 only while that tick is still due, so any number of schedulers give one job per tick. Ticks
 missed while no scheduler ran are not replayed: the late tick fires once, then the next future one.
 

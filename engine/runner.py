@@ -24,14 +24,14 @@ from .task import Registry, Task, TaskOptions
 class Kind(StrEnum):
     """What the worker writes for a job: the script it runs (and the dead state, for fail)."""
 
-    COMPLETE = "complete"  # complete-12.lua
-    RETRY = "retry"  # retry-12.lua
-    FAILED = "failed"  # fail-12.lua with that state, as the next three
+    COMPLETE = "complete"  # complete-11.lua
+    RETRY = "retry"  # retry-11.lua
+    FAILED = "failed"  # fail-11.lua with that state, as the next three
     DROPPED = "dropped"
     CANCELLED = "cancelled"
     STALLED = "stalled"
     RELEASE = "release"  # release-4.lua: handed back unrun
-    STALL = "stall"  # stall-12.lua: its isolated child process died
+    STALL = "stall"  # stall-11.lua: its isolated child process died
 
 
 class StopReason(StrEnum):

@@ -23,7 +23,7 @@ __all__ = ["Scripts", "load_sources"]
 
 
 class Claimed(NamedTuple):
-    """One job claim-12.lua moved to `started` (options, parents, trace_context: None if none)."""
+    """One job claim-11.lua moved to `started` (options, parents, trace_context: None if none)."""
 
     id: str
     task: str
@@ -39,7 +39,7 @@ class Claimed(NamedTuple):
 
 
 class Submitted(NamedTuple):
-    """What submit-14.lua did with one job: an outcome (a state word, or -4), an id and a state."""
+    """What submit-13.lua did with one job: an outcome (a state word, or -4), an id and a state."""
 
     outcome: str | int
     id: str
@@ -47,25 +47,18 @@ class Submitted(NamedTuple):
 
 
 class Promoted(NamedTuple):
-    """What promote-12.lua did: jobs promoted, and ms until the next is due (-1: none)."""
+    """What promote-11.lua did: jobs promoted, and ms until the next is due (-1: none)."""
 
     promoted: int
     wait_ms: int
 
 
 class Reaped(NamedTuple):
-    """What reap-12.lua did: jobs released, jobs stalled, orphan entries removed."""
+    """What reap-11.lua did: jobs released, jobs stalled, orphan entries removed."""
 
     released: int
     stalled: int
     orphans_removed: int
-
-
-class Pruned(NamedTuple):
-    """What prune-3.lua deleted: finished jobs past their ttl, DLQ jobs past its limits."""
-
-    finished: int
-    dlq: int
 
 
 class Declared(NamedTuple):
@@ -97,7 +90,7 @@ class RenewJob(NamedTuple):
 
 
 class CompleteJob(NamedTuple):
-    """One job for complete-12.lua with its result JSON."""
+    """One job for complete-11.lua with its result JSON."""
 
     id: str
     token: str
@@ -325,11 +318,10 @@ class Scripts:
 
     async def prune(
         self, keys: QueueKeys, *, max_jobs: int, dlq_max_age_ms: int, dlq_max_len: int
-    ) -> Pruned:
-        """Delete finished jobs past their ttl and trim the DLQ (0: no limit)."""
+    ) -> int:
+        """Trim the DLQ by age and length (0: no limit); return how many jobs it deleted."""
         argv = [keys.job_prefix, max_jobs, dlq_max_age_ms, dlq_max_len]
-        finished, dlq = await self.raw["prune"](keys, argv)
-        return Pruned(int(finished), int(dlq))
+        return int(await self.raw["prune"](keys, argv))
 
     async def purge(self, keys: QueueKeys, *, job_ids: Sequence[str]) -> list[int]:
         """Delete finished jobs; per id 0 purged or a negative Code."""

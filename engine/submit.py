@@ -1,4 +1,4 @@
-"""Turn jobs into submit-14.lua calls: payload checks, flow order, dedup and limit keys."""
+"""Turn jobs into submit-13.lua calls: payload checks, flow order, dedup and limit keys."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def flow_order(jobs: Sequence[Job]) -> list[Job]:
 
 
 def job_spec(job: Job, keys: QueueKeys, limit_bytes: int, tick: Tick | None = None) -> bytes:
-    """Return one job's submit-14.lua argument (checks the payload size)."""
+    """Return one job's submit-13.lua argument (checks the payload size)."""
     args, kwargs = json_args(job, limit_bytes)
     fields = job.to_hash()
     fields["args"], fields["kwargs"] = args.decode(), kwargs.decode()
@@ -90,7 +90,7 @@ async def submit(
     specs: list[bytes],
     atomic: bool = False,
 ) -> list[Submitted]:
-    """Run submit-14.lua; return what it did with each job; a refused batch raises."""
+    """Run submit-13.lua; return what it did with each job; a refused batch raises."""
     return await scripts.submit(
         keys,
         events_maxlen=settings.events_maxlen,

@@ -6,7 +6,7 @@
   KEYS[1] started ZSET (id -> lease deadline ms)   KEYS[2] stats HASH
   ARGV[1] job key prefix   ARGV[2] lease_ms   ARGV[3] number of jobs
   ARGV[4] histogram bucket bounds in ms ("5,10,...")
-  then per job: id, token, isolated ('1': it runs alone in a child process, see reap-12.lua)
+  then per job: id, token, isolated ('1': it runs alone in a child process, see reap-11.lua)
   Returns: one code per job: the attempt number (>= 1), or -2 when the token no longer matches.
   Events: none (the job is already `started`).
 ]]

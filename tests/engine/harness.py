@@ -158,14 +158,14 @@ def audit(
         pipe = r.pipeline(transaction=False)
         for job_id in ids:
             pipe.hmget(keys.job(job_id), "state", "token", "stalls")
-            for name in (keys.submitted, keys.scheduled, keys.started, keys.dlq, keys.done):
+            for name in (keys.submitted, keys.scheduled, keys.started, keys.dlq):
                 pipe.zscore(name, job_id)
         rows = pipe.execute()
         events = r.xrange(keys.events)
         started_left = r.zcard(keys.started)
     states: dict[str, int] = defaultdict(int)
     for i, job_id in enumerate(ids):
-        (state, token, stalls), *places = rows[i * 6 : (i + 1) * 6]
+        (state, token, stalls), *places = rows[i * 5 : (i + 1) * 5]
         states[str(state)] += 1
         if state not in {s.value for s in TERMINAL_STATES}:
             report.lost.append(f"{job_id}:{state}")

@@ -89,6 +89,29 @@ async def test_expired_at_claim_never_runs(client: Client, settings: EngineSetti
     assert (await client.get(job.id)).state is JobState.EXPIRED and t.CALLS == []
 
 
+async def test_finished_jobs_and_their_children_sets_expire_with_the_result_ttl(
+    client: Client, settings: EngineSettings
+) -> None:
+    """Nothing indexes finished jobs: each hash, and the SET of jobs that waited for it, expire."""
+    parent = t.add.using(result_ttl_s=60).call(1, 1)
+    child = t.add.using(depends_on=[parent.id], result_ttl_s=60).call(2, 2)
+    failed = t.boom.using(dead_letter_policy="none", result_ttl_s=60).call()
+    orphan = t.add.using(depends_on=[failed.id], on_parent_failure="cancel").call(3, 3)
+    await client.enqueue_flow([parent, child])
+    await client.enqueue_flow([failed, orphan])
+    await drain(settings, [t.add, t.boom])
+    keys = client.keys("default")
+    for job in (parent, child, failed):
+        assert 50_000 < await client.redis.pttl(keys.job(job.id)) <= 60_000
+    for job in (parent, failed):  # the SET of its waiting jobs is gone, or goes with it
+        assert await client.redis.pttl(keys.children(job.id)) in (-2, *range(50_001, 60_001))
+    assert (await client.get(orphan.id)).state is JobState.CANCELLED
+    assert await client.redis.pttl(keys.job(orphan.id)) > 0
+    assert [k for k in await client.redis.keys("*") if await client.redis.pttl(k) == -1 and (
+        ":job:" in k or ":children:" in k
+    )] == []
+
+
 async def test_retention_and_dlq_trim(client: Client, settings: EngineSettings) -> None:
     kept = dataclasses.replace(settings, dlq_max_len=2)
     done = await client.enqueue(t.add.using(result_ttl_s=1), 1, 1)
@@ -97,8 +120,7 @@ async def test_retention_and_dlq_trim(client: Client, settings: EngineSettings) 
     await asyncio.sleep(1.1)
     await sweep(kept)
     keys = client.keys("default")
-    assert await client.redis.zscore(keys.done, done.id) is None
-    assert not await client.redis.exists(keys.job(done.id))
+    assert not await client.redis.exists(keys.job(done.id))  # expired by Redis (result_ttl_s)
     remaining = {j.id for j in await client.dlq("default")}
     assert len(remaining) == 2 and remaining <= {j.id for j in failed}
 

@@ -117,13 +117,14 @@ async def test_redis_at_maxmemory_loses_nothing_and_workers_go_on(
         procs.append(WorkerProc(url, ledger, concurrency=10, lease_ms=30_000).start())
     await asyncio.sleep(1.0)
     filler = redis.Redis(port=small_redis.port)
-    refused, n = 0, 0
-    while refused < 3:  # fill Redis until it refuses writes
-        try:
-            filler.set(f"filler:{n}", b"x" * 100_000)
-            n += 1
-        except redis.exceptions.OutOfMemoryError:
-            refused += 1
+    n = 0
+    for size in (100_000, 1_000, 10):  # fill Redis until it refuses even the smallest write
+        while True:
+            try:
+                filler.set(f"filler:{n}", b"x" * size)
+                n += 1
+            except redis.exceptions.OutOfMemoryError:
+                break
     full_at = time.time()
     await asyncio.sleep(3.0)
     ends_while_full = sum(1 for x in read_ledger(ledger) if x["kind"] == "end" and x["t"] > full_at)

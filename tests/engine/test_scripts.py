@@ -120,7 +120,7 @@ def test_each_typed_method_takes_its_headers_argv_in_order() -> None:
 
 
 async def test_key_count_is_checked(client: Client) -> None:
-    with pytest.raises(ValueError, match="claim takes 12 keys"):
+    with pytest.raises(ValueError, match="claim takes 11 keys"):
         await client.scripts.raw["claim"](["only-one"], [])
 
 

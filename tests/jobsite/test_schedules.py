@@ -256,6 +256,6 @@ def test_a_cron_schedule_fires_at_the_start_of_the_minute(
     due_ms = int(due)
     assert name == "every-minute" and due_ms % 60_000 == 0  # a tick on the minute
     assert fields["repeat"] == "every-minute"
-    submitted_ms = int(fields["submitted_at_ms"])  # Redis' own clock, set by submit-14.lua
+    submitted_ms = int(fields["submitted_at_ms"])  # Redis' own clock, set by submit-13.lua
     assert 0 <= submitted_ms - due_ms < 3_000, (submitted_ms, due_ms)  # second 0..2
     assert runs[0]["at_ms"] // 60_000 == due_ms // 60_000  # it ran in that same minute

@@ -1,6 +1,6 @@
 --[[
   Shared helpers, inlined by engine/luasrc.py where a script says `--@include common`.
-  queue(prefix, maxlen, ttl_ms): Q, the 12 queue keys of keys.QUEUE_KEYS (KEYS[1..12]) by name,
+  queue(prefix, maxlen, ttl_ms): Q, the 11 queue keys of keys.QUEUE_KEYS (KEYS[1..11]) by name,
   with the job key prefix, the events maxlen, the ttl of jobs ending outside the DLQ and `now`.
   now_ms(): Redis server time in ms. fmt(n): a number as an exact integer string.
   ready_score(priority, seq): ZSET score of a ready job (higher priority first, then arrival).
@@ -18,7 +18,8 @@
   waiting job of its key at the back of its priority band (fair turns between keys).
   finish(Q, key, id): free_slot, and give back its deduplication id (except in throttle mode).
   bury(Q, key, id, state): end a job in a terminal state other than completed: into the DLQ
-  (unless the job's `dlq` field is '0') or into `done` with an expiry; counts it in stats (the
+  (unless the job's `dlq` field is '0'), else the hash and its children SET expire after the
+  queue's ttl (Redis deletes them: no index of finished jobs); counts it in stats (the
   state's total, and `done|<task>|<state>`); then
   applies the on_parent_failure policy of the jobs waiting for it (fail_child: 'wait' leaves a
   child blocked, so a resubmitted parent that completes still releases it; 'fail' and 'cancel'
@@ -39,7 +40,7 @@
   else it goes back to `submitted`. Returns 1 when it ended, 0 when it went back. A job with
   stalls > 0 is a suspect: workers run it alone in a process of its own.
   Metrics (engine/metrics.py reads them), in the queue's stats HASH, bounded by tasks x states x
-  buckets: `done|<task>|<state>` jobs that reached a terminal state (bury; complete-12.lua);
+  buckets: `done|<task>|<state>` jobs that reached a terminal state (bury; complete-11.lua);
   histograms `run` (run time of completed jobs) and `wait` (from ready to begun) as
   `<kind>|<task>|<le_ms>` (one bucket per observation, not cumulative; 'inf' past the last
   bound) and `<kind>|<task>|sum_ms`.
@@ -59,8 +60,8 @@ end
 
 local function queue(prefix, maxlen, ttl_ms)
   return {submitted = KEYS[1], scheduled = KEYS[2], blocked = KEYS[3], started = KEYS[4],
-          dlq = KEYS[5], done = KEYS[6], events = KEYS[7], marker = KEYS[8], seq = KEYS[9],
-          stats = KEYS[10], meta = KEYS[11], deadlines = KEYS[12],
+          dlq = KEYS[5], events = KEYS[6], marker = KEYS[7], seq = KEYS[8], stats = KEYS[9],
+          meta = KEYS[10], deadlines = KEYS[11],
           prefix = prefix, maxlen = maxlen, ttl = tonumber(ttl_ms or 0), now = now_ms()}
 end
 
@@ -233,7 +234,6 @@ bury = function(Q, key, id, state)
   if state ~= 'cancelled' and f[1] ~= '0' then
     rcall('ZADD', Q.dlq, fmt(Q.now), id)
   else
-    rcall('ZADD', Q.done, fmt(Q.now + Q.ttl), id)
     rcall('PEXPIRE', key, Q.ttl)
     if f[2] then rcall('PEXPIRE', f[2], Q.ttl) end
   end

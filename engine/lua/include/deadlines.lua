@@ -1,9 +1,9 @@
 --[[
-  Deadlines of queued jobs, inlined by submit-14.lua (`--@include deadlines`).
+  Deadlines of queued jobs, inlined by submit-13.lua (`--@include deadlines`).
   deadline_of(Q, key, due): the earliest of the job's limits (its hash's ttl_ms from now,
   good_until_ms, and queue_timeout_ms from when it is due: `due`, or now when nil); nil if none.
   set_deadline(Q, key, id, due): store that deadline on the job (deadline_ms) and in the
-  deadlines ZSET, where expire-12.lua finds it; nothing when the job has none.
+  deadlines ZSET, where expire-11.lua finds it; nothing when the job has none.
 ]]
 local function deadline_of(Q, key, due)
   local now = Q.now

@@ -1,5 +1,5 @@
 --[[
-  Deduplication by a dedup key naming the job that holds it, inlined by submit-14.lua
+  Deduplication by a dedup key naming the job that holds it, inlined by submit-13.lua
   (`--@include deduplication`, after common). dedup is the spec's [key, mode, ttl_ms].
   deduplicate(Q, id, dedup): nil to go on submitting job `id`, or the outcome 'deduplicated'
   with the id and state of the job holding the key ('' when its hash is gone). simple: while

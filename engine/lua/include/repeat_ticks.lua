@@ -1,5 +1,5 @@
 --[[
-  Repeatable ticks, inlined by submit-14.lua (`--@include repeat_ticks`, after common).
+  Repeatable ticks, inlined by submit-13.lua (`--@include repeat_ticks`, after common).
   rep is the spec's [name, due_ms, next_ms, skip_if_running]; repeat_due is the ZSET
   (name -> next tick ms), repeat_last the HASH (name -> id of its last tick's job).
   take_tick(Q, repeat_due, repeat_last, rep): nil when this scheduler took the tick (it was

@@ -1,6 +1,6 @@
 --[[
   Promote due scheduled jobs to `submitted`, oldest due first, at most N per call.
-  KEYS[1..12] the queue keys (keys.QUEUE_KEYS)
+  KEYS[1..11] the queue keys (keys.QUEUE_KEYS)
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] max jobs
   Returns: {promoted count, ms until the next scheduled job is due (-1 when none)}.
   Ids whose hash is gone or not `scheduled` are removed. Events: scheduled -> submitted.

@@ -2,7 +2,7 @@
   Retry a started job, fenced by its token: to `scheduled` after a delay (giving back its
   concurrency slot until then), or straight back to `submitted`. A job with a pending cancel
   request ends `cancelled` instead (never retried).
-  KEYS[1..12] the queue keys (keys.QUEUE_KEYS)
+  KEYS[1..11] the queue keys (keys.QUEUE_KEYS)
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] worker id   ARGV[4] job id   ARGV[5] token
   ARGV[6] delay_ms ('' re-queues now)   ARGV[7] error JSON object   ARGV[8] short error for the event
   ARGV[9] ttl_ms for a cancelled job

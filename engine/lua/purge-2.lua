@@ -1,13 +1,13 @@
 --[[
-  Purge finished jobs: delete the hashes of terminal jobs and their DLQ/done entries.
+  Purge finished jobs: delete the hashes of terminal jobs and their DLQ entries.
   Live jobs (submitted, scheduled, blocked, started) are left alone.
-  KEYS[1] dlq ZSET   KEYS[2] done ZSET   KEYS[3] deadlines ZSET
+  KEYS[1] dlq ZSET   KEYS[2] deadlines ZSET
   ARGV[1] job key prefix   then job ids
   Returns: one code per id: 0 purged, -1 not found, -3 not terminal.
   Events: none (the history keeps what happened; purging is not a transition).
 ]]
 --@include common
-local dlq, done, deadlines = KEYS[1], KEYS[2], KEYS[3]
+local dlq, deadlines = KEYS[1], KEYS[2]
 local prefix = ARGV[1]
 local terminal = {completed = true, failed = true, cancelled = true, stalled = true, dropped = true, expired = true}
 local out = {}
@@ -21,7 +21,6 @@ for j = 2, #ARGV do
   else
     forget(prefix .. id)
     rcall('ZREM', dlq, id)
-    rcall('ZREM', done, id)
     rcall('ZREM', deadlines, id)
     out[#out + 1] = 0
   end

@@ -3,7 +3,7 @@
   Errors of earlier attempts stay on the job; the attempt counter starts again. A job with
   parents waits again (`blocked`) for those not completed, and gets its on_parent_failure at
   once when one of them ended without completing.
-  KEYS[1..12] the queue keys (keys.QUEUE_KEYS)
+  KEYS[1..11] the queue keys (keys.QUEUE_KEYS)
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] children SET key prefix   then job ids
   Returns: one code per id: 0 resubmitted, -1 not found, -3 not in a resubmittable state.
   Events: <state> -> submitted | blocked.
@@ -28,7 +28,6 @@ for j = 4, #ARGV do
     rcall('HDEL', key, 'completed_at_ms', 'result', 'token', 'run_at_ms', 'deadline_ms',
           'cancel_requested_at_ms', 'progress', 'progress_message', 'rate_slot_ms')
     rcall('ZREM', Q.dlq, id)
-    rcall('ZREM', Q.done, id)
     if cur[3] then rcall('PERSIST', cur[3]) end
     local pending, dead = 0, nil
     if cur[4] then pending, dead = attach_parents(Q, id, cjson.decode(cur[4])) end

@@ -6,7 +6,7 @@
   max_stalls, else `stalled`), except when it ran isolated in a child process of a worker that
   died: the worker's death is not the job's doing, so it goes back without a stall.
   Safe with any number of cleaners at once.
-  KEYS[1..12] the queue keys (keys.QUEUE_KEYS)
+  KEYS[1..11] the queue keys (keys.QUEUE_KEYS)
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] max jobs   ARGV[4] ttl_ms outside the DLQ
   ARGV[5..] ids of workers found dead (none: leases only)
   Returns: {released, stalled, orphans removed}.

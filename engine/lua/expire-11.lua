@@ -2,7 +2,7 @@
   Expire queued jobs (submitted, scheduled, blocked) whose deadline_ms passed before they
   started: `expired`, into the DLQ unless dlq is '0'. Deadline entries of jobs that already
   started or ended are dropped. Safe with any number of cleaners at once.
-  KEYS[1..12] the queue keys (keys.QUEUE_KEYS)
+  KEYS[1..11] the queue keys (keys.QUEUE_KEYS)
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] max jobs   ARGV[4] ttl_ms outside the DLQ
   Returns: the number of jobs expired.
   Events: submitted | scheduled | blocked -> expired.

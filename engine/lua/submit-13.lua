@@ -12,7 +12,7 @@
   A repeatable tick is written only while the repeatable's next tick is still `due` (so one job
   per tick, whatever the number of schedulers), which then moves to `next` (-1: no more ticks)
   (include/repeat_ticks.lua).
-  KEYS[1..12] the queue keys (keys.QUEUE_KEYS)   KEYS[13] repeat_due ZSET   KEYS[14] repeat_last HASH
+  KEYS[1..11] the queue keys (keys.QUEUE_KEYS)   KEYS[12] repeat_due ZSET   KEYS[13] repeat_last HASH
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] ttl ms of replaced (debounced) jobs
   ARGV[4] atomic: '1' when a duplicate id refuses the whole batch (a flow)
   ARGV[5] children SET key prefix   ARGV[6] number of jobs
@@ -34,7 +34,7 @@
 --@include repeat_ticks
 local Q = queue(ARGV[1], ARGV[2], ARGV[3])
 Q.children = ARGV[5]
-local repeat_due, repeat_last = KEYS[13], KEYS[14]
+local repeat_due, repeat_last = KEYS[12], KEYS[13]
 local atomic, count = ARGV[4] == '1', tonumber(ARGV[6])
 local specs, batch = {}, {}
 for j = 1, count do

@@ -2,7 +2,7 @@
   Cancel jobs. A queued job (submitted, scheduled, blocked) ends `cancelled` at once. A started
   job gets a durable cancel mark (cancel_requested_at_ms) that its worker reads with its next
   lease renewal; the worker then stops it and writes `cancelled`. Terminal jobs are left alone.
-  KEYS[1..12] the queue keys (keys.QUEUE_KEYS)
+  KEYS[1..11] the queue keys (keys.QUEUE_KEYS)
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] ttl_ms of cancelled jobs   then job ids
   Returns: one code per id: 0 cancelled, 1 cancel requested (running), -1 not found, -3 terminal.
   Events: submitted | scheduled | blocked -> cancelled.

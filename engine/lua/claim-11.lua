@@ -6,7 +6,7 @@
   Rate limits (the queue's meta rate_interval_ms, the job's rate_interval_ms for its task) are
   kept as theoretical arrival times in meta (`tat`, `tat:<task>`): a job whose slot is ahead is
   not started but `scheduled` at its slot, which it keeps (rate_slot_ms), so it waits only once.
-  KEYS[1..12] the queue keys (keys.QUEUE_KEYS; meta paused = '1' gives nothing)
+  KEYS[1..11] the queue keys (keys.QUEUE_KEYS; meta paused = '1' gives nothing)
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] max jobs   ARGV[4] lease_ms
   ARGV[5] worker id        ARGV[6] result ttl ms for expired jobs kept outside the DLQ
   ARGV[7] most suspects (stalls > 0) to take, or -1 for any: the rest stay where they were

@@ -2,8 +2,10 @@
   Complete a batch of started jobs, each fenced by its lease token. Jobs waiting for a completed
   job are counted off; those with no unfinished parent left become ready. Counts each in stats
   (`completed`, `done|<task>|completed`) and observes its run time (from the start of its
-  attempt) in the `run` histogram (common.lua's observe).
-  KEYS[1..12] the queue keys (keys.QUEUE_KEYS)
+  attempt) in the `run` histogram (common.lua's observe). The hash expires after
+  result_ttl_ms (Redis deletes it: nothing indexes finished jobs); the SET of the jobs that
+  waited for it goes at once.
+  KEYS[1..11] the queue keys (keys.QUEUE_KEYS)
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] worker id   ARGV[4] number of jobs
   ARGV[5] histogram bucket bounds in ms ("5,10,...")
   then per job: id, token, result JSON, result_ttl_ms
@@ -30,7 +32,6 @@ for j = 1, count do
     rcall('HSET', key, 'state', 'completed', 'result', result, 'completed_at_ms', fmt(now))
     rcall('HDEL', key, 'token')
     rcall('ZREM', Q.started, id)
-    rcall('ZADD', Q.done, fmt(now + ttl), id)
     rcall('PEXPIRE', key, ttl)
     local task = cur[7] or ''
     done[task] = (done[task] or 0) + 1

@@ -4,7 +4,7 @@
   cancelled it while it ran) or `stalled` (shutdown with on_shutdown=stop). Failures go into the
   DLQ unless the job's dlq field is '0'; cancelled jobs and dlq '0' go to `done` with an expiry.
   Jobs waiting for it get their on_parent_failure policy.
-  KEYS[1..12] the queue keys (keys.QUEUE_KEYS)
+  KEYS[1..11] the queue keys (keys.QUEUE_KEYS)
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] worker id   ARGV[4] job id   ARGV[5] token
   ARGV[6] state   ARGV[7] error JSON object   ARGV[8] short error for the event   ARGV[9] ttl_ms
   Returns: 0 done, -1 not found, -2 lease lost, -3 not started.
