@@ -107,9 +107,11 @@ async def test_finished_jobs_and_their_children_sets_expire_with_the_result_ttl(
         assert await client.redis.pttl(keys.children(job.id)) in (-2, *range(50_001, 60_001))
     assert (await client.get(orphan.id)).state is JobState.CANCELLED
     assert await client.redis.pttl(keys.job(orphan.id)) > 0
-    assert [k for k in await client.redis.keys("*") if await client.redis.pttl(k) == -1 and (
-        ":job:" in k or ":children:" in k
-    )] == []
+    assert [
+        k
+        for k in await client.redis.keys("*")
+        if await client.redis.pttl(k) == -1 and (":job:" in k or ":children:" in k)
+    ] == []
 
 
 async def test_retention_and_dlq_trim(client: Client, settings: EngineSettings) -> None:
