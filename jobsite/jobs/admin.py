@@ -12,12 +12,14 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext as _
 
 from . import audit, services, tokens
 from .listing import BoundedPaginator, QueueFilter, TaskFilter
@@ -146,6 +148,17 @@ class JobAdmin(admin.ModelAdmin):
             "show_save_and_add_another": False,
         }
         return super().change_view(request, object_id, form_url, extra_context=context)
+
+    def action_checkbox(self, obj: JobRecord) -> str:
+        """Render the row's checkbox as Django's does, without a template per row (a quarter of
+        the changelist's time went to rendering 100 of them through the form renderer)."""
+        label = format_html(_("Select this object for an action - {}"), str(obj))
+        return format_html(
+            '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',
+            helpers.ACTION_CHECKBOX_NAME,
+            obj.pk,
+            label,
+        )
 
     def has_cancel_permission(self, request: HttpRequest) -> bool:
         return user_allows(request.user, Perm.CANCEL)

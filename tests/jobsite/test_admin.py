@@ -96,6 +96,15 @@ def test_changelist_never_reads_the_whole_table(
         assert 'href="?task=add"' in page.content.decode()
 
 
+def test_row_checkboxes_render_as_djangos_own(engine: EngineSettings) -> None:
+    from django.contrib import admin
+
+    queued_jobs(1)
+    job_admin = admin.site._registry[JobRecord]
+    row = JobRecord.objects.get()
+    assert job_admin.action_checkbox(row) == admin.ModelAdmin.action_checkbox(job_admin, row)
+
+
 def test_a_search_resolved_to_ids_falls_back_to_a_subquery_over_its_cap(
     engine: EngineSettings,
 ) -> None:
