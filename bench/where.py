@@ -4,9 +4,10 @@
 
 For each system, on a private redis-server: enqueue N jobs in bulk, run one burst worker, and
 report per job the wall time and the Redis time (INFO commandstats, the server's own clock,
-start-up included), best of `--runs`: Redis busy near 100 % means Redis bounds throughput. One more run with SLOWLOG recording every command
-splits Jobsite's Redis time by script (SLOWLOG itself slows Redis down, so only the shares are
-read from it). Then Redis memory per finished job, split by structure (MEMORY USAGE).
+start-up included), best of `--runs`; Redis busy near 100 % means Redis bounds throughput.
+One more run, with SLOWLOG recording every command, splits Jobsite's Redis time by script
+(SLOWLOG itself slows Redis down, so only the shares are read from it). Then Redis memory per
+finished job, split by structure (MEMORY USAGE).
 """
 
 from __future__ import annotations
