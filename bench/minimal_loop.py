@@ -84,32 +84,30 @@ class Loop:
 
     def __init__(self, client: redis.Redis) -> None:
         self.redis = client
-        self.claim = client.register_script(CLAIM)
-        self.complete = client.register_script(COMPLETE)
         self.token = uuid.uuid4().hex
+        self.claim_sha = self.complete_sha = ""
 
-    def _claim_on(self, target: object) -> Any:
-        return self.claim(
-            keys=[READY, STARTED], args=[JOB, BATCH, LEASE_MS, self.token], client=target
-        )
+    def _claim_args(self) -> list[Any]:
+        return [self.claim_sha, 2, READY, STARTED, JOB, BATCH, LEASE_MS, self.token]
 
     async def run(self, burst: bool) -> None:
-        claimed: list[bytes] = await self._claim_on(self.redis)
+        # Loaded once: a pipeline of Script objects would ask SCRIPT EXISTS on every execute.
+        self.claim_sha = await self.redis.script_load(CLAIM)
+        self.complete_sha = await self.redis.script_load(COMPLETE)
+        claimed: list[bytes] = await self.redis.evalsha(*self._claim_args())
         while True:
             if not claimed:
                 if burst:
                     return
                 await self.redis.blpop([WAKE], timeout=1)
-                claimed = await self._claim_on(self.redis)
+                claimed = await self.redis.evalsha(*self._claim_args())
                 continue
             ids = claimed[::2]
             for raw in claimed[1::2]:
                 await noop(*orjson.loads(raw))
             async with self.redis.pipeline(transaction=False) as pipe:
-                await self.complete(
-                    keys=[STARTED, EVENTS], args=[JOB, self.token, *ids], client=pipe
-                )
-                await self._claim_on(pipe)  # queued in the pipeline (awaiting only queues it)
+                pipe.evalsha(self.complete_sha, 2, STARTED, EVENTS, JOB, self.token, *ids)
+                pipe.evalsha(*self._claim_args())
                 _, claimed = await pipe.execute()
 
 

@@ -311,7 +311,10 @@ class Client:
         for start in range(0, len(ids), _CHUNK):
             chunk = ids[start : start + _CHUNK]
             codes = await self.scripts.resubmit(
-                keys, events_maxlen=self.settings.events_maxlen, job_ids=chunk
+                keys,
+                events_maxlen=self.settings.events_maxlen,
+                ttl_ms=self.settings.default_result_ttl_s * 1000,
+                job_ids=chunk,
             )
             done += sum(1 for code in codes if code == Code.OK)
         return done

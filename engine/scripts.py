@@ -329,10 +329,10 @@ class Scripts:
         return codes
 
     async def resubmit(
-        self, keys: QueueKeys, *, events_maxlen: int, job_ids: Sequence[str]
+        self, keys: QueueKeys, *, events_maxlen: int, ttl_ms: int, job_ids: Sequence[str]
     ) -> list[int]:
         """Resubmit finished jobs; per id 0 resubmitted or a negative Code."""
-        argv = [keys.job_prefix, events_maxlen, keys.children_prefix, *job_ids]
+        argv = [keys.job_prefix, events_maxlen, keys.children_prefix, ttl_ms, *job_ids]
         codes: list[int] = await self.raw["resubmit"](keys, argv)
         return codes
 

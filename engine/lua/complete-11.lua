@@ -4,7 +4,7 @@
   (`completed`, `done|<task>|completed`) and observes its run time (from the start of its
   attempt) in the `run` histogram (common.lua's observe). The hash expires after
   result_ttl_ms (Redis deletes it: nothing indexes finished jobs); the SET of the jobs that
-  waited for it goes at once.
+  waited for it goes at once, and so does its deadlines entry.
   KEYS[1..11] the queue keys (keys.QUEUE_KEYS)
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] worker id   ARGV[4] number of jobs
   ARGV[5] histogram bucket bounds in ms ("5,10,...")
@@ -25,7 +25,7 @@ for j = 1, count do
   local id, token, result, ttl = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
   local key = Q.prefix .. id
   local code, cur = owned(key, token, 'attempt', 'children', 'ckey_active', 'dedup_key', 'task',
-                          'started_at_ms', 'retried_at_ms')
+                          'started_at_ms', 'retried_at_ms', 'deadline_ms')
   if code ~= 0 then
     out[j] = code
   else
@@ -33,6 +33,7 @@ for j = 1, count do
     rcall('HDEL', key, 'token')
     rcall('ZREM', Q.started, id)
     rcall('PEXPIRE', key, ttl)
+    if cur[10] then rcall('ZREM', Q.deadlines, id) end
     local task = cur[7] or ''
     done[task] = (done[task] or 0) + 1
     local began = tonumber(cur[9] or cur[8] or '')

@@ -4,16 +4,18 @@
   parents waits again (`blocked`) for those not completed, and gets its on_parent_failure at
   once when one of them ended without completing.
   KEYS[1..11] the queue keys (keys.QUEUE_KEYS)
-  ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] children SET key prefix   then job ids
+  ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] children SET key prefix
+  ARGV[4] ttl ms of a job that a dead parent ends again at once (its on_parent_failure)
+  then job ids
   Returns: one code per id: 0 resubmitted, -1 not found, -3 not in a resubmittable state.
   Events: <state> -> submitted | blocked.
 ]]
 --@include common
-local Q = queue(ARGV[1], ARGV[2])
+local Q = queue(ARGV[1], ARGV[2], ARGV[4])
 Q.children = ARGV[3]
 local allowed = {failed = true, stalled = true, expired = true, dropped = true, cancelled = true}
 local out = {}
-for j = 4, #ARGV do
+for j = 5, #ARGV do
   local id = ARGV[j]
   local key = Q.prefix .. id
   local cur = rcall('HMGET', key, 'state', 'priority', 'children', 'parents')

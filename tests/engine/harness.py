@@ -19,6 +19,8 @@ from engine import TERMINAL_STATES, QueueKeys
 
 from .helpers import sync_redis
 
+TERMINAL_NAMES = frozenset(s.value for s in TERMINAL_STATES)
+
 TUNABLES = {
     "lease_ms": 2000,
     "heartbeat_interval_s": 0.3,
@@ -160,19 +162,22 @@ def audit(
             pipe.hmget(keys.job(job_id), "state", "token", "stalls")
             for name in (keys.submitted, keys.scheduled, keys.started, keys.dlq):
                 pipe.zscore(name, job_id)
+            pipe.pttl(keys.job(job_id))
         rows = pipe.execute()
         events = r.xrange(keys.events)
         started_left = r.zcard(keys.started)
     states: dict[str, int] = defaultdict(int)
     for i, job_id in enumerate(ids):
-        (state, token, stalls), *places = rows[i * 5 : (i + 1) * 5]
+        (state, token, stalls), *places, ttl_ms = rows[i * 6 : (i + 1) * 6]
         states[str(state)] += 1
-        if state not in {s.value for s in TERMINAL_STATES}:
+        if state not in TERMINAL_NAMES:
             report.lost.append(f"{job_id}:{state}")
         if sum(p is not None for p in places) > 1:
             report.in_two_places.append(job_id)
         if token is not None:
             report.leftovers.append(f"{job_id}:token")
+        if state in TERMINAL_NAMES and places[3] is None and ttl_ms == -1:
+            report.leftovers.append(f"{job_id}:kept forever")  # nothing else would delete it
         if stalls is not None and int(stalls) > max_stalls:
             report.counters_shrank.append(f"{job_id}:stalls={stalls}")
     if started_left:
@@ -180,9 +185,8 @@ def audit(
     report.states = dict(states)
     terminal: dict[str, int] = defaultdict(int)
     attempts: dict[str, list[int]] = defaultdict(list)
-    terminal_names = {s.value for s in TERMINAL_STATES}
     for _, e in events:
-        if e["to"] in terminal_names:
+        if e["to"] in TERMINAL_NAMES:
             terminal[e["job"]] += 1
         if e["to"] == "started" and e["from"] == "submitted":
             attempts[e["job"]].append(int(e["attempt"]))

@@ -93,7 +93,7 @@ async def test_finished_jobs_and_their_children_sets_expire_with_the_result_ttl(
     client: Client, settings: EngineSettings
 ) -> None:
     """Nothing indexes finished jobs: each hash, and the SET of jobs that waited for it, expire."""
-    parent = t.add.using(result_ttl_s=60).call(1, 1)
+    parent = t.add.using(result_ttl_s=60, ttl_s=600).call(1, 1)
     child = t.add.using(depends_on=[parent.id], result_ttl_s=60).call(2, 2)
     failed = t.boom.using(dead_letter_policy="none", result_ttl_s=60).call()
     orphan = t.add.using(depends_on=[failed.id], on_parent_failure="cancel").call(3, 3)
@@ -106,6 +106,17 @@ async def test_finished_jobs_and_their_children_sets_expire_with_the_result_ttl(
     for job in (parent, failed):  # the SET of its waiting jobs is gone, or goes with it
         assert await client.redis.pttl(keys.children(job.id)) in (-2, *range(50_001, 60_001))
     assert (await client.get(orphan.id)).state is JobState.CANCELLED
+    assert await client.redis.pttl(keys.job(orphan.id)) > 0
+    assert await client.redis.zscore(keys.deadlines, parent.id) is None  # ended: no deadline
+    lone = await client.enqueue(t.boom.using(dead_letter_policy="none", result_ttl_s=60))
+    await drain(settings, [t.boom])  # ended with no child: no SET of children yet
+    orphaned = t.add.using(depends_on=[lone.id], on_parent_failure="cancel")
+    late = await client.enqueue(orphaned, 4, 4)
+    assert (await client.get(late.id)).state is JobState.CANCELLED  # its parent already ended
+    parent_left_ms = await client.redis.pttl(keys.job(lone.id))
+    assert 0 < await client.redis.pttl(keys.children(lone.id)) <= parent_left_ms
+    assert (await client.resubmit("default", [orphan.id])) == 1  # its parent is still dead:
+    assert (await client.get(orphan.id)).state is JobState.CANCELLED  # cancelled again, kept
     assert await client.redis.pttl(keys.job(orphan.id)) > 0
     assert [
         k

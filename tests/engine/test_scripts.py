@@ -217,5 +217,7 @@ async def test_retry_appends_errors_and_requeues(client: Client) -> None:
 async def test_resubmit_refuses_live_jobs(client: Client) -> None:
     k = client.keys("default")
     job = await client.enqueue(t.add, 1, 1)
-    codes = await client.scripts.resubmit(k, events_maxlen=1000, job_ids=[job.id, "nope"])
+    codes = await client.scripts.resubmit(
+        k, events_maxlen=1000, ttl_ms=60_000, job_ids=[job.id, "nope"]
+    )
     assert codes == [-3, -1]

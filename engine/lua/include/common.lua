@@ -207,7 +207,11 @@ local function attach_parents(Q, id, parents)
       local children = Q.children .. parent
       rcall('SADD', children, id)
       rcall('HSET', pkey, 'children', children)
-      if DEAD[pstate] then dead = {parent, pstate} end
+      if DEAD[pstate] then
+        dead = {parent, pstate}
+        local ttl = rcall('PTTL', pkey)  -- ended outside the DLQ: the SET goes with the parent
+        if ttl > 0 then rcall('PEXPIRE', children, ttl) end
+      end
     end
   end
   return pending, dead
@@ -230,7 +234,8 @@ end
 bury = function(Q, key, id, state)
   rcall('HSET', key, 'state', state, 'completed_at_ms', fmt(Q.now))
   rcall('HDEL', key, 'token')
-  local f = rcall('HMGET', key, 'dlq', 'children', 'task')
+  local f = rcall('HMGET', key, 'dlq', 'children', 'task', 'deadline_ms')
+  if f[4] then rcall('ZREM', Q.deadlines, id) end
   if state ~= 'cancelled' and f[1] ~= '0' then
     rcall('ZADD', Q.dlq, fmt(Q.now), id)
   else
