@@ -148,13 +148,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-READING = """Reading it: Redis busy near 100 % means the worker waits on Redis, so the Lua
-scripts' cost per job bounds throughput, not the worker's Python. The minimal loop (`bench/minimal_loop.py`)
-does a claim with a lease, a token-fenced completion and one event per job; the engine's three
-scripts per job (claim, begin, complete) also keep attempts, stalls, rate limits, concurrency
-keys, deadlines, flows, dedup ids, metrics histograms and three events per job. The memory left
-per finished job is its hash (kept for the result ttl, a day by default) and its share of the
-events stream (three events a job; the stream is capped at `events_maxlen`, 100,000 events)."""
+READING = """Reading it: Redis busy near 100 % means the worker waits on Redis, so the Lua scripts'
+cost per job bounds throughput, not the worker's Python. The minimal loop
+(`bench/minimal_loop.py`) does a claim with a lease, a token-fenced completion and one
+event per job; the engine's three scripts per job (claim, begin, complete) also keep
+attempts, stalls, rate limits, concurrency keys, deadlines, flows, dedup ids, metrics
+histograms and three events per job. The memory left per finished job is its hash
+(kept for the result ttl, a day by default) and its share of the events stream (three
+events a job; the stream is capped at `events_maxlen`, 100,000 events)."""
 
 
 if __name__ == "__main__":
