@@ -150,15 +150,10 @@ class JobAdmin(admin.ModelAdmin):
         return super().change_view(request, object_id, form_url, extra_context=context)
 
     def action_checkbox(self, obj: JobRecord) -> str:
-        """Render the row's checkbox as Django's does, without a template per row (a quarter of
-        the changelist's time went to rendering 100 of them through the form renderer)."""
+        """Render the row's checkbox as Django does, without a template per row (faster)."""
         label = format_html(_("Select this object for an action - {}"), str(obj))
-        return format_html(
-            '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',
-            helpers.ACTION_CHECKBOX_NAME,
-            obj.pk,
-            label,
-        )
+        html = '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">'
+        return format_html(html, helpers.ACTION_CHECKBOX_NAME, obj.pk, label)
 
     def has_cancel_permission(self, request: HttpRequest) -> bool:
         return user_allows(request.user, Perm.CANCEL)
