@@ -55,8 +55,11 @@ async def test_worker_registry(client: Client, settings: EngineSettings) -> None
     job = await client.enqueue(t.waits, 1.0)
     worker = Worker(fast, [t.waits], queues=["default"], concurrency=4)
     running = asyncio.create_task(worker.run())
-    await asyncio.sleep(0.5)
-    [info] = await client.workers()
+    deadline = time.monotonic() + 10  # registered once it started (its children spawn first)
+    while not (infos := await client.workers()) or not infos[0]["current_jobs"]:
+        assert time.monotonic() < deadline, infos
+        await asyncio.sleep(0.05)
+    [info] = infos
     assert info["id"] == worker.id and info["queues"] == "default" and info["concurrency"] == 4
     assert info["current_jobs"] == [{"id": job.id, "queue": "default", "task": "waits"}]
     assert abs(info["heartbeat_at_ms"] - time.time() * 1000) < 1000
