@@ -1,10 +1,13 @@
 """Time the mirror against the big history: draining a backlog, and lag at a steady rate.
 
-Drain: `jobs` demo jobs are enqueued and run by an in-process burst worker (the event stream
+Drain: the events of `jobs` demo jobs are made with no mirror reading them (the event stream
 capped high enough to keep every event), then a fresh `jobsite.jobs.mirror.Mirror` applies the
-whole backlog; events/s = events / drain time. Lag: `bench.mirror_lag.measure` (a feeder and a
-worker process, the mirror here) at `rate` jobs/s. WAL bytes come from pg_current_wal_lsn()
-(server-wide: other databases' writes in the same seconds count too).
+whole backlog; events/s = events / drain time. Twice: a steady backlog (a worker runs the jobs as
+they are enqueued, as in a mirror outage under load) and a burst one (every job enqueued before
+any ran, the worst case: each job's events are far apart, so its row is written twice).
+Lag: `bench.mirror_lag.measure` (a feeder and a worker process, the mirror here) at `rate`
+jobs/s. WAL bytes come from pg_current_wal_lsn() (server-wide:
+other databases' writes in the same seconds count too).
 
 Rows the mirror wrote are deleted afterwards (and the rollup counts put back), so the
 database keeps exactly the filled history for `--reuse`.
@@ -37,26 +40,48 @@ def wal_bytes(conn: psycopg.Connection, since: str) -> int:
     return int(row.fetchone()[0])  # type: ignore[index]
 
 
-async def produce(redis_url: str, jobs: int) -> float:
-    """Enqueue `jobs` demo jobs and run them with a burst worker; return the seconds taken."""
+async def produce(redis_url: str, jobs: int, steady: bool) -> float:
+    """Make the events of `jobs` demo jobs with no mirror reading them; return the seconds taken.
+
+    Burst: every job is enqueued, then a burst worker runs them all (each job's events lie far
+    apart in the stream: the worst case for the mirror). Steady: a worker runs the jobs as they
+    are enqueued, as in a mirror outage under a steady load (a job's events lie close together).
+    """
     from engine import Client, EngineSettings, Worker
     from jobsite.demo_tasks import resize_image
     from jobsite.jobs.registry import load_tasks
 
     settings = EngineSettings.from_url(redis_url, events_maxlen=max(100_000, jobs * 4))
+    tasks = load_tasks(["jobsite.demo_tasks"])
     start = time.monotonic()
     async with Client(settings) as client:
-        for first in range(0, jobs, 1000):
-            calls = [resize_image.call(n, 1) for n in range(first, min(first + 1000, jobs))]
+        worker = Worker(settings, tasks, concurrency=500, burst=not steady)
+        running = asyncio.ensure_future(worker.run()) if steady else None
+        for first in range(0, jobs, 500):
+            calls = [resize_image.call(n, 1) for n in range(first, min(first + 500, jobs))]
             await client.enqueue_many(calls)
-    worker = Worker(settings, load_tasks(["jobsite.demo_tasks"]), concurrency=500, burst=True)
-    await worker.run()
+            while steady and sum(await _live(client)) > 1000:
+                await asyncio.sleep(0.005)
+        if running is None:
+            await worker.run()
+        else:
+            while sum(await _live(client)) > 0:
+                await asyncio.sleep(0.05)
+            worker.stop()
+            await running
     return time.monotonic() - start
+
+
+async def _live(client: Any) -> tuple[int, int]:
+    """Return the demo queue's waiting and running jobs."""
+    counts = await client.counts("default")
+    return counts["submitted"], counts["started"]
 
 
 # Where the drain's time goes: these functions of jobsite.jobs are wrapped with timers.
 SPLIT = (
-    ("jobsite.jobs.mirror", "apply_batch"),
+    ("jobsite.jobs.mirror", "prepare"),
+    ("jobsite.jobs.mirror", "write_batch"),
     ("jobsite.jobs.bulkwrite", "lock_queues"),
     ("jobsite.jobs.bulkwrite", "stored"),
     ("jobsite.jobs.bulkwrite", "upsert"),
@@ -149,11 +174,12 @@ async def drain() -> tuple[int, float]:
         await mirror.aclose()
 
 
-def drain_backlog(url: str, redis_url: str, jobs: int) -> dict[str, Any]:
-    """Make a backlog of `jobs` jobs' events, then time the mirror draining it."""
+def drain_backlog(url: str, redis_url: str, jobs: int, steady: bool) -> dict[str, Any]:
+    """Make a backlog of `jobs` jobs' events (steady or burst), then time the mirror draining it."""
     redis.Redis.from_url(redis_url).flushall()
-    console.print(f"mirror drain: producing the events of {jobs:,} jobs ...")
-    made_s = asyncio.run(produce(redis_url, jobs))
+    kind = "steady" if steady else "burst"
+    console.print(f"mirror drain: producing the events of {jobs:,} jobs ({kind}) ...")
+    made_s = asyncio.run(produce(redis_url, jobs, steady))
     console.print(f"  produced in {made_s:.1f} s; draining into the history ...")
     with connect(url) as conn:
         lsn = conn.execute(WAL_SQL).fetchone()[0]  # type: ignore[index]
@@ -166,6 +192,7 @@ def drain_backlog(url: str, redis_url: str, jobs: int) -> dict[str, Any]:
             kinds = f"no breakdown: {exc}"
     return {
         "jobs": jobs,
+        "kind": kind,
         "events": events,
         "seconds": round(seconds, 2),
         "events_per_s": round(events / seconds) if seconds else 0,
@@ -237,7 +264,8 @@ def run(url: str, redis_url: str, drain_jobs: int, rate: int, seconds: float) ->
     marked = mark(url)
     try:
         return {
-            "drain": drain_backlog(url, redis_url, drain_jobs),
+            "drain": drain_backlog(url, redis_url, drain_jobs, steady=True),
+            "burst": drain_backlog(url, redis_url, drain_jobs, steady=False),
             "lag": lag_at_rate(url, redis_url, rate, seconds),
         }
     finally:

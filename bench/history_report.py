@@ -48,13 +48,12 @@ def timing_row(t: Timing) -> Row:
     return (t.name, measured, f"≤ {t.target_ms:g} ms", _ok(t.ok))
 
 
-def mirror_rows(mirror: dict[str, Any]) -> list[Row]:
-    """Return the rows of the mirror's drain and lag runs."""
-    d, lag = mirror["drain"], mirror["lag"]
-    p99 = lag["p99_ms"]
+def drain_rows(d: dict[str, Any]) -> list[Row]:
+    """Return the rows of one drain run (steady or burst backlog)."""
+    kind = {"steady": "a steady", "burst": "a burst"}.get(d.get("kind", ""), "a")
     return [
         (
-            f"mirror drains a backlog of {d['jobs']:,} jobs",
+            f"mirror drains {kind} backlog of {d['jobs']:,} jobs",
             f"{d['events_per_s']:,} events/s ({d['events']:,} events in {d['seconds']} s)",
             f"≥ {DRAIN_TARGET:,} events/s",
             _ok(d["events_per_s"] >= DRAIN_TARGET),
@@ -62,8 +61,8 @@ def mirror_rows(mirror: dict[str, Any]) -> list[Row]:
         (
             "drain time by step",
             ", ".join(f"{k} {v:g} s" for k, v in d.get("split_s", {}).items())
-            + " (apply_batch holds the others and the commit; the rest of the drain is Redis"
-            " and Python)",
+            + " (write_batch holds the others and the commit; prepare runs while the previous"
+            " batch is written; the rest of the drain is Redis)",
             "(reported)",
             "",
         ),
@@ -78,6 +77,16 @@ def mirror_rows(mirror: dict[str, Any]) -> list[Row]:
             "(reported)",
             "",
         ),
+    ]
+
+
+def mirror_rows(mirror: dict[str, Any]) -> list[Row]:
+    """Return the rows of the mirror's drain and lag runs."""
+    lag = mirror["lag"]
+    p99 = lag["p99_ms"]
+    drains = [mirror[k] for k in ("drain", "burst") if k in mirror]
+    return [
+        *(row for d in drains for row in drain_rows(d)),
         (
             f"mirror lag at {lag['rate']:,} jobs/s"
             f" ({lag['jobs']:,} jobs, {lag['events']:,} events)",

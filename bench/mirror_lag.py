@@ -51,13 +51,13 @@ async def measure(
     from engine import Client, EngineSettings
 
     lags: list[float] = []
-    apply_batch = mirror_module.apply_batch  # type: ignore[attr-defined]
+    write_batch = mirror_module.write_batch  # type: ignore[attr-defined]
 
-    def timed_batch(events: list[Any], hashes: dict[str, Any]) -> int:
-        """Apply (and commit) a batch as the mirror does; time each event to the commit."""
-        written = apply_batch(events, hashes)
+    def timed_batch(batch: Any) -> int:
+        """Write (and commit) a batch as the mirror does; time each event to the commit."""
+        written = write_batch(batch)
         now_ms = time.time() * 1000
-        lags.extend(now_ms - e.at_ms for e in events)
+        lags.extend(now_ms - e.at_ms for e in batch.events)
         return int(written)
 
     worker = subprocess.Popen(
@@ -77,7 +77,7 @@ async def measure(
         ],
         cwd=ROOT,
     )
-    mirror_module.apply_batch = timed_batch  # type: ignore[attr-defined]
+    mirror_module.write_batch = timed_batch  # type: ignore[attr-defined]
     mirror = mirror_module.Mirror(["default"], consumer="bench")  # type: ignore[attr-defined]
     await mirror.start()
     stopping = asyncio.Event()
@@ -111,7 +111,7 @@ async def measure(
     stopping.set()
     await runner
     await mirror.aclose()
-    mirror_module.apply_batch = apply_batch  # type: ignore[attr-defined]
+    mirror_module.write_batch = write_batch  # type: ignore[attr-defined]
     worker.terminate()
     worker.wait()
     lags.sort()

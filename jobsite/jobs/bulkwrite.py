@@ -10,7 +10,7 @@ caller made under `lock_queues`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,6 +124,7 @@ class Staged:
     last_event_id: str
     transitions: str  # JSON text of the merged list
     fields: dict[str, str]
+    h: str = ""  # `fields` as JSON text, when the caller made it already
 
 
 def _from_hash() -> dict[str, str]:
@@ -152,13 +153,20 @@ FROM_HASH = _from_hash()
 _STAGE = "jobsite_jobrecord_load"
 
 
-def upsert(rows: Sequence[Staged], update: Iterable[str], guard: bool = True) -> None:
+def upsert(
+    rows: Sequence[Staged],
+    update: Iterable[str],
+    guard: bool = True,
+    stored_ids: Container[str] = (),
+) -> None:
     """Insert rows or update `update` columns of existing ones (newer events only when `guard`).
 
-    PostgreSQL: the rows are copied as (id, last event, transitions, hash JSON) into a staging
-    table, then an `UPDATE ... FROM` it and an insert of the rows that were not there, both
-    making the columns with FROM_HASH (unlike `ON CONFLICT DO UPDATE`, that writes no
-    row-lock record before each update). SQLite: one `executemany` upsert.
+    `stored_ids`: the rows known to exist (read under lock_queues). PostgreSQL: the rows are
+    copied as (id, last event, transitions, hash JSON) into a staging table; the known ones are
+    changed by an `UPDATE ... FROM` it (no row-lock record before each update, unlike
+    `ON CONFLICT DO UPDATE`), the rest inserted with an `ON CONFLICT` upsert (a row that
+    appeared meanwhile is still updated), both making the columns with FROM_HASH. SQLite: one
+    `executemany` upsert.
     """
     if not rows:
         return
@@ -166,29 +174,32 @@ def upsert(rows: Sequence[Staged], update: Iterable[str], guard: bool = True) ->
     if not _postgres():
         _upsert_sqlite(rows, update, guard)
         return
+    update = list(update)
     table = _q(JobRecord._meta.db_table)
     names = ", ".join(_q(c) for c in JOB_COLUMNS)
     made = ", ".join(f"{sql} AS {_q(c)}" for c, sql in FROM_HASH.items())
+    known = sum(r.id in stored_ids for r in rows)
     with connection.cursor() as cursor:
         cursor.execute(
             f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE}"
-            " (id text, last_event_id text, transitions jsonb, h jsonb)"
+            " (id text, last_event_id text, transitions jsonb, h jsonb, stored boolean)"
         )
         cursor.execute(f"TRUNCATE {_STAGE}")
         with cursor.cursor.copy(f"COPY {_STAGE} FROM STDIN") as copy:
             for r in rows:
-                copy.write_row(
-                    (r.id, r.last_event_id, r.transitions, orjson.dumps(r.fields).decode())
-                )
-        cursor.execute(
-            f"UPDATE {table} SET {_sets(update, guard, 'new')}"
-            f" FROM (SELECT {made} FROM {_STAGE}) AS new WHERE {table}.{_q('id')} = new.{_q('id')}"
-        )
-        cursor.execute(
-            f"INSERT INTO {table} ({names}) SELECT {made} FROM {_STAGE} AS s"
-            f" WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE {_q('id')} = s.id)"
-            f" ON CONFLICT ({_q('id')}) DO NOTHING"
-        )
+                h = r.h or orjson.dumps(r.fields).decode()
+                copy.write_row((r.id, r.last_event_id, r.transitions, h, r.id in stored_ids))
+        if known:
+            cursor.execute(
+                f"UPDATE {table} SET {_sets(update, guard, 'new')}"
+                f" FROM (SELECT {made} FROM {_STAGE} WHERE stored) AS new"
+                f" WHERE {table}.{_q('id')} = new.{_q('id')}"
+            )
+        if known < len(rows):
+            cursor.execute(
+                f"INSERT INTO {table} ({names}) SELECT {made} FROM {_STAGE} WHERE NOT stored"
+                f" ON CONFLICT ({_q('id')}) DO UPDATE SET {_sets(update, guard, 'excluded')}"
+            )
 
 
 def _upsert_sqlite(rows: Sequence[Staged], update: Iterable[str], guard: bool) -> None:

@@ -8,7 +8,9 @@ import logging
 import socket
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import orjson
 from asgiref.sync import sync_to_async
@@ -27,8 +29,64 @@ from .retention import Horizon
 log = logging.getLogger("jobsite.mirror")
 
 
-def apply_batch(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> int:
-    """Apply events in one transaction, idempotently; return the number of rows written.
+@dataclass(slots=True)
+class Seen:
+    """One job's events in a batch, with what they say that needs no database."""
+
+    job: str
+    queue: str
+    newest: Event
+    changes: dict[str, dict[str, Any]]  # event id -> transition, state changes only
+    fields: dict[str, str]  # cleaned job hash, or what the newest event tells
+    h: str  # `fields` as JSON text (the PostgreSQL staging format)
+    full: bool  # the fields come from the job hash
+    kept: bool  # retention keeps the row (else it is not written: no resurrection)
+    search: str  # the job's search text ("" without its hash)
+
+
+@dataclass(slots=True)
+class Batch:
+    """A batch of events grouped by job and prepared for write_batch."""
+
+    events: Sequence[Event]
+    jobs: list[Seen] = field(default_factory=list)
+
+
+def prepare(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> Batch:
+    """Group `events` by job and do every step that needs no database (no I/O).
+
+    The mirror runs this while the previous batch is being written, so the Python work of one
+    batch overlaps the database work of the other.
+    """
+    by_job: dict[str, list[Event]] = {}
+    for event in events:
+        if event.job:
+            by_job.setdefault(event.job, []).append(event)
+    horizon = Horizon.now()
+    batch = Batch(events)
+    for job, seen in by_job.items():
+        newest = max(seen, key=lambda e: e.key)
+        raw = hashes.get(job)
+        fields = history.fields_from_event(newest) if raw is None else history.clean_hash(raw)
+        changes = {e.key: history.transition(e) for e in seen if e.from_state != e.to_state}
+        batch.jobs.append(
+            Seen(
+                job=job,
+                queue=newest.queue,
+                newest=newest,
+                changes=changes,
+                fields=fields,
+                h=orjson.dumps(fields).decode(),
+                full=raw is not None,
+                kept=horizon.keeps(fields.get("state", ""), history.ended_at(fields), _at(newest)),
+                search=history.hash_search_text(fields) if raw is not None else "",
+            )
+        )
+    return batch
+
+
+def write_batch(batch: Batch) -> int:
+    """Write a prepared batch in one transaction, idempotently; return the rows written.
 
     Each job gets one row write: its columns from its newest event (from the job hash when
     Redis still has it; an older event never overwrites a newer one), its state changes merged
@@ -36,43 +94,38 @@ def apply_batch(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> i
     not counted again; a job whose row retention would prune is not written, so a late event
     never resurrects it.
     """
-    by_job: dict[str, list[Event]] = {}
-    for event in events:
-        if event.job:
-            by_job.setdefault(event.job, []).append(event)
-    horizon = Horizon.now()
     full: list[bulkwrite.Staged] = []
     bare: list[bulkwrite.Staged] = []
     texts: list[tuple[str, str]] = []
     tally: rollup.Tally = Counter()
     with transaction.atomic():
-        bulkwrite.lock_queues(e.queue for e in events if e.job)
-        rows = bulkwrite.stored(list(by_job))
-        for job, seen in by_job.items():
-            last, kept, task = rows.get(job, ("", [], ""))
+        bulkwrite.lock_queues(s.queue for s in batch.jobs)
+        rows = bulkwrite.stored([s.job for s in batch.jobs])
+        for s in batch.jobs:
+            last, kept, task = rows.get(s.job, ("", [], ""))
             known = {t.get("id") for t in kept}
-            fresh = {e.key: e for e in seen if e.from_state != e.to_state and e.key not in known}
-            changes = list(fresh.values())
-            newest = max(seen, key=lambda e: e.key)
-            if newest.key <= last and not changes:
-                continue  # a replay
-            fields = hashes.get(job)
-            fields = (
-                history.fields_from_event(newest) if fields is None else history.clean_hash(fields)
+            fresh = [t for key, t in s.changes.items() if key not in known]
+            if (s.newest.key <= last and not fresh) or not s.kept:
+                continue  # a replay, or a row retention would prune
+            merged = sorted([*kept, *fresh], key=lambda t: t["id"])
+            text = orjson.dumps(merged).decode()
+            (full if s.full else bare).append(
+                bulkwrite.Staged(s.job, s.newest.key, text, s.fields, s.h)
             )
-            if not horizon.keeps(fields.get("state", ""), history.ended_at(fields), _at(newest)):
-                continue
-            merged = sorted([*kept, *map(history.transition, changes)], key=lambda t: t["id"])
-            row = bulkwrite.Staged(job, newest.key, orjson.dumps(merged).decode(), fields)
-            (full if job in hashes else bare).append(row)
-            rollup.observe(tally, newest.queue, fields.get("task") or task, merged, set(fresh))
-            if job in hashes and (job not in rows or fields.get("errors", "[]") != "[]"):
-                texts.append((job, history.hash_search_text(fields)))
-        bulkwrite.upsert(full, history.ALL_BUT_ID)
-        bulkwrite.upsert(bare, history.BARE_COLUMNS)
+            fresh_ids = {t["id"] for t in fresh}
+            rollup.observe(tally, s.queue, s.fields.get("task") or task, merged, fresh_ids)
+            if s.full and (s.job not in rows or s.fields.get("errors", "[]") != "[]"):
+                texts.append((s.job, s.search))
+        bulkwrite.upsert(full, history.ALL_BUT_ID, stored_ids=rows)
+        bulkwrite.upsert(bare, history.BARE_COLUMNS, stored_ids=rows)
         bulkwrite.upsert_search(texts)
         rollup.write(tally)
     return len(full) + len(bare)
+
+
+def apply_batch(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> int:
+    """Apply events in one transaction (prepare, then write_batch); return the rows written."""
+    return write_batch(prepare(events, hashes))
 
 
 def _at(event: Event) -> datetime:
@@ -94,10 +147,15 @@ def resync_rows(hashes: dict[str, dict[str, str]]) -> int:
 
 
 class Mirror:
-    """Follow every queue's event stream as one consumer of the `mirror` group."""
+    """Follow every queue's event stream as one consumer of the `mirror` group.
+
+    `batch` caps the events read at once. A read returns what is there, so when the mirror
+    keeps up a batch is small; behind, a large cap keeps most jobs' events in one batch (one
+    row write per job, not two): 20,000 drained a steady backlog 1.6 times faster than 5,000.
+    """
 
     def __init__(
-        self, queues: Sequence[str], consumer: str | None = None, batch: int = 5000
+        self, queues: Sequence[str], consumer: str | None = None, batch: int = 20_000
     ) -> None:
         self.settings = engine_settings()
         self.redis = connect(self.settings, blocking=True)
@@ -131,7 +189,7 @@ class Mirror:
 
     async def apply(self, events: list[Event]) -> None:
         """Write a batch to the database, then ack it."""
-        await self._write(events, await self._hashes(events))
+        await self._write(prepare(events, await self._hashes(events)))
 
     async def _hashes(self, events: list[Event]) -> dict[str, dict[str, str]]:
         """Return the job hashes Redis still holds for the jobs of `events`."""
@@ -143,10 +201,10 @@ class Mirror:
             hashes.update(await self.reader.job_hashes(queue, sorted(ids)))
         return hashes
 
-    async def _write(self, events: list[Event], hashes: dict[str, dict[str, str]]) -> None:
-        await sync_to_async(apply_batch, thread_sensitive=True)(events, hashes)
-        await self.reader.ack(events)
-        self.applied += len(events)
+    async def _write(self, batch: Batch) -> None:
+        await sync_to_async(write_batch, thread_sensitive=True)(batch)
+        await self.reader.ack(batch.events)
+        self.applied += len(batch.events)
         await self._notify()
 
     async def settle(self) -> None:
@@ -176,9 +234,9 @@ class Mirror:
         if not events:
             await self.settle()
             return 0
-        hashes = await self._hashes(events)
+        batch = prepare(events, await self._hashes(events))
         await self.settle()
-        self._writing = asyncio.ensure_future(self._write(events, hashes))
+        self._writing = asyncio.ensure_future(self._write(batch))
         return len(events)
 
     async def run(
