@@ -10,12 +10,13 @@ caller made under `lock_queues`.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Model
 from django.utils import timezone
 
@@ -72,15 +73,27 @@ def stored(ids: Sequence[str]) -> dict[str, tuple[str, list[dict[str, Any]], str
     return found
 
 
+# The staging tables made in each session (a temporary table lives as long as its session).
+_made: dict[str, weakref.WeakSet[Any]] = {}
+
+
+def _empty_stage(cursor: Any, name: str, definition: str) -> None:
+    """Make this session's temporary table `name` (`definition`: its columns) empty, once made."""
+    made = _made.setdefault(name, weakref.WeakSet())
+    session = connection.connection
+    if session not in made:
+        cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {name} {definition}")
+        # A rollback drops a table made in its transaction: it counts as made once committed.
+        transaction.on_commit(lambda: made.add(session))
+    cursor.execute(f"TRUNCATE {name}")
+
+
 def _stage(cursor: Any, model: type[Model], columns: Sequence[str], rows: list[Any]) -> str:
     """Copy rows into this session's staging table for `model`; return the SELECT of them."""
     table = _q(model._meta.db_table)
     stage = _q(f"{model._meta.db_table}_stage")
     names = ", ".join(_q(c) for c in columns)
-    cursor.execute(
-        f"CREATE TEMP TABLE IF NOT EXISTS {stage} AS SELECT {names} FROM {table} WITH NO DATA"
-    )
-    cursor.execute(f"TRUNCATE {stage}")
+    _empty_stage(cursor, stage, f"AS SELECT {names} FROM {table} WITH NO DATA")
     with cursor.cursor.copy(f"COPY {stage} ({names}) FROM STDIN") as copy:
         for row in rows:
             copy.write_row(row)
@@ -180,11 +193,9 @@ def upsert(
     made = ", ".join(f"{sql} AS {_q(c)}" for c, sql in FROM_HASH.items())
     known = sum(r.id in stored_ids for r in rows)
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE}"
-            " (id text, last_event_id text, transitions jsonb, h jsonb, stored boolean)"
+        _empty_stage(
+            cursor, _STAGE, "(id text, last_event_id text, transitions jsonb, h jsonb, stored bool)"
         )
-        cursor.execute(f"TRUNCATE {_STAGE}")
         with cursor.cursor.copy(f"COPY {_STAGE} FROM STDIN") as copy:
             for r in rows:
                 h = r.h or orjson.dumps(r.fields).decode()

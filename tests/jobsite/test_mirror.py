@@ -9,6 +9,7 @@ import time
 import pytest
 import redis
 from asgiref.sync import async_to_sync
+from django.db import connection, transaction
 
 from engine import Client, EngineSettings, QueueKeys
 from engine.events import Event
@@ -59,6 +60,22 @@ def test_mirror_writes_rows_and_history(engine: EngineSettings) -> None:
     assert kept_changes() == changes(stream(engine))
     flaky = [(t["from"], t["to"]) for t in JobRecord.objects.get(id=ids[21]).transitions]
     assert flaky[0] == ("unsubmitted", "submitted") and flaky[-1] == ("started", "failed")
+
+
+def test_a_batch_rolled_back_in_a_fresh_session_does_not_break_the_next(
+    engine: EngineSettings,
+) -> None:
+    """The first batch of a session makes its staging tables; a rollback drops them again."""
+    async_to_sync(make_history)(engine)
+    events = [Event.from_entry("default", eid, f) for eid, f in stream(engine)]
+    connection.close()  # the next statement opens a fresh session
+    with pytest.raises(RuntimeError), transaction.atomic():
+        apply_batch(events, {})
+        raise RuntimeError("the commit never comes")
+    assert not JobRecord.objects.exists()
+    apply_batch(events, {})
+    assert JobRecord.objects.count() == 22
+    assert kept_changes() == changes(stream(engine))
 
 
 def test_replay_and_old_events_change_nothing(engine: EngineSettings) -> None:
