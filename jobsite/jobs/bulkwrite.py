@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Model
 from django.utils import timezone
 
@@ -138,6 +138,7 @@ class Staged:
     transitions: str  # JSON text of the merged list
     fields: dict[str, str]
     h: str = ""  # `fields` as JSON text, when the caller made it already
+    values: list[Any] | None = None  # row_values(fields), when the caller made them already
 
 
 def _from_hash() -> dict[str, str]:
@@ -166,20 +167,32 @@ FROM_HASH = _from_hash()
 _STAGE = "jobsite_jobrecord_load"
 
 
+def row_values(fields: dict[str, str]) -> list[Any]:
+    """Return a job row's values in JOB_COLUMNS order from its hash (`last_event_id`,
+    `transitions` and `updated_at` are left for the writer)."""
+    row = values_from_hash(fields, "")
+    return [row.get(c) for c in JOB_COLUMNS]
+
+
+_LAST, _TRANSITIONS, _UPDATED = (
+    JOB_COLUMNS.index(c) for c in ("last_event_id", "transitions", "updated_at")
+)
+
+
 def upsert(
     rows: Sequence[Staged],
     update: Iterable[str],
     guard: bool = True,
-    stored_ids: Container[str] = (),
+    stored_ids: Container[str] | None = None,
 ) -> None:
     """Insert rows or update `update` columns of existing ones (newer events only when `guard`).
 
-    `stored_ids`: the rows known to exist (read under lock_queues). PostgreSQL: the rows are
-    copied as (id, last event, transitions, hash JSON) into a staging table; the known ones are
-    changed by an `UPDATE ... FROM` it (no row-lock record before each update, unlike
-    `ON CONFLICT DO UPDATE`), the rest inserted with an `ON CONFLICT` upsert (a row that
-    appeared meanwhile is still updated), both making the columns with FROM_HASH. SQLite: one
-    `executemany` upsert.
+    `stored_ids`: the rows known to exist, read under lock_queues (None: not known). On
+    PostgreSQL the known rows are changed by an `UPDATE ... FROM` a staging table (no row-lock
+    record before each update, unlike `ON CONFLICT DO UPDATE`) and the others copied straight
+    into the table; a row that exists after all (written by someone not holding the lock)
+    makes the copy fail and the rows go through `INSERT ... ON CONFLICT` instead, as all rows
+    do when `stored_ids` is None. SQLite: one `executemany` upsert.
     """
     if not rows:
         return
@@ -188,27 +201,62 @@ def upsert(
         _upsert_sqlite(rows, update, guard)
         return
     update = list(update)
+    if stored_ids is None:
+        _upsert_staged(rows, update, guard, stored=False)
+        return
+    known = [r for r in rows if r.id in stored_ids]
+    fresh = [r for r in rows if r.id not in stored_ids]
+    if known:
+        _upsert_staged(known, update, guard, stored=True)
+    if fresh:
+        try:
+            with transaction.atomic():  # a savepoint: a failed copy leaves the batch usable
+                _copy_rows(fresh)
+        except IntegrityError:
+            _upsert_staged(fresh, update, guard, stored=False)
+
+
+def _copy_rows(rows: Sequence[Staged]) -> None:
+    """Copy new rows straight into the job table (PostgreSQL)."""
     table = _q(JobRecord._meta.db_table)
     names = ", ".join(_q(c) for c in JOB_COLUMNS)
+    now = timezone.now()
+    with (
+        connection.wrap_database_errors,  # the driver's errors as Django's (IntegrityError)
+        connection.cursor() as cursor,
+        cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy,
+    ):
+        for r in rows:
+            values = list(r.values) if r.values is not None else row_values(r.fields)
+            values[_LAST], values[_TRANSITIONS], values[_UPDATED] = (
+                r.last_event_id,
+                r.transitions,
+                now,
+            )
+            copy.write_row(values)
+
+
+def _upsert_staged(rows: Sequence[Staged], update: list[str], guard: bool, stored: bool) -> None:
+    """Stage rows as (id, last event, transitions, hash JSON); update them if `stored`, else
+    insert them with `ON CONFLICT` (both making the columns with FROM_HASH)."""
+    table = _q(JobRecord._meta.db_table)
     made = ", ".join(f"{sql} AS {_q(c)}" for c, sql in FROM_HASH.items())
-    known = sum(r.id in stored_ids for r in rows)
+    source = f"SELECT {made} FROM {_STAGE}"
     with connection.cursor() as cursor:
-        _empty_stage(
-            cursor, _STAGE, "(id text, last_event_id text, transitions jsonb, h jsonb, stored bool)"
-        )
+        _empty_stage(cursor, _STAGE, "(id text, last_event_id text, transitions jsonb, h jsonb)")
         with cursor.cursor.copy(f"COPY {_STAGE} FROM STDIN") as copy:
             for r in rows:
                 h = r.h or orjson.dumps(r.fields).decode()
-                copy.write_row((r.id, r.last_event_id, r.transitions, h, r.id in stored_ids))
-        if known:
+                copy.write_row((r.id, r.last_event_id, r.transitions, h))
+        if stored:
             cursor.execute(
-                f"UPDATE {table} SET {_sets(update, guard, 'new')}"
-                f" FROM (SELECT {made} FROM {_STAGE} WHERE stored) AS new"
+                f"UPDATE {table} SET {_sets(update, guard, 'new')} FROM ({source}) AS new"
                 f" WHERE {table}.{_q('id')} = new.{_q('id')}"
             )
-        if known < len(rows):
+        else:
+            names = ", ".join(_q(c) for c in JOB_COLUMNS)
             cursor.execute(
-                f"INSERT INTO {table} ({names}) SELECT {made} FROM {_STAGE} WHERE NOT stored"
+                f"INSERT INTO {table} ({names}) {source}"
                 f" ON CONFLICT ({_q('id')}) DO UPDATE SET {_sets(update, guard, 'excluded')}"
             )
 
@@ -217,9 +265,8 @@ def _upsert_sqlite(rows: Sequence[Staged], update: Iterable[str], guard: bool) -
     now = str(timezone.now().replace(tzinfo=None))  # SQLite keeps naive UTC text
     prepped = []
     for r in rows:
-        row = values_from_hash(r.fields, r.last_event_id)
-        row["transitions"] = r.transitions
-        values = [row.get(c, now) for c in JOB_COLUMNS]
+        values = list(r.values) if r.values is not None else row_values(r.fields)
+        values[_LAST], values[_TRANSITIONS], values[_UPDATED] = r.last_event_id, r.transitions, now
         for i in _TIME_INDEXES:
             if values[i] is not None:
                 values[i] = str(values[i].replace(tzinfo=None))

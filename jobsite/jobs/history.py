@@ -129,7 +129,10 @@ JSON_FIELDS = {
 
 
 def clean_hash(fields: dict[str, str]) -> dict[str, str]:
-    """Return `fields` with every JSON field valid JSON text (see _json_text); copy if changed."""
+    """Return `fields` with every JSON field valid JSON text (see _json_text) and no NUL in the
+    others (PostgreSQL's text refuses it: U+FFFD takes its place); copy if changed."""
+    if any("\x00" in v for v in fields.values()):
+        fields = {k: v.replace("\x00", "\ufffd") for k, v in fields.items()}
     for name, default in JSON_FIELDS.items():
         raw = fields.get(name)
         if raw is not None:

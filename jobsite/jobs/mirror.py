@@ -42,6 +42,7 @@ class Seen:
     full: bool  # the fields come from the job hash
     kept: bool  # retention keeps the row (else it is not written: no resurrection)
     search: str  # the job's search text ("" without its hash)
+    values: list[Any]  # the row's values (bulkwrite.row_values)
 
 
 @dataclass(slots=True)
@@ -80,6 +81,7 @@ def prepare(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> Batch
                 full=raw is not None,
                 kept=horizon.keeps(fields.get("state", ""), history.ended_at(fields), _at(newest)),
                 search=history.hash_search_text(fields) if raw is not None else "",
+                values=bulkwrite.row_values(fields),
             )
         )
     return batch
@@ -110,7 +112,7 @@ def write_batch(batch: Batch) -> int:
             merged = sorted([*kept, *fresh], key=lambda t: t["id"])
             text = orjson.dumps(merged).decode()
             (full if s.full else bare).append(
-                bulkwrite.Staged(s.job, s.newest.key, text, s.fields, s.h)
+                bulkwrite.Staged(s.job, s.newest.key, text, s.fields, s.h, s.values)
             )
             fresh_ids = {t["id"] for t in fresh}
             rollup.observe(tally, s.queue, s.fields.get("task") or task, merged, fresh_ids)
@@ -141,6 +143,7 @@ def resync_rows(hashes: dict[str, dict[str, str]]) -> int:
     rows = [bulkwrite.Staged(f.get("id", ""), "", "[]", f) for f in cleaned]
     texts = [(f.get("id", ""), history.hash_search_text(f)) for f in cleaned]
     with transaction.atomic():
+        bulkwrite.lock_queues(f.get("queue", "") for f in cleaned)
         bulkwrite.upsert(rows, history.RESYNC_COLUMNS, guard=False)
         bulkwrite.upsert_search(texts)
     return len(rows)

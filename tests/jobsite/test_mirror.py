@@ -13,6 +13,8 @@ from django.db import connection, transaction
 
 from engine import Client, EngineSettings, QueueKeys
 from engine.events import Event
+from jobsite.jobs import bulkwrite
+from jobsite.jobs.history import ALL_BUT_ID
 from jobsite.jobs.mirror import Mirror, apply_batch
 from jobsite.jobs.models import JobRecord
 from tests.engine import tasks as t
@@ -76,6 +78,24 @@ def test_a_batch_rolled_back_in_a_fresh_session_does_not_break_the_next(
     apply_batch(events, {})
     assert JobRecord.objects.count() == 22
     assert kept_changes() == changes(stream(engine))
+
+
+def test_a_row_written_behind_the_mirrors_back_is_updated_not_lost(
+    engine: EngineSettings,
+) -> None:
+    """A row the mirror did not see under its lock makes the fast insert fail; the batch then
+    goes through the upsert and still lands."""
+    row = {"id": "behind", "queue": "default", "task": "x", "state": "submitted"}
+    done = {**row, "state": "completed", "completed_at_ms": str(int(time.time() * 1000))}
+    with transaction.atomic():
+        bulkwrite.upsert([bulkwrite.Staged("behind", "0001", "[]", row)], ["state"])
+    with transaction.atomic():
+        bulkwrite.upsert(
+            [bulkwrite.Staged("behind", "0002", "[]", done)], ALL_BUT_ID, stored_ids=set()
+        )
+    written = JobRecord.objects.get(id="behind")
+    assert (written.state, written.last_event_id) == ("completed", "0002")
+    assert written.completed_at is not None
 
 
 def test_replay_and_old_events_change_nothing(engine: EngineSettings) -> None:
@@ -155,6 +175,7 @@ def test_poison_payloads_are_mirrored_as_text(engine: EngineSettings) -> None:
                 "state": "submitted",
                 "args": b'["\xff',
                 "kwargs": "{",
+                "progress_message": "half \x00 way",
             },
         )
         r.xadd(
@@ -169,6 +190,7 @@ def test_poison_payloads_are_mirrored_as_text(engine: EngineSettings) -> None:
     async_to_sync(mirror_all)()
     row = JobRecord.objects.get(id="poison")
     assert isinstance(row.args, str) and row.args.startswith('["') and row.kwargs == "{"
+    assert row.progress_message == "half \ufffd way"  # PostgreSQL text refuses NUL
 
 
 async def logged_jobs(engine: EngineSettings) -> list[str]:
