@@ -137,7 +137,6 @@ class Staged:
     last_event_id: str
     transitions: str  # JSON text of the merged list
     fields: dict[str, str]
-    h: str = ""  # `fields` as JSON text, when the caller made it already
     values: list[Any] | None = None  # row_values(fields), when the caller made them already
 
 
@@ -218,22 +217,26 @@ def upsert(
 
 def _copy_rows(rows: Sequence[Staged]) -> None:
     """Copy new rows straight into the job table (PostgreSQL)."""
-    table = _q(JobRecord._meta.db_table)
-    names = ", ".join(_q(c) for c in JOB_COLUMNS)
     now = timezone.now()
+    made = []
+    for r in rows:
+        values = list(r.values) if r.values is not None else row_values(r.fields)
+        values[_LAST], values[_TRANSITIONS], values[_UPDATED] = r.last_event_id, r.transitions, now
+        made.append(values)
+    _copy(JobRecord, JOB_COLUMNS, made)
+
+
+def _copy(model: type[Model], columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Copy rows into the table of `model`; a failure raises Django's errors (IntegrityError)."""
+    table = _q(model._meta.db_table)
+    names = ", ".join(_q(c) for c in columns)
     with (
-        connection.wrap_database_errors,  # the driver's errors as Django's (IntegrityError)
+        connection.wrap_database_errors,
         connection.cursor() as cursor,
         cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy,
     ):
-        for r in rows:
-            values = list(r.values) if r.values is not None else row_values(r.fields)
-            values[_LAST], values[_TRANSITIONS], values[_UPDATED] = (
-                r.last_event_id,
-                r.transitions,
-                now,
-            )
-            copy.write_row(values)
+        for row in rows:
+            copy.write_row(row)
 
 
 def _upsert_staged(rows: Sequence[Staged], update: list[str], guard: bool, stored: bool) -> None:
@@ -246,7 +249,7 @@ def _upsert_staged(rows: Sequence[Staged], update: list[str], guard: bool, store
         _empty_stage(cursor, _STAGE, "(id text, last_event_id text, transitions jsonb, h jsonb)")
         with cursor.cursor.copy(f"COPY {_STAGE} FROM STDIN") as copy:
             for r in rows:
-                h = r.h or orjson.dumps(r.fields).decode()
+                h = orjson.dumps(r.fields).decode()
                 copy.write_row((r.id, r.last_event_id, r.transitions, h))
         if stored:
             cursor.execute(
@@ -275,8 +278,23 @@ def _upsert_sqlite(rows: Sequence[Staged], update: Iterable[str], guard: bool) -
     _insert(JobRecord, JOB_COLUMNS, prepped, tail)
 
 
-def upsert_search(texts: Sequence[tuple[str, str]]) -> None:
-    """Store the search text of jobs; an unchanged text writes nothing."""
+def upsert_search(texts: Sequence[tuple[str, str]], new: Container[str] = ()) -> None:
+    """Store the search text of jobs; an unchanged text writes nothing.
+
+    `new`: jobs known to have no text yet (read under lock_queues): on PostgreSQL theirs are
+    copied straight into the table (a text there after all makes them go through the upsert).
+    """
+    if not texts:
+        return
+    texts = sorted(texts)
+    fresh = [t for t in texts if t[0] in new] if _postgres() else []
+    if fresh:
+        try:
+            with transaction.atomic():  # a savepoint: a failed copy leaves the batch usable
+                _copy(JobSearch, ("job_id", "text"), fresh)
+            texts = [t for t in texts if t[0] not in new]
+        except IntegrityError:
+            pass
     if not texts:
         return
     table = _q(JobSearch._meta.db_table)
@@ -285,4 +303,4 @@ def upsert_search(texts: Sequence[tuple[str, str]]) -> None:
         f" ON CONFLICT ({_q('job_id')}) DO UPDATE SET {text} = excluded.{text}"
         f" WHERE {table}.{text} <> excluded.{text}"
     )
-    _insert(JobSearch, ("job_id", "text"), sorted(texts), tail)
+    _insert(JobSearch, ("job_id", "text"), texts, tail)

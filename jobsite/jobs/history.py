@@ -155,9 +155,8 @@ _TIME_FIELDS = [(name, f"{name}_ms") for name in TIMES]
 
 
 def values_from_hash(fields: dict[str, str], last_event_id: str) -> dict[str, Any]:
-    """Return a row's column values from a job hash (JSON fields stay the hash's JSON text).
-
-    SQLite's path; on PostgreSQL the server makes the same values (bulkwrite.FROM_HASH).
+    """Return a row's column values from a job hash cleaned by clean_hash (JSON fields stay its
+    JSON text). The server makes the same values from the hash's JSON (bulkwrite.FROM_HASH).
     """
     f = fields.get
     progress = f("progress")
@@ -169,18 +168,18 @@ def values_from_hash(fields: dict[str, str], last_event_id: str) -> dict[str, An
         "state": f("state", ""),
         "priority": _int(f("priority")),
         "attempt": _int(f("attempt")),
-        "args": _json_text(f("args"), "[]"),
-        "kwargs": _json_text(f("kwargs"), "{}"),
-        "result": _json_text(f("result"), "null"),
-        "errors": _json_text(f("errors"), "[]"),
+        "args": f("args") or "[]",
+        "kwargs": f("kwargs") or "{}",
+        "result": f("result"),
+        "errors": f("errors") or "[]",
         "progress": float(progress) if progress else None,
         "progress_message": f("progress_message", ""),
-        "logs": _json_text(f("logs"), "[]"),
+        "logs": f("logs") or "[]",
         "logs_dropped": _int(f("logs_dropped")),
         "worker": f("worker", ""),
         "fingerprint": f("fingerprint", ""),
         "replay_of": f("replay_of", ""),
-        "parents": _json_text(f("parents"), "[]"),
+        "parents": f("parents") or "[]",
         "flow_id": f("flow_id") or None,
         "last_event_id": last_event_id,
         "transitions": "[]",

@@ -38,7 +38,6 @@ class Seen:
     newest: Event
     changes: dict[str, dict[str, Any]]  # event id -> transition, state changes only
     fields: dict[str, str]  # cleaned job hash, or what the newest event tells
-    h: str  # `fields` as JSON text (the PostgreSQL staging format)
     full: bool  # the fields come from the job hash
     kept: bool  # retention keeps the row (else it is not written: no resurrection)
     search: str  # the job's search text ("" without its hash)
@@ -77,7 +76,6 @@ def prepare(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> Batch
                 newest=newest,
                 changes=changes,
                 fields=fields,
-                h=orjson.dumps(fields).decode(),
                 full=raw is not None,
                 kept=horizon.keeps(fields.get("state", ""), history.ended_at(fields), _at(newest)),
                 search=history.hash_search_text(fields) if raw is not None else "",
@@ -112,7 +110,7 @@ def write_batch(batch: Batch) -> int:
             merged = sorted([*kept, *fresh], key=lambda t: t["id"])
             text = orjson.dumps(merged).decode()
             (full if s.full else bare).append(
-                bulkwrite.Staged(s.job, s.newest.key, text, s.fields, s.h, s.values)
+                bulkwrite.Staged(s.job, s.newest.key, text, s.fields, s.values)
             )
             fresh_ids = {t["id"] for t in fresh}
             rollup.observe(tally, s.queue, s.fields.get("task") or task, merged, fresh_ids)
@@ -120,7 +118,7 @@ def write_batch(batch: Batch) -> int:
                 texts.append((s.job, s.search))
         bulkwrite.upsert(full, history.ALL_BUT_ID, stored_ids=rows)
         bulkwrite.upsert(bare, history.BARE_COLUMNS, stored_ids=rows)
-        bulkwrite.upsert_search(texts)
+        bulkwrite.upsert_search(texts, new={s.job for s in batch.jobs if s.job not in rows})
         rollup.write(tally)
     return len(full) + len(bare)
 

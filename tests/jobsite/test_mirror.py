@@ -16,7 +16,7 @@ from engine.events import Event
 from jobsite.jobs import bulkwrite
 from jobsite.jobs.history import ALL_BUT_ID
 from jobsite.jobs.mirror import Mirror, apply_batch
-from jobsite.jobs.models import JobRecord
+from jobsite.jobs.models import JobRecord, JobSearch
 from tests.engine import tasks as t
 
 from .conftest import mirror_all, run_worker
@@ -96,6 +96,13 @@ def test_a_row_written_behind_the_mirrors_back_is_updated_not_lost(
     written = JobRecord.objects.get(id="behind")
     assert (written.state, written.last_event_id) == ("completed", "0002")
     assert written.completed_at is not None
+    JobSearch.objects.create(job_id="stray", text="old words")
+    with transaction.atomic():
+        bulkwrite.upsert_search(
+            [("stray", "new\twords \\ here"), ("fresh", "x")], new={"stray", "fresh"}
+        )
+    texts = dict(JobSearch.objects.values_list("job_id", "text"))
+    assert texts == {"stray": "new\twords \\ here", "fresh": "x"}
 
 
 def test_replay_and_old_events_change_nothing(engine: EngineSettings) -> None:
