@@ -155,11 +155,15 @@ def probes() -> list[tuple[str, float, Callable[[], object]]]:
         ("API queues", LIST_MS, getter(api, "/api/v1/queues")),
         ("API stats, minutes=60", STATS_MS, getter(api, "/api/v1/stats", minutes=60)),
         ("API stats, minutes=1440", STATS_MS, getter(api, "/api/v1/stats", minutes=1440)),
-        ("dashboard snapshot (history part)", STATS_MS, lambda: live._history(live.Filter())),
+        (
+            "dashboard snapshot (history part)",
+            STATS_MS,
+            lambda: live._history(live.Filter(), data.QUEUES),
+        ),
         (
             "dashboard snapshot, state=failed",
             STATS_MS,
-            lambda: live._history(live.Filter(state="failed")),
+            lambda: live._history(live.Filter(state="failed"), data.QUEUES),
         ),
         ("admin changelist", ADMIN_MS, getter(admin, "/admin/jobsite/jobrecord/")),
         (

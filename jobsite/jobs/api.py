@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db.models import Min
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Query, Router, Status
@@ -23,7 +22,7 @@ from engine import Job as EngineJob
 from . import audit, bulk, related, services, taskoptions
 from .arguments import check_types, schema
 from .live import throughput
-from .models import JobRecord, QueueRecord, text_search
+from .models import JobRecord, QueueRecord, oldest_waiting, text_search
 from .permissions import Grant, Perm, aneed, need
 from .registry import known_tasks
 from .replays import areplays_of
@@ -304,8 +303,7 @@ async def _queues(rights: Grant) -> list[QueueOut]:
     """Return the queues this request may view: counts, paused flag, oldest waiting job."""
     names = await sync_to_async(_visible)(rights, await services.aknown_queues())
     states = await services.aqueue_states(names)
-    waiting = JobRecord.objects.filter(state="submitted").values_list("queue")
-    oldest = {q: at async for q, at in waiting.annotate(Min("submitted_at"))}
+    oldest = await sync_to_async(oldest_waiting)(names)
     now = timezone.now()
     return [
         QueueOut(

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db.models import Count, Max, Min, QuerySet
 
-from .models import DEAD, RETRYABLE, JobRecord
+from .models import DEAD, RETRYABLE, JobRecord, dead
 from .permissions import Grant
 
 # In the DLQ: ended without success and resubmittable (so never `lost`, never `cancelled`).
@@ -54,7 +54,7 @@ def dead_rows(
     rights: Grant, queue: str | None = None, task: str | None = None
 ) -> QuerySet[JobRecord]:
     """Return the dead-letter rows this request may see, of `queue` and `task` when given."""
-    rows = rights.narrow(JobRecord.objects.filter(state__in=DLQ_STATES))
+    rows = rights.narrow(dead(JobRecord.objects.filter(state__in=DLQ_STATES)))
     if queue:
         rows = rows.filter(queue=queue)
     if task:

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from channels.db import database_sync_to_async
-from django.db.models import F, Min, Q, Sum
+from django.db.models import F, Q, Sum
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from . import rollup, services
-from .models import DEAD, STATE_CHOICES, VOCABULARY, JobRecord, RollupCount, text_search
+from .models import (
+    STATE_CHOICES,
+    VOCABULARY,
+    JobRecord,
+    RollupCount,
+    dead,
+    oldest_waiting,
+    text_search,
+)
 from .schemas import QUEUE
 
 STATES = frozenset(value for value, _ in STATE_CHOICES)
@@ -75,7 +84,7 @@ def throughput(minutes: int, scope: list[str] | None = None) -> list[dict[str, A
     )
 
 
-def _history(chosen: Filter) -> dict[str, Any]:
+def _history(chosen: Filter, queues: Sequence[str]) -> dict[str, Any]:
     rows = JobRecord.objects.all()
     for key in ("state", "queue", "task"):
         if getattr(chosen, key) is not None:
@@ -84,11 +93,7 @@ def _history(chosen: Filter) -> dict[str, Any]:
         rows = text_search(rows, chosen.q)
     if chosen.since is not None:
         rows = rows.filter(submitted_at__gte=chosen.since)
-    oldest = dict(
-        JobRecord.objects.filter(state="submitted")
-        .values_list("queue")
-        .annotate(Min("submitted_at"))
-    )
+    oldest = oldest_waiting(queues)
     now = timezone.now()
     fields = ("id", "task", "queue", "state", "attempt", "progress", "progress_message", "worker")
     return {
@@ -106,7 +111,7 @@ def _history(chosen: Filter) -> dict[str, Any]:
         ],
         "failures": [
             {"id": j.id, "task": j.task, "state": j.state, "error": (j.errors or [{}])[-1]}
-            for j in JobRecord.objects.filter(state__in=DEAD).order_by("-completed_at")[:20]
+            for j in dead(JobRecord.objects.all()).order_by("-completed_at")[:20]
         ],
     }
 
@@ -115,7 +120,7 @@ async def snapshot(chosen: Filter) -> dict[str, Any]:
     """Return counts per queue, workers, and the history views for the filter `chosen`."""
     queues = await services.aqueue_states()
     workers = await services.aworkers()
-    history = await database_sync_to_async(_history)(chosen)
+    history = await database_sync_to_async(_history)(chosen, [q.name for q in queues])
     return {
         "filter": chosen.shown(),
         "vocabulary": VOCABULARY,

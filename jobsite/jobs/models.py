@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -310,6 +311,35 @@ SEARCH_WORDS_SQL = (
 SEARCH_WORDS_INDEX = "jobsite_search_words"
 _WORD = re.compile(r"[^\W_]+")
 _MOST_WORDS = 16
+
+
+# The dead rows' condition in literal SQL, as the partial indexes state it: SQLite uses a
+# partial index only for a query that repeats its condition, constants included (the bound
+# parameters of `state__in` do not count): 140 ms for the newest failures at 1 M rows, 2.5 ms.
+_DEAD_SQL = '"jobsite_jobrecord"."state" IN (' + ", ".join(f"'{s}'" for s in DEAD) + ")"
+
+
+def dead(rows: models.QuerySet[JobRecord]) -> models.QuerySet[JobRecord]:
+    """Return the rows of `rows` that ended without success, as their partial indexes see them."""
+    return rows.filter(RawSQL(_DEAD_SQL, [], output_field=BooleanField()))
+
+
+def oldest_waiting(queues: Sequence[str]) -> dict[str, datetime]:
+    """Return when the oldest job still waiting in each of `queues` was submitted.
+
+    One pass over the waiting rows (the state index), a minimum per queue; no GROUP BY, which
+    SQLite, once ANALYZEd, serves by walking the whole queue index (1.1 s at 1 M rows).
+    """
+    names = list(dict.fromkeys(queues))
+    if not names:
+        return {}
+    found = JobRecord.objects.filter(state="submitted").aggregate(
+        **{
+            f"q{i}": models.Min("submitted_at", filter=models.Q(queue=q))
+            for i, q in enumerate(names)
+        }
+    )
+    return {q: found[f"q{i}"] for i, q in enumerate(names) if found[f"q{i}"] is not None}
 
 
 def _words_match(text: str) -> models.Q | None:

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from engine import Client, EngineSettings, QueueKeys
 from engine.events import Event
+from engine.keys import queues_key
 from jobsite.jobs import history, live
 from jobsite.jobs.mirror import apply_batch
 from jobsite.jobs.models import JobRecord, JobSearch, RollupCount, text_search
@@ -30,6 +31,7 @@ from tests.engine import tasks as t
 from .conftest import make_token, mirror_all, run_worker, staff_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
+QUEUES = ["q0", "q1", "q2"]
 
 
 def run_and_mirror(engine: EngineSettings, jobs: list[Any]) -> list[str]:
@@ -134,11 +136,15 @@ def test_replayed_events_never_bring_a_pruned_job_back(engine: EngineSettings) -
     assert not JobSearch.objects.filter(job_id=done).exists()
 
 
-def _fill(n: int) -> None:
+FIVE_STATES = ("completed", "failed", "submitted", "started", "cancelled")
+# As a real history is: nearly every job ended well, a few are live.
+MOSTLY_DONE = ("completed",) * 45 + ("failed", "submitted", "started", "cancelled", "scheduled")
+
+
+def _fill(n: int, states: tuple[str, ...] = FIVE_STATES) -> None:
     """Mirror n jobs (a mix of states, queues and tasks) from made-up events and hashes."""
     now_ms = int(time.time() * 1000)
     hashes, events = {}, []
-    states = ["completed", "failed", "submitted", "started", "cancelled"]
     for i in range(n):
         job = f"{now_ms + i:012x}{i:020x}"
         state = states[i % len(states)]
@@ -181,8 +187,8 @@ def test_every_hot_query_uses_an_index_on_postgresql(engine: EngineSettings) -> 
             assert web.get(f"/api/v1/charts?{query}", **api).status_code == 200
         for query in ("", "state__exact=failed", "queue=q2", "task=task1", "q=user-12"):
             assert web.get(f"/admin/jobsite/jobrecord/?{query}").status_code == 200
-        live._history(live.Filter(state="failed"))
-        live._history(live.Filter(q="user-5"))
+        live._history(live.Filter(state="failed"), QUEUES)
+        live._history(live.Filter(q="user-5"), QUEUES)
         prune(at=timezone.now() + timedelta(days=400))
     tables = ("jobsite_jobrecord", "jobsite_jobsearch", "jobsite_rollupcount", "jobsite_queuedepth")
     hot = [q["sql"] for q in seen.captured_queries if q["sql"].startswith("SELECT")]
@@ -208,6 +214,46 @@ def test_every_hot_query_uses_an_index_on_postgresql(engine: EngineSettings) -> 
             assert "Bitmap Index Scan on jobsite_search_words" in plan, plan
         cursor.execute("RESET enable_seqscan; RESET enable_indexscan")
     assert rare
+
+
+@pytest.mark.skipif("connection.vendor != 'sqlite'")
+def test_no_unlimited_query_walks_a_whole_table_or_index_on_sqlite(engine: EngineSettings) -> None:
+    """ANALYZEd on a history where most jobs completed, SQLite's planner once served "oldest
+    waiting job per queue" by walking the whole queue index (1.1 s at 1 M rows), a job's
+    replays by scanning the table and the newest failures by sorting every failure (their
+    partial indexes went unused): queries without a LIMIT must search an index, never scan."""
+    _fill(3000, MOSTLY_DONE)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    with redis.Redis.from_url(engine.redis_url) as r:
+        r.sadd(queues_key(engine.prefix), *QUEUES)
+    failed = JobRecord.objects.filter(state="failed").values_list("id", flat=True).first()
+    web, api = WebClient(), {"HTTP_AUTHORIZATION": f"Bearer {make_token(staff_user('v', VIEWERS))}"}
+    ran: list[tuple[str, Any]] = []  # as executed: bound parameters are not constants to SQLite
+
+    def keep(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        ran.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(keep):
+        assert web.get("/api/v1/queues", **api).status_code == 200
+        assert web.get(f"/api/v1/jobs/{failed}", **api).status_code == 200
+        snapshot = live._history(live.Filter(), QUEUES)
+    assert set(snapshot["oldest_waiting_s"]) == set(QUEUES)
+    tables = ("jobsite_jobrecord", "jobsite_jobsearch")
+    hot = [(sql, p) for sql, p in ran if sql.startswith("SELECT") and any(t in sql for t in tables)]
+    newest_failures = [q for q in hot if '"completed_at" DESC LIMIT' in q[0]]
+    hot = [q for q in hot if " LIMIT " not in q[0]]
+    assert len(hot) >= 3 and len(newest_failures) == 1
+    with connection.cursor() as cursor:
+        for sql, params in hot:
+            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+            steps = [row[-1] for row in cursor.fetchall()]
+            assert not [s for s in steps if s.startswith("SCAN jobsite_")], (sql, steps)
+        # The newest failures walk the partial index of dead rows, not every failure sorted.
+        cursor.execute("EXPLAIN QUERY PLAN " + newest_failures[0][0], newest_failures[0][1])
+        steps = [row[-1] for row in cursor.fetchall()]
+        assert steps == ["SCAN jobsite_jobrecord USING INDEX jobsite_job_dead"], steps
 
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'")
