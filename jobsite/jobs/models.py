@@ -311,6 +311,8 @@ SEARCH_WORDS_SQL = (
 SEARCH_WORDS_INDEX = "jobsite_search_words"
 _WORD = re.compile(r"[^\W_]+")
 _MOST_WORDS = 16
+# SQLite: the FTS5 trigram index of the search texts (migration 0014), when SQLite has FTS5.
+SEARCH_TRIGRAMS = "jobsite_search_trigrams"
 
 
 # The dead rows' condition in literal SQL, as the partial indexes state it: SQLite uses a
@@ -343,7 +345,9 @@ def oldest_waiting(queues: Sequence[str]) -> dict[str, datetime]:
 
 
 def _words_match(text: str) -> models.Q | None:
-    """Return the word filter of a search on PostgreSQL (None: SQLite, or no word to look up)."""
+    """Return the index filter of a search (None: no index can narrow it)."""
+    if connection.vendor == "sqlite":
+        return _trigrams_match(text)
     words = _WORD.findall(text)[:_MOST_WORDS]
     if connection.vendor != "postgresql" or not words:
         return None
@@ -358,6 +362,24 @@ def _words_match(text: str) -> models.Q | None:
     return models.Q(match)
 
 
+def _trigrams_match(text: str) -> models.Q | None:
+    """Return SQLite's trigram filter: the texts holding `text` anywhere (None: no index)."""
+    if "\x00" in text:
+        return None  # not a phrase FTS5 takes; the scan finds nothing for it either
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM sqlite_master WHERE name = %s", [SEARCH_TRIGRAMS])
+        if cursor.fetchone() is None:
+            return None
+    phrase = '"' + text.replace('"', '""') + '"'
+    match = RawSQL(
+        # Unqualified: the search may run as a subquery, where its table has an alias.
+        f"rowid IN (SELECT rowid FROM {SEARCH_TRIGRAMS} WHERE {SEARCH_TRIGRAMS} MATCH %s)",
+        [phrase],
+        output_field=BooleanField(),
+    )
+    return models.Q(match)
+
+
 def text_search(
     rows: models.QuerySet[JobRecord], text: str, ids_up_to: int = 0
 ) -> models.QuerySet[JobRecord]:
@@ -365,10 +387,11 @@ def text_search(
 
     Substrings are found in JobSearch (any case). On PostgreSQL the word index narrows them
     first, so the text must begin at the start of a word there ("4567" finds "user-4567",
-    "567" does not); SQLite scans. Text shorter than SEARCH_MIN_CHARS matches a whole job id
-    or task name instead. With `ids_up_to`, the search runs once, now, and the rows are
-    filtered by the ids it found when there are no more than that many (a caller that reads
-    the rows twice, a count and a page, then searches once); else by the search as a subquery.
+    "567" does not); on SQLite the trigram index does (any substring), else SQLite scans.
+    Text shorter than SEARCH_MIN_CHARS matches a whole job id or task name instead. With
+    `ids_up_to`, the search runs once, now, and the rows are filtered by the ids it found when
+    there are no more than that many (a caller that reads the rows twice, a count and a page,
+    then searches once); else by the search as a subquery.
     """
     text = text.strip()
     if len(text) < SEARCH_MIN_CHARS:

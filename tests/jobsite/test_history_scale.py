@@ -23,7 +23,13 @@ from engine.events import Event
 from engine.keys import queues_key
 from jobsite.jobs import history, live
 from jobsite.jobs.mirror import apply_batch
-from jobsite.jobs.models import JobRecord, JobSearch, RollupCount, text_search
+from jobsite.jobs.models import (
+    SEARCH_TRIGRAMS,
+    JobRecord,
+    JobSearch,
+    RollupCount,
+    text_search,
+)
 from jobsite.jobs.permissions import VIEWERS
 from jobsite.jobs.retention import prune
 from tests.engine import tasks as t
@@ -254,6 +260,36 @@ def test_no_unlimited_query_walks_a_whole_table_or_index_on_sqlite(engine: Engin
         cursor.execute("EXPLAIN QUERY PLAN " + newest_failures[0][0], newest_failures[0][1])
         steps = [row[-1] for row in cursor.fetchall()]
         assert steps == ["SCAN jobsite_jobrecord USING INDEX jobsite_job_dead"], steps
+
+
+@pytest.mark.skipif("connection.vendor != 'sqlite'")
+def test_sqlite_search_reads_a_trigram_index_that_triggers_keep_in_step() -> None:
+    """SQLite finds substrings through its FTS5 trigram index, not a scan; triggers keep the
+    index equal to the texts through inserts, updates and retention's deletes."""
+    _fill(300)
+
+    def numbers_found(text: str) -> list[int]:
+        rows = text_search(JobRecord.objects.all(), text)
+        return sorted(args[0] for args in rows.values_list("args", flat=True))
+
+    with CaptureQueriesContext(connection) as seen:
+        assert numbers_found("USER-12") == [12, *range(120, 130)]
+    assert numbers_found("ser-29") == [29, *range(290, 300)]  # any substring, any case
+    sql = next(q["sql"] for q in seen.captured_queries if "MATCH" in q["sql"])
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + sql)
+        assert any("VIRTUAL TABLE" in row[-1] for row in cursor.fetchall())
+    first_ten = [f"{i:020x}" for i in range(10)]
+    JobSearch.objects.filter(job_id__regex="|".join(f"{x}$" for x in first_ten)).update(
+        text="renamed"
+    )
+    assert numbers_found("renamed") == list(range(10))
+    prune(at=timezone.now() + timedelta(days=400))  # ended jobs go, with their texts
+    with connection.cursor() as cursor:  # raises when the index and the texts disagree
+        cursor.execute(
+            f"INSERT INTO {SEARCH_TRIGRAMS} ({SEARCH_TRIGRAMS}) VALUES ('integrity-check')"
+        )
+    assert numbers_found("renamed") == [2, 3, 7, 8]  # the live ones (submitted, started)
 
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'")
