@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -29,6 +30,8 @@ def child(db_url: str, redis_url: str, rate: int, seconds: float) -> dict[str, o
     os.environ["DATABASE_URL"] = db_url
     os.environ["REDIS_URL"] = redis_url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jobsite.settings")
+    # A benchmark's own throw-away key (nothing it signs outlives the run).
+    os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
     import django
 
     django.setup()
