@@ -21,7 +21,7 @@ from django.contrib.auth.models import User
 from jobsite.jobs.models import (
     ApiToken, JobRecord, JobSearch, OutboxEntry, QueueRecord, RollupCount, WorkerRecord
 )
-from jobsite.jobs.models import text_search
+from jobsite.jobs.search import text_search
 from jobsite.jobs.permissions import Perm, user_allows
 import json
 user = User.objects.get(username="olduser")

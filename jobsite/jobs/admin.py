@@ -33,10 +33,10 @@ from .models import (
     OutboxEntry,
     QueueRecord,
     WorkerRecord,
-    text_search,
 )
 from .permissions import Perm, user_allows
 from .schemas import QUEUE_NAME
+from .search import text_search
 
 
 def _confirm(

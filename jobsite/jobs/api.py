@@ -22,7 +22,7 @@ from engine import Job as EngineJob
 from . import audit, bulk, related, services, taskoptions
 from .arguments import check_types, schema
 from .live import throughput
-from .models import JobRecord, QueueRecord, oldest_waiting, text_search
+from .models import JobRecord, QueueRecord, oldest_waiting
 from .permissions import Grant, Perm, aneed, need
 from .registry import known_tasks
 from .replays import areplays_of
@@ -44,6 +44,7 @@ from .schemas import (
     TaskOut,
     WorkerOut,
 )
+from .search import text_search
 
 router = Router(tags=["jobs"])
 ERRORS: dict[int, Any] = {

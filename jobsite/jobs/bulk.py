@@ -8,9 +8,10 @@ from ninja.errors import HttpError
 
 from . import audit, services
 from .conf import bulk_max
-from .models import CANCELLABLE, RETRYABLE, JobRecord, text_search
+from .models import CANCELLABLE, RETRYABLE, JobRecord
 from .permissions import Grant, Perm, aneed
 from .schemas import BulkIn, BulkOut
+from .search import text_search
 
 
 def _select(

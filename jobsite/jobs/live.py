@@ -19,9 +19,9 @@ from .models import (
     RollupCount,
     dead,
     oldest_waiting,
-    text_search,
 )
 from .schemas import QUEUE
+from .search import text_search
 
 STATES = frozenset(value for value, _ in STATE_CHOICES)
 

@@ -12,8 +12,9 @@ from django.test.utils import CaptureQueriesContext
 
 from engine import Client, EngineSettings, JobState
 from jobsite.jobs import services
-from jobsite.jobs.models import JobRecord, text_search
+from jobsite.jobs.models import JobRecord
 from jobsite.jobs.permissions import Perm
+from jobsite.jobs.search import text_search
 from tests.engine import tasks as t
 
 from .conftest import mirror_all, run_worker

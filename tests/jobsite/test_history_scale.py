@@ -23,15 +23,10 @@ from engine.events import Event
 from engine.keys import queues_key
 from jobsite.jobs import history, live
 from jobsite.jobs.mirror import apply_batch
-from jobsite.jobs.models import (
-    SEARCH_TRIGRAMS,
-    JobRecord,
-    JobSearch,
-    RollupCount,
-    text_search,
-)
+from jobsite.jobs.models import JobRecord, JobSearch, RollupCount
 from jobsite.jobs.permissions import VIEWERS
 from jobsite.jobs.retention import prune
+from jobsite.jobs.search import SEARCH_TRIGRAMS, text_search
 from tests.engine import tasks as t
 
 from .conftest import make_token, mirror_all, run_worker, staff_user

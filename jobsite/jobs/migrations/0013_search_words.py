@@ -7,7 +7,7 @@ a few milliseconds, and costs the mirror fewer index entries per job.
 
 from django.db import migrations
 
-from jobsite.jobs.models import SEARCH_WORDS_INDEX, SEARCH_WORDS_SQL
+from jobsite.jobs.search import SEARCH_WORDS_INDEX, SEARCH_WORDS_SQL
 
 TRIGRAM_INDEX = "jobsite_search_trgm"
 

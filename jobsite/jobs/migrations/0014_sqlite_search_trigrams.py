@@ -8,7 +8,7 @@ than 3.34, without the trigram tokenizer) keeps scanning: the search checks for 
 
 from django.db import migrations
 
-from jobsite.jobs.models import SEARCH_TRIGRAMS
+from jobsite.jobs.search import SEARCH_TRIGRAMS
 
 TABLE = "jobsite_jobsearch"
 TRIGGERS = {
