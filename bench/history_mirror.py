@@ -2,12 +2,13 @@
 
 Drain: the events of `jobs` demo jobs are made with no mirror reading them (the event stream
 capped high enough to keep every event), then a fresh `jobsite.jobs.mirror.Mirror` applies the
-whole backlog; events/s = events / drain time. Twice: a steady backlog (a worker runs the jobs as
-they are enqueued, as in a mirror outage under load) and a burst one (every job enqueued before
-any ran, the worst case: each job's events are far apart, so its row is written twice).
-Lag: `bench.mirror_lag.measure` (a feeder and a worker process, the mirror here) at `rate`
-jobs/s. WAL bytes come from pg_current_wal_lsn() (server-wide:
-other databases' writes in the same seconds count too).
+whole backlog; events/s = events / drain time. Three times: a steady backlog (a worker runs the
+jobs as they are enqueued, as in a mirror outage under load); the same in two queues, drained by
+a mirror process per queue at once (as `runworker --only mirror --queues ...` per set of queues
+runs them); and a burst one (every job enqueued before any ran, the worst case: each job's
+events are far apart, so its row is written twice). Lag: `bench.mirror_lag.measure` (a feeder
+and a worker process, the mirror here) at `rate` jobs/s. WAL bytes come from
+pg_current_wal_lsn() (server-wide: other databases' writes in the same seconds count too).
 
 Rows the mirror wrote are deleted afterwards (and the rollup counts put back), so the
 database keeps exactly the filled history for `--reuse`.
@@ -17,12 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import shutil
 import subprocess
+import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,8 @@ import psycopg
 import redis
 
 from bench.history_fill import connect, console
+
+ROOT = Path(__file__).resolve().parent.parent
 
 WAL_SQL = "SELECT pg_current_wal_lsn()::text"
 
@@ -40,12 +45,15 @@ def wal_bytes(conn: psycopg.Connection, since: str) -> int:
     return int(row.fetchone()[0])  # type: ignore[index]
 
 
-async def produce(redis_url: str, jobs: int, steady: bool) -> float:
+async def produce(
+    redis_url: str, jobs: int, steady: bool, queues: Sequence[str] = ("default",)
+) -> float:
     """Make the events of `jobs` demo jobs with no mirror reading them; return the seconds taken.
 
     Burst: every job is enqueued, then a burst worker runs them all (each job's events lie far
     apart in the stream: the worst case for the mirror). Steady: a worker runs the jobs as they
     are enqueued, as in a mirror outage under a steady load (a job's events lie close together).
+    The jobs go to `queues` in turn.
     """
     from engine import Client, EngineSettings, Worker
     from jobsite.demo_tasks import resize_image
@@ -55,27 +63,33 @@ async def produce(redis_url: str, jobs: int, steady: bool) -> float:
     tasks = load_tasks(["jobsite.demo_tasks"])
     start = time.monotonic()
     async with Client(settings) as client:
-        worker = Worker(settings, tasks, concurrency=500, burst=not steady)
+        worker = Worker(settings, tasks, queues=queues, concurrency=500, burst=not steady)
         running = asyncio.ensure_future(worker.run()) if steady else None
         for first in range(0, jobs, 500):
-            calls = [resize_image.call(n, 1) for n in range(first, min(first + 500, jobs))]
+            calls = [
+                resize_image.using(queue=queues[n % len(queues)]).call(n, 1)
+                for n in range(first, min(first + 500, jobs))
+            ]
             await client.enqueue_many(calls)
-            while steady and sum(await _live(client)) > 1000:
+            while steady and await _live(client, queues) > 1000:
                 await asyncio.sleep(0.005)
         if running is None:
             await worker.run()
         else:
-            while sum(await _live(client)) > 0:
+            while await _live(client, queues) > 0:
                 await asyncio.sleep(0.05)
             worker.stop()
             await running
     return time.monotonic() - start
 
 
-async def _live(client: Any) -> tuple[int, int]:
-    """Return the demo queue's waiting and running jobs."""
-    counts = await client.counts("default")
-    return counts["submitted"], counts["started"]
+async def _live(client: Any, queues: Sequence[str]) -> int:
+    """Return how many jobs of `queues` wait or run."""
+    live = 0
+    for queue in queues:
+        counts = await client.counts(queue)
+        live += counts["submitted"] + counts["started"]
+    return live
 
 
 # Where the drain's time goes: these functions of jobsite.jobs are wrapped with timers.
@@ -158,12 +172,11 @@ def wal_kinds(conn: psycopg.Connection, start: str, end: str) -> str:
     return f"{kinds}; full-page images {fpi / total:.0%}; last {total / 2**20:,.0f} MiB sampled"
 
 
-async def drain() -> tuple[int, float]:
-    """Apply every event in the streams with a fresh mirror; return (events, seconds)."""
-    from jobsite.jobs import conf
+async def drain(queues: Sequence[str]) -> tuple[int, float]:
+    """Apply every event of `queues` with a fresh mirror; return (events, seconds)."""
     from jobsite.jobs.mirror import Mirror
 
-    mirror = Mirror(conf.queues(), consumer="bench-history")
+    mirror = Mirror(queues, consumer="bench-history")
     start = time.monotonic()
     try:
         await mirror.start()
@@ -174,17 +187,23 @@ async def drain() -> tuple[int, float]:
         await mirror.aclose()
 
 
-def drain_backlog(url: str, redis_url: str, jobs: int, steady: bool) -> dict[str, Any]:
-    """Make a backlog of `jobs` jobs' events (steady or burst), then time the mirror draining it."""
+def drain_backlog(
+    url: str, redis_url: str, jobs: int, steady: bool, queues: Sequence[str] = ("default",)
+) -> dict[str, Any]:
+    """Make a backlog of `jobs` jobs' events (steady or burst) in `queues`, then time the mirror
+    draining it: one mirror in this process, or with several queues a mirror process each."""
     redis.Redis.from_url(redis_url).flushall()
     kind = "steady" if steady else "burst"
     console.print(f"mirror drain: producing the events of {jobs:,} jobs ({kind}) ...")
-    made_s = asyncio.run(produce(redis_url, jobs, steady))
+    made_s = asyncio.run(produce(redis_url, jobs, steady, queues))
     console.print(f"  produced in {made_s:.1f} s; draining into the history ...")
     with connect(url) as conn:
         lsn = conn.execute(WAL_SQL).fetchone()[0]  # type: ignore[index]
         with split_timers() as spent:
-            events, seconds = asyncio.run(drain())
+            if len(queues) == 1:
+                events, seconds = asyncio.run(drain(queues))
+            else:
+                events, seconds = drain_apart(queues)
         wal = wal_bytes(conn, lsn)
         try:
             kinds = wal_kinds(conn, lsn, conn.execute(WAL_SQL).fetchone()[0])  # type: ignore[index]
@@ -193,6 +212,7 @@ def drain_backlog(url: str, redis_url: str, jobs: int, steady: bool) -> dict[str
     return {
         "jobs": jobs,
         "kind": kind,
+        "queues": len(queues),
         "events": events,
         "seconds": round(seconds, 2),
         "events_per_s": round(events / seconds) if seconds else 0,
@@ -200,6 +220,21 @@ def drain_backlog(url: str, redis_url: str, jobs: int, steady: bool) -> dict[str
         "wal_kinds": kinds,
         "split_s": {k: round(v, 2) for k, v in spent.items()},
     }
+
+
+def drain_apart(queues: Sequence[str]) -> tuple[int, float]:
+    """Drain each queue with a mirror process of its own, all at once; return the events applied
+    and the seconds the slowest took (`runworker --only mirror --queues ...` per set of queues)."""
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-m", "bench.history_mirror", queue], cwd=ROOT, stdout=subprocess.PIPE
+        )
+        for queue in queues
+    ]
+    results = [json.loads(child.communicate()[0].decode().splitlines()[-1]) for child in children]
+    if any(child.returncode for child in children):
+        raise RuntimeError("a mirror process failed; see its output above")
+    return sum(int(r[0]) for r in results), max(float(r[1]) for r in results)
 
 
 def lag_at_rate(url: str, redis_url: str, rate: int, seconds: float) -> dict[str, Any]:
@@ -265,8 +300,16 @@ def run(url: str, redis_url: str, drain_jobs: int, rate: int, seconds: float) ->
     try:
         return {
             "drain": drain_backlog(url, redis_url, drain_jobs, steady=True),
+            "apart": drain_backlog(url, redis_url, drain_jobs, True, ("default", "media")),
             "burst": drain_backlog(url, redis_url, drain_jobs, steady=False),
             "lag": lag_at_rate(url, redis_url, rate, seconds),
         }
     finally:
         restore(url, marked)
+
+
+if __name__ == "__main__":  # a mirror process of drain_apart (Django's settings from its env)
+    import django
+
+    django.setup()
+    print(json.dumps(asyncio.run(drain(sys.argv[1:]))))

@@ -51,9 +51,11 @@ def timing_row(t: Timing) -> Row:
 def drain_rows(d: dict[str, Any]) -> list[Row]:
     """Return the rows of one drain run (steady or burst backlog)."""
     kind = {"steady": "a steady", "burst": "a burst"}.get(d.get("kind", ""), "a")
+    apart = d.get("queues", 1)
+    over = f" in {apart} queues, a mirror process each" if apart > 1 else ""
     return [
         (
-            f"mirror drains {kind} backlog of {d['jobs']:,} jobs",
+            f"mirror drains {kind} backlog of {d['jobs']:,} jobs{over}",
             f"{d['events_per_s']:,} events/s ({d['events']:,} events in {d['seconds']} s)",
             f"≥ {DRAIN_TARGET:,} events/s",
             _ok(d["events_per_s"] >= DRAIN_TARGET),
@@ -84,7 +86,7 @@ def mirror_rows(mirror: dict[str, Any]) -> list[Row]:
     """Return the rows of the mirror's drain and lag runs."""
     lag = mirror["lag"]
     p99 = lag["p99_ms"]
-    drains = [mirror[k] for k in ("drain", "burst") if k in mirror]
+    drains = [mirror[k] for k in ("drain", "apart", "burst") if k in mirror]
     return [
         *(row for d in drains for row in drain_rows(d)),
         (
