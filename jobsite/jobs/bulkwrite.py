@@ -11,7 +11,7 @@ caller made under `lock_queues`.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -208,35 +208,43 @@ def upsert(
     if known:
         _upsert_staged(known, update, guard, stored=True)
     if fresh:
-        try:
-            with transaction.atomic():  # a savepoint: a failed copy leaves the batch usable
-                _copy_rows(fresh)
-        except IntegrityError:
-            _upsert_staged(fresh, update, guard, stored=False)
+        now = timezone.now()
+        made = []
+        for r in fresh:
+            values = list(r.values) if r.values is not None else row_values(r.fields)
+            values[_LAST], values[_TRANSITIONS], values[_UPDATED] = (
+                r.last_event_id,
+                r.transitions,
+                now,
+            )
+            made.append(values)
+        _copy_new(
+            JobRecord, JOB_COLUMNS, made, lambda: _upsert_staged(fresh, update, guard, stored=False)
+        )
 
 
-def _copy_rows(rows: Sequence[Staged]) -> None:
-    """Copy new rows straight into the job table (PostgreSQL)."""
-    now = timezone.now()
-    made = []
-    for r in rows:
-        values = list(r.values) if r.values is not None else row_values(r.fields)
-        values[_LAST], values[_TRANSITIONS], values[_UPDATED] = r.last_event_id, r.transitions, now
-        made.append(values)
-    _copy(JobRecord, JOB_COLUMNS, made)
-
-
-def _copy(model: type[Model], columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """Copy rows into the table of `model`; a failure raises Django's errors (IntegrityError)."""
+def _copy_new(
+    model: type[Model],
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    fallback: Callable[[], None],
+) -> None:
+    """Copy rows known to be new straight into the table of `model` (PostgreSQL); when one is
+    there after all (written by someone not holding lock_queues), undo the copy and run
+    `fallback`, the upsert, instead."""
     table = _q(model._meta.db_table)
     names = ", ".join(_q(c) for c in columns)
-    with (
-        connection.wrap_database_errors,
-        connection.cursor() as cursor,
-        cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy,
-    ):
-        for row in rows:
-            copy.write_row(row)
+    try:
+        with (
+            transaction.atomic(),  # a savepoint: a failed copy leaves the batch usable
+            connection.wrap_database_errors,  # the driver's errors as Django's
+            connection.cursor() as cursor,
+            cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy,
+        ):
+            for row in rows:
+                copy.write_row(row)
+    except IntegrityError:
+        fallback()
 
 
 def _upsert_staged(rows: Sequence[Staged], update: list[str], guard: bool, stored: bool) -> None:
@@ -278,23 +286,24 @@ def _upsert_sqlite(rows: Sequence[Staged], update: Iterable[str], guard: bool) -
     _insert(JobRecord, JOB_COLUMNS, prepped, tail)
 
 
-def upsert_search(texts: Sequence[tuple[str, str]], new: Container[str] = ()) -> None:
+def upsert_search(
+    texts: Sequence[tuple[str, str]], stored_ids: Container[str] | None = None
+) -> None:
     """Store the search text of jobs; an unchanged text writes nothing.
 
-    `new`: jobs known to have no text yet (read under lock_queues): on PostgreSQL theirs are
-    copied straight into the table (a text there after all makes them go through the upsert).
+    `stored_ids`: the jobs known to have a row, read under lock_queues (None: not known). On
+    PostgreSQL the texts of the others are copied straight in, as upsert does with their rows.
     """
-    if not texts:
-        return
     texts = sorted(texts)
-    fresh = [t for t in texts if t[0] in new] if _postgres() else []
-    if fresh:
-        try:
-            with transaction.atomic():  # a savepoint: a failed copy leaves the batch usable
-                _copy(JobSearch, ("job_id", "text"), fresh)
-            texts = [t for t in texts if t[0] not in new]
-        except IntegrityError:
-            pass
+    if stored_ids is not None and _postgres():
+        fresh = [t for t in texts if t[0] not in stored_ids]
+        texts = [t for t in texts if t[0] in stored_ids]
+        if fresh:
+            _copy_new(JobSearch, ("job_id", "text"), fresh, lambda: _upsert_texts(fresh))
+    _upsert_texts(texts)
+
+
+def _upsert_texts(texts: Sequence[tuple[str, str]]) -> None:
     if not texts:
         return
     table = _q(JobSearch._meta.db_table)

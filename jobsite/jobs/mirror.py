@@ -118,7 +118,7 @@ def write_batch(batch: Batch) -> int:
                 texts.append((s.job, s.search))
         bulkwrite.upsert(full, history.ALL_BUT_ID, stored_ids=rows)
         bulkwrite.upsert(bare, history.BARE_COLUMNS, stored_ids=rows)
-        bulkwrite.upsert_search(texts, new={s.job for s in batch.jobs if s.job not in rows})
+        bulkwrite.upsert_search(texts, stored_ids=rows)
         rollup.write(tally)
     return len(full) + len(bare)
 

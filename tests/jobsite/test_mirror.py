@@ -98,9 +98,7 @@ def test_a_row_written_behind_the_mirrors_back_is_updated_not_lost(
     assert written.completed_at is not None
     JobSearch.objects.create(job_id="stray", text="old words")
     with transaction.atomic():
-        bulkwrite.upsert_search(
-            [("stray", "new\twords \\ here"), ("fresh", "x")], new={"stray", "fresh"}
-        )
+        bulkwrite.upsert_search([("stray", "new\twords \\ here"), ("fresh", "x")], stored_ids=set())
     texts = dict(JobSearch.objects.values_list("job_id", "text"))
     assert texts == {"stray": "new\twords \\ here", "fresh": "x"}
 
