@@ -150,7 +150,8 @@ async def _out[Out: JobOut](values: dict[str, Any], job_id: str, schema: type[Ou
 
 
 async def _row_out[Out: JobOut](row: JobRecord, schema: type[Out]) -> Out:
-    values = {f: getattr(row, f) for f in schema.model_fields if hasattr(row, f)}
+    wanted = [f for f in schema.model_fields if f not in related.GRAPH]
+    values = {f: getattr(row, f) for f in wanted if hasattr(row, f)}
     return schema(**_fields(schema, values), history=_history(row))
 
 
@@ -159,16 +160,18 @@ async def get_job(request: HttpRequest, job_id: str) -> JobDetailOut:
     """Return a job with its log: live from Redis, else from the history; 404 for an unknown id."""
     rights = await aneed(request, Perm.VIEW)
     async with services.session():  # one Redis connection for the whole request
+        source: EngineJob | JobRecord | None
         try:
-            job = await _live_out(job_id, None, JobDetailOut)
+            source = await services.aget_job(job_id)
+            job = await _out(_engine_values(source), job_id, JobDetailOut)
         except JobNotFound:
-            row = await JobRecord.objects.filter(id=job_id).afirst()
-            if row is None:
+            source = await JobRecord.objects.filter(id=job_id).afirst()
+            if source is None:
                 raise HttpError(404, f"no job with id {job_id!r}") from None
-            job = await _row_out(row, JobDetailOut)
+            job = await _row_out(source, JobDetailOut)
         await rights.arequire(Perm.VIEW, job.queue)
         job.replays = await areplays_of(job_id)
-        return await related.afill(job)
+        return await related.afill(job, *related.links(source))
 
 
 LISTED = [f for f in JobOut.model_fields if f != "history"]

@@ -1,8 +1,9 @@
 """A job's graph for its detail: parents, children and the whole flow, with their states.
 
-The history finds a flow with one indexed query (JobRecord.flow_id); Redis, the source of
-truth for live jobs, gives the current state of each and fills in parents the mirror has not
-written yet. A flow stays in one queue, so the job's queue is the only one read.
+The job's own links come with it (`links`); the history finds a flow with one indexed query
+(JobRecord.flow_id); Redis, the source of truth for live jobs, gives the current state of each
+and fills in parents the mirror has not written yet. A flow stays in one queue, so the job's
+queue is the only one read.
 """
 
 from __future__ import annotations
@@ -16,15 +17,8 @@ from .schemas import JobDetailOut, RelatedOut
 # Most jobs of one flow a detail shows.
 FLOW_CAP = 200
 _FIELDS = ("task", "state", "parents", "flow_id")
-
-
-async def _own(job_id: str, queue: str) -> tuple[str | None, list[str]]:
-    """Return the job's flow id and parent ids: from Redis, else from its history row."""
-    [live] = await services.ajob_fields(queue, [job_id], _FIELDS)
-    if live:
-        return live.get("flow_id"), _ids(live.get("parents"))
-    row = await JobRecord.objects.filter(id=job_id).only("flow_id", "parents").afirst()
-    return (row.flow_id, _ids(row.parents)) if row is not None else (None, [])
+# The detail's fields that afill fills (a row's `parents` are ids, the detail's are jobs).
+GRAPH = frozenset(("flow_id", "parents", "children", "flow"))
 
 
 def _ids(raw: Any) -> list[str]:
@@ -57,9 +51,13 @@ async def _refresh(queue: str, nodes: dict[str, RelatedOut], wanted: list[str]) 
         node.state = live.get("state") or node.state
 
 
-async def afill(detail: JobDetailOut) -> JobDetailOut:
-    """Fill the detail's flow_id, parents, children and flow; return it."""
-    flow_id, parents = await _own(detail.id, detail.queue)
+def links(raw: Any) -> tuple[str | None, list[str]]:
+    """Return the flow id and parent ids of a job (an engine Job or a history row)."""
+    return getattr(raw, "flow_id", None) or None, _ids(getattr(raw, "parents", None))
+
+
+async def afill(detail: JobDetailOut, flow_id: str | None, parents: list[str]) -> JobDetailOut:
+    """Fill the detail's flow_id, parents, children and flow (from the job's own `links`)."""
     if not flow_id and not parents:
         return detail
     nodes = await _nodes(detail.id, flow_id, parents)

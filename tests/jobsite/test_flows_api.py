@@ -183,6 +183,11 @@ def test_a_flow_runs_and_its_graph_is_in_each_detail(engine: EngineSettings, tok
     assert detail["result"] == {"label": "a", "saw": []}
     assert engine_job(engine, jobs["d"]["id"]).result == {"label": "d", "saw": ["b", "c"]}
     assert LogEntry.objects.filter(change_message__contains="flow").count() == 4
+    redis.Redis.from_url(engine.redis_url).flushdb()  # the history alone tells the graph now
+    gone = call(web, "get", f"/jobs/{jobs['d']['id']}", token).json()
+    assert gone["flow_id"] == out["flow_id"] and len(gone["flow"]) == 4
+    assert sorted(p["id"] for p in gone["parents"]) == sorted([jobs["b"]["id"], jobs["c"]["id"]])
+    assert {p["state"] for p in gone["parents"]} == {"completed"}
 
 
 def test_a_blocked_job_is_cancellable_through_the_api(engine: EngineSettings, token: str) -> None:
