@@ -56,9 +56,9 @@ async def measure(
     lags: list[float] = []
     write_batch = mirror_module.write_batch  # type: ignore[attr-defined]
 
-    def timed_batch(batch: Any) -> int:
+    def timed_batch(batch: Any, *args: Any) -> int:
         """Write (and commit) a batch as the mirror does; time each event to the commit."""
-        written = write_batch(batch)
+        written = write_batch(batch, *args)
         now_ms = time.time() * 1000
         lags.extend(now_ms - e.at_ms for e in batch.events)
         return int(written)

@@ -192,6 +192,15 @@ class EventReader:
                     found[job_id] = _hash_from_json(text)
         return found
 
+    async def job_states(self, queue: str, job_ids: Sequence[str]) -> dict[str, str]:
+        """Return the state of each job of `queue` that still exists in Redis (one pipeline)."""
+        keys = self.keys[queue]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_id in job_ids:
+                pipe.hget(keys.job(job_id), "state")
+            states = await pipe.execute()
+        return {job_id: state for job_id, state in zip(job_ids, states, strict=True) if state}
+
     async def scan_job_ids(self, queue: str, count: int = 1000) -> list[str]:
         """Return the id of every job hash of `queue` (SCAN, never KEYS)."""
         prefix = self.keys[queue].job_prefix

@@ -7,7 +7,8 @@ import contextlib
 import logging
 import socket
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Container, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -15,11 +16,12 @@ from typing import Any
 import orjson
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from engine.connection import connect
 from engine.events import Event, EventReader
+from engine.job import ENDED_STATES
 from engine.reconnect import run_periodic
 
 from . import bulkwrite, history, rollup
@@ -27,6 +29,7 @@ from .conf import engine_settings
 from .retention import Horizon
 
 log = logging.getLogger("jobsite.mirror")
+ENDED = frozenset(str(s) for s in ENDED_STATES)
 
 
 @dataclass(slots=True)
@@ -85,14 +88,44 @@ def prepare(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> Batch
     return batch
 
 
-def write_batch(batch: Batch) -> int:
+# Fewest search texts a batch writes on its `aside` connection (fewer: in line, no hand-over).
+ASIDE_MIN_TEXTS = 1000
+
+
+def _search_aside(
+    aside: Executor | None, texts: list[tuple[str, str]], stored_ids: Container[str]
+) -> Callable[[], None]:
+    """Start writing search texts; return the wait for them (raising their error).
+
+    With `aside` (PostgreSQL) they go in a transaction of their own on that executor's
+    connection, at the same time as the rows: the server writes the two tables on two cores.
+    The caller waits before its own commit, so rows never commit without their texts; texts
+    committed without their rows are written again, idempotently, with the batch's retry.
+    """
+    if aside is None or len(texts) < ASIDE_MIN_TEXTS:
+        bulkwrite.upsert_search(texts, stored_ids=stored_ids)
+        return lambda: None
+    return aside.submit(_write_texts, texts, stored_ids).result
+
+
+def _write_texts(texts: list[tuple[str, str]], stored_ids: Container[str]) -> None:
+    connection.close_if_unusable_or_obsolete()  # after an error: a fresh connection
+    with transaction.atomic():
+        bulkwrite.upsert_search(texts, stored_ids=stored_ids)
+
+
+def _close_connection() -> None:
+    connection.close()  # this thread's
+
+
+def write_batch(batch: Batch, aside: Executor | None = None) -> int:
     """Write a prepared batch in one transaction, idempotently; return the rows written.
 
     Each job gets one row write: its columns from its newest event (from the job hash when
     Redis still has it; an older event never overwrites a newer one), its state changes merged
     into `transitions` by event id. An event already there (a replay) changes nothing and is
     not counted again; a job whose row retention would prune is not written, so a late event
-    never resurrects it.
+    never resurrects it. `aside`: see _search_aside.
     """
     full: list[bulkwrite.Staged] = []
     bare: list[bulkwrite.Staged] = []
@@ -116,10 +149,11 @@ def write_batch(batch: Batch) -> int:
             rollup.observe(tally, s.queue, s.fields.get("task") or task, merged, fresh_ids)
             if s.full and (s.job not in rows or s.fields.get("errors", "[]") != "[]"):
                 texts.append((s.job, s.search))
+        searched = _search_aside(aside, texts, rows)
         bulkwrite.upsert(full, history.ALL_BUT_ID, stored_ids=rows)
         bulkwrite.upsert(bare, history.BARE_COLUMNS, stored_ids=rows)
-        bulkwrite.upsert_search(texts, stored_ids=rows)
         rollup.write(tally)
+        searched()
     return len(full) + len(bare)
 
 
@@ -128,21 +162,23 @@ def apply_batch(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> i
     return write_batch(prepare(events, hashes))
 
 
-def unsettled(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> set[str]:
-    """Return the jobs of `events` whose hash has moved past their newest event here.
+def unsettled(events: Sequence[Event], states: dict[str, str]) -> set[str]:
+    """Return the jobs of `events` whose state in Redis has moved past their newest event here.
 
     Every state change appends its event in the same script, so such a job's next events are
     further on in the stream: writing its row now would only be written over again.
     """
+    newest = _newest(events)
+    return {job for job, e in newest.items() if states.get(job, e.to_state) != e.to_state}
+
+
+def _newest(events: Sequence[Event]) -> dict[str, Event]:
+    """Return each job's newest event among `events`."""
     newest: dict[str, Event] = {}
     for event in events:
         if event.job and (event.job not in newest or event.key > newest[event.job].key):
             newest[event.job] = event
-    return {
-        job
-        for job, event in newest.items()
-        if (state := hashes.get(job, {}).get("state")) and state != event.to_state
-    }
+    return newest
 
 
 def _at(event: Event) -> datetime:
@@ -195,6 +231,12 @@ class Mirror:
         self.applied = 0
         # Events read but left for a later batch, unacked (see the class docstring).
         self._carried: list[Event] = []
+        # The search texts' own connection (PostgreSQL; see _search_aside).
+        self._aside = (
+            ThreadPoolExecutor(1, thread_name_prefix="mirror-search")
+            if connection.vendor == "postgresql"
+            else None
+        )
         # The batch being written while the next one is read (see step).
         self._writing: asyncio.Future[None] | None = None
 
@@ -232,8 +274,19 @@ class Mirror:
             hashes.update(await self.reader.job_hashes(queue, sorted(ids)))
         return hashes
 
+    async def _states(self, events: list[Event], jobs: set[str]) -> dict[str, str]:
+        """Return the Redis state of those of `jobs` whose newest event has not ended them."""
+        by_queue: dict[str, list[str]] = {}
+        for job, e in _newest(events).items():
+            if job in jobs and e.to_state not in ENDED:
+                by_queue.setdefault(e.queue, []).append(job)
+        states: dict[str, str] = {}
+        for queue, ids in by_queue.items():
+            states.update(await self.reader.job_states(queue, ids))
+        return states
+
     async def _write(self, batch: Batch) -> None:
-        await sync_to_async(write_batch, thread_sensitive=True)(batch)
+        await sync_to_async(write_batch, thread_sensitive=True)(batch, self._aside)
         await self.reader.ack(batch.events)
         self.applied += len(batch.events)
         await self._notify()
@@ -267,20 +320,20 @@ class Mirror:
         if not events and not carried:
             await self.settle()
             return 0
-        hashes = await self._hashes(events)
-        if len(events) >= self.batch and len(carried) + len(events) <= self.carry_max:
-            pool, read = [*carried, *events], {e.job for e in events}
-            later = unsettled(pool, hashes) | {e.job for e in carried if e.job not in read}
+        pool = [*carried, *events]
+        if len(events) >= self.batch and len(pool) <= self.carry_max:
+            read = {e.job for e in events}
+            later = unsettled(pool, await self._states(pool, read))
+            later |= {e.job for e in carried if e.job not in read}
             self._carried = [e for e in pool if e.job in later]
-            now = [e for e in pool if e.job not in later]
+            pool = [e for e in pool if e.job not in later]
         else:
-            self._carried, now = [], [*carried, *events]
-            hashes.update(await self._hashes([e for e in carried if e.job not in hashes]))
-        if now:
-            batch = prepare(now, hashes)
+            self._carried = []
+        if pool:
+            batch = prepare(pool, await self._hashes(pool))
             await self.settle()
             self._writing = asyncio.ensure_future(self._write(batch))
-        return len(events) or len(now)
+        return len(events) or len(pool)
 
     async def run(
         self, stopping: asyncio.Event, transient: tuple[type[BaseException], ...] = ()
@@ -306,5 +359,8 @@ class Mirror:
         """Finish the batch being written (its entries stay pending if it fails); close."""
         with contextlib.suppress(Exception):
             await self.settle()
+        if self._aside is not None:
+            await asyncio.wrap_future(self._aside.submit(_close_connection))
+            self._aside.shutdown()
         await self.reader.close()
         await self.redis.aclose()

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 import time
+from typing import Any
 
 import pytest
 import redis
 from asgiref.sync import async_to_sync
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 from engine import Client, EngineSettings, QueueKeys
 from engine.events import Event
@@ -114,9 +116,9 @@ def test_behind_a_burst_each_row_is_written_once(
     written: list[str] = []
     real = mirror_module.write_batch
 
-    def counting(batch: mirror_module.Batch) -> int:
+    def counting(batch: mirror_module.Batch, *args: Any) -> int:
         written.extend(s.job for s in batch.jobs)
-        return real(batch)
+        return real(batch, *args)
 
     monkeypatch.setattr(mirror_module, "write_batch", counting)
     group = QueueKeys(engine.prefix, "default").events
@@ -140,6 +142,36 @@ def test_behind_a_burst_each_row_is_written_once(
     assert sorted(written) == sorted(ids)  # one row write per job
     assert JobRecord.objects.filter(state="completed").count() == 20
     assert kept_changes() == changes(stream(engine))
+
+
+def test_search_texts_commit_with_their_rows(
+    engine: EngineSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL a batch writes its search texts on a connection of its own, alongside
+    the rows; the rows commit only once their texts did: a failed text write leaves both to
+    the retry."""
+    ids = async_to_sync(make_history)(engine)
+    monkeypatch.setattr(mirror_module, "ASIDE_MIN_TEXTS", 1)
+    threads: list[str] = []
+    real = mirror_module._write_texts
+
+    def refused(*args: object, **kwargs: object) -> None:
+        threads.append(threading.current_thread().name)
+        raise DatabaseError("the search table refuses")
+
+    monkeypatch.setattr(mirror_module, "_write_texts", refused)
+    monkeypatch.setattr(bulkwrite, "upsert_search", refused)  # the in-line path (SQLite)
+    with pytest.raises(DatabaseError):
+        async_to_sync(mirror_all)()
+    aside = connection.vendor == "postgresql"
+    assert threads and all(n.startswith("mirror-search") == aside for n in threads)
+    assert not JobRecord.objects.exists() and not JobSearch.objects.exists()
+    monkeypatch.undo()
+    monkeypatch.setattr(mirror_module, "ASIDE_MIN_TEXTS", 1)
+    monkeypatch.setattr(mirror_module, "_write_texts", real)
+    async_to_sync(mirror_all)()  # the same consumer takes up its pending entries
+    assert JobRecord.objects.count() == 22
+    assert set(JobSearch.objects.values_list("job_id", flat=True)) == set(ids)
 
 
 def test_replay_and_old_events_change_nothing(engine: EngineSettings) -> None:
