@@ -78,8 +78,9 @@ def drain_rows(d: dict[str, Any]) -> list[Row]:
             (
                 "drain time by step",
                 ", ".join(f"{k} {v:g} s" for k, v in d.get("split_s", {}).items())
-                + " (write_batch holds the others and the commit; prepare runs while the previous"
-                " batch is written; the rest of the drain is Redis)",
+                + " (write_batch holds the others and the commit; upsert_search runs on a"
+                " connection of its own alongside upsert; prepare runs while the previous batch"
+                " is written; the rest of the drain is reading Redis)",
                 "(reported)",
                 "",
             ),
