@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from redis.asyncio import Redis
@@ -151,22 +151,32 @@ class Client:
     async def counts(self, queue: str) -> dict[str, int]:
         """Return live counts per state (submitted includes waiting_turn: jobs waiting for their
         concurrency key's turn), DLQ size, and totals of terminal states reached."""
-        keys = self.keys(queue)
+        return (await self.queue_states([queue]))[0][1]
+
+    async def queue_states(self, queues: Sequence[str]) -> list[tuple[bool, dict[str, int]]]:
+        """Return each queue's paused flag and its counts (see `counts`), in one round trip."""
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zcard(keys.submitted)
-            pipe.zcard(keys.scheduled)
-            pipe.scard(keys.blocked)
-            pipe.zcard(keys.started)
-            pipe.zcard(keys.dlq)
-            pipe.hmget(keys.stats, ["waiting_turn", *_TERMINAL])
-            *sizes, (waiting_turn, *totals) = await pipe.execute()
-        out = dict(zip(_LIVE, sizes, strict=True))
-        # Submitted jobs waiting for their concurrency key's turn are not in the ready ZSET.
-        out["waiting_turn"] = int(waiting_turn or 0)
-        out["submitted"] += out["waiting_turn"]
-        for state, total in zip(_TERMINAL, totals, strict=True):
-            out[f"{state}_total"] = int(total or 0)
-        return out
+            for queue in queues:
+                keys = self.keys(queue)
+                pipe.hget(keys.meta, "paused")
+                pipe.zcard(keys.submitted)
+                pipe.zcard(keys.scheduled)
+                pipe.scard(keys.blocked)
+                pipe.zcard(keys.started)
+                pipe.zcard(keys.dlq)
+                pipe.hmget(keys.stats, ["waiting_turn", *_TERMINAL])
+            replies = await pipe.execute()
+        states = []
+        for at in range(0, len(replies), 7):
+            paused, *sizes, (waiting_turn, *totals) = replies[at : at + 7]
+            out = dict(zip(_LIVE, sizes, strict=True))
+            # Submitted jobs waiting for their concurrency key's turn are not in the ready ZSET.
+            out["waiting_turn"] = int(waiting_turn or 0)
+            out["submitted"] += out["waiting_turn"]
+            for state, total in zip(_TERMINAL, totals, strict=True):
+                out[f"{state}_total"] = int(total or 0)
+            states.append((paused == "1", out))
+        return states
 
     async def metrics(self, queues: Iterable[str], group: str = "mirror") -> Metrics:
         """Return the metrics of `queues` (counts, histograms, depths, mirror lag), workers alive.

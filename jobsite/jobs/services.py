@@ -144,7 +144,8 @@ class QueueState(NamedTuple):
 async def _queue_states(client: Client, names: Iterable[str] | None = None) -> list[QueueState]:
     """Return the state of the queues `names`, or of every known queue."""
     chosen = await client.queues() if names is None else list(names)
-    return [QueueState(q, await client.is_paused(q), await client.counts(q)) for q in chosen]
+    states = zip(chosen, await client.queue_states(chosen), strict=True)
+    return [QueueState(q, paused, counts) for q, (paused, counts) in states]
 
 
 async def _workers(client: Client) -> list[dict[str, Any]]:
