@@ -126,9 +126,16 @@ class Client:
         return sorted(names)
 
     async def get(self, job_id: str, queue: str | None = None) -> Job:
-        """Return the job with this id, searching every known queue when `queue` is None."""
-        for name in [queue] if queue else await self.queues():
-            fields: dict[str, str] = await self.redis.hgetall(self.keys(name).job(job_id))  # type: ignore[assignment]
+        """Return the job with this id, from every known queue at once when `queue` is None."""
+        found: list[dict[str, str]]
+        if queue:
+            found = [await self.redis.hgetall(self.keys(queue).job(job_id))]  # type: ignore[list-item]
+        else:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for name in await self.queues():
+                    pipe.hgetall(self.keys(name).job(job_id))
+                found = await pipe.execute()
+        for fields in found:
             if fields:
                 return Job.from_hash(fields)
         raise JobNotFound(f"no job with id {job_id!r}")
