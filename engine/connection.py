@@ -113,9 +113,12 @@ def connect(
         client = cluster_client(settings.redis_url, options)  # type: ignore[assignment]
     else:
         client = TypedRedis.from_url(settings.redis_url, **options)  # type: ignore[assignment]
-    pool = getattr(client, "connection_pool", None)  # a cluster client has one per node
+    pool = getattr(client, "connection_pool", None)
     if pool is not None:
         pool.connection_class = packed_by_hiredis(pool.connection_class)
+    else:  # a cluster client: a pool per node, each made (at discovery) from these
+        made = client.nodes_manager.connection_kwargs  # type: ignore[attr-defined]
+        made["connection_class"] = packed_by_hiredis(made["connection_class"])
     client.shown_url = settings.redacted_url
     return client
 

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from subprocess import CompletedProcess
 from typing import Any
 
+import pytest
 import redis
 
 from engine import EngineSettings, Task, Worker
@@ -20,6 +21,32 @@ def sync_redis(url: str, **options: Any) -> Any:
         host, _, port = url.removeprefix("redis+cluster://").split(",")[0].rpartition(":")
         return redis.RedisCluster(host=host, port=int(port), **options)
     return redis.Redis.from_url(url, **options)
+
+
+# For a test that reaches one server by its port (a proxy in front of it, say): on the test
+# cluster (JOBSITE_TEST_REDIS=cluster) the client would go around it to every master.
+single_node = pytest.mark.skipif(
+    os.environ.get("JOBSITE_TEST_REDIS") == "cluster", reason="reaches one server by its port"
+)
+
+
+def reset_stats(r: Any) -> None:
+    """Reset INFO commandstats on the test Redis (every master of a cluster)."""
+    if isinstance(r, redis.RedisCluster):
+        r.config_resetstat(target_nodes=redis.RedisCluster.ALL_NODES)
+    else:
+        r.config_resetstat()
+
+
+def command_calls(r: Any, command: str = "evalsha") -> int:
+    """Return the calls of `command` that ran since reset_stats (summed over a cluster's
+    masters; a call refused, such as NOSCRIPT on a node that had not loaded it yet, is not)."""
+    if isinstance(r, redis.RedisCluster):
+        stats = list(r.info("commandstats", target_nodes=redis.RedisCluster.ALL_NODES).values())
+    else:
+        stats = [r.info("commandstats")]
+    counts = [s.get(f"cmdstat_{command}", {}) for s in stats]
+    return sum(int(c.get("calls", 0)) - int(c.get("failed_calls", 0)) for c in counts)
 
 
 def dbsize(settings: EngineSettings) -> int:

@@ -23,7 +23,7 @@ from engine.devserver import free_port
 from engine.submit import job_spec, submit
 
 from . import tasks as t
-from .helpers import dbsize, sync_redis
+from .helpers import command_calls, dbsize, reset_stats, sync_redis
 
 
 async def test_enqueue_submits_and_get_reads_back(client: Client) -> None:
@@ -90,10 +90,9 @@ async def test_payload_limit_is_a_setting(settings: EngineSettings) -> None:
 
 async def test_enqueue_many_is_one_script_call(client: Client, settings: EngineSettings) -> None:
     with sync_redis(settings.redis_url) as r:
-        r.config_resetstat()
+        reset_stats(r)
         await client.enqueue_many([t.add.call(i, i) for i in range(500)])
-        stats = r.info("commandstats")
-    assert stats["cmdstat_evalsha"]["calls"] == 1
+        assert command_calls(r) == 1
     assert (await client.counts("default"))["submitted"] == 500
 
 

@@ -12,7 +12,7 @@ from engine.connection import connect
 from engine.runner import StopReason
 
 from . import tasks as t
-from .helpers import drain, sync_redis
+from .helpers import command_calls, drain, reset_stats, sync_redis
 
 
 async def sweep(settings: EngineSettings) -> None:
@@ -155,9 +155,9 @@ async def test_cancel_sends_at_most_500_ids_per_script_call(
     jobs = await client.enqueue_many([t.add.using(delay_s=60).call(i, 1) for i in range(1_190)])
     ids = [j.id for j in jobs] + [f"nobody-{i}" for i in range(10)]
     with sync_redis(settings.redis_url) as r:
-        r.config_resetstat()
+        reset_stats(r)
         result = await client.cancel(ids, "default")
-        calls = r.info("commandstats")["cmdstat_evalsha"]["calls"]
+        calls = command_calls(r)
     assert calls == 3
     assert result == {
         **{j.id: "cancelled" for j in jobs},

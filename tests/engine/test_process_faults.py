@@ -25,6 +25,7 @@ from engine.devserver import RedisServer
 from ..faultproxy import FaultProxy
 from . import chaos_tasks as ct
 from .harness import WorkerProc, audit, handbacks, read_ledger
+from .helpers import single_node
 from .test_reliability import record, wait_terminal
 
 pytestmark = pytest.mark.chaos
@@ -44,6 +45,7 @@ async def states(url: str, ids: list[str]) -> Counter[str]:
         return Counter(await pipe.execute())
 
 
+@single_node
 async def test_connection_resets_lose_nothing(
     settings: EngineSettings, ledger: Path, procs: list[WorkerProc]
 ) -> None:

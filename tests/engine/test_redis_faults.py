@@ -339,7 +339,11 @@ async def test_commands_are_packed_in_c_and_what_c_refuses_still_goes(
 ) -> None:
     r = connect(settings)
     try:
-        assert issubclass(r.connection_pool.connection_class, packed_by_hiredis(Connection))
+        pool = getattr(r, "connection_pool", None)  # None: a cluster client, a pool per node
+        made = (
+            pool.connection_class if pool else r.nodes_manager.connection_kwargs["connection_class"]
+        )  # type: ignore[attr-defined]
+        assert issubclass(made, packed_by_hiredis(Connection))
         await r.set("packed:\udcff", "v")  # a lone surrogate: hiredis refuses, redis-py packs it
         assert await r.get("packed:\udcff") == "v"
         with pytest.raises(DataError, match="Invalid input of type: 'bool'"):
