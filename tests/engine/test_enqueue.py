@@ -42,6 +42,19 @@ async def test_unknown_id_is_not_found_never_pending(client: Client) -> None:
         await client.get("no-such-job", queue="default")
 
 
+async def test_a_job_is_found_in_any_known_queue(client: Client) -> None:
+    jobs = {q: await client.enqueue(t.add.using(queue=q), 1, 2) for q in ("a", "b", "c")}
+    for queue, job in jobs.items():
+        assert (await client.get(job.id)).queue == queue
+    assert (await client.queue_states(["a", "b"]))[1] == (False, await client.counts("b"))
+    await client.pause("b")
+    assert [paused for paused, _ in await client.queue_states(["a", "b", "c"])] == [
+        False,
+        True,
+        False,
+    ]
+
+
 async def test_delay_and_run_at_schedule(client: Client) -> None:
     delayed = await client.enqueue(t.add.using(delay_s=30), 1, 1)
     later = await client.enqueue(t.add.using(run_at=time.time() + 60), 1, 1)
