@@ -16,6 +16,19 @@ from engine.devserver import RedisServer
 pytest_plugins = ["jobsite.testing"]
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With JOBSITE_TEST_REDIS=cluster, run only the tests that use the test Redis (`settings`).
+
+    The others (pure functions, Sentinel, the cluster's own tests) do not change with it and
+    ran in the main pass already.
+    """
+    if os.environ.get("JOBSITE_TEST_REDIS") != "cluster":
+        return
+    chosen = [i for i in items if "settings" in getattr(i, "fixturenames", ())]
+    config.hook.pytest_deselected(items=[i for i in items if i not in chosen])
+    items[:] = chosen
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
     with RedisServer() as server:

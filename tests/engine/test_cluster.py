@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from redis.crc import key_slot
@@ -62,25 +63,28 @@ async def test_a_fresh_client_takes_many_commands_at_once(
 ) -> None:
     """redis-py 8.1 failed about one time in three here (closed sockets) without engine's
     `cluster.ready`: it worked out slots before learning the cluster."""
+    keys = [QueueKeys(cluster_settings.prefix, q).meta for q in QUEUES]
+
+    async def each_key(command: str, r: Any = None) -> list[Any]:
+        """Run `command` on every key in one pipeline, of a fresh client unless `r`."""
+        client = r or connect(cluster_settings)
+        try:
+            async with client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    getattr(pipe, command)(key)
+                return await pipe.execute()  # type: ignore[no-any-return]
+        finally:
+            if r is None:
+                await client.aclose()
+
     for _ in range(8):
         r = connect(cluster_settings)
         try:
-            keys = [QueueKeys(cluster_settings.prefix, q).meta for q in QUEUES]
             await asyncio.gather(*(r.hset(keys[i % 3], f"f{i}", i) for i in range(40)))
-            async with r.pipeline(transaction=False) as pipe:
-                for key in keys:
-                    pipe.hlen(key)
-                assert await pipe.execute() == [14, 13, 13]
+            assert await each_key("hlen", r) == [14, 13, 13]
         finally:
             await r.aclose()
-        fresh = connect(cluster_settings)  # a fresh client's first use is a pipeline
-        try:
-            async with fresh.pipeline(transaction=False) as pipe:
-                for key in keys:
-                    pipe.delete(key)
-                assert await pipe.execute() == [1, 1, 1]
-        finally:
-            await fresh.aclose()
+        assert await each_key("delete") == [1, 1, 1]  # a fresh client's first use: a pipeline
 
 
 async def test_a_dead_cluster_raises_the_typed_error() -> None:
