@@ -207,8 +207,8 @@ class Mirror:
     keeps up a batch is small; behind, a large cap keeps most jobs' events in one batch (one
     row write per job, not two): 20,000 drained a steady backlog 1.6 times faster than 5,000.
 
-    Behind (a full read), a job whose hash has moved past its newest event read so far is
-    carried to a later batch, unacked, until its next events come (see `unsettled`): a
+    Behind (a full read), a job whose state in Redis has moved past its newest event read so
+    far is carried to a later batch, unacked, until its next events come (see `unsettled`): a
     backlog where every job was enqueued before any ran then writes each row once, not twice.
     A short read, or more than `carry_max` events carried, writes everything carried.
     """
