@@ -144,6 +144,29 @@ def test_behind_a_burst_each_row_is_written_once(
     assert kept_changes() == changes(stream(engine))
 
 
+def test_carried_entries_outlive_a_mirror_that_stops(engine: EngineSettings) -> None:
+    """A mirror that stops while it carries entries leaves them pending: the next one, started
+    under the same name, writes them (nothing is lost, nothing is counted twice)."""
+    async_to_sync(make_history)(engine)
+    group = QueueKeys(engine.prefix, "default").events
+
+    async def carry_then_stop() -> None:
+        mirror = Mirror(["default"], consumer="carrier", batch=8)
+        try:
+            await mirror.start()
+            assert await mirror.step(block_ms=50) == 8
+            await mirror.settle()
+            assert (await mirror.redis.xpending(group, "mirror"))["pending"] == 8
+        finally:
+            await mirror.aclose()  # the carried entries are dropped from memory, not acked
+
+    async_to_sync(carry_then_stop)()
+    assert not JobRecord.objects.exists()
+    assert async_to_sync(mirror_all)("carrier") == len(stream(engine))
+    assert JobRecord.objects.filter(state="completed").count() == 20
+    assert kept_changes() == changes(stream(engine))
+
+
 def test_search_texts_commit_with_their_rows(
     engine: EngineSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
