@@ -174,8 +174,9 @@ class Client:
                 pipe.hmget(keys.stats, ["waiting_turn", *_TERMINAL])
             replies = await pipe.execute()
         states = []
-        for at in range(0, len(replies), 7):
-            paused, *sizes, (waiting_turn, *totals) = replies[at : at + 7]
+        each = len(replies) // len(queues) if queues else 0  # replies per queue
+        for at in range(0, len(replies), each or 1):
+            paused, *sizes, (waiting_turn, *totals) = replies[at : at + each]
             out = dict(zip(_LIVE, sizes, strict=True))
             # Submitted jobs waiting for their concurrency key's turn are not in the ready ZSET.
             out["waiting_turn"] = int(waiting_turn or 0)

@@ -162,17 +162,16 @@ def apply_batch(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> i
     return write_batch(prepare(events, hashes))
 
 
-def unsettled(events: Sequence[Event], states: dict[str, str]) -> set[str]:
-    """Return the jobs of `events` whose state in Redis has moved past their newest event here.
+def unsettled(newest: dict[str, Event], states: dict[str, str]) -> set[str]:
+    """Return the jobs whose state in Redis has moved past their `newest` event read so far.
 
     Every state change appends its event in the same script, so such a job's next events are
     further on in the stream: writing its row now would only be written over again.
     """
-    newest = _newest(events)
     return {job for job, e in newest.items() if states.get(job, e.to_state) != e.to_state}
 
 
-def _newest(events: Sequence[Event]) -> dict[str, Event]:
+def newest_events(events: Sequence[Event]) -> dict[str, Event]:
     """Return each job's newest event among `events`."""
     newest: dict[str, Event] = {}
     for event in events:
@@ -274,10 +273,10 @@ class Mirror:
             hashes.update(await self.reader.job_hashes(queue, sorted(ids)))
         return hashes
 
-    async def _states(self, events: list[Event], jobs: set[str]) -> dict[str, str]:
-        """Return the Redis state of those of `jobs` whose newest event has not ended them."""
+    async def _states(self, newest: dict[str, Event], jobs: set[str]) -> dict[str, str]:
+        """Return the Redis state of those of `jobs` whose `newest` event has not ended them."""
         by_queue: dict[str, list[str]] = {}
-        for job, e in _newest(events).items():
+        for job, e in newest.items():
             if job in jobs and e.to_state not in ENDED:
                 by_queue.setdefault(e.queue, []).append(job)
         states: dict[str, str] = {}
@@ -323,7 +322,8 @@ class Mirror:
         pool = [*carried, *events]
         if len(events) >= self.batch and len(pool) <= self.carry_max:
             read = {e.job for e in events}
-            later = unsettled(pool, await self._states(pool, read))
+            newest = newest_events(pool)
+            later = unsettled(newest, await self._states(newest, read))
             later |= {e.job for e in carried if e.job not in read}
             self._carried = [e for e in pool if e.job in later]
             pool = [e for e in pool if e.job not in later]
