@@ -6,9 +6,10 @@ whole backlog; events/s = events / drain time. Three times: a steady backlog (a 
 jobs as they are enqueued, as in a mirror outage under load); the same in two queues, drained by
 a mirror process per queue at once (as `runworker --only mirror --queues ...` per set of queues
 runs them); and a burst one (every job enqueued before any ran, the worst case: each job's
-events are far apart, so its row is written twice). Lag: `bench.mirror_lag.measure` (a feeder
-and a worker process, the mirror here) at `rate` jobs/s. WAL bytes come from
-pg_current_wal_lsn() (server-wide: other databases' writes in the same seconds count too).
+events are far apart, so the mirror carries a job until its later events come). Lag:
+`bench.mirror_lag.measure` (a feeder and a worker process, the mirror here) at `rate` jobs/s.
+WAL bytes come from pg_current_wal_lsn() (server-wide: other databases' writes in the same
+seconds count too).
 
 Rows the mirror wrote are deleted afterwards (and the rollup counts put back), so the
 database keeps exactly the filled history for `--reuse`.
@@ -85,11 +86,8 @@ async def produce(
 
 async def _live(client: Any, queues: Sequence[str]) -> int:
     """Return how many jobs of `queues` wait or run."""
-    live = 0
-    for queue in queues:
-        counts = await client.counts(queue)
-        live += counts["submitted"] + counts["started"]
-    return live
+    states = await client.queue_states(queues)
+    return sum(counts["submitted"] + counts["started"] for _, counts in states)
 
 
 # Where the drain's time goes: these functions of jobsite.jobs are wrapped with timers.
