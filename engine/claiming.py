@@ -1,44 +1,57 @@
-"""The worker's claim path: claim batches while slots are free, one Running per claimed job."""
+"""The worker's claim path: claim batches while slots are free, begin and start what they hold."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections import defaultdict, deque
+from functools import partial
 from typing import TYPE_CHECKING
 
 from . import failpoints
 from .context import JobContext
+from .errors import Code, RedisUnavailable
 from .isolate import Lanes
 from .job import Job
 from .keys import QueueKeys
+from .outcomes import OutcomeWriter
 from .reconnect import Reconnect
-from .runner import options_for
-from .scripts import Scripts
+from .runner import Kind, Outcome, options_for
+from .scripts import BeginJob, Scripts
 from .settings import EngineSettings
 from .task import Registry
 from .upkeep import Running, Upkeep
 
+log = logging.getLogger("engine.worker")
+
 
 class ClaimSteps:
-    """Part of Worker: the claim loop and the claim script's rows turned into Running jobs."""
+    """Part of Worker: the claim loop, the claim script's rows as Running jobs, their start."""
 
     settings: EngineSettings
     id: str
     queues: list[QueueKeys]
     concurrency: int
     queue_limits: dict[str, int]
+    held: list[str]
     burst: bool
     scripts: Scripts
     registry: Registry
     lane: Lanes | None
     upkeep: Upkeep
     _active: dict[str, Running]
+    _waiting: dict[str, deque[Running]]
+    _per_task: dict[str, int]
+    writer: OutcomeWriter
     _slot_free: asyncio.Event
     _stopping: asyncio.Event
     _claim_retry: Reconnect
 
     if TYPE_CHECKING:  # Worker's own steps, which these call
 
-        async def _admit(self, claimed: list[Running]) -> None: ...
+        async def _run_one(self, rec: Running) -> None: ...
+        def _cancelled_before_start(self, rec: Running, handle: asyncio.Task[None]) -> None: ...
+        def _forget(self, rec: Running) -> None: ...
         async def _drained(self) -> bool: ...
         async def _wait_for_work(self) -> None: ...
         async def _write_progress(self, job: Job, pct: float, message: str) -> None: ...
@@ -82,6 +95,8 @@ class ClaimSteps:
                 worker_id=self.id,
                 result_ttl_ms=self.settings.default_result_ttl_s * 1000,
                 most_suspects=self._suspects_wanted(out),
+                begin=True,
+                held=self.held,
             )
             for row in rows:
                 size = len(row.args or "") + len(row.kwargs or "")
@@ -100,7 +115,7 @@ class ClaimSteps:
                     self.upkeep.parent_results,
                     self._write_log,
                 )
-                rec = Running(job, keys, task, opts, ctx, poison=poison)
+                rec = Running(job, keys, task, opts, ctx, poison=poison, begun=bool(row.begun))
                 self._active[job.token or job.id] = rec
                 out.append(rec)
         return out
@@ -111,3 +126,50 @@ class ClaimSteps:
             return -1
         busy = sum(1 for r in self._active.values() if r.job.stalls > 0)
         return max(0, self.lane.size - busy)
+
+    async def _admit(self, claimed: list[Running]) -> None:
+        """Start what the claim began; begin what may start now; park jobs over their task's
+        max_concurrent."""
+        ready: list[Running] = []
+        for rec in claimed:
+            cap = rec.opts.max_concurrent if rec.opts else None
+            if cap is not None and self._per_task[rec.job.task] >= cap:
+                self._waiting[rec.job.task].append(rec)
+                continue
+            self._per_task[rec.job.task] += 1
+            if rec.begun:
+                self._start(rec)
+            else:
+                ready.append(rec)
+        await self._begin_and_start(ready)
+
+    async def _begin_and_start(self, ready: list[Running]) -> None:
+        if not ready:
+            return
+        by_queue: dict[QueueKeys, list[Running]] = defaultdict(list)
+        for rec in ready:
+            by_queue[rec.keys].append(rec)
+        for keys, recs in by_queue.items():
+            jobs: list[BeginJob] = []
+            for rec in recs:
+                rec.isolated = rec.job.stalls > 0 and self.lane is not None and rec.poison is None
+                jobs.append(BeginJob(rec.job.id, rec.job.token or "", rec.isolated))
+            try:
+                codes = await self.scripts.begin(keys, lease_ms=self.settings.lease_ms, jobs=jobs)
+            except RedisUnavailable as exc:
+                # Not begun: the lease expires and the cleaner hands them back without an attempt.
+                log.warning("begin failed worker=%s jobs=%d error=%r", self.id, len(recs), exc)
+                codes = [Code.LEASE_LOST] * len(recs)
+            for rec, code in zip(recs, codes, strict=True):
+                if code < 0:
+                    self.writer.count(Outcome(rec.job, Kind.FAILED), "begin", code)
+                    self._forget(rec)
+                    continue
+                rec.job.attempt = code
+                self._start(rec)
+
+    def _start(self, rec: Running) -> None:
+        """Run a begun job in a task of its own."""
+        failpoints.hit("after_begin")
+        rec.handle = asyncio.create_task(self._run_one(rec))
+        rec.handle.add_done_callback(partial(self._cancelled_before_start, rec))

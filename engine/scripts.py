@@ -36,6 +36,7 @@ class Claimed(NamedTuple):
     parents: str | None
     stalls: int  # > 0: a suspect, which the worker runs alone
     trace_context: str | None
+    begun: int  # 1: the claim began it (attempt counted), 0: begin-2.lua begins it
 
 
 class Submitted(NamedTuple):
@@ -146,10 +147,17 @@ class Scripts:
         worker_id: str,
         result_ttl_ms: int,
         most_suspects: int = -1,
+        begin: bool = False,
+        held: Sequence[str] = (),
     ) -> list[Claimed]:
-        """Claim up to max_jobs ready jobs (most_suspects -1: any number of suspects)."""
+        """Claim up to max_jobs ready jobs (most_suspects -1: any number of suspects).
+
+        `begin`: also begin each job the worker starts at once (not a suspect, no options of its
+        own, its task not in `held`), saving begin-2.lua's step for it.
+        """
         argv = [keys.job_prefix, events_maxlen, max_jobs, lease_ms, worker_id, result_ttl_ms]
-        rows = await self.raw["claim"](keys, [*argv, most_suspects])
+        argv += [most_suspects, BUCKETS_ARG if begin else "", *held]
+        rows = await self.raw["claim"](keys, argv)
         return [Claimed._make(row) for row in rows]
 
     async def begin(self, keys: QueueKeys, *, lease_ms: int, jobs: Sequence[BeginJob]) -> list[int]:

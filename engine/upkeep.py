@@ -39,6 +39,8 @@ class Running:
     poison: str | None = None
     # Runs alone in the worker's child process (a suspect: an earlier run's process died).
     isolated: bool = False
+    # The claim began it (claim-11.lua): it starts without begin-2.lua.
+    begun: bool = False
 
     def lease_ms(self, lease_ms: int) -> int:
         """Return the lease to grant; capped so a task silent past its heartbeat limit stalls."""

@@ -20,7 +20,7 @@ from .claiming import ClaimSteps
 from .cleaner import Cleaner
 from .cluster import per_slot
 from .connection import connect
-from .errors import Code, LoopCrashed, RedisUnavailable
+from .errors import LoopCrashed
 from .hooks import Hook, HookEvent, Hooks
 from .isolate import Isolation, IsolationUnavailable, Lanes
 from .job import Job
@@ -30,7 +30,7 @@ from .outcomes import OutcomeWriter
 from .reconnect import Reconnect
 from .runner import Kind, Outcome, Runner, StopReason, error_info, stopped_outcome
 from .scheduler import Scheduler
-from .scripts import BeginJob, Scripts
+from .scripts import Scripts
 from .settings import EngineSettings
 from .shutdown import ShutdownSteps
 from .task import Registry, Task
@@ -62,6 +62,8 @@ class Worker(ClaimSteps, ShutdownSteps):
         self.queues = [QueueKeys(settings.prefix, q) for q in queues]
         self.concurrency = concurrency
         self.queue_limits = dict(queue_concurrency or {})
+        # Tasks whose jobs may wait for a slot of their own (max_concurrent): claimed, not begun.
+        self.held = sorted({t.name for t in self.registry if t.options.max_concurrent is not None})
         self.burst = burst
         self.id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.redis: Redis = connect(settings)
@@ -183,45 +185,6 @@ class Worker(ClaimSteps, ShutdownSteps):
         self._forced.set()
         self._slot_free.set()
         self._flush_wanted.set()
-
-    async def _admit(self, claimed: list[Running]) -> None:
-        """Begin what may start now; park jobs over their task's max_concurrent."""
-        ready: list[Running] = []
-        for rec in claimed:
-            cap = rec.opts.max_concurrent if rec.opts else None
-            if cap is not None and self._per_task[rec.job.task] >= cap:
-                self._waiting[rec.job.task].append(rec)
-            else:
-                self._per_task[rec.job.task] += 1
-                ready.append(rec)
-        await self._begin_and_start(ready)
-
-    async def _begin_and_start(self, ready: list[Running]) -> None:
-        if not ready:
-            return
-        by_queue: dict[QueueKeys, list[Running]] = defaultdict(list)
-        for rec in ready:
-            by_queue[rec.keys].append(rec)
-        for keys, recs in by_queue.items():
-            jobs: list[BeginJob] = []
-            for rec in recs:
-                rec.isolated = rec.job.stalls > 0 and self.lane is not None and rec.poison is None
-                jobs.append(BeginJob(rec.job.id, rec.job.token or "", rec.isolated))
-            try:
-                codes = await self.scripts.begin(keys, lease_ms=self.settings.lease_ms, jobs=jobs)
-            except RedisUnavailable as exc:
-                # Not begun: the lease expires and the cleaner hands them back without an attempt.
-                log.warning("begin failed worker=%s jobs=%d error=%r", self.id, len(recs), exc)
-                codes = [Code.LEASE_LOST] * len(recs)
-            for rec, code in zip(recs, codes, strict=True):
-                if code < 0:
-                    self.writer.count(Outcome(rec.job, Kind.FAILED), "begin", code)
-                    self._forget(rec)
-                    continue
-                rec.job.attempt = code
-                failpoints.hit("after_begin")
-                rec.handle = asyncio.create_task(self._run_one(rec))
-                rec.handle.add_done_callback(partial(self._cancelled_before_start, rec))
 
     async def _run_one(self, rec: Running) -> None:
         with tracing.run_span(rec.job) if self.traced else tracing.OFF as span:

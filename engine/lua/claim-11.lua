@@ -1,7 +1,11 @@
 --[[
   Claim up to N ready jobs: each moves from `submitted` to `started` with a lease and a fresh
-  token. Claiming is not beginning: the attempt counter moves only in begin-1.lua, so a job whose
-  worker dies before it began goes back to `submitted` without using an attempt.
+  token. Claiming is not beginning: the attempt counter moves only when a job begins, so a job
+  whose worker dies before it began goes back to `submitted` without using an attempt. A job
+  the worker starts at once is begun here, in the same step, as begin-2.lua would (attempt,
+  start stamps, queue wait); one it may hold back (a suspect, a job with options of its own, a
+  task in the `held` list: capped by max_concurrent) is only claimed, and begin-2.lua begins it
+  when it starts.
   A job past its deadline_ms is expired instead (into the DLQ unless its dlq field is '0').
   Rate limits (the queue's meta rate_interval_ms, the job's rate_interval_ms for its task) are
   kept as theoretical arrival times in meta (`tat`, `tat:<task>`): a job whose slot is ahead is
@@ -10,9 +14,12 @@
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] max jobs   ARGV[4] lease_ms
   ARGV[5] worker id        ARGV[6] result ttl ms for expired jobs kept outside the DLQ
   ARGV[7] most suspects (stalls > 0) to take, or -1 for any: the rest stay where they were
+  ARGV[8] begin: the histogram bucket bounds in ms ("5,10,...") to begin jobs here, or ''
+  ARGV[9..] held: tasks whose jobs are only claimed
   Returns: a list of jobs, each {id, task, version, args, kwargs, attempt it will run as, token,
-  options, parents, stalls, trace_context} (options, parents and trace_context are false when
-  the job has none; stalls > 0 marks a suspect, which the worker runs alone).
+  options, parents, stalls, trace_context, begun} (options, parents and trace_context are false
+  when the job has none; stalls > 0 marks a suspect, which the worker runs alone; begun is 1
+  when this call began the job, else 0).
   Ids whose hash is gone or not `submitted` are removed and skipped.
   Events: submitted -> started | expired | scheduled (rate limited). Re-adds the marker while
   jobs remain.
@@ -30,6 +37,11 @@ local queue_interval = tonumber(meta[2])
 local lease = fmt(now + lease_ms)
 local token = rcall('INCRBY', Q.seq, #popped / 2) - #popped / 2
 local out = {}
+local b = ARGV[8] ~= '' and bounds(ARGV[8]) or nil
+local held = {}
+for i = 9, #ARGV do held[ARGV[i]] = true end
+-- task -> the queue wait of each job begun here (as begin-2.lua observes it).
+local wait = {}
 
 -- Return the time this job may start at, reserving it on every limiter that applies.
 local function rate_slot(task, task_interval)
@@ -52,7 +64,7 @@ for j = 1, #popped, 2 do
   token = token + 1
   local f = rcall('HMGET', key, 'state', 'task', 'version', 'args', 'kwargs', 'options', 'attempt',
                   'deadline_ms', 'rate_interval_ms', 'rate_slot_ms', 'parents', 'stalls',
-                  'trace_context')
+                  'trace_context', 'started_at_ms', 'submitted_at_ms')
   local suspect = tonumber(f[12] or '0') > 0
   if f[1] == 'submitted' and suspect and suspects_left == 0 then
     rcall('ZADD', Q.submitted, popped[j + 1], id)  -- for a worker with a free isolation child
@@ -73,6 +85,17 @@ for j = 1, #popped, 2 do
       rcall('ZADD', Q.scheduled, fmt(slot), id)
       free_slot(Q, key, id)
       emit(Q, id, 'submitted', 'scheduled', attempt - 1, worker, 'rate limited')
+    elseif b and not suspect and not f[6] and not held[f[2]] then
+      local first = f[14] and 'retried_at_ms' or 'started_at_ms'
+      rcall('HSET', key, 'state', 'started', 'token', fmt(token), 'worker', worker,
+            'claimed_at_ms', fmt(now), 'begun', '1', 'attempt', attempt, first, fmt(now),
+            'heartbeat_at_ms', fmt(now), 'isolated', '0')
+      if f[10] then rcall('HDEL', key, 'rate_slot_ms') end
+      rcall('ZADD', Q.started, lease, id)
+      if f[15] then observe(wait, f[2] or '', now - tonumber(f[15]), b) end
+      emit(Q, id, 'submitted', 'started', attempt, worker)
+      out[#out + 1] = {id, f[2], f[3], f[4], f[5], attempt, fmt(token), f[6], f[11], f[12] or '0',
+                       f[13], 1}
     else
       rcall('HSET', key, 'state', 'started', 'token', fmt(token), 'worker', worker,
             'claimed_at_ms', fmt(now), 'begun', '0')
@@ -80,9 +103,10 @@ for j = 1, #popped, 2 do
       rcall('ZADD', Q.started, lease, id)
       emit(Q, id, 'submitted', 'started', attempt, worker)
       out[#out + 1] = {id, f[2], f[3], f[4], f[5], attempt, fmt(token), f[6], f[11], f[12] or '0',
-                       f[13]}
+                       f[13], 0}
     end
   end
 end
+if b then add_tally(Q.stats, 'wait', wait, b) end
 if rcall('ZCARD', Q.submitted) > 0 then rcall('ZADD', Q.marker, 0, '0') end
 return out

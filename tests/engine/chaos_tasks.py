@@ -42,6 +42,15 @@ async def work(job: JobContext, ms: int) -> int:
     return ms
 
 
+@task(name="chaos.held", takes_context=True, max_concurrent=1)
+async def held(job: JobContext, ms: int) -> int:
+    """Like work, of a task capped by max_concurrent: a worker claims its jobs, not begins."""
+    ledger("start", job)
+    await asyncio.sleep(ms / 1000)
+    ledger("end", job)
+    return ms
+
+
 @task(
     name="chaos.fail_once",
     takes_context=True,

@@ -153,7 +153,9 @@ async def test_failpoints(
 async def test_claimed_but_never_begun_keeps_its_attempt(
     client: Client, settings: EngineSettings, ledger: Path, procs: list[WorkerProc]
 ) -> None:
-    job = await client.enqueue(ct.work, 5)
+    """A job of a capped task is claimed, not begun (its slot may not be free): a worker that
+    dies before it began leaves it without an attempt or a stall."""
+    job = await client.enqueue(ct.held, 5)
     crashing = WorkerProc(
         settings.redis_url, ledger, concurrency=1, env={"JOBSITE_FAILPOINTS": "after_claim"}
     ).start()

@@ -21,7 +21,7 @@ from engine.errors import (
     UnknownParent,
     WrongState,
 )
-from engine.scripts import Claimed, Scripts, load_sources
+from engine.scripts import BeginJob, Claimed, Scripts, load_sources
 
 from . import tasks as t
 
@@ -141,6 +141,49 @@ async def test_claim_sets_lease_token_and_skips_vanished_ids(client: Client) -> 
     lease = await client.redis.zscore(k.started, job.id)
     assert lease is not None and lease > got.claimed_at_ms  # type: ignore[operator]
     assert await client.redis.zcard(k.submitted) == 0
+
+
+async def test_claim_begins_what_starts_at_once_and_only_claims_what_may_wait(
+    client: Client,
+) -> None:
+    """A begun claim counts the attempt and the queue wait as begin-2.lua does; a job of a held
+    task, a job with options of its own and a suspect are only claimed."""
+    k = client.keys("default")
+    plain = await client.enqueue(t.add, 1, 2)
+    held = await client.enqueue(t.limited)
+    own = await client.enqueue(t.add.using(timeout_s=5), 3, 4)
+    suspect = await client.enqueue(t.add, 5, 6)
+    await client.redis.hset(k.job(suspect.id), "stalls", "1")
+    rows = await client.scripts.claim(
+        k,
+        events_maxlen=1000,
+        max_jobs=10,
+        lease_ms=30_000,
+        worker_id="w1",
+        result_ttl_ms=60_000,
+        begin=True,
+        held=["limited"],
+    )
+    begun = {r.id: r.begun for r in rows}
+    assert begun == {plain.id: 1, held.id: 0, own.id: 0, suspect.id: 0}
+    got = await client.get(plain.id)
+    assert got.attempt == 1 and got.begun == "1" and got.started_at_ms == got.claimed_at_ms
+    assert got.heartbeat_at_ms == got.started_at_ms
+    for waiting in (held, own, suspect):
+        job = await client.get(waiting.id)
+        assert job.attempt == 0 and job.begun == "0" and job.started_at_ms is None
+    stats = await client.redis.hgetall(k.stats)
+    assert [f for f in stats if f.startswith("wait|")] == [
+        f for f in stats if f.startswith("wait|add|")
+    ]
+    assert (
+        sum(int(v) for f, v in stats.items() if f.startswith("wait|add|") and "sum" not in f) == 1
+    )
+    # begin-2.lua then begins a claimed one, and refuses nothing of the begun one's token.
+    held_row = next(r for r in rows if r.id == held.id)
+    assert await client.scripts.begin(
+        k, lease_ms=30_000, jobs=[BeginJob(held.id, held_row.token, False)]
+    ) == [1]
 
 
 async def test_claim_wakes_the_next_worker_while_jobs_remain(client: Client) -> None:
