@@ -151,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
 READING = """Reading it: Redis busy near 100 % means the worker waits on Redis, so the Lua scripts'
 cost per job bounds throughput, not the worker's Python. The minimal loop
 (`bench/minimal_loop.py`) does a claim with a lease, a token-fenced completion and one
-event per job; the engine's three scripts per job (claim, begin, complete) also keep
+event per job; the engine's scripts per job (claim, which also begins a job that starts at
+once, and complete) also keep
 attempts, stalls, rate limits, concurrency keys, deadlines, flows, dedup ids, metrics
 histograms and three events per job. The memory left per finished job is its hash
 (kept for the result ttl, a day by default) and its share of the events stream (three
