@@ -34,21 +34,22 @@ def ledger(kind: str, job: JobContext) -> None:
     os.write(_FD[0], orjson.dumps(line) + b"\n")
 
 
-@task(name="chaos.work", takes_context=True, max_stalls=100)
-async def work(job: JobContext, ms: int) -> int:
+async def _sleep_ledgered(job: JobContext, ms: int) -> int:
     ledger("start", job)
     await asyncio.sleep(ms / 1000)
     ledger("end", job)
     return ms
+
+
+@task(name="chaos.work", takes_context=True, max_stalls=100)
+async def work(job: JobContext, ms: int) -> int:
+    return await _sleep_ledgered(job, ms)
 
 
 @task(name="chaos.held", takes_context=True, max_concurrent=1)
 async def held(job: JobContext, ms: int) -> int:
     """Like work, of a task capped by max_concurrent: a worker claims its jobs, not begins."""
-    ledger("start", job)
-    await asyncio.sleep(ms / 1000)
-    ledger("end", job)
-    return ms
+    return await _sleep_ledgered(job, ms)
 
 
 @task(
