@@ -70,27 +70,38 @@ for j = 1, count do
     local due = nil
     if delay ~= '' then due = now + tonumber(delay) end
     if run_at ~= '' then due = tonumber(run_at) end
-    rcall('HSET', key, 'submitted_at_ms', fmt(now), unpack(spec, 6))
     local parents, renamed = {}, false
     for i, parent in ipairs(x.parents or {}) do
       parents[i] = alias[parent] or parent
       renamed = renamed or parents[i] ~= parent
     end
-    if renamed then rcall('HSET', key, 'parents', cjson.encode(parents)) end
     local pending, dead = attach_parents(Q, id, parents)
-    set_deadline(Q, key, id, due)
-    if due then rcall('HSET', key, 'run_at_ms', fmt(due)) end
     local state = 'submitted'
     if pending > 0 then
       state = 'blocked'
-      rcall('HSET', key, 'state', state, 'pending_parents', pending)
-      rcall('SADD', Q.blocked, id)
     elseif due and due > now then
       state = 'scheduled'
-      rcall('HSET', key, 'state', state)
+    end
+    local deadline = deadline_of(Q, spec, due)
+    -- One HSET: the client's fields, then this script's (a field named twice: the last wins).
+    local f = {unpack(spec, 6)}
+    local function put(name, value)
+      f[#f + 1] = name
+      f[#f + 1] = value
+    end
+    put('submitted_at_ms', fmt(now))
+    put('state', state)
+    if renamed then put('parents', cjson.encode(parents)) end
+    if due then put('run_at_ms', fmt(due)) end
+    if pending > 0 then put('pending_parents', pending) end
+    if deadline then put('deadline_ms', fmt(deadline)) end
+    rcall('HSET', key, unpack(f))
+    if deadline then rcall('ZADD', Q.deadlines, fmt(deadline), id) end
+    if state == 'blocked' then
+      rcall('SADD', Q.blocked, id)
+    elseif state == 'scheduled' then
       rcall('ZADD', Q.scheduled, fmt(due), id)
     else
-      rcall('HSET', key, 'state', state)
       make_ready(Q, key, id, priority, seq + j, x.keyed == true)
     end
     emit(Q, id, 'unsubmitted', state, 0)

@@ -1,27 +1,28 @@
 --[[
   Deadlines of queued jobs, inlined by submit-13.lua (`--@include deadlines`).
-  deadline_of(Q, key, due): the earliest of the job's limits (its hash's ttl_ms from now,
-  good_until_ms, and queue_timeout_ms from when it is due: `due`, or now when nil); nil if none.
-  set_deadline(Q, key, id, due): store that deadline on the job (deadline_ms) and in the
-  deadlines ZSET, where expire-11.lua finds it; nothing when the job has none.
+  deadline_of(Q, spec, due): the earliest of the job's limits, read from its submitted fields
+  (spec[6..], field/value pairs): ttl_ms from now, good_until_ms, and queue_timeout_ms from when
+  it is due (`due`, or now when nil); nil if none. submit-13.lua stores it on the job
+  (deadline_ms) and in the deadlines ZSET, where expire-11.lua finds it.
 ]]
-local function deadline_of(Q, key, due)
+local LIMITS = {ttl_ms = true, good_until_ms = true, queue_timeout_ms = true}
+
+local function deadline_of(Q, spec, due)
   local now = Q.now
-  local limits = rcall('HMGET', key, 'ttl_ms', 'good_until_ms', 'queue_timeout_ms')
+  local limits = {}
+  for i = 6, #spec - 1, 2 do
+    if LIMITS[spec[i]] then limits[spec[i]] = tonumber(spec[i + 1]) end
+  end
   local deadline = nil
-  if limits[1] then deadline = now + tonumber(limits[1]) end
-  if limits[2] and (not deadline or tonumber(limits[2]) < deadline) then deadline = tonumber(limits[2]) end
-  if limits[3] then
+  if limits.ttl_ms then deadline = now + limits.ttl_ms end
+  if limits.good_until_ms and (not deadline or limits.good_until_ms < deadline) then
+    deadline = limits.good_until_ms
+  end
+  if limits.queue_timeout_ms then
     local start = math.max(now, due or now)
-    if not deadline or start + tonumber(limits[3]) < deadline then deadline = start + tonumber(limits[3]) end
+    if not deadline or start + limits.queue_timeout_ms < deadline then
+      deadline = start + limits.queue_timeout_ms
+    end
   end
   return deadline
-end
-
-local function set_deadline(Q, key, id, due)
-  local deadline = deadline_of(Q, key, due)
-  if deadline then
-    rcall('HSET', key, 'deadline_ms', fmt(deadline))
-    rcall('ZADD', Q.deadlines, fmt(deadline), id)
-  end
 end
