@@ -181,6 +181,11 @@ class Fanout:
             raise error
         return replies
 
+    async def finish(self) -> None:
+        """Wait for every call in flight to end; the next `next` returns their replies."""
+        if self._flying:
+            await asyncio.wait(list(self._flying.values()))
+
     async def close(self) -> None:
         """Cancel the calls in flight and wait for them to end."""
         flying, self._flying = list(self._flying.values()), {}

@@ -142,6 +142,11 @@ class EventReader:
             self.group, self.consumer, dict.fromkeys(streams, ">"), count=count, block=block_ms
         )
 
+    async def finish_reads(self) -> None:
+        """Wait for the reads still in flight (cluster only); the next `read` returns them."""
+        if self._reads is not None:
+            await self._reads.finish()
+
     async def close(self) -> None:
         """Cancel the reads still in flight (cluster only; their entries stay pending)."""
         if self._reads is not None:

@@ -311,14 +311,19 @@ class Mirror:
 
         The database write of one batch overlaps the Redis reads of the next; batches still
         commit one after the other, each acked after its commit. 0 means everything read so
-        far is written and acked.
+        far is written and acked, and no entry was there after (on a cluster, once every slot's
+        read still in flight has ended).
         """
         carried = self._carried
         busy = self._writing is not None or bool(carried)
         events = await self.reader.read(self.batch, None if busy else block_ms)
         if not events and not carried:
             await self.settle()
-            return 0
+            if busy:  # what came while a batch was written; on a cluster, reads still in flight
+                await self.reader.finish_reads()
+                events = await self.reader.read(self.batch, None)
+            if not events:
+                return 0
         pool = [*carried, *events]
         if len(events) >= self.batch and len(pool) <= self.carry_max:
             read = {e.job for e in events}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -10,6 +12,7 @@ from django.test import override_settings
 
 from engine import Client, EngineSettings, Worker
 from engine.devcluster import ClusterServer
+from engine.events import EventReader
 from jobsite.jobs import conf
 from jobsite.jobs.mirror import Mirror
 from jobsite.jobs.models import JobRecord
@@ -69,3 +72,21 @@ def test_the_mirror_follows_two_queues_on_two_masters(on_cluster: EngineSettings
     assert rows[ids[-1]].state == "failed"
     # Nothing is left unread or unacked: a second mirror applies nothing.
     assert async_to_sync(_mirror)("mirror-cluster") == 0
+
+
+def test_a_slow_slot_read_is_not_taken_for_an_idle_stream(
+    on_cluster: EngineSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step that finds nothing while another slot's read is still in flight waits for it: a
+    mirror drained until `step` returns 0 has applied every queue."""
+    ids = async_to_sync(_history)(on_cluster)
+    read_group = EventReader._read_group
+
+    async def slow_on_a(self: EventReader, streams: list[str], *args: Any) -> Any:
+        if any("{a}" in s for s in streams):
+            await asyncio.sleep(0.3)  # longer than a step's write: still in flight after it
+        return await read_group(self, streams, *args)
+
+    monkeypatch.setattr(EventReader, "_read_group", slow_on_a)
+    async_to_sync(_mirror)("mirror-slow")
+    assert set(JobRecord.objects.values_list("id", flat=True)) == set(ids)
