@@ -40,6 +40,7 @@ class ClaimSteps:
     lane: Lanes | None
     upkeep: Upkeep
     _active: dict[str, Running]
+    _unflushed: int
     _waiting: dict[str, deque[Running]]
     _per_task: dict[str, int]
     writer: OutcomeWriter
@@ -60,7 +61,9 @@ class ClaimSteps:
     async def _claim_loop(self) -> None:
         while not self._stopping.is_set():
             free = self.concurrency - len(self._active)
-            if free <= 0:
+            # Outcomes not yet written hold claims back past `concurrency` of them: a worker
+            # that dies re-runs at most that many ended jobs, besides those it was running.
+            if free <= 0 or self._unflushed > self.concurrency:
                 self._slot_free.clear()
                 await self._slot_free.wait()
                 continue

@@ -321,6 +321,7 @@ class Worker(ClaimSteps, ShutdownSteps):
                 # rewriting one is safe: the fenced scripts refuse what this worker no longer owns.
                 unwritten, error = await self.writer.write(batch)
                 self._unflushed -= len(batch) - len(unwritten)
+                self._slot_free.set()  # claims wait on unwritten outcomes too (claiming.py)
                 if error is not None:
                     self._outcomes[:0] = unwritten
                     self._flush_wanted.set()
