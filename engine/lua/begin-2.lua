@@ -26,9 +26,9 @@ for j = 1, count do
     out[j] = -2
   else
     local attempt = rcall('HINCRBY', key, 'attempt', 1)
-    local first = 'retried_at_ms'
-    if not cur[3] then first = 'started_at_ms' end
-    rcall('HSET', key, 'begun', '1', first, now, 'heartbeat_at_ms', now, 'isolated', isolated)
+    local fields = {}
+    begin_fields(fields, cur[3], now, isolated)
+    rcall('HSET', key, unpack(fields))
     rcall('ZADD', KEYS[1], 'XX', lease, id)
     if cur[5] then observe(wait, cur[4] or '', t - tonumber(cur[5]), b) end
     out[j] = attempt

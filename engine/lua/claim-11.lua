@@ -85,25 +85,24 @@ for j = 1, #popped, 2 do
       rcall('ZADD', Q.scheduled, fmt(slot), id)
       free_slot(Q, key, id)
       emit(Q, id, 'submitted', 'scheduled', attempt - 1, worker, 'rate limited')
-    elseif b and not suspect and not f[6] and not held[f[2]] then
-      local first = f[14] and 'retried_at_ms' or 'started_at_ms'
-      rcall('HSET', key, 'state', 'started', 'token', fmt(token), 'worker', worker,
-            'claimed_at_ms', fmt(now), 'begun', '1', 'attempt', attempt, first, fmt(now),
-            'heartbeat_at_ms', fmt(now), 'isolated', '0')
-      if f[10] then rcall('HDEL', key, 'rate_slot_ms') end
-      rcall('ZADD', Q.started, lease, id)
-      if f[15] then observe(wait, f[2] or '', now - tonumber(f[15]), b) end
-      emit(Q, id, 'submitted', 'started', attempt, worker)
-      out[#out + 1] = {id, f[2], f[3], f[4], f[5], attempt, fmt(token), f[6], f[11], f[12] or '0',
-                       f[13], 1}
     else
-      rcall('HSET', key, 'state', 'started', 'token', fmt(token), 'worker', worker,
-            'claimed_at_ms', fmt(now), 'begun', '0')
+      local now_s = fmt(now)
+      local fields = {'state', 'started', 'token', fmt(token), 'worker', worker,
+                      'claimed_at_ms', now_s}
+      local begun = b and not suspect and not f[6] and not held[f[2]]
+      if begun then
+        put_field(fields, 'attempt', attempt)
+        begin_fields(fields, f[14], now_s, '0')
+        if f[15] then observe(wait, f[2] or '', now - tonumber(f[15]), b) end
+      else
+        put_field(fields, 'begun', '0')
+      end
+      rcall('HSET', key, unpack(fields))
       if f[10] then rcall('HDEL', key, 'rate_slot_ms') end
       rcall('ZADD', Q.started, lease, id)
       emit(Q, id, 'submitted', 'started', attempt, worker)
       out[#out + 1] = {id, f[2], f[3], f[4], f[5], attempt, fmt(token), f[6], f[11], f[12] or '0',
-                       f[13], 0}
+                       f[13], begun and 1 or 0}
     end
   end
 end

@@ -85,16 +85,12 @@ for j = 1, count do
     local deadline = deadline_of(Q, spec, due)
     -- One HSET: the client's fields, then this script's (a field named twice: the last wins).
     local f = {unpack(spec, 6)}
-    local function put(name, value)
-      f[#f + 1] = name
-      f[#f + 1] = value
-    end
-    put('submitted_at_ms', fmt(now))
-    put('state', state)
-    if renamed then put('parents', cjson.encode(parents)) end
-    if due then put('run_at_ms', fmt(due)) end
-    if pending > 0 then put('pending_parents', pending) end
-    if deadline then put('deadline_ms', fmt(deadline)) end
+    put_field(f, 'submitted_at_ms', fmt(now))
+    put_field(f, 'state', state)
+    if renamed then put_field(f, 'parents', cjson.encode(parents)) end
+    if due then put_field(f, 'run_at_ms', fmt(due)) end
+    if pending > 0 then put_field(f, 'pending_parents', pending) end
+    if deadline then put_field(f, 'deadline_ms', fmt(deadline)) end
     rcall('HSET', key, unpack(f))
     if deadline then rcall('ZADD', Q.deadlines, fmt(deadline), id) end
     if state == 'blocked' then

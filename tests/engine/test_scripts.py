@@ -179,7 +179,7 @@ async def test_claim_begins_what_starts_at_once_and_only_claims_what_may_wait(
     assert (
         sum(int(v) for f, v in stats.items() if f.startswith("wait|add|") and "sum" not in f) == 1
     )
-    # begin-2.lua then begins a claimed one, and refuses nothing of the begun one's token.
+    # begin-2.lua then begins the held one when it starts.
     held_row = next(r for r in rows if r.id == held.id)
     assert await client.scripts.begin(
         k, lease_ms=30_000, jobs=[BeginJob(held.id, held_row.token, False)]

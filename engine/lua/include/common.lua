@@ -50,6 +50,10 @@
   with add_tally(stats, kind, tally, bounds), one HINCRBY per field touched, not per job.
   add_counts(stats, counts, prefix, suffix): HINCRBY prefix .. key .. suffix by n for each
   key -> n of `counts`.
+  put_field(t, name, value): append a field and its value to `t`, the arguments of one HSET.
+  begin_fields(t, started_before, now_s, isolated): put the fields that begin a claimed job into
+  `t` (begun, its start stamp: started_at_ms, or retried_at_ms when it started before, the
+  heartbeat, isolated); claim-11.lua and begin-2.lua both write these.
 ]]
 local rcall = redis.call
 
@@ -103,6 +107,18 @@ local function add_tally(stats, kind, tally, b)
     end
     rcall('HINCRBY', stats, name .. 'sum_ms', t.sum)
   end
+end
+
+local function put_field(t, name, value)
+  t[#t + 1] = name
+  t[#t + 1] = value
+end
+
+local function begin_fields(t, started_before, now_s, isolated)
+  put_field(t, 'begun', '1')
+  put_field(t, started_before and 'retried_at_ms' or 'started_at_ms', now_s)
+  put_field(t, 'heartbeat_at_ms', now_s)
+  put_field(t, 'isolated', isolated)
 end
 
 local function add_counts(stats, counts, prefix, suffix)
