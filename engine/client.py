@@ -114,11 +114,19 @@ class Client:
         return jobs
 
     async def _submit(self, queue: str, specs: list[bytes], atomic: bool) -> list[Submitted]:
-        keys = self.keys(queue)
-        if queue not in self._known_queues:
-            await self.redis.sadd(queues_key(self.settings.prefix), queue)
-            self._known_queues.add(queue)
-        return await submit(self.scripts, self.settings, keys, specs, atomic)
+        registered = queue in self._known_queues
+        if not registered:
+            await self._register(queue)
+        done = await submit(self.scripts, self.settings, self.keys(queue), specs, atomic)
+        if done.fresh and registered:  # Redis lost the queue's keys since (flushed, restarted)
+            self._known_queues.discard(queue)  # if this fails, the next submit registers first
+            await self._register(queue)
+        return done.jobs
+
+    async def _register(self, queue: str) -> None:
+        """Add `queue` to the registry of queues (what queues() lists and dashboards show)."""
+        await self.redis.sadd(queues_key(self.settings.prefix), queue)
+        self._known_queues.add(queue)
 
     async def queues(self) -> list[str]:
         """Return the names of every queue a client has submitted to."""

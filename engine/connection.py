@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -64,28 +65,42 @@ class TypedRedis(Redis):
 
 
 _HIREDIS = HiredisRespSerializer()
-_PACKED: dict[type[AbstractConnection], type[AbstractConnection]] = {}
+_MADE: dict[type[AbstractConnection], type[AbstractConnection]] = {}
 
 
-class _HiredisPacking:
-    """Pack commands with hiredis's C packer (redis-py's asyncio connections pack in Python).
+class _EngineConnection:
+    """What the engine adds to redis-py's connections (see `engine_connection`)."""
 
-    A script call carries a dozen keys and its arguments (about 25 in all). Whatever the C
-    packer refuses goes to redis-py's, for its own errors.
-    """
+    _writer: asyncio.StreamWriter | None
 
     def pack_command(self, *args: Any) -> list[bytes]:
+        """Pack with hiredis's C packer (redis-py's asyncio connections pack in Python).
+
+        A script call carries a dozen keys and its arguments (about 25 in all). Whatever the C
+        packer refuses goes to redis-py's, for its own errors.
+        """
         try:
             return _HIREDIS.pack(*args)  # type: ignore[no-any-return]
         except Exception:
             return super().pack_command(*args)  # type: ignore[misc,no-any-return]
 
+    async def can_read(self) -> bool:
+        """Also call a pooled connection whose socket was reset unfit, so the pool replaces it.
 
-def packed_by_hiredis(cls: type[AbstractConnection]) -> type[AbstractConnection]:
-    """Return `cls` with commands packed by hiredis (one subclass per class, made once)."""
-    made = _PACKED.get(cls)
+        A reset (RST) leaves the stream with an error, not at its end, and redis-py's check at
+        checkout passed it: the next command then failed on the closed transport.
+        """
+        writer = self._writer
+        if writer is not None and writer.transport.is_closing():
+            raise OSError("the connection was closed by its peer or the network")
+        return await super().can_read()  # type: ignore[misc,no-any-return]
+
+
+def engine_connection(cls: type[AbstractConnection]) -> type[AbstractConnection]:
+    """Return `cls` with the engine's additions (one subclass per class, made once)."""
+    made = _MADE.get(cls)
     if made is None:
-        made = _PACKED[cls] = type(f"Hiredis{cls.__name__}", (_HiredisPacking, cls), {})
+        made = _MADE[cls] = type(f"Engine{cls.__name__}", (_EngineConnection, cls), {})
     return made
 
 
@@ -115,10 +130,10 @@ def connect(
         client = TypedRedis.from_url(settings.redis_url, **options)  # type: ignore[assignment]
     pool = getattr(client, "connection_pool", None)
     if pool is not None:
-        pool.connection_class = packed_by_hiredis(pool.connection_class)
+        pool.connection_class = engine_connection(pool.connection_class)
     else:  # a cluster client: a pool per node, each made (at discovery) from these
         made = client.nodes_manager.connection_kwargs  # type: ignore[attr-defined]
-        made["connection_class"] = packed_by_hiredis(made["connection_class"])
+        made["connection_class"] = engine_connection(made["connection_class"])
     client.shown_url = settings.redacted_url
     return client
 

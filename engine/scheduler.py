@@ -72,7 +72,7 @@ class Scheduler:
                     )
                     await self.redis.zrem(keys.repeat_due, name)
             if specs:
-                for done in await submit(self.scripts, self.settings, keys, specs):
+                for done in (await submit(self.scripts, self.settings, keys, specs)).jobs:
                     if done.outcome == "skipped":
                         log.info(
                             "repeatable tick skipped: previous run still going job=%s", done.id

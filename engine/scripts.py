@@ -47,6 +47,14 @@ class Submitted(NamedTuple):
     state: str
 
 
+class Submission(NamedTuple):
+    """What submit-13.lua did: each job's row; fresh: the queue's first batch since its keys were
+    made (a new queue, or one whose keys Redis lost), which the client registers."""
+
+    fresh: bool
+    jobs: list[Submitted]
+
+
 class Promoted(NamedTuple):
     """What promote-11.lua did: jobs promoted, and ms until the next is due (-1: none)."""
 
@@ -125,17 +133,18 @@ class Scripts:
         replaced_ttl_ms: int,
         atomic: bool,
         jobs: Sequence[bytes],
-    ) -> list[Submitted]:
+    ) -> Submission:
         """Submit jobs (each one JSON array, engine/submit.py); a refused batch raises."""
         argv: list[Any] = [keys.job_prefix, events_maxlen, replaced_ttl_ms, _flag(atomic)]
         out = await self.raw["submit"](keys, [*argv, keys.children_prefix, len(jobs), *jobs])
-        if out and (out[0] == Code.UNKNOWN_PARENT or (atomic and out[0] == Code.DUPLICATE_ID)):
-            if out[0] == Code.UNKNOWN_PARENT:
-                raise UnknownParent(
-                    f"depends_on names job {out[1]!r}, which is not in queue {keys.queue!r}"
-                )
+        if out[0] == Code.UNKNOWN_PARENT:
+            raise UnknownParent(
+                f"depends_on names job {out[1]!r}, which is not in queue {keys.queue!r}"
+            )
+        if out[0] == Code.DUPLICATE_ID:  # a flow refused whole
             raise DuplicateJob(f"job ids already exist: {out[1]}")
-        return [Submitted(*row) for row in zip(out[::3], out[1::3], out[2::3], strict=True)]
+        rows = zip(out[1::3], out[2::3], out[3::3], strict=True)
+        return Submission(out[0] == 0, [Submitted(*row) for row in rows])
 
     async def claim(
         self,

@@ -11,7 +11,7 @@ from . import serializer
 from .errors import ConfigError
 from .job import Job
 from .keys import QueueKeys
-from .scripts import Scripts, Submitted
+from .scripts import Scripts, Submission
 from .settings import EngineSettings
 from .task import json_args
 
@@ -89,7 +89,7 @@ async def submit(
     keys: QueueKeys,
     specs: list[bytes],
     atomic: bool = False,
-) -> list[Submitted]:
+) -> Submission:
     """Run submit-13.lua; return what it did with each job; a refused batch raises."""
     return await scripts.submit(
         keys,

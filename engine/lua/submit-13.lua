@@ -19,7 +19,8 @@
   then one JSON array per job: [id, delay_ms or '', run_at_ms or '', priority, extras, field,
   value, ...]; extras: {parents = [id, ...], keyed = bool,
   dedup = [key, mode, ttl_ms], ['repeat'] = [name, due_ms, next_ms, skip_if_running]}.
-  Returns: a flat list, per job an outcome, an id and a state: 'submitted' | 'scheduled' |
+  Returns: a flat list: the queue's sequence before this batch (0: its first batch since its keys
+  were made, so the client registers the queue), then per job an outcome, an id and a state: 'submitted' | 'scheduled' |
   'blocked' | 'failed' | 'cancelled' (created, with that state; failed and cancelled when a
   parent already failed and the job's on_parent_failure says so), 'deduplicated' (id and state
   of the job that holds the dedup key; '' when its hash is gone),
@@ -53,7 +54,7 @@ local now = Q.now
 -- A deduplicated job of this batch stands for the job holding its dedup id (for its children).
 local alias = {}
 local seq = rcall('INCRBY', Q.seq, count) - count
-local out = {}
+local out = {seq}
 
 for j = 1, count do
   local spec = specs[j]

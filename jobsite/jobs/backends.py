@@ -64,7 +64,8 @@ def engine_ref(task: DjangoTask) -> Task:
         for k in list(options)
         if k in PER_CALL_OPTIONS and not (k == "backoff" and callable(options[k]))
     }
-    return task_ref(task.module_path, **options).using(run_at=task.run_after, **per_call)
+    ref = task_ref(task.module_path, **options)
+    return ref.using(run_at=task.run_after, **per_call) if per_call or task.run_after else ref
 
 
 def task_defaults(alias: str) -> dict[str, Any]:
@@ -107,23 +108,27 @@ class JobsiteBackend(BaseTaskBackend):
 
     def validate_task(self, task: DjangoTask) -> None:
         """Django's checks, then the engine's: a queue name it accepts and serves."""
+        self._checked_ref(task)
+
+    def _checked_ref(self, task: DjangoTask) -> Task:
+        """Validate `task` (see validate_task); return the engine task it is enqueued as."""
         super().validate_task(task)
         try:
             validate_queue_name(task.queue_name)
             check_queue(task.queue_name)
-            engine_ref(task)  # the engine's options, checked once here
+            return engine_ref(task)  # the engine's options, checked here
         except ConfigError as exc:
             raise InvalidTask(str(exc)) from None
 
     def _prepare(self, task: DjangoTask, args: Any, kwargs: Any) -> tuple[EngineJob, TaskResult]:
         """Check the call and build its job and result; nothing reaches Redis yet."""
-        self.validate_task(task)
+        ref = self._checked_ref(task)
         lead = (None,) if task.takes_context else ()
         try:
             inspect.signature(task.func).bind(*lead, *args, **kwargs)
         except TypeError as exc:
             raise InvalidArguments(f"task {task.module_path!r}: {exc}") from None
-        job = engine_ref(task).call(*args, **kwargs)
+        job = ref.call(*args, **kwargs)
         # TaskResult checks the arguments are JSON (TypeError "Unsupported type"): before the push.
         result = TaskResult(
             task=task,

@@ -19,7 +19,7 @@ from contextvars import ContextVar
 from datetime import timedelta
 from typing import Any, Concatenate, NamedTuple
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
@@ -35,7 +35,7 @@ from engine import (
     sync_declared,
 )
 
-from . import eager
+from . import eager, engineloop
 from .conf import check_queue, engine_settings
 from .conf import queues as configured_queues
 from .models import OutboxEntry
@@ -48,25 +48,24 @@ _shared: ContextVar[tuple[asyncio.AbstractEventLoop, Client] | None] = ContextVa
 )
 
 
-@asynccontextmanager
-async def _client() -> AsyncIterator[Client]:
-    """Yield the enclosing session's client, or one opened (and closed) for this call."""
+def _session_client() -> Client | None:
+    """Return the client of the enclosing `session()` on the running loop, if any."""
     shared = _shared.get()
-    if shared is not None and shared[0] is asyncio.get_running_loop():
-        yield shared[1]
-        return
-    async with Client(engine_settings()) as client:
-        yield client
+    return shared[1] if shared is not None and shared[0] is asyncio.get_running_loop() else None
 
 
 @asynccontextmanager
 async def session() -> AsyncIterator[None]:
     """Share one engine client among the async service calls inside the block; close it after.
 
-    For a request that makes several calls, or a websocket for its whole life. The client
-    belongs to the running event loop; tasks started in the block must end within it.
+    For a websocket, whose calls should stay on its own event loop for its whole life. Outside
+    a session, calls run on the process's engine loop (engineloop.py) and its pooled client.
+    Tasks started in the block must end within it.
     """
-    async with _client() as client:
+    if _session_client() is not None:
+        yield
+        return
+    async with Client(engine_settings()) as client:
         token = _shared.set((asyncio.get_running_loop(), client))
         try:
             yield
@@ -77,15 +76,21 @@ async def session() -> AsyncIterator[None]:
 def twins[**P, T](
     operation: Callable[Concatenate[Client, P], Awaitable[T]],
 ) -> tuple[Callable[P, T], Callable[P, Coroutine[Any, Any, T]]]:
-    """Return the sync function and the async twin of an engine operation `_name(client, ...)`."""
+    """Return the sync function and the async twin of an engine operation `_name(client, ...)`.
+
+    Both run it on the engine loop's long-lived client; the async twin inside a `session()`
+    runs it on the session's client instead.
+    """
     name = operation.__name__.lstrip("_")
 
     async def async_twin(*args: P.args, **kwargs: P.kwargs) -> T:
-        async with _client() as client:
+        client = _session_client()
+        if client is not None:
             return await operation(client, *args, **kwargs)
+        return await engineloop.acall(engine_settings(), lambda c: operation(c, *args, **kwargs))
 
     def sync_twin(*args: P.args, **kwargs: P.kwargs) -> T:
-        return async_to_sync(async_twin)(*args, **kwargs)
+        return engineloop.call(engine_settings(), lambda c: operation(c, *args, **kwargs))
 
     for twin, twin_name in ((sync_twin, name), (async_twin, f"a{name}")):
         twin.__name__ = twin.__qualname__ = twin_name
@@ -108,11 +113,10 @@ def ping(timeout_s: float = 1.0) -> None:
         engine_settings(), client_timeout_s=timeout_s, connect_timeout_s=timeout_s
     )
 
-    async def call() -> None:
-        async with Client(settings) as client:
-            await client.redis.ping()
+    async def call(client: Client) -> None:
+        await client.redis.ping()
 
-    async_to_sync(call)()
+    engineloop.call(settings, call)
 
 
 # Reading jobs, queues and workers.

@@ -17,13 +17,15 @@ from redis.exceptions import DataError
 
 from engine import Client, EngineSettings, JobState, RedisUnavailable, Worker
 from engine.cleaner import Cleaner
-from engine.connection import connect, packed_by_hiredis
+from engine.connection import connect, engine_connection
 from engine.devserver import RedisServer, free_port
 from engine.keys import workers_key
 from engine.liveness import Liveness
 from engine.preflight import check_redis
 
+from ..faultproxy import FaultProxy
 from . import chaos_tasks as ct
+from . import tasks as t
 from .harness import WorkerProc, audit
 from .helpers import run_cli
 from .test_reliability import record, wait_terminal
@@ -343,7 +345,7 @@ async def test_commands_are_packed_in_c_and_what_c_refuses_still_goes(
         made = (
             pool.connection_class if pool else r.nodes_manager.connection_kwargs["connection_class"]
         )  # type: ignore[attr-defined]
-        assert issubclass(made, packed_by_hiredis(Connection))
+        assert issubclass(made, engine_connection(Connection))
         await r.set("packed:\udcff", "v")  # a lone surrogate: hiredis refuses, redis-py packs it
         assert await r.get("packed:\udcff") == "v"
         with pytest.raises(DataError, match="Invalid input of type: 'bool'"):
@@ -351,3 +353,20 @@ async def test_commands_are_packed_in_c_and_what_c_refuses_still_goes(
     finally:
         await r.delete("packed:\udcff")
         await r.aclose()
+
+
+async def test_a_pooled_connection_reset_while_idle_is_replaced_at_checkout(
+    redis_server: RedisServer,
+) -> None:
+    with FaultProxy(redis_server.port) as proxy:
+        client = Client(EngineSettings.from_url(proxy.url(), prefix="resetidle"))
+        try:
+            await client.enqueue(t.add, 0, 0)
+            assert proxy.reset_all() >= 1
+            await asyncio.sleep(0.1)  # the reset arrives while the connection sits in the pool
+            for i in range(20):
+                await client.enqueue(t.add, i, i)  # none fails on the dead socket
+        finally:
+            await client.aclose()
+    with redis.Redis(port=redis_server.port) as r:  # the ledger: Redis itself, not the proxy
+        assert r.zcard("resetidle:{default}:submitted") == 21
