@@ -160,11 +160,10 @@ def _visible(rights: Grant, names: list[str]) -> list[str]:
 async def list_schedules(request: HttpRequest, queue: str | None = None) -> list[ScheduleOut]:
     """Every schedule of the queues this user may see, with next fire times and last run."""
     rights = await aneed(request, Perm.VIEW, queue)
-    async with services.session():
-        known = sorted({*conf.queues(), *await services.aknown_queues()})
-        names = [queue] if queue is not None else known
-        names = await sync_to_async(_visible)(rights, [q for q in names if q in known])
-        return [schedule_out(s) for s in await aschedules(names)]
+    known = sorted({*conf.queues(), *await services.aknown_queues()})
+    names = [queue] if queue is not None else known
+    names = await sync_to_async(_visible)(rights, [q for q in names if q in known])
+    return [schedule_out(s) for s in await aschedules(names)]
 
 
 @router.get("/schedules/{queue}/{schedule}", response={200: ScheduleOut, **ERRORS})
@@ -172,8 +171,7 @@ async def get_schedule(request: HttpRequest, queue: str, schedule: str) -> Sched
     """One schedule."""
     await aneed(request, Perm.VIEW, queue)
     _valid_queue(queue)
-    async with services.session():
-        return await _one(queue, schedule)
+    return await _one(queue, schedule)
 
 
 def _timing(body: TimingIn, paused: bool) -> dict[str, Any]:
@@ -194,14 +192,13 @@ async def create_schedule(request: HttpRequest, body: ScheduleIn) -> Status[Sche
     rights = await aneed(request, Perm.CHANGE_QUEUE)
     job = runtime_job(body.task, body.args, body.kwargs, body.queue)
     await rights.arequire(Perm.CHANGE_QUEUE, job.queue)
-    async with services.session():
-        timing = _timing(body, body.paused)
-        if await asave_schedule(body.name, job, exists=False, **timing) is None:
-            raise HttpError(409, f"queue {job.queue!r} already has a schedule named {body.name!r}")
-        await audit.arecord(
-            rights.user, "create", [_where(job.queue, body.name)], rights.via, model=Schedule
-        )
-        return Status(201, await _one(job.queue, body.name))
+    timing = _timing(body, body.paused)
+    if await asave_schedule(body.name, job, exists=False, **timing) is None:
+        raise HttpError(409, f"queue {job.queue!r} already has a schedule named {body.name!r}")
+    await audit.arecord(
+        rights.user, "create", [_where(job.queue, body.name)], rights.via, model=Schedule
+    )
+    return Status(201, await _one(job.queue, body.name))
 
 
 @router.put("/schedules/{queue}/{schedule}", response={200: ScheduleOut, **ERRORS})
@@ -211,27 +208,23 @@ async def edit_schedule(
     """Replace a schedule's definition; a declared one is marked overridden."""
     rights = await aneed(request, Perm.CHANGE_QUEUE, queue)
     _valid_queue(queue)
-    async with services.session():
-        current = await _one(queue, schedule)
-        job = runtime_job(body.task, body.args, body.kwargs, queue)
-        paused = current.paused if body.paused is None else body.paused
-        if await asave_schedule(schedule, job, exists=True, **_timing(body, paused)) is None:
-            raise HttpError(404, f"no schedule named {schedule!r} in queue {queue!r}")
-        await audit.arecord(
-            rights.user, "edit", [_where(queue, schedule)], rights.via, model=Schedule
-        )
-        return await _one(queue, schedule)
+    current = await _one(queue, schedule)
+    job = runtime_job(body.task, body.args, body.kwargs, queue)
+    paused = current.paused if body.paused is None else body.paused
+    if await asave_schedule(schedule, job, exists=True, **_timing(body, paused)) is None:
+        raise HttpError(404, f"no schedule named {schedule!r} in queue {queue!r}")
+    await audit.arecord(rights.user, "edit", [_where(queue, schedule)], rights.via, model=Schedule)
+    return await _one(queue, schedule)
 
 
 async def _set_paused(request: HttpRequest, queue: str, name: str, paused: bool) -> ScheduleOut:
     rights = await aneed(request, Perm.CHANGE_QUEUE, queue)
     _valid_queue(queue)
-    async with services.session():
-        if not await aset_schedule_paused(queue, name, paused):
-            raise HttpError(404, f"no schedule named {name!r} in queue {queue!r}")
-        action = "pause" if paused else "resume"
-        await audit.arecord(rights.user, action, [_where(queue, name)], rights.via, model=Schedule)
-        return await _one(queue, name)
+    if not await aset_schedule_paused(queue, name, paused):
+        raise HttpError(404, f"no schedule named {name!r} in queue {queue!r}")
+    action = "pause" if paused else "resume"
+    await audit.arecord(rights.user, action, [_where(queue, name)], rights.via, model=Schedule)
+    return await _one(queue, name)
 
 
 @router.post("/schedules/{queue}/{schedule}/pause", response={200: ScheduleOut, **ERRORS})
@@ -251,16 +244,13 @@ async def run_schedule(request: HttpRequest, queue: str, schedule: str) -> Statu
     """Submit one job of the schedule now, with the id `<name>@<ms>m` (ticks have no `m`)."""
     rights = await aneed(request, Perm.CHANGE_QUEUE, queue)
     _valid_queue(queue)
-    async with services.session():
-        job = await arun_schedule(queue, schedule)
-        if job is None:
-            raise HttpError(404, f"no schedule named {schedule!r} in queue {queue!r}")
-        where = _where(queue, schedule)
-        await audit.arecord(rights.user, "run", [where], rights.via, model=Schedule, outcome=job.id)
-        await audit.arecord(
-            rights.user, "submit", [job.id], rights.via, outcome=f"schedule {where}"
-        )
-        return Status(201, RunOut(id=job.id, queue=queue, schedule=schedule, state="submitted"))
+    job = await arun_schedule(queue, schedule)
+    if job is None:
+        raise HttpError(404, f"no schedule named {schedule!r} in queue {queue!r}")
+    where = _where(queue, schedule)
+    await audit.arecord(rights.user, "run", [where], rights.via, model=Schedule, outcome=job.id)
+    await audit.arecord(rights.user, "submit", [job.id], rights.via, outcome=f"schedule {where}")
+    return Status(201, RunOut(id=job.id, queue=queue, schedule=schedule, state="submitted"))
 
 
 @router.delete("/schedules/{queue}/{schedule}", response={204: None, **ERRORS})

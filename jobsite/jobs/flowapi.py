@@ -113,13 +113,12 @@ async def submit_flow(request: HttpRequest, body: FlowIn) -> Status[FlowOut]:
     """Submit a graph of jobs atomically: all are written, or none (422/409 say why)."""
     rights = await aneed(request, Perm.SUBMIT)
     jobs, refs = await _build(rights, body)
-    async with services.session():
-        try:
-            done = await services.aenqueue_flow(jobs)
-        except UnknownParent as exc:
-            raise HttpError(
-                422, f"{exc}: depends_on takes refs of this flow or ids of queued jobs"
-            ) from None
+    try:
+        done = await services.aenqueue_flow(jobs)
+    except UnknownParent as exc:
+        raise HttpError(
+            422, f"{exc}: depends_on takes refs of this flow or ids of queued jobs"
+        ) from None
     await audit.arecord(
         rights.user, "submit", [j.id for j in done], rights.via, outcome=f"flow {done[0].flow_id}"
     )

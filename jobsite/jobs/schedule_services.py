@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from asgiref.sync import sync_to_async
+
 from engine import Client, Job, Repeatable
 from engine.connection import server_ms
 
@@ -74,55 +76,82 @@ def _last_run(job_id: str, state: str | None) -> LastRun | None:
     return None if parsed is None else LastRun(job_id, state, parsed[0], parsed[1])
 
 
-async def _from_history(queue: str, name: str) -> LastRun | None:
+def _from_history(queue: str, name: str) -> LastRun | None:
     """Return the newest job of schedule `name` the history holds (a primary-key range)."""
     prefix = f"{name}@"
-    row = await (
+    row = (
         JobRecord.objects.filter(queue=queue, id__gt=prefix, id__lt=f"{name}A")
         .filter(id__startswith=prefix)
         .order_by("-id")
         .values("id", "state")
-        .afirst()
+        .first()
     )
     return None if row is None else _last_run(row["id"], row["state"])
 
 
-async def _last_runs(client: Client, queue: str, names: list[str]) -> dict[str, LastRun | None]:
-    """Return the last run of each schedule `names` of `queue`."""
-    if not names:
-        return {}
-    keys = client.keys(queue)
-    ids: list[str | None] = await client.redis.hmget(keys.repeat_last, names)  # type: ignore[assignment]
-    async with client.redis.pipeline(transaction=False) as pipe:
-        for job_id in ids:
-            pipe.hget(keys.job(job_id or "-"), "state")
-        states: list[str | None] = await pipe.execute()
-    gone = [i for i, s in zip(ids, states, strict=True) if i is not None and s is None]
-    rows = JobRecord.objects.filter(id__in=gone).values_list("id", "state")
-    kept = {i: s async for i, s in rows} if gone else {}
-    out: dict[str, LastRun | None] = {}
-    for name, job_id, state in zip(names, ids, states, strict=True):
-        if job_id is None:
-            out[name] = await _from_history(queue, name)
-        else:
-            out[name] = _last_run(job_id, state or kept.get(job_id))
-    return out
+@dataclass(frozen=True, slots=True)
+class _InRedis:
+    """A schedule as Redis holds it: its repeatable, next tick, last job id and that job's state."""
+
+    queue: str
+    rep: Repeatable
+    next_ms: int | None
+    last_id: str | None
+    last_state: str | None
 
 
-async def _schedules(client: Client, queues: Iterable[str]) -> list[ScheduleState]:
-    """Return the schedules of `queues`, by queue then name."""
-    out: list[ScheduleState] = []
+async def _in_redis(client: Client, queues: Iterable[str]) -> list[_InRedis]:
+    """Return the schedules of `queues` as Redis holds them, by queue then name."""
+    out: list[_InRedis] = []
     for queue in queues:
         listed = await client.repeats.list(queue)
-        last = await _last_runs(client, queue, [rep.name for rep, _ in listed])
-        out += [ScheduleState(r, next_runs(r, due), last[r.name]) for r, due in listed]
+        keys = client.keys(queue)
+        names = [rep.name for rep, _ in listed]
+        ids: list[str | None] = (
+            await client.redis.hmget(keys.repeat_last, names) if names else []  # type: ignore[misc]
+        )
+        async with client.redis.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hget(keys.job(job_id or "-"), "state")
+            states: list[str | None] = await pipe.execute()
+        rows = zip(listed, ids, states, strict=True)
+        out += [_InRedis(queue, rep, due, i, st) for (rep, due), i, st in rows]
     return out
 
 
-async def _schedule(client: Client, queue: str, name: str) -> ScheduleState | None:
+def _with_history(found: list[_InRedis]) -> list[ScheduleState]:
+    """Complete each schedule's last run from the history where Redis forgot it (the ORM part,
+    run in the caller's thread, not on the engine loop)."""
+    gone = [f.last_id for f in found if f.last_id is not None and f.last_state is None]
+    kept = dict(JobRecord.objects.filter(id__in=gone).values_list("id", "state")) if gone else {}
+    out = []
+    for f in found:
+        if f.last_id is None:
+            last = _from_history(f.queue, f.rep.name)
+        else:
+            last = _last_run(f.last_id, f.last_state or kept.get(f.last_id))
+        out.append(ScheduleState(f.rep, next_runs(f.rep, f.next_ms), last))
+    return out
+
+
+def schedules(queues: Iterable[str]) -> list[ScheduleState]:
+    """Return the schedules of `queues`, by queue then name."""
+    return _with_history(in_redis(list(queues)))
+
+
+async def aschedules(queues: Iterable[str]) -> list[ScheduleState]:
+    """Async twin of `schedules`."""
+    return await sync_to_async(_with_history)(await ain_redis(list(queues)))
+
+
+def schedule(queue: str, name: str) -> ScheduleState | None:
     """Return schedule `name` of `queue`, or None."""
-    found = [s for s in await _schedules(client, [queue]) if s.rep.name == name]
-    return found[0] if found else None
+    return next((s for s in schedules([queue]) if s.rep.name == name), None)
+
+
+async def aschedule(queue: str, name: str) -> ScheduleState | None:
+    """Async twin of `schedule`."""
+    return next((s for s in await aschedules([queue]) if s.rep.name == name), None)
 
 
 async def _save_schedule(
@@ -168,8 +197,7 @@ async def _run_schedule(client: Client, queue: str, name: str) -> Job | None:
     return job
 
 
-schedules, aschedules = twins(_schedules)
-schedule, aschedule = twins(_schedule)
+in_redis, ain_redis = twins(_in_redis)
 save_schedule, asave_schedule = twins(_save_schedule)
 set_schedule_paused, aset_schedule_paused = twins(_set_schedule_paused)
 remove_schedule, aremove_schedule = twins(_remove_schedule)

@@ -79,7 +79,8 @@ def twins[**P, T](
     """Return the sync function and the async twin of an engine operation `_name(client, ...)`.
 
     Both run it on the engine loop's long-lived client; the async twin inside a `session()`
-    runs it on the session's client instead.
+    runs it on the session's client instead. An operation talks to Redis only: the ORM belongs
+    to the caller's thread (its connection, its transaction), never to the engine loop's.
     """
     name = operation.__name__.lstrip("_")
 

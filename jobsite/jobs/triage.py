@@ -145,22 +145,21 @@ async def _original(job_id: str) -> tuple[str, str, int, list[Any], dict[str, An
 async def replay(request: HttpRequest, job_id: str, body: ReplayIn) -> Status[JobDetailOut]:
     """Submit a new job of the same task, queue and priority with edited arguments."""
     rights = await aneed(request, Perm.RETRY)
-    async with services.session():
-        name, queue, priority, args, kwargs = await _original(job_id)
-        await rights.arequire(Perm.RETRY, queue)
-        task = _task(name)
-        args = body.args if body.args is not None else args
-        kwargs = body.kwargs if body.kwargs is not None else kwargs
-        if not isinstance(args, list) or not isinstance(kwargs, dict):
-            raise HttpError(422, "the original's arguments are not JSON; give args and kwargs")
-        check_types(task, args, kwargs)
-        try:
-            job: EngineJob = task.using(queue=queue, priority=priority).call(*args, **kwargs)
-        except InvalidArguments as exc:
-            raise HttpError(422, str(exc)) from None
-        job.replay_of = job_id
-        await services.asubmit(job)
-        await audit.arecord(
-            rights.user, "replay", [job_id, job.id], rights.via, outcome=f"{job_id} -> {job.id}"
-        )
-        return Status(201, await _live_out(job.id, job.queue, JobDetailOut))
+    name, queue, priority, args, kwargs = await _original(job_id)
+    await rights.arequire(Perm.RETRY, queue)
+    task = _task(name)
+    args = body.args if body.args is not None else args
+    kwargs = body.kwargs if body.kwargs is not None else kwargs
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        raise HttpError(422, "the original's arguments are not JSON; give args and kwargs")
+    check_types(task, args, kwargs)
+    try:
+        job: EngineJob = task.using(queue=queue, priority=priority).call(*args, **kwargs)
+    except InvalidArguments as exc:
+        raise HttpError(422, str(exc)) from None
+    job.replay_of = job_id
+    await services.asubmit(job)
+    await audit.arecord(
+        rights.user, "replay", [job_id, job.id], rights.via, outcome=f"{job_id} -> {job.id}"
+    )
+    return Status(201, await _live_out(job.id, job.queue, JobDetailOut))
