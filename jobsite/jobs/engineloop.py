@@ -44,6 +44,7 @@ class EngineLoop:
     def __init__(self) -> None:
         self.loop = _new_loop()
         self._clients: OrderedDict[EngineSettings, Client] = OrderedDict()
+        self._closing: set[asyncio.Task[None]] = set()  # evicted clients closing (kept alive)
         self._thread = threading.Thread(
             target=self.loop.run_forever, name="jobsite-engine-loop", daemon=True
         )
@@ -68,7 +69,9 @@ class EngineLoop:
         client = self._clients[settings] = Client(settings)
         while len(self._clients) > MOST_CLIENTS:
             _, old = self._clients.popitem(last=False)
-            self.loop.create_task(old.aclose())
+            closing = self.loop.create_task(old.aclose())
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
         return client
 
     async def _close_all(self) -> None:
