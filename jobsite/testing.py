@@ -22,7 +22,7 @@ from django.test import override_settings
 
 from engine import Client, Job, Task, Worker
 from engine.devserver import RedisServer
-from jobsite.jobs import conf
+from jobsite.jobs import conf, services
 from jobsite.jobs.registry import load_tasks
 from jobsite.jobs.signals import WORKER_HOOKS
 
@@ -34,11 +34,10 @@ def _name(task: Task | DjangoTask) -> str:
 def enqueued_jobs(queue: str = "default") -> list[Job]:
     """Return the jobs of `queue` that have not started: next to run first, then scheduled."""
 
-    async def read() -> list[Job]:
-        async with Client(conf.engine_settings()) as client:
-            return await client.waiting(queue)
+    async def read(client: Client) -> list[Job]:
+        return await client.waiting(queue)
 
-    return async_to_sync(read)()
+    return services.run_engine(read)
 
 
 def assert_enqueued(task: Task | DjangoTask, *args: Any, **kwargs: Any) -> Job:
