@@ -77,13 +77,12 @@ async def submit(request: HttpRequest, body: JobIn) -> Status[JobOut]:
         task = taskoptions.apply(task, body)
     except taskoptions.BadOptions as exc:
         raise HttpError(422, str(exc)) from None
-    async with services.session():
-        try:
-            job = await services.aenqueue(task, *body.args, **body.kwargs)
-        except InvalidArguments as exc:
-            raise HttpError(422, str(exc)) from None
-        await audit.arecord(rights.user, "submit", [job.id], rights.via)
-        return Status(201, await _live_out(job.id, job.queue, JobOut))
+    try:
+        job = await services.aenqueue(task, *body.args, **body.kwargs)
+    except InvalidArguments as exc:
+        raise HttpError(422, str(exc)) from None
+    await audit.arecord(rights.user, "submit", [job.id], rights.via)
+    return Status(201, await _live_out(job.id, job.queue, JobOut))
 
 
 async def _live_out[Out: JobOut](job_id: str, queue: str | None, schema: type[Out]) -> Out:
@@ -159,19 +158,18 @@ async def _row_out[Out: JobOut](row: JobRecord, schema: type[Out]) -> Out:
 async def get_job(request: HttpRequest, job_id: str) -> JobDetailOut:
     """Return a job with its log: live from Redis, else from the history; 404 for an unknown id."""
     rights = await aneed(request, Perm.VIEW)
-    async with services.session():  # one Redis connection for the whole request
-        source: EngineJob | JobRecord | None
-        try:
-            source = await services.aget_job(job_id)
-            job = await _out(_engine_values(source), job_id, JobDetailOut)
-        except JobNotFound:
-            source = await JobRecord.objects.filter(id=job_id).afirst()
-            if source is None:
-                raise HttpError(404, f"no job with id {job_id!r}") from None
-            job = await _row_out(source, JobDetailOut)
-        await rights.arequire(Perm.VIEW, job.queue)
-        job.replays = await areplays_of(job_id)
-        return await related.afill(job, *related.links(source))
+    source: EngineJob | JobRecord | None
+    try:
+        source = await services.aget_job(job_id)
+        job = await _out(_engine_values(source), job_id, JobDetailOut)
+    except JobNotFound:
+        source = await JobRecord.objects.filter(id=job_id).afirst()
+        if source is None:
+            raise HttpError(404, f"no job with id {job_id!r}") from None
+        job = await _row_out(source, JobDetailOut)
+    await rights.arequire(Perm.VIEW, job.queue)
+    job.replays = await areplays_of(job_id)
+    return await related.afill(job, *related.links(source))
 
 
 LISTED = [f for f in JobOut.model_fields if f != "history"]
@@ -229,13 +227,12 @@ def list_jobs(
 async def cancel(request: HttpRequest, job_id: str) -> Status[CancelOut]:
     """Cancel a queued or running job."""
     rights = await aneed(request, Perm.CANCEL)
-    async with services.session():
-        try:
-            queue = (await services.aget_job(job_id)).queue
-        except JobNotFound:
-            raise HttpError(404, f"no live job with id {job_id!r}") from None
-        await rights.arequire(Perm.CANCEL, queue)
-        outcome = (await services.acancel([(job_id, queue)]))[job_id]
+    try:
+        queue = (await services.aget_job(job_id)).queue
+    except JobNotFound:
+        raise HttpError(404, f"no live job with id {job_id!r}") from None
+    await rights.arequire(Perm.CANCEL, queue)
+    outcome = (await services.acancel([(job_id, queue)]))[job_id]
     if outcome == "not_found":
         raise HttpError(404, f"no live job with id {job_id!r}")
     if outcome == "finished":
@@ -248,16 +245,15 @@ async def cancel(request: HttpRequest, job_id: str) -> Status[CancelOut]:
 async def retry(request: HttpRequest, job_id: str) -> JobOut:
     """Retry a finished job (failed, stalled, expired, dropped, cancelled) as a new series."""
     rights = await aneed(request, Perm.RETRY)
-    async with services.session():
-        try:
-            job = await services.aget_job(job_id)
-        except JobNotFound:
-            raise HttpError(404, f"no job with id {job_id!r} in Redis") from None
-        await rights.arequire(Perm.RETRY, job.queue)
-        if await services.aresubmit([(job_id, job.queue)]) != 1:
-            raise HttpError(409, f"a {job.state} job cannot be retried")
-        await audit.arecord(rights.user, "retry", [job_id], rights.via)
-        return await _live_out(job_id, job.queue, JobOut)
+    try:
+        job = await services.aget_job(job_id)
+    except JobNotFound:
+        raise HttpError(404, f"no job with id {job_id!r} in Redis") from None
+    await rights.arequire(Perm.RETRY, job.queue)
+    if await services.aresubmit([(job_id, job.queue)]) != 1:
+        raise HttpError(409, f"a {job.state} job cannot be retried")
+    await audit.arecord(rights.user, "retry", [job_id], rights.via)
+    return await _live_out(job_id, job.queue, JobOut)
 
 
 @router.post("/bulk/cancel", response={200: BulkOut, **ERRORS})
@@ -324,21 +320,19 @@ async def _queues(rights: Grant) -> list[QueueOut]:
 async def queues(request: HttpRequest) -> list[QueueOut]:
     """Counts per state, paused flag and oldest waiting job of every queue."""
     rights = await aneed(request, Perm.VIEW)
-    async with services.session():
-        return await _queues(rights)
+    return await _queues(rights)
 
 
 async def _set_paused(request: HttpRequest, name: str, paused: bool) -> QueueOut:
     """Pause or resume a known queue; an unknown name is a 404 before anything is written."""
     rights = await aneed(request, Perm.CHANGE_QUEUE, name)
-    async with services.session():
-        if name not in await services.aknown_queues():
-            raise HttpError(404, f"no queue named {name!r}")
-        await services.aset_paused([name], paused)
-        await audit.arecord(
-            rights.user, "pause" if paused else "resume", [name], rights.via, model=QueueRecord
-        )
-        return next(q for q in await _queues(rights) if q.name == name)
+    if name not in await services.aknown_queues():
+        raise HttpError(404, f"no queue named {name!r}")
+    await services.aset_paused([name], paused)
+    await audit.arecord(
+        rights.user, "pause" if paused else "resume", [name], rights.via, model=QueueRecord
+    )
+    return next(q for q in await _queues(rights) if q.name == name)
 
 
 @router.post("/queues/{name}/pause", response={200: QueueOut, **ERRORS})

@@ -1,5 +1,6 @@
-"""The process's engine loop: one daemon thread running an event loop, and the engine clients
-it keeps open, which serve every service call made outside a `services.session()`.
+"""How a service call reaches the engine: `twins()` makes the sync and async forms of an
+operation; both run on the process's engine loop (one daemon thread running an event loop, and
+the engine clients it keeps open), except inside a `session()`.
 
 `async_to_sync` makes a new event loop for each call, and an engine client belongs to one
 loop, so each sync call used to open a connection, name it, register its queue and close it
@@ -15,10 +16,15 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from concurrent.futures import Future
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from typing import Any, Concatenate
 
 from engine import Client, EngineSettings
+
+from .conf import engine_settings
 
 log = logging.getLogger("jobsite.engineloop")
 
@@ -126,3 +132,61 @@ def _close_at_exit() -> None:
 
 os.register_at_fork(after_in_child=_forget_in_child)
 atexit.register(_close_at_exit)
+
+
+# The client `session()` shares with the calls in its block, and the event loop it belongs to.
+_shared: ContextVar[tuple[asyncio.AbstractEventLoop, Client] | None] = ContextVar(
+    "jobsite_engine_client", default=None
+)
+
+
+def _session_client() -> Client | None:
+    """Return the client of the enclosing `session()` on the running loop, if any."""
+    shared = _shared.get()
+    return shared[1] if shared is not None and shared[0] is asyncio.get_running_loop() else None
+
+
+@asynccontextmanager
+async def session() -> AsyncIterator[None]:
+    """Share one engine client among the async service calls inside the block; close it after.
+
+    For a websocket, whose calls should stay on its own event loop for its whole life. Outside
+    a session, calls run on the process's engine loop (below) and its pooled client.
+    Tasks started in the block must end within it.
+    """
+    if _session_client() is not None:
+        yield
+        return
+    async with Client(engine_settings()) as client:
+        token = _shared.set((asyncio.get_running_loop(), client))
+        try:
+            yield
+        finally:
+            _shared.reset(token)
+
+
+def twins[**P, T](
+    operation: Callable[Concatenate[Client, P], Awaitable[T]],
+) -> tuple[Callable[P, T], Callable[P, Coroutine[Any, Any, T]]]:
+    """Return the sync function and the async twin of an engine operation `_name(client, ...)`.
+
+    Both run it on the engine loop's long-lived client; the async twin inside a `session()`
+    runs it on the session's client instead. An operation talks to Redis only: the ORM belongs
+    to the caller's thread (its connection, its transaction), never to the engine loop's.
+    """
+    name = operation.__name__.lstrip("_")
+
+    async def async_twin(*args: P.args, **kwargs: P.kwargs) -> T:
+        client = _session_client()
+        if client is not None:
+            return await operation(client, *args, **kwargs)
+        return await acall(engine_settings(), lambda c: operation(c, *args, **kwargs))
+
+    def sync_twin(*args: P.args, **kwargs: P.kwargs) -> T:
+        return call(engine_settings(), lambda c: operation(c, *args, **kwargs))
+
+    for twin, twin_name in ((sync_twin, name), (async_twin, f"a{name}")):
+        twin.__name__ = twin.__qualname__ = twin_name
+        twin.__doc__ = operation.__doc__
+        twin.__module__ = operation.__module__
+    return sync_twin, async_twin

@@ -65,21 +65,19 @@ async def _detail(rights: Grant, name: str) -> QueueDetailOut:
 async def queue(request: HttpRequest, name: str) -> QueueDetailOut:
     """One queue: counts, paused, rate limit, and concurrency keys with jobs waiting."""
     rights = await aneed(request, Perm.VIEW, name)
-    async with services.session():
-        return await _detail(rights, name)
+    return await _detail(rights, name)
 
 
 @router.put("/queues/{name}/limits", response={200: QueueDetailOut, **ERRORS})
 async def set_limits(request: HttpRequest, name: str, body: LimitsIn) -> QueueDetailOut:
     """Set the queue's rate limit (null lifts it), and pause or resume it when `paused` is given."""
     rights = await aneed(request, Perm.CHANGE_QUEUE, name)
-    async with services.session():
-        if name not in await services.aknown_queues():
-            raise HttpError(404, f"no queue named {name!r}")
-        await services.aset_rate_limit(name, body.rate_limit)  # ConfigError: 422, nothing set
-        said = f"rate_limit={body.rate_limit or 'none'}"
-        if body.paused is not None:
-            await services.aset_paused([name], body.paused)
-            said += f" paused={body.paused}"
-        await audit.arecord(rights.user, "limits", [name], rights.via, QueueRecord, said)
-        return await _detail(rights, name)
+    if name not in await services.aknown_queues():
+        raise HttpError(404, f"no queue named {name!r}")
+    await services.aset_rate_limit(name, body.rate_limit)  # ConfigError: 422, nothing set
+    said = f"rate_limit={body.rate_limit or 'none'}"
+    if body.paused is not None:
+        await services.aset_paused([name], body.paused)
+        said += f" paused={body.paused}"
+    await audit.arecord(rights.user, "limits", [name], rights.via, QueueRecord, said)
+    return await _detail(rights, name)

@@ -19,8 +19,8 @@ from asgiref.sync import sync_to_async
 from engine import Client, Job, Repeatable
 from engine.connection import server_ms
 
+from .engineloop import twins
 from .models import JobRecord
-from .services import twins
 
 log = logging.getLogger("jobsite.schedules")
 # How many fire times a listing shows.

@@ -3,21 +3,17 @@
 
 The API, the admin, the dashboard's socket, the django.tasks backend and reconciliation reach
 Redis through these alone; only the mirror (the event-stream reader) talks to the engine itself.
-Each operation is written once, as an async function of a client (`twins`). An async call uses
-the client of the enclosing `session()`, else one opened and closed for that call.
+Each operation is written once, as an async function of a client (`twins`, engineloop.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
-from contextlib import asynccontextmanager
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
-from typing import Any, Concatenate, NamedTuple
+from typing import Any, NamedTuple
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
@@ -38,66 +34,11 @@ from engine import (
 from . import eager, engineloop
 from .conf import check_queue, engine_settings
 from .conf import queues as configured_queues
+from .engineloop import session as session  # the websocket consumer opens one
+from .engineloop import twins
 from .models import OutboxEntry
 
 log = logging.getLogger("jobsite.services")
-
-# The client `session()` shares with the calls in its block, and the event loop it belongs to.
-_shared: ContextVar[tuple[asyncio.AbstractEventLoop, Client] | None] = ContextVar(
-    "jobsite_engine_client", default=None
-)
-
-
-def _session_client() -> Client | None:
-    """Return the client of the enclosing `session()` on the running loop, if any."""
-    shared = _shared.get()
-    return shared[1] if shared is not None and shared[0] is asyncio.get_running_loop() else None
-
-
-@asynccontextmanager
-async def session() -> AsyncIterator[None]:
-    """Share one engine client among the async service calls inside the block; close it after.
-
-    For a websocket, whose calls should stay on its own event loop for its whole life. Outside
-    a session, calls run on the process's engine loop (engineloop.py) and its pooled client.
-    Tasks started in the block must end within it.
-    """
-    if _session_client() is not None:
-        yield
-        return
-    async with Client(engine_settings()) as client:
-        token = _shared.set((asyncio.get_running_loop(), client))
-        try:
-            yield
-        finally:
-            _shared.reset(token)
-
-
-def twins[**P, T](
-    operation: Callable[Concatenate[Client, P], Awaitable[T]],
-) -> tuple[Callable[P, T], Callable[P, Coroutine[Any, Any, T]]]:
-    """Return the sync function and the async twin of an engine operation `_name(client, ...)`.
-
-    Both run it on the engine loop's long-lived client; the async twin inside a `session()`
-    runs it on the session's client instead. An operation talks to Redis only: the ORM belongs
-    to the caller's thread (its connection, its transaction), never to the engine loop's.
-    """
-    name = operation.__name__.lstrip("_")
-
-    async def async_twin(*args: P.args, **kwargs: P.kwargs) -> T:
-        client = _session_client()
-        if client is not None:
-            return await operation(client, *args, **kwargs)
-        return await engineloop.acall(engine_settings(), lambda c: operation(c, *args, **kwargs))
-
-    def sync_twin(*args: P.args, **kwargs: P.kwargs) -> T:
-        return engineloop.call(engine_settings(), lambda c: operation(c, *args, **kwargs))
-
-    for twin, twin_name in ((sync_twin, name), (async_twin, f"a{name}")):
-        twin.__name__ = twin.__qualname__ = twin_name
-        twin.__doc__ = operation.__doc__
-        twin.__module__ = operation.__module__
-    return sync_twin, async_twin
 
 
 async def _run_engine[T](client: Client, fn: Callable[[Client], Awaitable[T]]) -> T:
