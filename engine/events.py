@@ -61,6 +61,49 @@ class Event(NamedTuple):
             sortable_id(entry_id),
         )
 
+    @classmethod
+    def from_flat(cls, queue: str, entry_id: str, flat: list[str]) -> Event:
+        """Build an Event from one entry's field/value list as Redis sent it.
+
+        An entry of exactly the fields every script writes, in their order (`emit` in
+        common.lua), is read by position: no dict per entry. Any other goes by name.
+        """
+        if len(flat) == _CORE_LEN and flat[0::2] == CORE_FIELDS:
+            return cls(
+                queue,
+                entry_id,
+                flat[1],
+                flat[3],
+                flat[5],
+                int(flat[7] or 0),
+                int(flat[9] or 0),
+                flat[11],
+                flat[13],
+                None,
+                "",
+                "",
+                sortable_id(entry_id),
+            )
+        pairs = iter(flat)
+        return cls.from_entry(queue, entry_id, dict(zip(pairs, pairs, strict=True)))
+
+
+# The fields of an event, in the order every script writes them (`emit` in common.lua).
+CORE_FIELDS = ["job", "from", "to", "at", "attempt", "worker", "error"]
+_CORE_LEN = 2 * len(CORE_FIELDS)
+
+
+def _as_sent(response: Any, **_options: Any) -> Any:
+    """Keep an XREADGROUP reply as Redis sent it (EventReader._events reads it)."""
+    return response
+
+
+def _stream_entries(reply: Any) -> Iterable[tuple[str, list[Any]]]:
+    """Return (stream, entries) of an XREADGROUP reply: RESP3 sends a map, RESP2 pairs."""
+    if not reply:
+        return ()
+    return reply.items() if isinstance(reply, dict) else reply  # type: ignore[no-any-return]
+
 
 SNAPSHOT_IDS = 1000
 
@@ -74,7 +117,11 @@ def _hash_from_json(text: str) -> dict[str, str]:
 
 
 class EventReader:
-    """Read events of several queues as one consumer of a group; ack after they are applied."""
+    """Read events of several queues as one consumer of a group; ack after they are applied.
+
+    The reader parses XREADGROUP replies itself, by position (Event.from_flat), so it sets the
+    client's reply handling for that command: give it a client of its own.
+    """
 
     def __init__(
         self,
@@ -89,6 +136,8 @@ class EventReader:
         self.group = group
         self.consumer = consumer
         self.scripts = Scripts(redis)
+        redis.set_response_callback("XREADGROUP", _as_sent)
+        self._queue_of = {k.events: q for q, k in self.keys.items()}
         # On a cluster whose slots split the streams: one XREADGROUP per slot (cluster.py).
         self.keys_events = streams = [k.events for k in self.keys.values()]
         self._reads = per_slot(redis, streams, self._read_group)
@@ -104,11 +153,11 @@ class EventReader:
                     raise
 
     def _events(self, reply: Any) -> list[Event]:
-        by_stream = {k.events: q for q, k in self.keys.items()}
+        """Return the events of an XREADGROUP reply (entries deleted since delivery skipped)."""
         out: list[Event] = []
-        for stream, entries in reply or []:
-            queue = by_stream[stream]
-            out.extend(Event.from_entry(queue, eid, fields) for eid, fields in entries if fields)
+        for stream, entries in _stream_entries(reply):
+            queue = self._queue_of[stream]
+            out.extend(Event.from_flat(queue, eid, flat) for eid, flat in entries if flat)
         return out
 
     async def pending(self, count: int, min_idle_ms: int = 30_000) -> list[Event]:
@@ -198,13 +247,20 @@ class EventReader:
         return found
 
     async def job_states(self, queue: str, job_ids: Sequence[str]) -> dict[str, str]:
-        """Return the state of each job of `queue` that still exists in Redis (one pipeline)."""
+        """Return the state of each job of `queue` that still exists in Redis.
+
+        One script call per SNAPSHOT_IDS ids (snapshot-1.lua reading one field), not a
+        command per job.
+        """
         keys = self.keys[queue]
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for job_id in job_ids:
-                pipe.hget(keys.job(job_id), "state")
-            states = await pipe.execute()
-        return {job_id: state for job_id, state in zip(job_ids, states, strict=True) if state}
+        found: dict[str, str] = {}
+        for start in range(0, len(job_ids), SNAPSHOT_IDS):
+            chunk = list(job_ids[start : start + SNAPSHOT_IDS])
+            rows = await self.scripts.snapshot(keys, job_ids=chunk, field="state")
+            found.update(
+                (job_id, state) for job_id, state in zip(chunk, rows, strict=True) if state
+            )
+        return found
 
     async def scan_job_ids(self, queue: str, count: int = 1000) -> list[str]:
         """Return the id of every job hash of `queue` (SCAN, never KEYS)."""

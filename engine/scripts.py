@@ -361,7 +361,11 @@ class Scripts:
         _, created, updated, removed, kept, conflicts = await self.raw["declare"](keys, argv)
         return Declared(int(created), int(updated), int(removed), int(kept), tuple(conflicts))
 
-    async def snapshot(self, keys: QueueKeys, *, job_ids: Sequence[str]) -> list[str | None]:
-        """Read job hashes, each as one JSON object string (None: gone)."""
-        rows: list[str | None] = await self.raw["snapshot"](keys, [keys.job_prefix, *job_ids])
+    async def snapshot(
+        self, keys: QueueKeys, *, job_ids: Sequence[str], field: str = ""
+    ) -> list[str | None]:
+        """Read job hashes, each as one JSON object string, or only `field` of each (None:
+        gone, or no such field)."""
+        argv = [keys.job_prefix, field, *job_ids]
+        rows: list[str | None] = await self.raw["snapshot"](keys, argv)
         return rows

@@ -1,23 +1,30 @@
 --[[
-  Read the hashes of many jobs of one queue in one call (the mirror's batch read).
+  Read the hashes of many jobs of one queue in one call (the mirror's batch reads).
   KEYS[1] events STREAM (not read: it routes the call to the queue's slot)
-  ARGV[1] job key prefix   ARGV[2..] job ids
+  ARGV[1] job key prefix   ARGV[2] one field to read, or '' for the whole hash
+  ARGV[3..] job ids
   Returns: per id, the job hash as one JSON object of its string fields (one reply string
-  to parse instead of a field/value array), or nil for a job Redis no longer holds.
+  to parse instead of a field/value array), or with a field, that field's value; nil for a
+  job Redis no longer holds (or, with a field, that has no such field).
   Events: none (a read).
 ]]
-local prefix = ARGV[1]
+local prefix, field = ARGV[1], ARGV[2]
 local out = {}
-for i = 2, #ARGV do
-  local flat = redis.call('HGETALL', prefix .. ARGV[i])
-  if #flat == 0 then
-    out[i - 1] = false
+for i = 3, #ARGV do
+  local key = prefix .. ARGV[i]
+  if field ~= '' then
+    out[i - 2] = redis.call('HGET', key, field)
   else
-    local fields = {}
-    for j = 1, #flat, 2 do
-      fields[flat[j]] = flat[j + 1]
+    local flat = redis.call('HGETALL', key)
+    if #flat == 0 then
+      out[i - 2] = false
+    else
+      local fields = {}
+      for j = 1, #flat, 2 do
+        fields[flat[j]] = flat[j + 1]
+      end
+      out[i - 2] = cjson.encode(fields)
     end
-    out[i - 1] = cjson.encode(fields)
   end
 end
 return out
