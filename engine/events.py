@@ -102,7 +102,7 @@ def _stream_entries(reply: Any) -> Iterable[tuple[str, list[Any]]]:
     """Return (stream, entries) of an XREADGROUP reply: RESP3 sends a map, RESP2 pairs."""
     if not reply:
         return ()
-    return reply.items() if isinstance(reply, dict) else reply  # type: ignore[no-any-return]
+    return reply.items() if isinstance(reply, dict) else reply
 
 
 SNAPSHOT_IDS = 1000
