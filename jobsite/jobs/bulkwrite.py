@@ -10,9 +10,11 @@ caller made under `lock_queues`.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -20,7 +22,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Model
 from django.utils import timezone
 
-from .history import JOB_COLUMNS, JSON_FIELDS, TIMES, values_from_hash
+from .history import JOB_COLUMNS, JSON_FIELDS, TIMES, row_values
 from .models import JobRecord, JobSearch
 
 # Columns written whatever the guard says: the merged list of state changes.
@@ -143,7 +145,7 @@ class Staged:
 def _from_hash() -> dict[str, str]:
     """Return, per job column, the SQL that makes its value from a staged hash `h` (PostgreSQL).
 
-    The same values as history.values_from_hash, made by the server: the mirror hands over the
+    The same values as history.row_values, made by the server: the mirror hands over the
     hash as one JSON document instead of converting two dozen fields per job in Python.
     """
     sql = {c: f"coalesce(h->>'{c}', '')" for c in ("queue", "task", "state")}
@@ -164,13 +166,6 @@ def _from_hash() -> dict[str, str]:
 INTS = {"version": 1, "priority": 0, "attempt": 0, "logs_dropped": 0}
 FROM_HASH = _from_hash()
 _STAGE = "jobsite_jobrecord_load"
-
-
-def row_values(fields: dict[str, str]) -> list[Any]:
-    """Return a job row's values in JOB_COLUMNS order from its hash (`last_event_id`,
-    `transitions` and `updated_at` are left for the writer)."""
-    row = values_from_hash(fields, "")
-    return [row.get(c) for c in JOB_COLUMNS]
 
 
 _LAST, _TRANSITIONS, _UPDATED = (
@@ -208,19 +203,41 @@ def upsert(
     if known:
         _upsert_staged(known, update, guard, stored=True)
     if fresh:
-        now = timezone.now()
-        made = []
-        for r in fresh:
-            values = list(r.values) if r.values is not None else row_values(r.fields)
-            values[_LAST], values[_TRANSITIONS], values[_UPDATED] = (
-                r.last_event_id,
-                r.transitions,
-                now,
-            )
-            made.append(values)
+        now = str(timezone.now())
+        made = [_written(r, now, "+00") for r in fresh]
         _copy_new(
             JobRecord, JOB_COLUMNS, made, lambda: _upsert_staged(fresh, update, guard, stored=False)
         )
+
+
+def _written(r: Staged, now: str, zone: str) -> list[Any]:
+    """Return the values written for row `r`: its times as UTC text ending in `zone`, its
+    last event id and transitions, `now` as updated_at."""
+    values = list(r.values) if r.values is not None else row_values(r.fields)
+    values[_LAST], values[_TRANSITIONS], values[_UPDATED] = r.last_event_id, r.transitions, now
+    for i in _TIME_INDEXES:
+        ms = values[i]
+        if ms is not None:
+            values[i] = time_text(ms, zone)
+    return values
+
+
+@functools.lru_cache(maxsize=4096)
+def _second_text(second: int) -> str:
+    return datetime.fromtimestamp(second, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def time_text(ms: int, zone: str = "") -> str:
+    """Return a time in ms since the epoch as UTC text, as Django writes a datetime to SQLite
+    (no fraction when it is 0); `zone` ("+00") makes it PostgreSQL's timestamptz input.
+
+    The jobs of a batch end within a few seconds of each other, so the seconds come from a
+    cache: cheaper than a datetime per time that the driver formats again.
+    """
+    second, milli = divmod(ms, 1000)
+    if milli:
+        return f"{_second_text(second)}.{milli * 1000:06d}{zone}"
+    return _second_text(second) + zone
 
 
 def _copy_new(
@@ -274,14 +291,7 @@ def _upsert_staged(rows: Sequence[Staged], update: list[str], guard: bool, store
 
 def _upsert_sqlite(rows: Sequence[Staged], update: Iterable[str], guard: bool) -> None:
     now = str(timezone.now().replace(tzinfo=None))  # SQLite keeps naive UTC text
-    prepped = []
-    for r in rows:
-        values = list(r.values) if r.values is not None else row_values(r.fields)
-        values[_LAST], values[_TRANSITIONS], values[_UPDATED] = r.last_event_id, r.transitions, now
-        for i in _TIME_INDEXES:
-            if values[i] is not None:
-                values[i] = str(values[i].replace(tzinfo=None))
-        prepped.append(tuple(values))
+    prepped = [tuple(_written(r, now, "")) for r in rows]
     tail = f" ON CONFLICT ({_q('id')}) DO UPDATE SET {_sets(update, guard, 'excluded')}"
     _insert(JobRecord, JOB_COLUMNS, prepped, tail)
 

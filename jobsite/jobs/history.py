@@ -131,7 +131,7 @@ JSON_FIELDS = {
 def clean_hash(fields: dict[str, str]) -> dict[str, str]:
     """Return `fields` with every JSON field valid JSON text (see _json_text) and no NUL in the
     others (PostgreSQL's text refuses it: U+FFFD takes its place); copy if changed."""
-    if any("\x00" in v for v in fields.values()):
+    if "\x00" in "".join(fields.values()):
         fields = {k: v.replace("\x00", "\ufffd") for k, v in fields.items()}
     for name, default in JSON_FIELDS.items():
         raw = fields.get(name)
@@ -151,43 +151,49 @@ def _int(raw: str | None, default: int = 0) -> int:
     return int(raw) if raw else default
 
 
-_TIME_FIELDS = [(name, f"{name}_ms") for name in TIMES]
+_TIME_FIELDS = [f"{name}_ms" for name in TIMES]
 
 
-def values_from_hash(fields: dict[str, str], last_event_id: str) -> dict[str, Any]:
-    """Return a row's column values from a job hash cleaned by clean_hash (JSON fields stay its
-    JSON text). The server makes the same values from the hash's JSON (bulkwrite.FROM_HASH).
+def _ms(raw: str | None) -> int | None:
+    return int(raw) if raw and raw != "0" else None
+
+
+def row_values(fields: dict[str, str]) -> list[Any]:
+    """Return a job row's values in JOB_COLUMNS order from a job hash cleaned by clean_hash.
+
+    JSON fields stay their JSON text, times are ms since the epoch (bulkwrite writes them as
+    text); `last_event_id`, `updated_at` and `transitions` are left None for the writer. One
+    list per job, built in one go: the server makes the same values from the hash's JSON
+    (bulkwrite.FROM_HASH).
     """
     f = fields.get
     progress = f("progress")
-    row: dict[str, Any] = {
-        "id": f("id", ""),
-        "queue": f("queue", ""),
-        "task": f("task", ""),
-        "version": _int(f("version"), 1),
-        "state": f("state", ""),
-        "priority": _int(f("priority")),
-        "attempt": _int(f("attempt")),
-        "args": f("args") or "[]",
-        "kwargs": f("kwargs") or "{}",
-        "result": f("result"),
-        "errors": f("errors") or "[]",
-        "progress": float(progress) if progress else None,
-        "progress_message": f("progress_message", ""),
-        "logs": f("logs") or "[]",
-        "logs_dropped": _int(f("logs_dropped")),
-        "worker": f("worker", ""),
-        "fingerprint": f("fingerprint", ""),
-        "replay_of": f("replay_of", ""),
-        "parents": f("parents") or "[]",
-        "flow_id": f("flow_id") or None,
-        "last_event_id": last_event_id,
-        "transitions": "[]",
-    }
-    for name, field in _TIME_FIELDS:
-        ms = f(field)
-        row[name] = datetime.fromtimestamp(int(ms) / 1000, tz=UTC) if ms and ms != "0" else None
-    return row
+    return [
+        f("id", ""),
+        f("queue", ""),
+        f("task", ""),
+        _int(f("version"), 1),
+        f("state", ""),
+        _int(f("priority")),
+        _int(f("attempt")),
+        f("args") or "[]",
+        f("kwargs") or "{}",
+        f("result"),
+        f("errors") or "[]",
+        float(progress) if progress else None,
+        f("progress_message", ""),
+        f("logs") or "[]",
+        _int(f("logs_dropped")),
+        f("worker", ""),
+        f("fingerprint", ""),
+        f("replay_of", ""),
+        f("parents") or "[]",
+        f("flow_id") or None,
+        *[_ms(f(name)) for name in _TIME_FIELDS],
+        None,
+        None,
+        None,
+    ]
 
 
 def fields_from_event(event: Event) -> dict[str, str]:

@@ -44,7 +44,7 @@ class Seen:
     full: bool  # the fields come from the job hash
     kept: bool  # retention keeps the row (else it is not written: no resurrection)
     search: str  # the job's search text ("" without its hash)
-    values: list[Any]  # the row's values (bulkwrite.row_values)
+    values: list[Any]  # the row's values (history.row_values)
 
 
 @dataclass(slots=True)
@@ -82,7 +82,7 @@ def prepare(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> Batch
                 full=raw is not None,
                 kept=horizon.keeps(fields.get("state", ""), history.ended_at(fields), _at(newest)),
                 search=history.hash_search_text(fields) if raw is not None else "",
-                values=bulkwrite.row_values(fields),
+                values=history.row_values(fields),
             )
         )
     return batch
