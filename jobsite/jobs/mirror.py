@@ -68,7 +68,7 @@ def prepare(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> Batch
     horizon = Horizon.now()
     batch = Batch(events)
     for job, seen in by_job.items():
-        newest = max(seen, key=lambda e: e.key)
+        newest = max(seen, key=_stream_order)
         raw = hashes.get(job)
         fields = history.fields_from_event(newest) if raw is None else history.clean_hash(raw)
         changes = {e.key: history.transition(e) for e in seen if e.from_state != e.to_state}
@@ -171,13 +171,8 @@ def unsettled(newest: dict[str, Event], states: dict[str, str]) -> set[str]:
     return {job for job, e in newest.items() if states.get(job, e.to_state) != e.to_state}
 
 
-def newest_events(events: Sequence[Event]) -> dict[str, Event]:
-    """Return each job's newest event among `events`."""
-    newest: dict[str, Event] = {}
-    for event in events:
-        if event.job and (event.job not in newest or event.key > newest[event.job].key):
-            newest[event.job] = event
-    return newest
+def _stream_order(event: Event) -> str:
+    return event.key
 
 
 def _at(event: Event) -> datetime:
@@ -228,8 +223,10 @@ class Mirror:
         self.batch = batch
         self.carry_max = carry_max
         self.applied = 0
-        # Events read but left for a later batch, unacked (see the class docstring).
-        self._carried: list[Event] = []
+        # Events read but left for a later batch, unacked, by job (see the class docstring),
+        # and how many there are.
+        self._carried: dict[str, list[Event]] = {}
+        self._carried_n = 0
         # The search texts' own connection (PostgreSQL; see _search_aside).
         self._aside = (
             ThreadPoolExecutor(1, thread_name_prefix="mirror-search")
@@ -241,7 +238,7 @@ class Mirror:
 
     async def start(self) -> None:
         """Create the groups, resync if the stream was trimmed past us, apply what is pending."""
-        self._carried = []  # still pending: read again below
+        self._carried, self._carried_n = {}, 0  # still pending: read again below
         await self.reader.ensure_groups()
         for queue in self.queues:
             if await self.reader.behind_trim(queue):
@@ -273,11 +270,11 @@ class Mirror:
             hashes.update(await self.reader.job_hashes(queue, sorted(ids)))
         return hashes
 
-    async def _states(self, newest: dict[str, Event], jobs: set[str]) -> dict[str, str]:
-        """Return the Redis state of those of `jobs` whose `newest` event has not ended them."""
+    async def _states(self, newest: dict[str, Event]) -> dict[str, str]:
+        """Return the Redis state of the jobs whose `newest` event has not ended them."""
         by_queue: dict[str, list[str]] = {}
         for job, e in newest.items():
-            if job in jobs and e.to_state not in ENDED:
+            if e.to_state not in ENDED:
                 by_queue.setdefault(e.queue, []).append(job)
         states: dict[str, str] = {}
         for queue, ids in by_queue.items():
@@ -324,21 +321,42 @@ class Mirror:
                 events = await self.reader.read(self.batch, None)
             if not events:
                 return 0
-        pool = [*carried, *events]
-        if len(events) >= self.batch and len(pool) <= self.carry_max:
-            read = {e.job for e in events}
-            newest = newest_events(pool)
-            later = unsettled(newest, await self._states(newest, read))
-            later |= {e.job for e in carried if e.job not in read}
-            self._carried = [e for e in pool if e.job in later]
-            pool = [e for e in pool if e.job not in later]
+        if len(events) >= self.batch and self._carried_n + len(events) <= self.carry_max:
+            pool = await self._carry(events)
         else:
-            self._carried = []
+            pool = [e for seen in carried.values() for e in seen] + events
+            self._carried, self._carried_n = {}, 0
         if pool:
             batch = prepare(pool, await self._hashes(pool))
             await self.settle()
             self._writing = asyncio.ensure_future(self._write(batch))
         return len(events) or len(pool)
+
+    async def _carry(self, events: list[Event]) -> list[Event]:
+        """Carry the jobs of `events` that are unsettled; return the events to write now.
+
+        Only the jobs of `events` are looked at: a job carried before and not in them stays
+        carried. A job of `events` whose Redis state is still that of its newest event is
+        written now, with whatever was carried for it.
+        """
+        by_job: dict[str, list[Event]] = {}
+        for e in events:
+            by_job.setdefault(e.job, []).append(e)
+        # A stream is read in order, so a job's newest event is among the ones just read.
+        newest = {job: max(seen, key=_stream_order) for job, seen in by_job.items() if job}
+        later = unsettled(newest, await self._states(newest))
+        pool: list[Event] = []
+        for job, seen in by_job.items():
+            if job in later:
+                self._carried.setdefault(job, []).extend(seen)
+                self._carried_n += len(seen)
+                continue
+            before = self._carried.pop(job, None)
+            if before:
+                self._carried_n -= len(before)
+                pool += before
+            pool += seen
+        return pool
 
     async def run(
         self, stopping: asyncio.Event, transient: tuple[type[BaseException], ...] = ()
