@@ -53,12 +53,18 @@ def drain_rows(d: dict[str, Any]) -> list[Row]:
     kind = {"steady": "a steady", "burst": "a burst"}.get(d.get("kind", ""), "a")
     apart = d.get("queues", 1)
     over = f" in {apart} queues, a mirror process each" if apart > 1 else ""
+    first = d.get("after_vacuum", False)
+    if first:
+        over += (
+            ", the first after a VACUUM (its rows also fill the free space VACUUM recorded in"
+            " old pages, about one per page, each a full-page image in the WAL)"
+        )
     rows: list[Row] = [
         (
             f"mirror drains {kind} backlog of {d['jobs']:,} jobs{over}",
             f"{d['events_per_s']:,} events/s ({d['events']:,} events in {d['seconds']} s)",
-            f"≥ {DRAIN_TARGET:,} events/s",
-            _ok(d["events_per_s"] >= DRAIN_TARGET),
+            "(reported)" if first else f"≥ {DRAIN_TARGET:,} events/s",
+            "" if first else _ok(d["events_per_s"] >= DRAIN_TARGET),
         ),
         (
             "WAL written during the drain",
@@ -92,7 +98,7 @@ def mirror_rows(mirror: dict[str, Any]) -> list[Row]:
     """Return the rows of the mirror's drain and lag runs."""
     lag = mirror["lag"]
     p99 = lag["p99_ms"]
-    drains = [mirror[k] for k in ("drain", "apart", "burst") if k in mirror]
+    drains = [mirror[k] for k in ("first", "drain", "apart", "burst") if k in mirror]
     return [
         *(row for d in drains for row in drain_rows(d)),
         (
