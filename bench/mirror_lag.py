@@ -189,7 +189,7 @@ def main() -> int:
         f"`bin/bench-mirror` (`--rate {args.rate} --seconds {args.seconds:g}`),"
         f" {time.strftime('%Y-%m-%d %H:%M')}: a feeder process enqueues {args.rate} jobs/s, one"
         " worker process (concurrency 200) runs them, the mirror runs in a third process"
-        " (its default cap: up to 20,000 events per read);"
+        " (its default cap: up to 40,000 events per read);"
         " backlog = entries not yet delivered + delivered and not acked, sampled each second.",
         "",
         "| database | jobs | jobs/s | events | p50 ms | p99 ms | max ms | backlog 1st half"
