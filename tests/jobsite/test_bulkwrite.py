@@ -1,0 +1,67 @@
+"""The mirror's bulk writes: every path makes the same row, times as the text Django writes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from django.db import transaction
+
+from jobsite.jobs import bulkwrite, history
+from jobsite.jobs.history import ALL_BUT_ID
+from jobsite.jobs.models import JobRecord
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+# A hash with every field the row takes, each set (the times 1 ms apart).
+FULL_HASH = {
+    "queue": "default",
+    "task": "t.full",
+    "version": "3",
+    "state": "completed",
+    "priority": "7",
+    "attempt": "2",
+    "args": '[1, "a"]',
+    "kwargs": '{"k": 2}',
+    "result": '{"ok": true}',
+    "errors": '[{"type": "E", "message": "m"}]',
+    "progress": "50.5",
+    "progress_message": "half",
+    "logs": '[{"message": "l"}]',
+    "logs_dropped": "4",
+    "worker": "w1",
+    "fingerprint": "fp",
+    "replay_of": "r0",
+    "parents": '["p1"]',
+    "flow_id": "f1",
+    **{f"{name}_ms": str(1_795_000_000_000 + i) for i, name in enumerate(history.TIMES)},
+}
+
+
+def test_every_write_path_makes_the_same_row_from_a_hash() -> None:
+    """The Python row (history.row_values: new rows, SQLite) and the server's (FROM_HASH:
+    known rows on PostgreSQL) agree on every column."""
+    paths = {"new": set(), "known": None}  # stored_ids: known to be new / not known
+    for name, stored_ids in paths.items():
+        staged = bulkwrite.Staged(name, "5-0", "[]", {**FULL_HASH, "id": name})
+        with transaction.atomic():
+            bulkwrite.upsert([staged], ALL_BUT_ID, stored_ids=stored_ids)
+    skip = {"id", "updated_at"}
+    new, known = (
+        {k: v for k, v in JobRecord.objects.filter(id=name).values().get().items() if k not in skip}
+        for name in paths
+    )
+    assert new == known
+    assert new["version"] == 3 and new["args"] == [1, "a"] and new["flow_id"] == "f1"
+    assert [new[name].timestamp() for name in history.TIMES] == [
+        (1_795_000_000_000 + i) / 1000 for i in range(len(history.TIMES))
+    ]
+
+
+@pytest.mark.parametrize("ms", [0, 1_795_000_000_000, 1_795_000_000_007, 1_795_000_059_999])
+def test_time_text_is_the_text_django_writes(ms: int) -> None:
+    moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    # Django writes an aware datetime to SQLite as str() of it in UTC, made naive.
+    assert bulkwrite.time_text(ms) == str(moment.replace(tzinfo=None))
+    assert datetime.fromisoformat(bulkwrite.time_text(ms, "+00")) == moment
