@@ -362,7 +362,7 @@ class Scripts:
         return Declared(int(created), int(updated), int(removed), int(kept), tuple(conflicts))
 
     async def snapshot(
-        self, keys: QueueKeys, *, job_ids: Sequence[str], field: str = ""
+        self, keys: QueueKeys, *, field: str = "", job_ids: Sequence[str]
     ) -> list[str | None]:
         """Read job hashes, each as one JSON object string, or only `field` of each (None:
         gone, or no such field)."""
