@@ -14,7 +14,7 @@ import functools
 import weakref
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -222,9 +222,12 @@ def _written(r: Staged, now: str, zone: str) -> list[Any]:
     return values
 
 
+_EPOCH = datetime(1970, 1, 1)
+
+
 @functools.lru_cache(maxsize=4096)
 def _second_text(second: int) -> str:
-    return datetime.fromtimestamp(second, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return (_EPOCH + timedelta(seconds=second)).isoformat(" ")  # years zero-padded to 4
 
 
 def time_text(ms: int, zone: str = "") -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import transaction
@@ -59,9 +59,11 @@ def test_every_write_path_makes_the_same_row_from_a_hash() -> None:
     ]
 
 
-@pytest.mark.parametrize("ms", [0, 1_795_000_000_000, 1_795_000_000_007, 1_795_000_059_999])
+@pytest.mark.parametrize(
+    "ms", [0, -1, 1_795_000_000_000, 1_795_000_000_007, 1_795_000_059_999, -62_135_596_799_995]
+)
 def test_time_text_is_the_text_django_writes(ms: int) -> None:
-    moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
     # Django writes an aware datetime to SQLite as str() of it in UTC, made naive.
     assert bulkwrite.time_text(ms) == str(moment.replace(tzinfo=None))
     assert datetime.fromisoformat(bulkwrite.time_text(ms, "+00")) == moment
