@@ -344,8 +344,8 @@ class Mirror:
         by_job: dict[str, list[Event]] = {}
         for e in events:
             by_job.setdefault(e.job, []).append(e)
-        # A stream is read in order, so a job's newest event is among the ones just read.
-        newest = {job: max(seen, key=_stream_order) for job, seen in by_job.items() if job}
+        # A stream is read in order: a job's newest event is the last of those just read.
+        newest = {job: seen[-1] for job, seen in by_job.items() if job}
         later = unsettled(newest, await self._states(newest))
         pool: list[Event] = []
         for job, seen in by_job.items():
