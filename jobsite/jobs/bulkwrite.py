@@ -61,7 +61,8 @@ def stored(ids: Sequence[str]) -> dict[str, tuple[str, list[dict[str, Any]], str
     found: dict[str, tuple[str, list[dict[str, Any]], str]] = {}
     with connection.cursor() as cursor:
         if _postgres():
-            cursor.execute(head + f"{_q('id')} = ANY(%s)", [list(ids)])
+            sql, param = _ids_param(ids)
+            cursor.execute(head + f"{_q('id')} = ANY({sql})", [param])
             rows = cursor.fetchall()
         else:
             rows = []
@@ -73,6 +74,23 @@ def stored(ids: Sequence[str]) -> dict[str, tuple[str, list[dict[str, Any]], str
         kept = orjson.loads(transitions) if isinstance(transitions, str | bytes) else transitions
         found[job_id] = (last, kept if isinstance(kept, list) else [], task)
     return found
+
+
+# A character no job id holds (engine.keys.JOB_ID_PATTERN).
+_ID_SEP = "\x1f"
+
+
+def _ids_param(ids: Sequence[str]) -> tuple[str, Any]:
+    """Return the SQL of a text[] of `ids` and its one parameter (PostgreSQL).
+
+    The ids go as one text joined by _ID_SEP, which the driver quotes in one call, not as an
+    array it dumps element by element in Python; as that array only when an id holds the
+    separator (a hand-written stream entry).
+    """
+    joined = _ID_SEP.join(ids)
+    if joined.count(_ID_SEP) == len(ids) - 1:
+        return "string_to_array(%s, E'\\x1f')", joined
+    return "%s", list(ids)
 
 
 # The staging tables made in each session (a temporary table lives as long as its session).

@@ -83,8 +83,9 @@ def search_text(task: str, args: str, kwargs: str, errors: Any) -> str:
 
 def hash_search_text(fields: dict[str, str]) -> str:
     """Return the search text of a job hash (its JSON fields cleaned by clean_hash)."""
+    raw = fields.get("errors") or "[]"
     try:
-        errors = orjson.loads(fields.get("errors") or "[]")
+        errors = [] if raw == "[]" else orjson.loads(raw)
     except orjson.JSONDecodeError:
         errors = []
     return search_text(
@@ -109,6 +110,8 @@ def _json_text(raw: str | None, default: str) -> str | None:
     """Return stored JSON text as it is when valid, else the text as a JSON string (poison)."""
     if raw is None:
         return None if default == "null" else default
+    if raw in _PLAIN:
+        return raw
     try:
         orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -116,6 +119,9 @@ def _json_text(raw: str | None, default: str) -> str | None:
     # PostgreSQL's jsonb refuses NUL characters; keep the rest of the document.
     return raw.replace("\\u0000", "\\ufffd") if "\\u0000" in raw else raw
 
+
+# JSON texts most fields hold: valid, nothing to check.
+_PLAIN = frozenset(("[]", "{}", "null"))
 
 # The hash fields holding JSON text, with what a missing one means.
 JSON_FIELDS = {

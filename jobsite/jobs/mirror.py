@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import operator
 import socket
 from collections import Counter
 from collections.abc import Callable, Container, Sequence
@@ -140,7 +141,7 @@ def write_batch(batch: Batch, aside: Executor | None = None) -> int:
             fresh = [t for key, t in s.changes.items() if key not in known]
             if (s.newest.key <= last and not fresh) or not s.kept:
                 continue  # a replay, or a row retention would prune
-            merged = sorted([*kept, *fresh], key=lambda t: t["id"])
+            merged = sorted([*kept, *fresh], key=_by_id)
             text = orjson.dumps(merged).decode()
             (full if s.full else bare).append(
                 bulkwrite.Staged(s.job, s.newest.key, text, s.fields, s.values)
@@ -169,6 +170,9 @@ def unsettled(newest: dict[str, Event], states: dict[str, str]) -> set[str]:
     further on in the stream: writing its row now would only be written over again.
     """
     return {job for job, e in newest.items() if states.get(job, e.to_state) != e.to_state}
+
+
+_by_id = operator.itemgetter("id")
 
 
 def _stream_order(event: Event) -> str:
