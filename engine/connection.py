@@ -72,6 +72,7 @@ class _EngineConnection:
     """What the engine adds to redis-py's connections (see `engine_connection`)."""
 
     _writer: asyncio.StreamWriter | None
+    _reader: asyncio.StreamReader | None
 
     def pack_command(self, *args: Any) -> list[bytes]:
         """Pack with hiredis's C packer (redis-py's asyncio connections pack in Python).
@@ -90,10 +91,25 @@ class _EngineConnection:
         A reset (RST) leaves the stream with an error, not at its end, and redis-py's check at
         checkout passed it: the next command then failed on the closed transport.
         """
-        writer = self._writer
-        if writer is not None and writer.transport.is_closing():
+        if self._peer_gone():
             raise OSError("the connection was closed by its peer or the network")
         return await super().can_read()  # type: ignore[misc,no-any-return]
+
+    def should_reconnect(self) -> bool:
+        """Also reconnect before the next command when the peer closed or reset the socket.
+
+        redis-py's cluster nodes (and single-connection clients) check nothing else when they
+        take a connection: without this, a connection a node closed (CLIENT KILL, timeout) or
+        the network reset while it sat idle failed the next command.
+        """
+        return bool(super().should_reconnect()) or self._peer_gone()  # type: ignore[misc]
+
+    def _peer_gone(self) -> bool:
+        """Tell, without I/O, whether the socket was reset (RST) or closed by the peer (EOF)."""
+        writer, reader = self._writer, self._reader
+        if writer is None:
+            return False
+        return writer.transport.is_closing() or (reader is not None and reader.at_eof())
 
 
 def engine_connection(cls: type[AbstractConnection]) -> type[AbstractConnection]:

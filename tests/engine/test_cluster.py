@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -23,6 +23,7 @@ from engine.devcluster import ClusterServer
 from engine.errors import ConfigError, RedisUnavailable
 from engine.events import EventReader
 
+from ..faultproxy import FaultProxy
 from . import tasks as t
 from .helpers import drain
 
@@ -202,3 +203,79 @@ async def test_event_streams_are_read_per_slot(
         assert await reader.pending(100, min_idle_ms=0) == []
     finally:
         await reader.close()
+
+
+@pytest.fixture
+def proxied_cluster() -> Iterator[tuple[ClusterServer, list[FaultProxy]]]:
+    """A cluster of its own whose nodes announce a fault proxy's port each: clients reach
+    every node through a proxy the test can reset."""
+    import redis
+
+    with ClusterServer() as cluster:
+        proxies = [FaultProxy(port) for port in cluster.ports]
+        try:
+            for port, proxy in zip(cluster.ports, proxies, strict=True):
+                with redis.Redis(port=port) as r:
+                    r.config_set("cluster-announce-port", proxy.port)
+            wanted = {p.port for p in proxies}
+            deadline = time.monotonic() + 10
+            for port in cluster.ports:  # every node tells the proxies' ports (gossip)
+                with redis.Redis(port=port) as r:
+                    while {int(s[2][1]) for s in r.execute_command("CLUSTER SLOTS")} != wanted:
+                        assert time.monotonic() < deadline, "the announced ports did not spread"
+                        time.sleep(0.05)
+            yield cluster, proxies
+        finally:
+            for proxy in proxies:
+                proxy.close()
+
+
+async def _enqueue_after_idle_close(settings: EngineSettings, close: Callable[[], int]) -> None:
+    """Pool a connection to every master, `close` them while idle, then enqueue 20 jobs per
+    queue: none may fail."""
+    async with Client(settings) as client:
+        for q in QUEUES:
+            await client.enqueue(t.add.using(queue=q), 0, 0)
+        assert close() >= len(QUEUES)
+        await asyncio.sleep(0.1)  # the close reaches the client while its connections sit idle
+        for i in range(20):
+            for q in QUEUES:
+                await client.enqueue(t.add.using(queue=q), i, i)
+
+
+def _submitted(ports: list[int]) -> list[int]:
+    """Return the jobs waiting in each queue, read from the nodes themselves (the ledger)."""
+    import redis
+
+    with redis.RedisCluster(host="127.0.0.1", port=ports[0]) as r:
+        return [int(r.zcard(QueueKeys("jobsite", q).submitted)) for q in QUEUES]
+
+
+async def test_connections_the_server_closed_while_idle_are_replaced_before_use(
+    cluster_settings: EngineSettings, redis_cluster: ClusterServer
+) -> None:
+    """CLIENT KILL (FIN) on every node while the client's connections sit in its pools:
+    redis-py's cluster nodes check nothing at checkout but `should_reconnect`."""
+    import redis
+
+    def kill() -> int:
+        killed = 0
+        for port in redis_cluster.ports:
+            with redis.Redis(port=port) as r:
+                killed += int(r.client_kill_filter(_type="normal", skipme=True))
+        return killed
+
+    await _enqueue_after_idle_close(cluster_settings, kill)
+    assert _submitted(redis_cluster.ports) == [21, 21, 21]
+
+
+async def test_connections_reset_while_idle_are_replaced_before_use(
+    proxied_cluster: tuple[ClusterServer, list[FaultProxy]],
+) -> None:
+    """RST on every pooled connection, at the socket (the proxies), while they sit idle."""
+    cluster, proxies = proxied_cluster
+    url = "redis+cluster://" + ",".join(f"127.0.0.1:{p.port}" for p in proxies)
+    await _enqueue_after_idle_close(
+        EngineSettings.from_url(url), lambda: sum(p.reset_all() for p in proxies)
+    )
+    assert _submitted(cluster.ports) == [21, 21, 21]
