@@ -85,7 +85,7 @@ def hash_search_text(fields: dict[str, str]) -> str:
     """Return the search text of a job hash (its JSON fields cleaned by clean_hash)."""
     raw = fields.get("errors") or "[]"
     try:
-        errors = [] if raw == "[]" else orjson.loads(raw)
+        errors = [] if raw in _PLAIN else orjson.loads(raw)
     except orjson.JSONDecodeError:
         errors = []
     return search_text(

@@ -67,3 +67,19 @@ def test_time_text_is_the_text_django_writes(ms: int) -> None:
     # Django writes an aware datetime to SQLite as str() of it in UTC, made naive.
     assert bulkwrite.time_text(ms) == str(moment.replace(tzinfo=None))
     assert datetime.fromisoformat(bulkwrite.time_text(ms, "+00")) == moment
+
+
+def test_stored_finds_rows_whatever_their_ids_hold() -> None:
+    """Ids go to PostgreSQL joined by a separator no engine id holds; an id that holds it
+    (a hand-written stream entry) must still be found, or its transitions would be lost."""
+    ids = ["plain-1", "odd\x1fid", "plain:2"]
+    rows = [
+        bulkwrite.Staged(i, "5-0", f'[{{"id": "{n}"}}]', {**FULL_HASH, "id": i})
+        for n, i in enumerate(ids)
+    ]
+    with transaction.atomic():
+        bulkwrite.upsert(rows, ALL_BUT_ID)
+    found = bulkwrite.stored([*ids, "missing"])
+    assert sorted(found) == sorted(ids)
+    assert found["odd\x1fid"][1] == [{"id": "1"}]
+    assert sorted(bulkwrite.stored(["plain-1", "plain:2"])) == ["plain-1", "plain:2"]
