@@ -3,8 +3,10 @@
     .venv/bin/python -m bench.where [--jobs 20000] [--runs 3]
 
 For each system, on a private redis-server: enqueue N jobs in bulk, run one burst worker, and
-report per job the wall time and the Redis time (INFO commandstats, the server's own clock,
-start-up included), best of `--runs`; Redis busy near 100 % means Redis bounds throughput.
+report per job the wall time and the Redis time (the CPU time of Redis's main thread from INFO
+cpu: the scripts, the commands they run and the I/O; start-up included), best of `--runs`; Redis
+busy near 100 % means Redis bounds throughput. (INFO commandstats would count a script's own
+commands twice: in the script's time and in theirs.)
 One more run, with SLOWLOG recording every command, splits Jobsite's Redis time by script
 (SLOWLOG itself slows Redis down, so only the shares are read from it). Then Redis memory per
 finished job, split by structure (MEMORY USAGE).
@@ -48,21 +50,22 @@ def _worker(url: str, system: str, probe_dir: Path) -> None:
     subprocess.run(argv, check=True, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
 
 
-def _redis_usec(r: redis.Redis) -> int:
-    return sum(int(v["usec"]) for v in r.info("commandstats").values())
+def _redis_cpu_us(r: redis.Redis) -> float:
+    cpu = r.info("cpu")
+    return (cpu["used_cpu_user_main_thread"] + cpu["used_cpu_sys_main_thread"]) * 1e6
 
 
 def one_run(r: redis.Redis, url: str, system: str, n: int) -> tuple[float, float]:
     """Return (wall µs, Redis µs) per job of one burst worker over n queued jobs."""
     r.flushall()
     _enqueue(url, system, n)
-    r.config_resetstat()
+    cpu_before_us = _redis_cpu_us(r)
     with tempfile.TemporaryDirectory() as folder:
         _worker(url, system, Path(folder))
         totals = read_probe(Path(folder))
     if totals.count != n:
         raise RuntimeError(f"{system}: {totals.count} of {n} jobs ran")
-    return totals.span_s / n * 1e6, _redis_usec(r) / n
+    return totals.span_s / n * 1e6, (_redis_cpu_us(r) - cpu_before_us) / n
 
 
 def script_shares(r: redis.Redis, url: str, n: int) -> dict[str, float]:

@@ -23,7 +23,7 @@ for j = 4, #ARGV do
     bury(Q, key, id, 'cancelled')
     out[#out + 1] = 0
   elseif state == 'started' then
-    rcall('HSET', key, 'cancel_requested_at_ms', fmt(Q.now))
+    rcall('HSET', key, 'cancel_requested_at_ms', Q.now_s)
     out[#out + 1] = 1
   else
     out[#out + 1] = -3

@@ -42,6 +42,9 @@ local held = {}
 for i = 9, #ARGV do held[ARGV[i]] = true end
 -- task -> the queue wait of each job begun here (as begin-2.lua observes it).
 local wait = {}
+-- lease, id pairs of the jobs claimed: one ZADD to `started` after the loop.
+local leased = {}
+local now_s = Q.now_s
 
 -- Return the time this job may start at, reserving it on every limiter that applies.
 local function rate_slot(task, task_interval)
@@ -86,7 +89,6 @@ for j = 1, #popped, 2 do
       free_slot(Q, key, id)
       emit(Q, id, 'submitted', 'scheduled', attempt - 1, worker, 'rate limited')
     else
-      local now_s = fmt(now)
       local fields = {'state', 'started', 'token', fmt(token), 'worker', worker,
                       'claimed_at_ms', now_s}
       local begun = b and not suspect and not f[6] and not held[f[2]]
@@ -99,13 +101,14 @@ for j = 1, #popped, 2 do
       end
       rcall('HSET', key, unpack(fields))
       if f[10] then rcall('HDEL', key, 'rate_slot_ms') end
-      rcall('ZADD', Q.started, lease, id)
+      leased[#leased + 1], leased[#leased + 2] = lease, id
       emit(Q, id, 'submitted', 'started', attempt, worker)
       out[#out + 1] = {id, f[2], f[3], f[4], f[5], attempt, fmt(token), f[6], f[11], f[12] or '0',
                        f[13], begun and 1 or 0}
     end
   end
 end
+many('ZADD', Q.started, leased)
 if b then add_tally(Q.stats, 'wait', wait, b) end
 if rcall('ZCARD', Q.submitted) > 0 then rcall('ZADD', Q.marker, 0, '0') end
 return out

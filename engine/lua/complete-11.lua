@@ -20,6 +20,8 @@ local now = Q.now
 local out = {}
 -- task -> jobs completed, and the run time histogram, written once after the loop.
 local done, run = {}, {}
+-- ids completed: one ZREM from `started` after the loop.
+local ended = {}
 for j = 1, count do
   local i = 6 + (j - 1) * 4
   local id, token, result, ttl = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
@@ -29,9 +31,9 @@ for j = 1, count do
   if code ~= 0 then
     out[j] = code
   else
-    rcall('HSET', key, 'state', 'completed', 'result', result, 'completed_at_ms', fmt(now))
+    rcall('HSET', key, 'state', 'completed', 'result', result, 'completed_at_ms', Q.now_s)
     rcall('HDEL', key, 'token')
-    rcall('ZREM', Q.started, id)
+    ended[#ended + 1] = id
     rcall('PEXPIRE', key, ttl)
     if cur[10] then rcall('ZREM', Q.deadlines, id) end
     local task = cur[7] or ''
@@ -44,6 +46,7 @@ for j = 1, count do
     out[j] = 0
   end
 end
+many('ZREM', Q.started, ended)
 add_counts(Q.stats, done, 'done|', '|completed')
 add_tally(Q.stats, 'run', run, b)
 local total = 0

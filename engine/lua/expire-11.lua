@@ -10,7 +10,7 @@
 --@include common
 local Q = queue(ARGV[1], ARGV[2], ARGV[4])
 local limit = tonumber(ARGV[3])
-local ids = rcall('ZRANGEBYSCORE', Q.deadlines, '-inf', fmt(Q.now), 'LIMIT', 0, limit)
+local ids = rcall('ZRANGEBYSCORE', Q.deadlines, '-inf', Q.now_s, 'LIMIT', 0, limit)
 local expired = 0
 for _, id in ipairs(ids) do
   local key = Q.prefix .. id

@@ -8,7 +8,7 @@
   Events: started -> submitted.
 ]]
 --@include common
-local Q = {submitted = KEYS[2], events = KEYS[3], marker = KEYS[4], maxlen = ARGV[2], now = now_ms()}
+local Q = with_now({submitted = KEYS[2], events = KEYS[3], marker = KEYS[4], maxlen = ARGV[2]})
 local worker, id, token = ARGV[3], ARGV[4], ARGV[5]
 local key = ARGV[1] .. id
 local code, cur = owned(key, token, 'attempt', 'begun')

@@ -26,7 +26,7 @@ for j = 5, #ARGV do
   else
     rcall('PERSIST', key)
     rcall('HSET', key, 'state', 'submitted', 'attempt', 0, 'stalls', 0, 'begun', '0',
-          'submitted_at_ms', fmt(Q.now))
+          'submitted_at_ms', Q.now_s)
     rcall('HDEL', key, 'completed_at_ms', 'result', 'token', 'run_at_ms', 'deadline_ms',
           'cancel_requested_at_ms', 'progress', 'progress_message', 'rate_slot_ms')
     rcall('ZREM', Q.dlq, id)

@@ -1,8 +1,10 @@
 --[[
   Shared helpers, inlined by engine/luasrc.py where a script says `--@include common`.
   queue(prefix, maxlen, ttl_ms): Q, the 11 queue keys of keys.QUEUE_KEYS (KEYS[1..11]) by name,
-  with the job key prefix, the events maxlen, the ttl of jobs ending outside the DLQ and `now`.
+  with the job key prefix, the events maxlen, the ttl of jobs ending outside the DLQ, and the time
+  (with_now).
   now_ms(): Redis server time in ms. fmt(n): a number as an exact integer string.
+  with_now(Q): set Q.now (server time in ms) and Q.now_s (it as text, made once a call); return Q.
   ready_score(priority, seq): ZSET score of a ready job (higher priority first, then arrival).
   emit(...): append one transition event to the queue's stream.
   append_error(key, err): append one JSON error object to the job's `errors` JSON array, and
@@ -51,6 +53,8 @@
   add_counts(stats, counts, prefix, suffix): HINCRBY prefix .. key .. suffix by n for each
   key -> n of `counts`.
   put_field(t, name, value): append a field and its value to `t`, the arguments of one HSET.
+  many(cmd, key, args): run a variadic command (ZADD, ZREM...) once for a whole batch's `args`
+  (in chunks of 1,000, below Lua's unpack limit) instead of once a job.
   begin_fields(t, started_before, now_s, isolated): put the fields that begin a claimed job into
   `t` (begun, its start stamp: started_at_ms, or retried_at_ms when it started before, the
   heartbeat, isolated); claim-11.lua and begin-2.lua both write these.
@@ -62,15 +66,21 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
-local function queue(prefix, maxlen, ttl_ms)
-  return {submitted = KEYS[1], scheduled = KEYS[2], blocked = KEYS[3], started = KEYS[4],
-          dlq = KEYS[5], events = KEYS[6], marker = KEYS[7], seq = KEYS[8], stats = KEYS[9],
-          meta = KEYS[10], deadlines = KEYS[11],
-          prefix = prefix, maxlen = maxlen, ttl = tonumber(ttl_ms or 0), now = now_ms()}
-end
-
 local function fmt(n)
   return string.format('%.0f', n)
+end
+
+local function with_now(Q)
+  Q.now = now_ms()
+  Q.now_s = fmt(Q.now)
+  return Q
+end
+
+local function queue(prefix, maxlen, ttl_ms)
+  return with_now({submitted = KEYS[1], scheduled = KEYS[2], blocked = KEYS[3], started = KEYS[4],
+                   dlq = KEYS[5], events = KEYS[6], marker = KEYS[7], seq = KEYS[8], stats = KEYS[9],
+                   meta = KEYS[10], deadlines = KEYS[11],
+                   prefix = prefix, maxlen = maxlen, ttl = tonumber(ttl_ms or 0)})
 end
 
 local function bounds(arg)
@@ -114,6 +124,12 @@ local function put_field(t, name, value)
   t[#t + 1] = value
 end
 
+local function many(cmd, key, args)
+  for i = 1, #args, 1000 do
+    rcall(cmd, key, unpack(args, i, math.min(i + 999, #args)))
+  end
+end
+
 local function begin_fields(t, started_before, now_s, isolated)
   put_field(t, 'begun', '1')
   put_field(t, started_before and 'retried_at_ms' or 'started_at_ms', now_s)
@@ -133,7 +149,7 @@ local function emit(Q, id, from, to, attempt, worker, err)
   if worker == nil or worker == false then worker = '' end
   if err == nil or err == false then err = '' end
   rcall('XADD', Q.events, 'MAXLEN', '~', Q.maxlen, '*', 'job', id, 'from', from, 'to', to,
-        'at', fmt(Q.now), 'attempt', attempt or '0', 'worker', worker, 'error', err)
+        'at', Q.now_s, 'attempt', attempt or '0', 'worker', worker, 'error', err)
 end
 
 local function append_error(key, err)
@@ -248,12 +264,12 @@ local function fail_child(Q, cid, parent, state)
 end
 
 bury = function(Q, key, id, state)
-  rcall('HSET', key, 'state', state, 'completed_at_ms', fmt(Q.now))
+  rcall('HSET', key, 'state', state, 'completed_at_ms', Q.now_s)
   rcall('HDEL', key, 'token')
   local f = rcall('HMGET', key, 'dlq', 'children', 'task', 'deadline_ms')
   if f[4] then rcall('ZREM', Q.deadlines, id) end
   if state ~= 'cancelled' and f[1] ~= '0' then
-    rcall('ZADD', Q.dlq, fmt(Q.now), id)
+    rcall('ZADD', Q.dlq, Q.now_s, id)
   else
     rcall('PEXPIRE', key, Q.ttl)
     if f[2] then rcall('PEXPIRE', f[2], Q.ttl) end
@@ -277,7 +293,7 @@ local function unblock_children(Q, children)
         rcall('ZADD', Q.scheduled, c[3], cid)
         emit(Q, cid, 'blocked', 'scheduled', 0)
       else
-        rcall('HSET', ckey, 'state', 'submitted', 'submitted_at_ms', fmt(Q.now))
+        rcall('HSET', ckey, 'state', 'submitted', 'submitted_at_ms', Q.now_s)
         make_ready(Q, ckey, cid, c[2], rcall('INCR', Q.seq))
         emit(Q, cid, 'blocked', 'submitted', 0)
       end
@@ -288,7 +304,7 @@ end
 
 local function release(Q, key, id)
   local priority = rcall('HGET', key, 'priority') or 0
-  rcall('HSET', key, 'state', 'submitted', 'submitted_at_ms', fmt(Q.now), 'begun', '0')
+  rcall('HSET', key, 'state', 'submitted', 'submitted_at_ms', Q.now_s, 'begun', '0')
   rcall('HDEL', key, 'token')
   rcall('ZADD', Q.submitted, ready_score(priority, 0), id)
   rcall('ZADD', Q.marker, 0, '0')
