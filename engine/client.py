@@ -41,10 +41,14 @@ class Client:
         # Repeatable and cron jobs: add, update, pause, resume, remove, list.
         self.repeats = Repeats(settings, self.redis)
         self._known_queues: set[str] = set()
+        self._keys: dict[str, QueueKeys] = {}
 
     def keys(self, queue: str) -> QueueKeys:
         """Return the keys of `queue`."""
-        return QueueKeys(self.settings.prefix, queue)
+        keys = self._keys.get(queue)
+        if keys is None:
+            keys = self._keys[queue] = QueueKeys(self.settings.prefix, queue)
+        return keys
 
     async def aclose(self) -> None:
         """Close the connection pool."""
@@ -89,6 +93,8 @@ class Client:
                     job.flow_id = job.flow_id or flow_id
         for job in jobs:
             check_job_id(job.id)
+        if not tracing.active():  # no span to open (the common case, and the cheap one)
+            return await self._submit_specs(jobs, atomic)
         with tracing.enqueue_span(jobs):
             return await self._submit_specs(jobs, atomic)
 

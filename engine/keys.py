@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import time
@@ -235,6 +236,12 @@ class QueueKeys:
         """
         return f"{self.base}:job:{job_id}"
 
-    def for_script(self, verb: str) -> list[str]:
+    def for_script(self, verb: str) -> tuple[str, ...]:
         """Return the KEYS of script `verb` for this queue, in the script's order."""
-        return [getattr(self, name) for name in SCRIPT_KEYS[verb]]
+        return _script_keys(self, verb)
+
+
+@functools.lru_cache(maxsize=1024)
+def _script_keys(keys: QueueKeys, verb: str) -> tuple[str, ...]:
+    """Spell a script's KEYS once per queue and verb (a one-job enqueue spelled 13 each time)."""
+    return tuple(getattr(keys, name) for name in SCRIPT_KEYS[verb])
