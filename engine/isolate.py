@@ -3,7 +3,7 @@ only itself.
 
 A job whose worker died while running it (stalls > 0) is a suspect: it may be what killed the
 worker, or it may have been running beside what did. The worker runs suspects one at a time in a
-long-lived child process (`python -m engine.isolate`) that it respawns when it dies. If the child
+long-lived child process (`CHILD_ARGV`: `main()` below) that it respawns when it dies. If the child
 dies under a suspect, the job is to blame: the worker counts a stall (stall-11.lua), and after
 `max_stalls` it ends `stalled`. Jobs that merely ran beside a poison job complete in the child.
 
@@ -32,6 +32,10 @@ from .runner import Kind, Outcome, Runner, error_info
 from .task import Registry, Task
 
 log = logging.getLogger("engine.isolate")
+
+# How the worker starts a child. Not `-m engine.isolate`: the package imports this module, so
+# runpy would run a second copy of it as __main__ and warn about it in every worker's log.
+CHILD_ARGV = ("-c", "from engine.isolate import main; main()")
 
 BEAT_S = 0.2
 
@@ -151,8 +155,7 @@ class Lane:
     async def _spawn(self) -> None:
         self.proc = proc = await asyncio.create_subprocess_exec(
             sys.executable,
-            "-m",
-            "engine.isolate",
+            *CHILD_ARGV,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             limit=self.line_limit_bytes,
@@ -308,7 +311,7 @@ async def _child_main(out: Any) -> None:
 
 
 def main() -> None:
-    """Entry point of `python -m engine.isolate`."""
+    """Entry point of the isolation child (CHILD_ARGV)."""
     # The protocol keeps the real stdout; fd 1 becomes stderr so a task's print() cannot
     # corrupt it.
     out = os.fdopen(os.dup(1), "wb")

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import orjson
+import pytest
 
 from engine import Client, EngineSettings, Job, JobContext, JobState
 from engine.context import LOG_MESSAGE_MAX_CHARS
@@ -190,7 +191,9 @@ async def test_context_cuts_long_messages_and_lone_surrogates() -> None:
     await JobContext(Job(id="j", task="x"), "w1").log("no writer: nothing happens")
 
 
-async def test_an_isolated_run_sends_its_lines_to_the_worker() -> None:
+async def test_an_isolated_run_sends_its_lines_to_the_worker(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     isolation = Isolation.for_tasks([t.logging_async])
     assert isolation is not None
     lanes = Lanes(isolation, "host:1:abc", 1 << 20, 1)
@@ -209,3 +212,5 @@ async def test_an_isolated_run_sends_its_lines_to_the_worker() -> None:
         await lanes.close()
     assert outcome.kind == Kind.COMPLETE and orjson.loads(outcome.result) == 3
     assert lines == [f"line {i} of attempt 1" for i in range(3)]
+    # The child writes to the worker's stderr: nothing but its own log (no runpy warning).
+    assert "Warning" not in capfd.readouterr().err
