@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections import defaultdict, deque
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import failpoints
 from .context import JobContext
@@ -17,7 +17,7 @@ from .keys import QueueKeys
 from .outcomes import OutcomeWriter
 from .reconnect import Reconnect
 from .runner import Kind, Outcome, options_for
-from .scripts import BeginJob, Claimed, Scripts, claim_argv, claimed
+from .scripts import BeginJob, Scripts
 from .settings import EngineSettings
 from .task import Registry
 from .upkeep import Running, Upkeep
@@ -54,7 +54,7 @@ class ClaimSteps:
         def _cancelled_before_start(self, rec: Running, handle: asyncio.Task[None]) -> None: ...
         def _forget(self, rec: Running) -> None: ...
         async def _drained(self) -> bool: ...
-        async def _wait_for_work(self, free: int) -> list[Running]: ...
+        async def _wait_for_work(self) -> None: ...
         async def _write_progress(self, job: Job, pct: float, message: str) -> None: ...
         async def _write_log(self, job: Job, message: str) -> None: ...
 
@@ -68,70 +68,59 @@ class ClaimSteps:
                 await self._slot_free.wait()
                 continue
             try:
-                got = await self._claim(free)
+                claimed = await self._claim(free)
                 self._claim_retry.ok()
             except Exception as exc:
                 await self._claim_retry.failed(exc)
                 continue
-            if not got:
-                if self.burst and await self._drained():
-                    return
-                got = await self._wait_for_work(free)
-            if got:  # admitted even when a stop came meanwhile: they are claimed (and begun)
+            if claimed:
                 failpoints.hit("after_claim")
-                await self._admit(got)
+                await self._admit(claimed)
+                continue
+            if self.burst and await self._drained():
+                return
+            await self._wait_for_work()
 
     async def _claim(self, free: int) -> list[Running]:
         out: list[Running] = []
         for keys in self.queues:
-            argv = self._claim_argv(keys, free, out)
-            if argv is not None:
-                out += self._running(keys, claimed(await self.scripts.raw["claim"](keys, argv)))
-        return out
-
-    def _claim_argv(self, keys: QueueKeys, free: int, out: list[Running]) -> list[Any] | None:
-        """Return the ARGV of a claim in `keys` for the slots left, or None for no claim."""
-        want = min(free - len(out), self.settings.claim_batch)
-        limit = self.queue_limits.get(keys.queue)
-        if limit is not None:
-            want = min(want, limit - sum(1 for r in self._active.values() if r.keys == keys))
-        if want <= 0:
-            return None
-        return claim_argv(
-            keys,
-            events_maxlen=self.settings.events_maxlen,
-            max_jobs=want,
-            lease_ms=self.settings.lease_ms,
-            worker_id=self.id,
-            result_ttl_ms=self.settings.default_result_ttl_s * 1000,
-            most_suspects=self._suspects_wanted(out),
-            begin=True,
-            held=self.held,
-        )
-
-    def _running(self, keys: QueueKeys, rows: list[Claimed]) -> list[Running]:
-        """Make claimed rows the worker's Running jobs (counted in `_active`)."""
-        out: list[Running] = []
-        for row in rows:
-            size = len(row.args or "") + len(row.kwargs or "")
-            poison = None
-            if size > self.settings.max_payload_bytes:
-                row = row._replace(args="[]", kwargs="{}")
-                poison = f"payload of {size} bytes is over {self.settings.max_payload_bytes}"
-            job = Job.from_claim(keys.queue, row)
-            task = self.registry.get(job.task, job.version)
-            opts = options_for(task, job) if task is not None else None
-            ctx = JobContext(
-                job,
-                self.id,
-                self._write_progress,
-                asyncio.get_running_loop(),
-                self.upkeep.parent_results,
-                self._write_log,
+            want = min(free - len(out), self.settings.claim_batch)
+            limit = self.queue_limits.get(keys.queue)
+            if limit is not None:
+                want = min(want, limit - sum(1 for r in self._active.values() if r.keys == keys))
+            if want <= 0:
+                continue
+            rows = await self.scripts.claim(
+                keys,
+                events_maxlen=self.settings.events_maxlen,
+                max_jobs=want,
+                lease_ms=self.settings.lease_ms,
+                worker_id=self.id,
+                result_ttl_ms=self.settings.default_result_ttl_s * 1000,
+                most_suspects=self._suspects_wanted(out),
+                begin=True,
+                held=self.held,
             )
-            rec = Running(job, keys, task, opts, ctx, poison=poison, begun=bool(row.begun))
-            self._active[job.token or job.id] = rec
-            out.append(rec)
+            for row in rows:
+                size = len(row.args or "") + len(row.kwargs or "")
+                poison = None
+                if size > self.settings.max_payload_bytes:
+                    row = row._replace(args="[]", kwargs="{}")
+                    poison = f"payload of {size} bytes is over {self.settings.max_payload_bytes}"
+                job = Job.from_claim(keys.queue, row)
+                task = self.registry.get(job.task, job.version)
+                opts = options_for(task, job) if task is not None else None
+                ctx = JobContext(
+                    job,
+                    self.id,
+                    self._write_progress,
+                    asyncio.get_running_loop(),
+                    self.upkeep.parent_results,
+                    self._write_log,
+                )
+                rec = Running(job, keys, task, opts, ctx, poison=poison, begun=bool(row.begun))
+                self._active[job.token or job.id] = rec
+                out.append(rec)
         return out
 
     def _suspects_wanted(self, claimed: list[Running]) -> int:

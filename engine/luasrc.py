@@ -10,7 +10,6 @@ from importlib import resources
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
 from redis.exceptions import NoScriptError
 
 from .keys import SCRIPT_KEYS, QueueKeys
@@ -60,19 +59,11 @@ class Script:
     sha: str
     redis: Redis
 
-    def _names(self, keys: QueueKeys | Sequence[str]) -> Sequence[str]:
+    async def __call__(self, keys: QueueKeys | Sequence[str], args: list[Any]) -> Any:
+        """Run the script with a queue's keys (or an explicit key list) and its ARGV."""
         names = keys.for_script(self.verb) if isinstance(keys, QueueKeys) else keys
         if len(names) != self.num_keys:
             raise ValueError(f"{self.verb} takes {self.num_keys} keys, got {len(names)}")
-        return names
-
-    def queue_in(self, pipe: Pipeline, keys: QueueKeys, args: list[Any]) -> None:
-        """Add a call of the script to `pipe` (its reply is NOSCRIPT if the server lacks it)."""
-        pipe.execute_command("EVALSHA", self.sha, self.num_keys, *self._names(keys), *args)
-
-    async def __call__(self, keys: QueueKeys | Sequence[str], args: list[Any]) -> Any:
-        """Run the script with a queue's keys (or an explicit key list) and its ARGV."""
-        names = self._names(keys)
         try:
             return await self.redis.execute_command(  # type: ignore[no-untyped-call]
                 "EVALSHA", self.sha, self.num_keys, *names, *args

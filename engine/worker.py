@@ -14,12 +14,11 @@ from functools import partial
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import NoScriptError
 
 from . import failpoints, tracing
 from .claiming import ClaimSteps
 from .cleaner import Cleaner
-from .cluster import is_cluster, per_slot
+from .cluster import per_slot
 from .connection import connect
 from .errors import LoopCrashed
 from .hooks import Hook, HookEvent, Hooks
@@ -31,7 +30,7 @@ from .outcomes import OutcomeWriter
 from .reconnect import Reconnect
 from .runner import Kind, Outcome, Runner, StopReason, error_info, stopped_outcome
 from .scheduler import Scheduler
-from .scripts import Scripts, claimed
+from .scripts import Scripts
 from .settings import EngineSettings
 from .shutdown import ShutdownSteps
 from .task import Registry, Task
@@ -74,8 +73,6 @@ class Worker(ClaimSteps, ShutdownSteps):
             self.blocking, [k.marker for k in self.queues], self.blocking.bzpopmin
         )
         self.scripts = Scripts(self.redis)
-        # One queue on one node: an idle worker's claim rides behind its BZPOPMIN.
-        self._claim_on_wake = len(self.queues) == 1 and not is_cluster(self.blocking)
         self.executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="job")
         self.runner = Runner(self.registry, self.executor)
         self.lane = _lanes(settings, isolation or Isolation.for_tasks(self.registry), self.id)
@@ -97,7 +94,6 @@ class Worker(ClaimSteps, ShutdownSteps):
         self._flush_wanted = asyncio.Event()
         self._stopping = asyncio.Event()
         self._forced = asyncio.Event()
-        self._fencing: asyncio.Task[None] | None = None  # Worker.stop's fence (shutdown.py)
         self._claim_retry = Reconnect("claim")
         # The first exception that killed one of the worker's loops (a bug): the process stops.
         self.crashed: BaseException | None = None
@@ -108,7 +104,9 @@ class Worker(ClaimSteps, ShutdownSteps):
         if self._stopping.is_set():
             log.warning("second signal: forcing stop worker=%s", self.id)
             self._forced.set()
-        self._fence()
+        else:
+            log.info("worker stopping id=%s claims=off", self.id)
+        self._stopping.set()
         self._slot_free.set()
 
     async def run(self) -> None:
@@ -145,9 +143,6 @@ class Worker(ClaimSteps, ShutdownSteps):
             await asyncio.gather(*loops, return_exceptions=True)
             await asyncio.to_thread(self.liveness.stop)
             await self._deregister()
-            if self._fencing is not None:
-                await self._fencing
-                await self._unfence()
             self.executor.shutdown(wait=False, cancel_futures=True)
             if self.lane is not None:
                 await self.lane.close()
@@ -186,7 +181,7 @@ class Worker(ClaimSteps, ShutdownSteps):
         """Stop the worker after a bug: hand running jobs back, then exit non-zero."""
         if self.crashed is None:
             self.crashed = exc
-        self._fence()
+        self._stopping.set()
         self._forced.set()
         self._slot_free.set()
         self._flush_wanted.set()
@@ -294,36 +289,15 @@ class Worker(ClaimSteps, ShutdownSteps):
         if code < 0:
             self.writer.count(Outcome(job, Kind.FAILED), "log", code)
 
-    async def _wait_for_work(self, free: int) -> list[Running]:
-        """Wait for a queue's marker; with one queue on one node, claim in the same step.
-
-        The claim rides behind BZPOPMIN on the blocking connection, and Redis runs it the moment
-        the wait ends (a job came, or the timeout): a job reaches an idle worker in one round
-        trip, not two. What it claims is run even if a stop came meanwhile.
-        """
+    async def _wait_for_work(self) -> None:
+        markers = [k.marker for k in self.queues]
         try:
-            if self._wake is not None:
-                await self._wake.next(timeout=self.settings.idle_wait_s)
-                return []
-            keys = self.queues[0]
-            argv = self._claim_argv(keys, free, []) if self._claim_on_wake else None
-            if argv is None:
-                markers = [k.marker for k in self.queues]
+            if self._wake is None:
                 await self.blocking.bzpopmin(markers, timeout=self.settings.idle_wait_s)
-                return []
-            async with self.blocking.pipeline(transaction=False) as pipe:
-                pipe.bzpopmin(keys.marker, timeout=self.settings.idle_wait_s)
-                self.scripts.raw["claim"].queue_in(pipe, keys, argv)
-                _, rows = await pipe.execute(raise_on_error=False)
-            if isinstance(rows, NoScriptError):
-                return []  # nothing ran: the next claim loads the script
-            if isinstance(rows, Exception):
-                raise rows
-            self._claim_retry.ok()
-            return self._running(keys, claimed(rows))
+            else:
+                await self._wake.next(timeout=self.settings.idle_wait_s)
         except Exception as exc:
             await self._claim_retry.failed(exc)
-            return []
 
     async def _drained(self) -> bool:
         if self._active or self._unflushed:
