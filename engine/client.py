@@ -41,14 +41,10 @@ class Client:
         # Repeatable and cron jobs: add, update, pause, resume, remove, list.
         self.repeats = Repeats(settings, self.redis)
         self._known_queues: set[str] = set()
-        self._keys: dict[str, QueueKeys] = {}
 
     def keys(self, queue: str) -> QueueKeys:
         """Return the keys of `queue`."""
-        keys = self._keys.get(queue)
-        if keys is None:
-            keys = self._keys[queue] = QueueKeys(self.settings.prefix, queue)
-        return keys
+        return QueueKeys(self.settings.prefix, queue)
 
     async def aclose(self) -> None:
         """Close the connection pool."""

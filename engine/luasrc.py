@@ -45,7 +45,7 @@ _SOURCES = load_sources()
 _SHAS = {verb: hashlib.sha1(source.encode()).hexdigest() for verb, (_, source) in _SOURCES.items()}
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Script:
     """One transition script bound to a client: EVALSHA, loading the source after NOSCRIPT.
 
@@ -64,15 +64,12 @@ class Script:
         names = keys.for_script(self.verb) if isinstance(keys, QueueKeys) else keys
         if len(names) != self.num_keys:
             raise ValueError(f"{self.verb} takes {self.num_keys} keys, got {len(names)}")
+        command = ("EVALSHA", self.sha, self.num_keys, *names, *args)
         try:
-            return await self.redis.execute_command(  # type: ignore[no-untyped-call]
-                "EVALSHA", self.sha, self.num_keys, *names, *args
-            )
+            return await self.redis.execute_command(*command)  # type: ignore[no-untyped-call]
         except NoScriptError:  # a server that restarted, flushed its scripts or is new
-            self.sha = await self.redis.script_load(self.source)
-            return await self.redis.execute_command(  # type: ignore[no-untyped-call]
-                "EVALSHA", self.sha, self.num_keys, *names, *args
-            )
+            await self.redis.script_load(self.source)  # the same source: the same sha
+            return await self.redis.execute_command(*command)  # type: ignore[no-untyped-call]
 
 
 class ScriptSet:
