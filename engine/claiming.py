@@ -17,7 +17,7 @@ from .keys import QueueKeys
 from .outcomes import OutcomeWriter
 from .reconnect import Reconnect
 from .runner import Kind, Outcome, options_for
-from .scripts import BeginJob, Scripts
+from .scripts import BeginJob, Claimed, Scripts
 from .settings import EngineSettings
 from .task import Registry
 from .upkeep import Running, Upkeep
@@ -40,6 +40,9 @@ class ClaimSteps:
     lane: Lanes | None
     upkeep: Upkeep
     _active: dict[str, Running]
+    _outcomes: list[Outcome]
+    _writing: list[Outcome]
+    _lost: set[QueueKeys]
     _unflushed: int
     _waiting: dict[str, deque[Running]]
     _per_task: dict[str, int]
@@ -53,6 +56,7 @@ class ClaimSteps:
         async def _run_one(self, rec: Running) -> None: ...
         def _cancelled_before_start(self, rec: Running, handle: asyncio.Task[None]) -> None: ...
         def _forget(self, rec: Running) -> None: ...
+        def _crash_on_bug(self, task: asyncio.Task[None]) -> None: ...
         async def _drained(self) -> bool: ...
         async def _wait_for_work(self) -> None: ...
         async def _write_progress(self, job: Job, pct: float, message: str) -> None: ...
@@ -68,20 +72,61 @@ class ClaimSteps:
                 await self._slot_free.wait()
                 continue
             try:
-                claimed = await self._claim(free)
-                self._claim_retry.ok()
+                if self._lost:
+                    await self._disown()
+                claimed, error = await self._claim(free)
+                if error is None:
+                    self._claim_retry.ok()
             except Exception as exc:
                 await self._claim_retry.failed(exc)
                 continue
             if claimed:
                 failpoints.hit("after_claim")
                 await self._admit(claimed)
+            if error is not None:
+                await self._claim_retry.failed(error)
+            elif claimed:
                 continue
-            if self.burst and await self._drained():
-                return
-            await self._wait_for_work()
+            elif self.burst and await self._drained():
+                break
+            else:
+                await self._wait_for_work()
+        if self._lost:  # once more on the way out (else their leases hand them back, as stalls)
+            try:
+                await self._disown()
+            except RedisUnavailable as exc:
+                log.warning("could not hand back lost claims worker=%s error=%r", self.id, exc)
 
-    async def _claim(self, free: int) -> list[Running]:
+    async def _disown(self) -> None:
+        """Hand back the jobs claims (or begins) of this worker took whose replies were lost.
+
+        The server may have run a call whose reply never came: the jobs it claimed sit in
+        `started` under this worker's name with tokens the worker never saw (disown-4.lua).
+        """
+        for keys in list(self._lost):
+            held = [r.job.token for r in self._active.values() if r.keys == keys]
+            pending = (*self._outcomes, *self._writing)  # ended; outcomes not written yet
+            held += [o.job.token for o in pending if o.job.queue == keys.queue]
+            ids = await self.scripts.disown(
+                keys,
+                events_maxlen=self.settings.events_maxlen,
+                worker_id=self.id,
+                held=[token for token in held if token],
+            )
+            self._lost.discard(keys)
+            if ids:
+                log.warning(
+                    "handed back jobs of lost claim replies worker=%s queue=%s jobs=%d",
+                    self.id,
+                    keys.queue,
+                    len(ids),
+                )
+
+    async def _claim(self, free: int) -> tuple[list[Running], RedisUnavailable | None]:
+        """Claim in each queue in turn; stop at a failure, keeping what earlier queues gave.
+
+        A failed claim may still have run on the server: its queue is marked for `_disown`.
+        """
         out: list[Running] = []
         for keys in self.queues:
             want = min(free - len(out), self.settings.claim_batch)
@@ -90,37 +135,52 @@ class ClaimSteps:
                 want = min(want, limit - sum(1 for r in self._active.values() if r.keys == keys))
             if want <= 0:
                 continue
-            rows = await self.scripts.claim(
-                keys,
-                events_maxlen=self.settings.events_maxlen,
-                max_jobs=want,
-                lease_ms=self.settings.lease_ms,
-                worker_id=self.id,
-                result_ttl_ms=self.settings.default_result_ttl_s * 1000,
-                most_suspects=self._suspects_wanted(out),
-                begin=True,
-                held=self.held,
+            try:
+                rows = await self._claim_in(keys, want, out)
+            except RedisUnavailable as exc:
+                self._lost.add(keys)
+                return out, exc
+            out += rows
+        return out, None
+
+    async def _claim_in(self, keys: QueueKeys, want: int, out: list[Running]) -> list[Running]:
+        """Claim up to `want` jobs of one queue as Running jobs."""
+        rows = await self.scripts.claim(
+            keys,
+            events_maxlen=self.settings.events_maxlen,
+            max_jobs=want,
+            lease_ms=self.settings.lease_ms,
+            worker_id=self.id,
+            result_ttl_ms=self.settings.default_result_ttl_s * 1000,
+            most_suspects=self._suspects_wanted(out),
+            begin=True,
+            held=self.held,
+        )
+        return self._running(keys, rows)
+
+    def _running(self, keys: QueueKeys, rows: list[Claimed]) -> list[Running]:
+        """Make claimed rows the worker's Running jobs (counted in `_active`)."""
+        out: list[Running] = []
+        for row in rows:
+            size = len(row.args or "") + len(row.kwargs or "")
+            poison = None
+            if size > self.settings.max_payload_bytes:
+                row = row._replace(args="[]", kwargs="{}")
+                poison = f"payload of {size} bytes is over {self.settings.max_payload_bytes}"
+            job = Job.from_claim(keys.queue, row)
+            task = self.registry.get(job.task, job.version)
+            opts = options_for(task, job) if task is not None else None
+            ctx = JobContext(
+                job,
+                self.id,
+                self._write_progress,
+                asyncio.get_running_loop(),
+                self.upkeep.parent_results,
+                self._write_log,
             )
-            for row in rows:
-                size = len(row.args or "") + len(row.kwargs or "")
-                poison = None
-                if size > self.settings.max_payload_bytes:
-                    row = row._replace(args="[]", kwargs="{}")
-                    poison = f"payload of {size} bytes is over {self.settings.max_payload_bytes}"
-                job = Job.from_claim(keys.queue, row)
-                task = self.registry.get(job.task, job.version)
-                opts = options_for(task, job) if task is not None else None
-                ctx = JobContext(
-                    job,
-                    self.id,
-                    self._write_progress,
-                    asyncio.get_running_loop(),
-                    self.upkeep.parent_results,
-                    self._write_log,
-                )
-                rec = Running(job, keys, task, opts, ctx, poison=poison, begun=bool(row.begun))
-                self._active[job.token or job.id] = rec
-                out.append(rec)
+            rec = Running(job, keys, task, opts, ctx, poison=poison, begun=bool(row.begun))
+            self._active[job.token or job.id] = rec
+            out.append(rec)
         return out
 
     def _suspects_wanted(self, claimed: list[Running]) -> int:
@@ -160,16 +220,27 @@ class ClaimSteps:
             try:
                 codes = await self.scripts.begin(keys, lease_ms=self.settings.lease_ms, jobs=jobs)
             except RedisUnavailable as exc:
-                # Not begun: the lease expires and the cleaner hands them back without an attempt.
+                # Begun or not, the server may hold them: `_disown` hands them back.
+                self._lost.add(keys)
                 log.warning("begin failed worker=%s jobs=%d error=%r", self.id, len(recs), exc)
                 codes = [Code.LEASE_LOST] * len(recs)
             for rec, code in zip(recs, codes, strict=True):
                 if code < 0:
                     self.writer.count(Outcome(rec.job, Kind.FAILED), "begin", code)
                     self._forget(rec)
+                    self._task_slot_free(rec.job.task)
                     continue
                 rec.job.attempt = code
                 self._start(rec)
+
+    def _task_slot_free(self, task: str) -> None:
+        """Give a job of `task` that ended (or never began) its max_concurrent slot's successor."""
+        queue = self._waiting.get(task)
+        if queue and not self._stopping.is_set():
+            begin = asyncio.get_running_loop().create_task(self._begin_and_start([queue.popleft()]))
+            begin.add_done_callback(self._crash_on_bug)
+        else:
+            self._per_task[task] -= 1
 
     def _start(self, rec: Running) -> None:
         """Run a begun job in a task of its own."""

@@ -46,6 +46,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "fail": QUEUE_KEYS,
     "stall": QUEUE_KEYS,
     "release": ("started", "submitted", "events", "marker"),
+    "disown": ("started", "submitted", "events", "marker"),
     "promote": QUEUE_KEYS,
     "reap": QUEUE_KEYS,
     "expire": QUEUE_KEYS,

@@ -297,6 +297,15 @@ class Scripts:
         code: int = await self.raw["release"](keys, argv)
         return code
 
+    async def disown(
+        self, keys: QueueKeys, *, events_maxlen: int, worker_id: str, held: Sequence[str]
+    ) -> list[str]:
+        """Hand back the worker's started jobs whose tokens are not in `held`; return their ids."""
+        ids: list[str] = await self.raw["disown"](
+            keys, [keys.job_prefix, events_maxlen, worker_id, *held]
+        )
+        return ids
+
     async def promote(self, keys: QueueKeys, *, events_maxlen: int, max_jobs: int) -> Promoted:
         """Promote due scheduled jobs to `submitted`."""
         promoted, wait_ms = await self.raw["promote"](

@@ -89,6 +89,10 @@ class Worker(ClaimSteps, ShutdownSteps):
         self._waiting: dict[str, deque[Running]] = defaultdict(deque)
         self._per_task: dict[str, int] = defaultdict(int)
         self._outcomes: list[Outcome] = []
+        self._writing: list[Outcome] = []  # the outcomes the flusher is writing now
+        # Queues where a claim or begin failed: the server may hold jobs for this worker whose
+        # tokens it never saw (claiming.py's _disown hands them back).
+        self._lost: set[QueueKeys] = set()
         self._unflushed = 0
         self._slot_free = asyncio.Event()
         self._flush_wanted = asyncio.Event()
@@ -265,13 +269,7 @@ class Worker(ClaimSteps, ShutdownSteps):
             self._outcomes.append(outcome)
             self._unflushed += 1
             self._flush_wanted.set()
-        queue = self._waiting.get(rec.job.task)
-        if queue and not self._stopping.is_set():
-            nxt = queue.popleft()
-            begin = asyncio.get_running_loop().create_task(self._begin_and_start([nxt]))
-            begin.add_done_callback(self._crash_on_bug)
-        else:
-            self._per_task[rec.job.task] -= 1
+        self._task_slot_free(rec.job.task)
 
     def _forget(self, rec: Running) -> None:
         key = rec.job.token or rec.job.id
@@ -319,7 +317,11 @@ class Worker(ClaimSteps, ShutdownSteps):
                 failpoints.bug("bug_in_flush")
                 # Outcomes not written (Redis gone or refusing) stay pending, ahead of newer ones;
                 # rewriting one is safe: the fenced scripts refuse what this worker no longer owns.
-                unwritten, error = await self.writer.write(batch)
+                self._writing = batch
+                try:
+                    unwritten, error = await self.writer.write(batch)
+                finally:
+                    self._writing = []
                 self._unflushed -= len(batch) - len(unwritten)
                 self._slot_free.set()  # claims wait on unwritten outcomes too (claiming.py)
                 if error is not None:

@@ -1,4 +1,5 @@
-"""A loopback TCP proxy that tests drive to break connections: reset, blackhole, latency.
+"""A loopback TCP proxy that tests drive to break connections: reset, blackhole, latency, and
+a request that reaches the server while its reply is lost.
 
 Threads, not asyncio: it keeps working whatever the test's event loop is doing.
 """
@@ -28,6 +29,11 @@ class FaultProxy:
         # Seconds added to every chunk forwarded, each way.
         self.latency_s = 0.0
         self.resets = 0
+        # cut_reply: the bytes that mark a request whose reply is lost, and how many more times.
+        self._cut_marker = b""
+        self._cuts_left = 0
+        self.cuts = 0
+        self._muted: set[tuple[socket.socket, socket.socket]] = set()
         threading.Thread(target=self._accept, daemon=True, name="proxy-accept").start()
 
     def url(self, db: int = 0) -> str:
@@ -46,6 +52,24 @@ class FaultProxy:
                     sock.close()
         self.resets += len(pairs)
         return len(pairs)
+
+    def cut_reply(self, marker: bytes, times: int = 1) -> None:
+        """Lose the replies of the next `times` requests containing `marker`.
+
+        Each such request is forwarded, so the server runs it; its connection then gets no byte
+        back and is reset 0.2 s later, as when a network or a failover drops a connection
+        between a command and its reply.
+        """
+        with self._lock:
+            self._cut_marker, self._cuts_left = marker, times
+
+    def _should_cut(self, data: bytes) -> bool:
+        with self._lock:
+            if self._cuts_left <= 0 or self._cut_marker not in data:
+                return False
+            self._cuts_left -= 1
+            self.cuts += 1
+            return True
 
     def close(self) -> None:
         """Stop accepting and reset everything."""
@@ -101,6 +125,13 @@ class FaultProxy:
                     break
                 if self.latency_s:
                     time.sleep(self.latency_s)
+                if pair in self._muted:
+                    continue  # a reply being lost (cut_reply)
+                if src is pair[0] and self._should_cut(data):
+                    self._muted.add(pair)
+                    dst.sendall(data)
+                    time.sleep(0.2)
+                    break
                 dst.sendall(data)
         except (OSError, ValueError):
             pass
@@ -108,4 +139,6 @@ class FaultProxy:
             self._pairs.discard(pair)
         for sock in pair:
             with contextlib.suppress(OSError):
+                if pair in self._muted:  # a reset, not a close: no reply got through
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 sock.close()

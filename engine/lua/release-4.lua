@@ -8,14 +8,11 @@
   Events: started -> submitted.
 ]]
 --@include common
-local Q = with_now({submitted = KEYS[2], events = KEYS[3], marker = KEYS[4], maxlen = ARGV[2]})
-local worker, id, token = ARGV[3], ARGV[4], ARGV[5]
+local Q = with_now({started = KEYS[1], submitted = KEYS[2], events = KEYS[3], marker = KEYS[4],
+                   maxlen = ARGV[2]})
+local id = ARGV[4]
 local key = ARGV[1] .. id
-local code, cur = owned(key, token, 'attempt', 'begun')
+local code, cur = owned(key, ARGV[5], 'attempt', 'begun')
 if code ~= 0 then return code end
-local attempt = tonumber(cur[3] or '0')
-if cur[4] == '1' then attempt = rcall('HINCRBY', key, 'attempt', -1) end
-rcall('ZREM', KEYS[1], id)
-release(Q, key, id)
-emit(Q, id, 'started', 'submitted', attempt, worker, ARGV[6])
+hand_back(Q, key, id, cur[3], cur[4], ARGV[3], ARGV[6])
 return 0

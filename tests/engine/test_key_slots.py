@@ -96,6 +96,15 @@ async def _workload(settings: EngineSettings) -> None:
             token=released.token,
             reason="handed back",
         )
+        [lost] = await scripts.claim(  # a claim whose reply the worker never saw
+            slow,
+            events_maxlen=1000,
+            max_jobs=1,
+            lease_ms=30_000,
+            worker_id="w1",
+            result_ttl_ms=60_000,
+        )
+        assert await scripts.disown(slow, events_maxlen=1000, worker_id="w1", held=[]) == [lost.id]
 
 
 def _keys_of(r: redis.Redis, command: str) -> list[str]:

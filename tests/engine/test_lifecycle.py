@@ -188,7 +188,8 @@ async def test_a_job_cancelled_before_its_first_step_still_finishes(
 ) -> None:
     job = await client.enqueue(t.waits, 5)
     worker = Worker(settings, [t.waits], concurrency=1)
-    [rec] = await worker._claim(1)
+    [rec], error = await worker._claim(1)
+    assert error is None
     await worker._admit([rec])  # the task exists but has not run a single step yet
     worker._stop_job(rec, StopReason.CANCELLED)
     for _ in range(3):  # the cancellation, then the task's done callbacks

@@ -102,6 +102,35 @@ async def test_connection_resets_lose_nothing(
     )
 
 
+@single_node
+@pytest.mark.parametrize("verb", ["claim", "begin"])
+async def test_a_lost_reply_hands_the_jobs_back_at_once(
+    verb: str, settings: EngineSettings, ledger: Path, procs: list[WorkerProc]
+) -> None:
+    """Claims (or begins) reach Redis but their replies are lost: the worker hands the jobs they
+    took back as soon as Redis answers, not when their 60 s leases run out, and counts no stall.
+    Each job runs once."""
+    task = ct.plain if verb == "claim" else ct.held  # held: claimed, then begun by begin-2.lua
+    async with Client(settings) as client:
+        ids = [j.id for j in await client.enqueue_many([task.call(20) for _ in range(30)])]
+        script = client.scripts.raw[verb]
+        sha = await client.redis.script_load(script.source)  # so that the cut one runs
+        assert sha == script.sha
+    with FaultProxy(int(settings.redis_url.rsplit(":", 1)[1].split("/")[0])) as proxy:
+        proxy.cut_reply(sha.encode(), times=3)
+        procs.append(WorkerProc(proxy.url(), ledger, concurrency=5, lease_ms=60_000).start())
+        async with Client(settings) as client:
+            await wait_terminal(client, ids, 30)
+            stalls = [await client.redis.hget(client.keys("default").job(i), "stalls") for i in ids]
+        assert proxy.cuts == 3
+    report = audit(settings.redis_url, ids, ledger, set())
+    report.assert_clean()
+    assert report.states == {"completed": 30}
+    assert set(ends_per_job(ledger).values()) == {1}
+    assert not any(stalls), stalls
+    assert "handed back jobs of lost claim replies" in procs[0].output(), procs[0].output()
+
+
 @pytest.fixture
 def small_redis() -> Iterator[RedisServer]:
     args = ("--maxmemory", "6mb", "--maxmemory-policy", "noeviction")

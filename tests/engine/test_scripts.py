@@ -264,3 +264,30 @@ async def test_resubmit_refuses_live_jobs(client: Client) -> None:
         k, events_maxlen=1000, ttl_ms=60_000, job_ids=[job.id, "nope"]
     )
     assert codes == [-3, -1]
+
+
+async def test_disown_hands_back_only_this_workers_unheld_jobs(client: Client) -> None:
+    """A claim that began jobs, whose reply was lost: those go back with their attempt undone;
+    the jobs the worker holds, and another worker's, stay started."""
+    k = client.keys("default")
+    for n in range(4):
+        await client.enqueue(t.add, n, n)
+    claim = {"events_maxlen": 1000, "lease_ms": 30_000, "result_ttl_ms": 60_000, "begin": True}
+    kept, lost = await client.scripts.claim(k, max_jobs=2, worker_id="w1", **claim)
+    other = (await client.scripts.claim(k, max_jobs=1, worker_id="w2", **claim))[0]
+    assert lost.attempt == 1 and lost.begun == 1
+    handed = await client.scripts.disown(k, events_maxlen=1000, worker_id="w1", held=[kept.token])
+    assert handed == [lost.id]
+    back = await client.get(lost.id)
+    assert back.state is JobState.SUBMITTED and back.attempt == 0 and back.token is None
+    assert (await client.get(kept.id)).state is JobState.STARTED
+    assert (await client.get(other.id)).state is JobState.STARTED
+    assert set(await client.redis.zrange(k.started, 0, -1)) == {kept.id, other.id}
+    last = (await client.redis.xrevrange(k.events, count=1))[0][1]
+    assert (last["job"], last["from"], last["to"], last["attempt"]) == (
+        lost.id,
+        "started",
+        "submitted",
+        "0",
+    )
+    assert await client.scripts.disown(k, events_maxlen=1000, worker_id="w1", held=[]) == [kept.id]

@@ -37,6 +37,8 @@
   and holds `token`, else -1 (not found), -2 (lease lost) or -3 (not started), then the values.
   release(Q, key, id): put a started job back into `submitted`, at the front of its priority
   band (it was already under way), for reap and hand-back.
+  hand_back(Q, key, id, attempt, begun, worker, reason): release a started job the worker never
+  ran, without using an attempt (one the claim began gets its attempt back); Q.started is set.
   stall(Q, key, id, attempt, worker, err, why): count a stall of a begun job whose process died
   (err: JSON error object); past its max_stalls (field, default 1) it ends `stalled` (bury),
   else it goes back to `submitted`. Returns 1 when it ended, 0 when it went back. A job with
@@ -308,6 +310,14 @@ local function release(Q, key, id)
   rcall('HDEL', key, 'token')
   rcall('ZADD', Q.submitted, ready_score(priority, 0), id)
   rcall('ZADD', Q.marker, 0, '0')
+end
+
+local function hand_back(Q, key, id, attempt, begun, worker, reason)
+  attempt = tonumber(attempt or '0')
+  if begun == '1' then attempt = rcall('HINCRBY', key, 'attempt', -1) end
+  rcall('ZREM', Q.started, id)
+  release(Q, key, id)
+  emit(Q, id, 'started', 'submitted', attempt, worker, reason)
 end
 
 local function forget(key)
