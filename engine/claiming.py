@@ -6,9 +6,13 @@ import asyncio
 import logging
 from collections import defaultdict, deque
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
 
 from . import failpoints
+from .cluster import Fanout
 from .context import JobContext
 from .errors import Code, RedisUnavailable
 from .isolate import Lanes
@@ -17,7 +21,7 @@ from .keys import QueueKeys
 from .outcomes import OutcomeWriter
 from .reconnect import Reconnect
 from .runner import Kind, Outcome, options_for
-from .scripts import BeginJob, Claimed, Scripts
+from .scripts import BeginJob, Claimed, Scripts, claim_argv, claimed
 from .settings import EngineSettings
 from .task import Registry
 from .upkeep import Running, Upkeep
@@ -36,6 +40,9 @@ class ClaimSteps:
     held: list[str]
     burst: bool
     scripts: Scripts
+    blocking: Redis
+    _wake: Fanout | None
+    _claim_on_wake: bool
     registry: Registry
     lane: Lanes | None
     upkeep: Upkeep
@@ -58,7 +65,6 @@ class ClaimSteps:
         def _forget(self, rec: Running) -> None: ...
         def _crash_on_bug(self, task: asyncio.Task[None]) -> None: ...
         async def _drained(self) -> bool: ...
-        async def _wait_for_work(self) -> None: ...
         async def _write_progress(self, job: Job, pct: float, message: str) -> None: ...
         async def _write_log(self, job: Job, message: str) -> None: ...
 
@@ -90,7 +96,10 @@ class ClaimSteps:
             elif self.burst and await self._drained():
                 break
             else:
-                await self._wait_for_work()
+                got = await self._wait_for_work(free)
+                if got:  # admitted even when a stop came meanwhile: they are claimed (and begun)
+                    failpoints.hit("after_claim")
+                    await self._admit(got)
         if self._lost:  # once more on the way out (else their leases hand them back, as stalls)
             try:
                 await self._disown()
@@ -129,23 +138,26 @@ class ClaimSteps:
         """
         out: list[Running] = []
         for keys in self.queues:
-            want = min(free - len(out), self.settings.claim_batch)
-            limit = self.queue_limits.get(keys.queue)
-            if limit is not None:
-                want = min(want, limit - sum(1 for r in self._active.values() if r.keys == keys))
-            if want <= 0:
+            argv = self._claim_argv(keys, free, out)
+            if argv is None:
                 continue
             try:
-                rows = await self._claim_in(keys, want, out)
+                rows = claimed(await self.scripts.raw["claim"](keys, argv))
             except RedisUnavailable as exc:
                 self._lost.add(keys)
                 return out, exc
-            out += rows
+            out += self._running(keys, rows)
         return out, None
 
-    async def _claim_in(self, keys: QueueKeys, want: int, out: list[Running]) -> list[Running]:
-        """Claim up to `want` jobs of one queue as Running jobs."""
-        rows = await self.scripts.claim(
+    def _claim_argv(self, keys: QueueKeys, free: int, out: list[Running]) -> list[Any] | None:
+        """Return the ARGV of a claim in `keys` for the slots left, or None for no claim."""
+        want = min(free - len(out), self.settings.claim_batch)
+        limit = self.queue_limits.get(keys.queue)
+        if limit is not None:
+            want = min(want, limit - sum(1 for r in self._active.values() if r.keys == keys))
+        if want <= 0:
+            return None
+        return claim_argv(
             keys,
             events_maxlen=self.settings.events_maxlen,
             max_jobs=want,
@@ -156,7 +168,6 @@ class ClaimSteps:
             begin=True,
             held=self.held,
         )
-        return self._running(keys, rows)
 
     def _running(self, keys: QueueKeys, rows: list[Claimed]) -> list[Running]:
         """Make claimed rows the worker's Running jobs (counted in `_active`)."""
@@ -182,6 +193,41 @@ class ClaimSteps:
             self._active[job.token or job.id] = rec
             out.append(rec)
         return out
+
+    async def _wait_for_work(self, free: int) -> list[Running]:
+        """Wait for a queue's marker; with one queue on one node, claim in the same step.
+
+        The claim rides behind BZPOPMIN on the blocking connection, and Redis runs it the moment
+        the wait ends (a job came, or the timeout): a job reaches an idle worker in one round
+        trip, not two. What it claims is run even if a stop came meanwhile.
+        """
+        try:
+            if self._wake is not None:
+                await self._wake.next(timeout=self.settings.idle_wait_s)
+                return []
+            keys = self.queues[0]
+            argv = self._claim_argv(keys, free, []) if self._claim_on_wake else None
+            if argv is None:
+                markers = [k.marker for k in self.queues]
+                await self.blocking.bzpopmin(markers, timeout=self.settings.idle_wait_s)
+                return []
+            try:
+                async with self.blocking.pipeline(transaction=False) as pipe:
+                    pipe.bzpopmin(keys.marker, timeout=self.settings.idle_wait_s)
+                    self.scripts.raw["claim"].queue_in(pipe, keys, argv)
+                    _, rows = await pipe.execute(raise_on_error=False)
+            except RedisUnavailable:
+                self._lost.add(keys)  # the claim may have run: its reply is what was lost
+                raise
+            if isinstance(rows, NoScriptError):
+                return []  # nothing ran: the next claim loads the script
+            if isinstance(rows, Exception):
+                raise rows
+            self._claim_retry.ok()
+            return self._running(keys, claimed(rows))
+        except Exception as exc:
+            await self._claim_retry.failed(exc)
+            return []
 
     def _suspects_wanted(self, claimed: list[Running]) -> int:
         """Return how many suspects to claim: one per idle isolation child (-1: any)."""

@@ -108,6 +108,11 @@ def alive_key(prefix: str, worker_id: str) -> str:
     return f"{prefix}:alive:{worker_id}"
 
 
+def stop_field(worker_id: str) -> str:
+    """Return the meta field that fences a stopping worker's claims (claim-11.lua reads it)."""
+    return f"stop:{worker_id}"
+
+
 @dataclass(frozen=True, slots=True)
 class QueueKeys:
     """Keys of one queue; the queue is a hash tag so every script touches one slot."""
@@ -179,7 +184,8 @@ class QueueKeys:
 
     @property
     def meta(self) -> str:
-        """HASH of queue settings (paused, rate_interval_ms) and rate limiter state (tat fields)."""
+        """HASH of queue settings (paused, rate_interval_ms), rate limiter state (tat fields) and
+        `stop:<worker id>` while that worker stops (stop_field)."""
         return f"{self.base}:meta"
 
     @property

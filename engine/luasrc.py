@@ -10,6 +10,7 @@ from importlib import resources
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 from redis.exceptions import NoScriptError
 
 from .keys import SCRIPT_KEYS, QueueKeys
@@ -59,12 +60,19 @@ class Script:
     sha: str
     redis: Redis
 
-    async def __call__(self, keys: QueueKeys | Sequence[str], args: list[Any]) -> Any:
-        """Run the script with a queue's keys (or an explicit key list) and its ARGV."""
+    def _names(self, keys: QueueKeys | Sequence[str]) -> Sequence[str]:
         names = keys.for_script(self.verb) if isinstance(keys, QueueKeys) else keys
         if len(names) != self.num_keys:
             raise ValueError(f"{self.verb} takes {self.num_keys} keys, got {len(names)}")
-        command = ("EVALSHA", self.sha, self.num_keys, *names, *args)
+        return names
+
+    def queue_in(self, pipe: Pipeline, keys: QueueKeys, args: list[Any]) -> None:
+        """Add a call of the script to `pipe` (its reply is NOSCRIPT if the server lacks it)."""
+        pipe.execute_command("EVALSHA", self.sha, self.num_keys, *self._names(keys), *args)
+
+    async def __call__(self, keys: QueueKeys | Sequence[str], args: list[Any]) -> Any:
+        """Run the script with a queue's keys (or an explicit key list) and its ARGV."""
+        command = ("EVALSHA", self.sha, self.num_keys, *self._names(keys), *args)
         try:
             return await self.redis.execute_command(*command)  # type: ignore[no-untyped-call]
         except NoScriptError:  # a server that restarted, flushed its scripts or is new

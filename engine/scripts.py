@@ -119,6 +119,32 @@ def _flag(value: bool) -> str:
     return "1" if value else "0"
 
 
+def claim_argv(
+    keys: QueueKeys,
+    *,
+    events_maxlen: int,
+    max_jobs: int,
+    lease_ms: int,
+    worker_id: str,
+    result_ttl_ms: int,
+    most_suspects: int = -1,
+    begin: bool = False,
+    held: Sequence[str] = (),
+) -> list[Any]:
+    """Return claim-11.lua's ARGV (Scripts.claim).
+
+    The worker builds it itself to send a claim in a pipeline (its claim on wake-up) through
+    `raw["claim"]`, and reads the reply with `claimed`.
+    """
+    argv: list[Any] = [keys.job_prefix, events_maxlen, max_jobs, lease_ms, worker_id]
+    return [*argv, result_ttl_ms, most_suspects, BUCKETS_ARG if begin else "", *held]
+
+
+def claimed(rows: list[list[Any]]) -> list[Claimed]:
+    """Read claim-11.lua's reply."""
+    return [Claimed._make(row) for row in rows]
+
+
 class Scripts:
     """Every transition script on one Redis client, each as a typed method."""
 
@@ -164,10 +190,18 @@ class Scripts:
         `begin`: also begin each job the worker starts at once (not a suspect, no options of its
         own, its task not in `held`), saving begin-2.lua's step for it.
         """
-        argv = [keys.job_prefix, events_maxlen, max_jobs, lease_ms, worker_id, result_ttl_ms]
-        argv += [most_suspects, BUCKETS_ARG if begin else "", *held]
-        rows = await self.raw["claim"](keys, argv)
-        return [Claimed._make(row) for row in rows]
+        argv = claim_argv(
+            keys,
+            events_maxlen=events_maxlen,
+            max_jobs=max_jobs,
+            lease_ms=lease_ms,
+            worker_id=worker_id,
+            result_ttl_ms=result_ttl_ms,
+            most_suspects=most_suspects,
+            begin=begin,
+            held=held,
+        )
+        return claimed(await self.raw["claim"](keys, argv))
 
     async def begin(self, keys: QueueKeys, *, lease_ms: int, jobs: Sequence[BeginJob]) -> list[int]:
         """Begin claimed jobs; return per job its attempt (>= 1) or Code.LEASE_LOST."""

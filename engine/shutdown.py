@@ -7,8 +7,11 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from redis.asyncio import Redis
+
 from . import failpoints
 from .errors import RedisUnavailable
+from .keys import QueueKeys, stop_field
 from .runner import Kind, Outcome, StopReason
 from .settings import EngineSettings
 from .upkeep import Running, Upkeep
@@ -21,6 +24,8 @@ class ShutdownSteps:
 
     settings: EngineSettings
     id: str
+    redis: Redis
+    queues: list[QueueKeys]
     upkeep: Upkeep
     crashed: BaseException | None
     _active: dict[str, Running]
@@ -29,6 +34,8 @@ class ShutdownSteps:
     _unflushed: int
     _flush_wanted: asyncio.Event
     _forced: asyncio.Event
+    _stopping: asyncio.Event
+    _fencing: asyncio.Task[None] | None
 
     if TYPE_CHECKING:  # Worker's own step, which these call
 
@@ -50,6 +57,44 @@ class ShutdownSteps:
         if queue and rec in queue:
             queue.remove(rec)
         self._forget(rec)
+
+    def _fence(self) -> None:
+        """Stop claiming: at once here, and on the server for a claim already queued there."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # stopped before it ran: nothing was queued on the server
+            log.info("worker stopping id=%s claims=off", self.id)
+            return
+        self._fencing = loop.create_task(self._fence_claims())
+
+    async def _fence_claims(self) -> None:
+        """Mark this worker stopping in each queue's meta, so no claim of its runs after this.
+
+        An idle worker's next claim already waits on the server behind its BZPOPMIN
+        (Worker._wait_for_work): the fence makes it claim nothing, however late a job comes.
+        Logged once it holds: a job enqueued after the line is never claimed here.
+        """
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for keys in self.queues:
+                    pipe.hset(keys.meta, stop_field(self.id), "1")
+                await pipe.execute()
+        except RedisUnavailable as exc:  # no claim reaches Redis either, then
+            log.warning("could not fence claims worker=%s error=%r", self.id, exc)
+        log.info("worker stopping id=%s claims=off", self.id)
+
+    async def _unfence(self) -> None:
+        """Remove the stop fields at exit (best effort: a leftover field fences only this id)."""
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for keys in self.queues:
+                    pipe.hdel(keys.meta, stop_field(self.id))
+                await pipe.execute()
+        except RedisUnavailable as exc:
+            log.warning("could not remove the claim fence worker=%s error=%r", self.id, exc)
 
     async def _shutdown(self) -> None:
         """Hand back jobs not begun, give running ones the grace period, then apply on_shutdown."""

@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 from . import failpoints, tracing
 from .claiming import ClaimSteps
 from .cleaner import Cleaner
-from .cluster import per_slot
+from .cluster import is_cluster, per_slot
 from .connection import connect
 from .errors import LoopCrashed
 from .hooks import Hook, HookEvent, Hooks
@@ -73,6 +73,8 @@ class Worker(ClaimSteps, ShutdownSteps):
             self.blocking, [k.marker for k in self.queues], self.blocking.bzpopmin
         )
         self.scripts = Scripts(self.redis)
+        # One queue on one node: an idle worker's claim rides behind its BZPOPMIN.
+        self._claim_on_wake = len(self.queues) == 1 and not is_cluster(self.blocking)
         self.executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="job")
         self.runner = Runner(self.registry, self.executor)
         self.lane = _lanes(settings, isolation or Isolation.for_tasks(self.registry), self.id)
@@ -98,6 +100,7 @@ class Worker(ClaimSteps, ShutdownSteps):
         self._flush_wanted = asyncio.Event()
         self._stopping = asyncio.Event()
         self._forced = asyncio.Event()
+        self._fencing: asyncio.Task[None] | None = None  # Worker.stop's fence (shutdown.py)
         self._claim_retry = Reconnect("claim")
         # The first exception that killed one of the worker's loops (a bug): the process stops.
         self.crashed: BaseException | None = None
@@ -108,9 +111,7 @@ class Worker(ClaimSteps, ShutdownSteps):
         if self._stopping.is_set():
             log.warning("second signal: forcing stop worker=%s", self.id)
             self._forced.set()
-        else:
-            log.info("worker stopping id=%s claims=off", self.id)
-        self._stopping.set()
+        self._fence()
         self._slot_free.set()
 
     async def run(self) -> None:
@@ -147,6 +148,9 @@ class Worker(ClaimSteps, ShutdownSteps):
             await asyncio.gather(*loops, return_exceptions=True)
             await asyncio.to_thread(self.liveness.stop)
             await self._deregister()
+            if self._fencing is not None:
+                await self._fencing
+                await self._unfence()
             self.executor.shutdown(wait=False, cancel_futures=True)
             if self.lane is not None:
                 await self.lane.close()
@@ -185,7 +189,7 @@ class Worker(ClaimSteps, ShutdownSteps):
         """Stop the worker after a bug: hand running jobs back, then exit non-zero."""
         if self.crashed is None:
             self.crashed = exc
-        self._stopping.set()
+        self._fence()
         self._forced.set()
         self._slot_free.set()
         self._flush_wanted.set()
@@ -286,16 +290,6 @@ class Worker(ClaimSteps, ShutdownSteps):
         code = await self.upkeep.log(job, message)
         if code < 0:
             self.writer.count(Outcome(job, Kind.FAILED), "log", code)
-
-    async def _wait_for_work(self) -> None:
-        markers = [k.marker for k in self.queues]
-        try:
-            if self._wake is None:
-                await self.blocking.bzpopmin(markers, timeout=self.settings.idle_wait_s)
-            else:
-                await self._wake.next(timeout=self.settings.idle_wait_s)
-        except Exception as exc:
-            await self._claim_retry.failed(exc)
 
     async def _drained(self) -> bool:
         if self._active or self._unflushed:

@@ -34,6 +34,7 @@ class FaultProxy:
         self._cuts_left = 0
         self.cuts = 0
         self._muted: set[tuple[socket.socket, socket.socket]] = set()
+        self._pumps = 0  # threads still forwarding: a socket they wait on closes when they end
         threading.Thread(target=self._accept, daemon=True, name="proxy-accept").start()
 
     def url(self, db: int = 0) -> str:
@@ -72,12 +73,20 @@ class FaultProxy:
             return True
 
     def close(self) -> None:
-        """Stop accepting and reset everything."""
+        """Stop accepting and reset everything; return once the server has seen the resets.
+
+        A socket closed while a pump thread waits on it is released (and reset) only when that
+        wait ends: until then the server keeps the connection, and a command queued on it (a
+        worker's claim behind its BZPOPMIN) could still run for a worker that is gone.
+        """
         self._closed.set()
         self.blackholed.clear()
         with contextlib.suppress(OSError):
             self._listener.close()
         self.reset_all()
+        deadline = time.monotonic() + 2.0
+        while self._pumps and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def __enter__(self) -> FaultProxy:
         return self
@@ -103,11 +112,26 @@ class FaultProxy:
             return
         pair = (client, upstream)
         with self._lock:
+            if self._closed.is_set():  # closed meanwhile: a pair added now would outlive close()
+                client.close()
+                upstream.close()
+                return
             self._pairs.add(pair)
         for src, dst in ((client, upstream), (upstream, client)):
             threading.Thread(target=self._pump, args=(pair, src, dst), daemon=True).start()
 
     def _pump(
+        self, pair: tuple[socket.socket, socket.socket], src: socket.socket, dst: socket.socket
+    ) -> None:
+        with self._lock:
+            self._pumps += 1
+        try:
+            self._forward(pair, src, dst)
+        finally:
+            with self._lock:
+                self._pumps -= 1
+
+    def _forward(
         self, pair: tuple[socket.socket, socket.socket], src: socket.socket, dst: socket.socket
     ) -> None:
         try:

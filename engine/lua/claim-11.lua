@@ -10,7 +10,8 @@
   Rate limits (the queue's meta rate_interval_ms, the job's rate_interval_ms for its task) are
   kept as theoretical arrival times in meta (`tat`, `tat:<task>`): a job whose slot is ahead is
   not started but `scheduled` at its slot, which it keeps (rate_slot_ms), so it waits only once.
-  KEYS[1..11] the queue keys (keys.QUEUE_KEYS; meta paused = '1' gives nothing)
+  KEYS[1..11] the queue keys (keys.QUEUE_KEYS; meta paused = '1' gives nothing, and so does
+  meta `stop:<worker id>`: that worker is stopping, and a claim it queued earlier claims nothing)
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] max jobs   ARGV[4] lease_ms
   ARGV[5] worker id        ARGV[6] result ttl ms for expired jobs kept outside the DLQ
   ARGV[7] most suspects (stalls > 0) to take, or -1 for any: the rest stay where they were
@@ -27,8 +28,8 @@
 --@include common
 local Q = queue(ARGV[1], ARGV[2], ARGV[6])
 local limit, lease_ms, worker = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
-local meta = rcall('HMGET', Q.meta, 'paused', 'rate_interval_ms')
-if meta[1] == '1' then return {} end
+local meta = rcall('HMGET', Q.meta, 'paused', 'rate_interval_ms', 'stop:' .. worker)
+if meta[1] == '1' or meta[3] then return {} end
 local suspects_left = tonumber(ARGV[7])
 local popped = rcall('ZPOPMIN', Q.submitted, limit)
 if #popped == 0 then return {} end

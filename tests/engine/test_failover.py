@@ -4,8 +4,9 @@ A producer enqueues one job at a time and records every id it got an acknowledge
 worker subprocess runs them, its task appending a line to the ledger per start and end. Then
 the master goes away (a planned `SENTINEL FAILOVER`, or SIGKILL) while jobs flow. Afterwards:
 every acknowledged job ran (none lost), none ran twice, every job that ran has its result on
-the new master (no record wiped by a resync), and within 2 s of the promotion the producer had
-an acknowledgement from the new master and a job claimed there had started.
+the new master (no record wiped by a resync), each outside the few writes asynchronous
+replication may drop at the cut-off, and within 2 s of the promotion the producer had an
+acknowledgement from the new master and a job claimed there had started.
 """
 
 from __future__ import annotations
@@ -38,8 +39,10 @@ FAULT_AT_S = 2.5
 RESUME_LIMIT_S = 2.0
 # Replication is asynchronous: a write the old master acknowledged in the last moments before it
 # stopped taking writes (SIGKILL, or its replica leaving it at the promotion) may not have
-# reached the replica. A job lost, or run twice, is tolerated only inside this window around
-# that moment; the test reports how many there were.
+# reached the replica. A job lost, run twice, or run while its record died with the old master
+# (wiped: the worker's claim reply can leave before the replication stream does) is tolerated
+# only inside this window around that moment; the test reports how many there were. A resync
+# wiping what clients kept writing to a demoted master, the split brain, falls outside it.
 WINDOW_S = 0.2
 
 
@@ -49,21 +52,21 @@ class Figures:
 
     acked: int = 0
     ran: int = 0
-    # Lost: acknowledgement time; doubled: first start; both in s after the cut-off moment.
+    # Lost: acknowledgement time; doubled and wiped: first start; in s after the cut-off moment.
     lost: dict[str, float] = field(default_factory=dict)
     doubled: dict[str, float] = field(default_factory=dict)
-    wiped: list[str] = field(default_factory=list)
+    wiped: dict[str, float] = field(default_factory=dict)
     resume_s: float = float("inf")
     first_ack_s: float = float("inf")
     last_start_before_s: float = float("inf")
     refused_enqueues: int = 0
 
     def check(self) -> None:
-        """Assert a safe failover: none wiped, none lost or run twice outside the replication
+        """Assert a safe failover: none lost, run twice or wiped outside the replication
         window, processing resumed within RESUME_LIMIT_S of the promotion."""
         assert self.acked > 1500, self.line()
-        assert not self.wiped, f"wiped {len(self.wiped)}: {self.wiped[:5]}"
-        for name, found in (("lost", self.lost), ("ran twice", self.doubled)):
+        found_by = {"lost": self.lost, "ran twice": self.doubled, "wiped": self.wiped}
+        for name, found in found_by.items():
             outside = {i: round(t, 3) for i, t in found.items() if abs(t) > WINDOW_S}
             assert not outside, f"{name} outside the replication window: {outside}"
         assert self.resume_s <= RESUME_LIMIT_S, self.line()
@@ -163,11 +166,11 @@ def judge(
         ran=len(starts),
         lost={i: acked[i] - cut_at for i in lost},
         doubled={i: min(t) - cut_at for i, t in starts.items() if len(t) > 1},
-        wiped=[
-            i
+        wiped={
+            i: min(starts[i]) - cut_at
             for i, j in jobs.items()
             if j is None or j.state is not JobState.COMPLETED or j.result != 1
-        ],
+        },
         resume_s=min(after) - promoted_at if after else float("inf"),
         first_ack_s=min((t for t in acked.values() if t > promoted_at), default=inf) - promoted_at,
         last_start_before_s=promoted_at

@@ -1,0 +1,95 @@
+"""An idle worker's claim rides behind its BZPOPMIN: one round trip from a job to its claim.
+
+Judged from the server's side (MONITOR) and by the jobs' states after the worker has gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import threading
+from typing import Any
+
+import pytest
+import redis
+
+from engine import Client, EngineSettings, JobState, Worker
+from engine.luasrc import load_sources
+
+from . import tasks as t
+
+STOP = "wake-claim-test:stop-monitor"
+
+
+def _monitor(url: str, lines: list[dict[str, Any]], ready: threading.Event) -> None:
+    with redis.Redis.from_url(url, decode_responses=True) as r, r.monitor() as monitor:
+        ready.set()
+        for line in monitor.listen():
+            if STOP in line["command"]:
+                return
+            lines.append(line)
+
+
+async def _idle_worker(settings: EngineSettings) -> tuple[Worker, asyncio.Task[None]]:
+    worker = Worker(settings, [t.add], concurrency=5)
+    running = asyncio.create_task(worker.run())
+    await asyncio.sleep(0.3)  # past its first empty claim: waiting on the marker
+    return worker, running
+
+
+async def test_the_claim_that_takes_a_job_comes_on_the_waiting_connection(
+    client: Client, settings: EngineSettings
+) -> None:
+    if "cluster" in settings.redis_url.split("://")[0]:
+        pytest.skip("a cluster worker waits on each slot's node, then claims (no pipeline)")
+    claim_sha = hashlib.sha1(load_sources()["claim"][1].encode()).hexdigest()
+    lines: list[dict[str, Any]] = []
+    ready = threading.Event()
+    watcher = threading.Thread(target=_monitor, args=(settings.redis_url, lines, ready))
+    watcher.start()
+    assert ready.wait(5)
+    worker, running = await _idle_worker(settings)
+    job = await client.enqueue(t.add, 1, 2)
+    assert (await client.wait(job.id, timeout_s=2)).state is JobState.COMPLETED
+    worker.stop()
+    await running
+    await client.redis.get(STOP)
+    watcher.join(5)
+
+    def who(line: dict[str, Any]) -> str:
+        return f"{line['client_address']}:{line['client_port']}"
+
+    waiting = {who(line) for line in lines if line["command"].startswith("BZPOPMIN")}
+    submit = next(i for i, line in enumerate(lines) if job.id in line["command"])
+    first_claim = next(
+        line for line in lines[submit:] if line["command"].startswith(f"EVALSHA {claim_sha}")
+    )
+    assert who(first_claim) in waiting
+
+
+async def test_a_stopped_worker_claims_nothing_with_the_claim_it_had_queued(
+    client: Client, settings: EngineSettings
+) -> None:
+    """Past the stop's fence (logged `claims=off`), a job that wakes the worker stays queued."""
+    slow_wake = dataclasses.replace(settings, idle_wait_s=2.0)
+    worker, running = await _idle_worker(slow_wake)
+    worker.stop()  # still waiting: its claim is already queued behind the wait
+    assert worker._fencing is not None
+    await worker._fencing
+    job = await client.enqueue(t.add, 2, 3)  # wakes the wait: the queued claim runs now
+    await asyncio.wait_for(running, 5)
+    assert (await client.get(job.id)).state is JobState.SUBMITTED
+    meta = await client.redis.hgetall(client.keys("default").meta)
+    assert not any(name.startswith("stop:") for name in meta)  # the fence left with it
+
+
+async def test_a_server_without_the_claim_script_still_serves_an_idle_worker(
+    client: Client, settings: EngineSettings
+) -> None:
+    worker, running = await _idle_worker(settings)
+    await client.redis.script_flush()  # the queued claim is answered NOSCRIPT
+    job = await client.enqueue(t.add, 3, 4)
+    assert (await client.wait(job.id, timeout_s=3)).state is JobState.COMPLETED
+    worker.stop()
+    await running
