@@ -121,9 +121,13 @@ def engine_connection(cls: type[AbstractConnection]) -> type[AbstractConnection]
 
 
 def connect(
-    settings: EngineSettings, *, blocking: bool = False, timeout_s: float | None = None
+    settings: EngineSettings, *, block_s: float = 0.0, timeout_s: float | None = None
 ) -> Redis:
-    """Return a client; `blocking` allows long blocking reads, `timeout_s` bounds every command.
+    """Return a client; `timeout_s` bounds every command, plus `block_s` on a client for
+    blocking reads (BZPOPMIN, XREADGROUP BLOCK) of at most `block_s`.
+
+    Even a blocking read gives up: a network that loses the reply without a reset would leave
+    it waiting for ever. It then fails with RedisUnavailable and its loop reconnects.
 
     Replies are decoded as UTF-8 with surrogateescape, so bytes that are not UTF-8 survive a
     round trip and fail JSON decoding (a clear error) instead of breaking the connection.
@@ -132,9 +136,9 @@ def connect(
         "decode_responses": True,
         "encoding_errors": "surrogateescape",
         "socket_connect_timeout": settings.connect_timeout_s,
-        "socket_timeout": None if blocking else (timeout_s or settings.socket_timeout_s),
+        "socket_timeout": (timeout_s or settings.socket_timeout_s) + block_s,
         "retry": Retry(NoBackoff(), 0),
-        "health_check_interval": 0 if blocking else 30,
+        "health_check_interval": 0 if block_s else 30,
         "driver_info": DRIVER,
     }
     scheme = urlsplit(settings.redis_url).scheme

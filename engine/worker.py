@@ -67,7 +67,7 @@ class Worker(ClaimSteps, ShutdownSteps):
         self.burst = burst
         self.id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.redis: Redis = connect(settings)
-        self.blocking: Redis = connect(settings, blocking=True)
+        self.blocking: Redis = connect(settings, block_s=settings.idle_wait_s)
         # On a cluster whose slots split the queues: one BZPOPMIN per slot (engine/cluster.py).
         self._wake = per_slot(
             self.blocking, [k.marker for k in self.queues], self.blocking.bzpopmin

@@ -1,5 +1,5 @@
-"""A loopback TCP proxy that tests drive to break connections: reset, blackhole, latency, and
-a request that reaches the server while its reply is lost.
+"""A loopback TCP proxy that tests drive to break connections: reset, blackhole, drop, latency,
+and a request that reaches the server while its reply is lost.
 
 Threads, not asyncio: it keeps working whatever the test's event loop is doing.
 """
@@ -26,6 +26,9 @@ class FaultProxy:
         self._closed = threading.Event()
         # While set, nothing is forwarded and new connections are held: packets vanish.
         self.blackholed = threading.Event()
+        # While set, every byte read is thrown away, each way; connections stay open (a network
+        # that loses packets without a reset: nothing that was sent then ever arrives).
+        self.dropping = threading.Event()
         # Seconds added to every chunk forwarded, each way.
         self.latency_s = 0.0
         self.resets = 0
@@ -149,8 +152,8 @@ class FaultProxy:
                     break
                 if self.latency_s:
                     time.sleep(self.latency_s)
-                if pair in self._muted:
-                    continue  # a reply being lost (cut_reply)
+                if pair in self._muted or self.dropping.is_set():
+                    continue  # a reply being lost (cut_reply), or every byte (dropping)
                 if src is pair[0] and self._should_cut(data):
                     self._muted.add(pair)
                     dst.sendall(data)

@@ -31,6 +31,8 @@ from .retention import Horizon
 
 log = logging.getLogger("jobsite.mirror")
 ENDED = frozenset(str(s) for s in ENDED_STATES)
+# The longest a read waits for new events (its connection's timeout allows for it).
+BLOCK_MS = 1000
 
 
 @dataclass(slots=True)
@@ -221,7 +223,7 @@ class Mirror:
         carry_max: int = 200_000,
     ) -> None:
         self.settings = engine_settings()
-        self.redis = connect(self.settings, blocking=True)
+        self.redis = connect(self.settings, block_s=BLOCK_MS / 1000)
         self.reader = EventReader(
             self.redis, self.settings, queues, consumer=consumer or f"mirror-{socket.gethostname()}"
         )
@@ -309,13 +311,13 @@ class Mirror:
         except Exception:
             log.warning("dashboard notify failed", exc_info=True)
 
-    async def step(self, block_ms: int = 1000) -> int:
+    async def step(self, block_ms: int = BLOCK_MS) -> int:
         """Read a batch while the previous one is written; return how many events it held.
 
         The database write of one batch overlaps the Redis reads of the next; batches still
         commit one after the other, each acked after its commit. 0 means everything read so
         far is written and acked, and no entry was there after (on a cluster, once every slot's
-        read still in flight has ended).
+        read still in flight has ended). `block_ms` is at most BLOCK_MS.
         """
         carried = self._carried
         busy = self._writing is not None or bool(carried)

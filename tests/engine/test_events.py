@@ -32,7 +32,7 @@ async def test_every_kind_of_event_reads_as_its_fields_say(
     assert any(e.error for e in expected)  # the failed first attempt
 
     if protocol == 3:
-        redis = connect(settings, blocking=True)
+        redis = connect(settings, block_s=1.0)
     else:
         if "cluster" in settings.redis_url:
             pytest.skip("a RESP2 client of one node cannot read every slot of a cluster")

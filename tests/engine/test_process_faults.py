@@ -131,6 +131,26 @@ async def test_a_lost_reply_hands_the_jobs_back_at_once(
     assert "handed back jobs of lost claim replies" in procs[0].output(), procs[0].output()
 
 
+@single_node
+async def test_a_worker_whose_replies_vanish_reconnects(
+    settings: EngineSettings, ledger: Path, procs: list[WorkerProc]
+) -> None:
+    """Every byte is lost for 3 s, without a reset: the idle worker's wait never gets its reply.
+    It gives up at its timeout (idle_wait_s + socket_timeout_s) and waits again on a new
+    connection, so a job enqueued afterwards runs (before: the claim loop waited for ever)."""
+    with FaultProxy(int(settings.redis_url.rsplit(":", 1)[1].split("/")[0])) as proxy:
+        procs.append(WorkerProc(proxy.url(), ledger, concurrency=2, socket_timeout_s=1.0).start())
+        await asyncio.sleep(1.5)  # idle: its claim loop waits on the queue's marker
+        proxy.dropping.set()
+        await asyncio.sleep(3.0)
+        proxy.dropping.clear()
+        async with Client(settings) as client:
+            job = await client.enqueue(ct.plain, 10)
+            await wait_terminal(client, [job.id], 15)
+            assert (await client.get(job.id)).state is JobState.COMPLETED
+        assert procs[0].alive(), procs[0].output()[-2000:]
+
+
 @pytest.fixture
 def small_redis() -> Iterator[RedisServer]:
     args = ("--maxmemory", "6mb", "--maxmemory-policy", "noeviction")
