@@ -89,6 +89,7 @@ class ClaimSteps:
             if claimed:
                 failpoints.hit("after_claim")
                 await self._admit(claimed)
+                await asyncio.sleep(0)  # let them start before the next claim is sent
             if error is not None:
                 await self._claim_retry.failed(error)
             elif claimed:
@@ -100,6 +101,7 @@ class ClaimSteps:
                 if got:  # admitted even when a stop came meanwhile: they are claimed (and begun)
                     failpoints.hit("after_claim")
                     await self._admit(got)
+                    await asyncio.sleep(0)  # let them start before the next claim is sent
         if self._lost:  # once more on the way out (else their leases hand them back, as stalls)
             try:
                 await self._disown()
