@@ -5,6 +5,8 @@
   a stall. A begun one counts a stall (common.lua's stall: back to `submitted` while within
   max_stalls, else `stalled`), except when it ran isolated in a child process of a worker that
   died: the worker's death is not the job's doing, so it goes back without a stall.
+  Also removes the claim fences of the dead workers (meta `stop:<worker id>`, set when a worker
+  stops): one killed before it could remove its own would leave it there for ever.
   Safe with any number of cleaners at once.
   KEYS[1..11] the queue keys (keys.QUEUE_KEYS)
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] max jobs   ARGV[4] ttl_ms outside the DLQ
@@ -57,4 +59,5 @@ for _, id in ipairs(ids) do
     end
   end
 end
+for worker, _ in pairs(dead) do rcall('HDEL', Q.meta, 'stop:' .. worker) end
 return {released, stalled, orphans}

@@ -93,3 +93,13 @@ async def test_a_server_without_the_claim_script_still_serves_an_idle_worker(
     assert (await client.wait(job.id, timeout_s=3)).state is JobState.COMPLETED
     worker.stop()
     await running
+
+
+async def test_the_cleaner_removes_the_claim_fence_of_a_dead_worker(client: Client) -> None:
+    """A worker killed while it stopped leaves its fence; the reap of dead workers removes it."""
+    keys = client.keys("default")
+    await client.redis.hset(keys.meta, mapping={"stop:gone": "1", "stop:alive": "1"})
+    await client.scripts.reap(
+        keys, events_maxlen=1000, max_jobs=100, ttl_ms=1000, dead_workers=["gone"]
+    )
+    assert set(await client.redis.hkeys(keys.meta)) == {"stop:alive"}
