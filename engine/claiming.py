@@ -118,13 +118,17 @@ class ClaimSteps:
             held = [r.job.token for r in self._active.values() if r.keys == keys]
             pending = (*self._outcomes, *self._writing)  # ended; outcomes not written yet
             held += [o.job.token for o in pending if o.job.queue == keys.queue]
-            ids = await self.scripts.disown(
-                keys,
-                events_maxlen=self.settings.events_maxlen,
-                worker_id=self.id,
-                held=[token for token in held if token],
-            )
-            self._lost.discard(keys)
+            self._lost.discard(keys)  # a begin failing meanwhile marks the queue again
+            try:
+                ids = await self.scripts.disown(
+                    keys,
+                    events_maxlen=self.settings.events_maxlen,
+                    worker_id=self.id,
+                    held=[token for token in held if token],
+                )
+            except BaseException:
+                self._lost.add(keys)
+                raise
             if ids:
                 log.warning(
                     "handed back jobs of lost claim replies worker=%s queue=%s jobs=%d",
