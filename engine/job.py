@@ -12,7 +12,7 @@ from . import serializer
 from .errors import SerializationError
 
 if TYPE_CHECKING:
-    from .scripts import Claimed
+    from .rows import Claimed
 
 
 class JobState(StrEnum):

@@ -66,15 +66,7 @@ class Worker(ClaimSteps, ShutdownSteps):
         self.held = sorted({t.name for t in self.registry if t.options.max_concurrent is not None})
         self.burst = burst
         self.id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self.redis: Redis = connect(settings)
-        self.blocking: Redis = connect(settings, block_s=settings.idle_wait_s)
-        # On a cluster whose slots split the queues: one BZPOPMIN per slot (engine/cluster.py).
-        self._wake = per_slot(
-            self.blocking, [k.marker for k in self.queues], self.blocking.bzpopmin
-        )
-        self.scripts = Scripts(self.redis)
-        # One queue on one node: an idle worker's claim rides behind its BZPOPMIN.
-        self._claim_on_wake = len(self.queues) == 1 and not is_cluster(self.blocking)
+        self._connect()
         self.executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="job")
         self.runner = Runner(self.registry, self.executor)
         self.lane = _lanes(settings, isolation or Isolation.for_tasks(self.registry), self.id)
@@ -105,6 +97,18 @@ class Worker(ClaimSteps, ShutdownSteps):
         # The first exception that killed one of the worker's loops (a bug): the process stops.
         self.crashed: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _connect(self) -> None:
+        """Make the command client, the client for waits (with its claim on wake) and scripts."""
+        self.redis: Redis = connect(self.settings)
+        self.blocking: Redis = connect(self.settings, block_s=self.settings.idle_wait_s)
+        # On a cluster whose slots split the queues: one BZPOPMIN per slot (engine/cluster.py).
+        self._wake = per_slot(
+            self.blocking, [k.marker for k in self.queues], self.blocking.bzpopmin
+        )
+        self.scripts = Scripts(self.redis)
+        # One queue on one node: an idle worker's claim rides behind its BZPOPMIN.
+        self._claim_on_wake = len(self.queues) == 1 and not is_cluster(self.blocking)
 
     def stop(self) -> None:
         """Stop claiming (first call); force running jobs to stop (second call)."""

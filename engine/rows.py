@@ -1,0 +1,98 @@
+"""The typed rows of the Lua seam: what scripts return per job, and what they take per job."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Claimed(NamedTuple):
+    """One job claim-11.lua moved to `started` (options, parents, trace_context: None if none)."""
+
+    id: str
+    task: str
+    version: str | None
+    args: str | None
+    kwargs: str | None
+    attempt: int  # the attempt it will run as
+    token: str
+    options: str | None
+    parents: str | None
+    stalls: int  # > 0: a suspect, which the worker runs alone
+    trace_context: str | None
+    begun: int  # 1: the claim began it (attempt counted), 0: begin-2.lua begins it
+
+
+class Submitted(NamedTuple):
+    """What submit-13.lua did with one job: an outcome (a state word, or -4), an id and a state."""
+
+    outcome: str | int
+    id: str
+    state: str
+
+
+class Submission(NamedTuple):
+    """What submit-13.lua did: each job's row; fresh: the queue's first batch since its keys were
+    made (a new queue, or one whose keys Redis lost), which the client registers."""
+
+    fresh: bool
+    jobs: list[Submitted]
+
+
+class Promoted(NamedTuple):
+    """What promote-11.lua did: jobs promoted, and ms until the next is due (-1: none)."""
+
+    promoted: int
+    wait_ms: int
+
+
+class Reaped(NamedTuple):
+    """What reap-11.lua did: jobs released, jobs stalled, orphan entries removed."""
+
+    released: int
+    stalled: int
+    orphans_removed: int
+
+
+class Declared(NamedTuple):
+    """What declare-4.lua did to one queue's declared repeatables."""
+
+    created: int
+    updated: int
+    removed: int
+    kept_overrides: int
+    # Declared names held by run-time repeatables, left alone.
+    conflicts: tuple[str, ...]
+
+
+class BeginJob(NamedTuple):
+    """One job for begin-2.lua; isolated: it runs alone in a child process."""
+
+    id: str
+    token: str
+    isolated: bool
+
+
+class RenewJob(NamedTuple):
+    """One lease for heartbeat-1.lua; touch: the task itself called heartbeat()."""
+
+    id: str
+    token: str
+    lease_ms: int
+    touch: bool
+
+
+class CompleteJob(NamedTuple):
+    """One job for complete-11.lua with its result JSON."""
+
+    id: str
+    token: str
+    result: bytes
+    result_ttl_ms: int
+
+
+class DeclaredEntry(NamedTuple):
+    """One declared repeatable for declare-4.lua (first_tick_ms None: no first tick)."""
+
+    name: str
+    definition: bytes
+    first_tick_ms: int | None
