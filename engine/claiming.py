@@ -69,6 +69,7 @@ class ClaimSteps:
         async def _write_log(self, job: Job, message: str) -> None: ...
 
     async def _claim_loop(self) -> None:
+        woke_with_jobs = False
         while not self._stopping.is_set():
             free = self.concurrency - len(self._active)
             # Outcomes not yet written hold claims back past `concurrency` of them: a worker
@@ -77,36 +78,47 @@ class ClaimSteps:
                 self._slot_free.clear()
                 await self._slot_free.wait()
                 continue
-            try:
-                if self._lost:
-                    await self._disown()
-                claimed, error = await self._claim(free)
-                if error is None:
-                    self._claim_retry.ok()
-            except Exception as exc:
-                await self._claim_retry.failed(exc)
-                continue
-            if claimed:
-                failpoints.hit("after_claim")
-                await self._admit(claimed)
-                await asyncio.sleep(0)  # let them start before the next claim is sent
-            if error is not None:
-                await self._claim_retry.failed(error)
-            elif claimed:
-                continue
-            elif self.burst and await self._drained():
-                break
-            else:
-                got = await self._wait_for_work(free)
-                if got:  # admitted even when a stop came meanwhile: they are claimed (and begun)
-                    failpoints.hit("after_claim")
-                    await self._admit(got)
-                    await asyncio.sleep(0)  # let them start before the next claim is sent
+            # A claim on wake leaves the marker set while jobs remain (claim-11.lua), so the
+            # next wait returns at once: a plain claim first would only come back empty. A
+            # burst worker claims first all the same: it stops when a claim finds nothing.
+            if self.burst or self._lost or not woke_with_jobs:
+                claimed, error = await self._claim_step(free)
+                if error is not None:
+                    await self._claim_retry.failed(error)
+                    continue
+                if claimed:
+                    continue
+                if self.burst and await self._drained():
+                    break
+            got = await self._wait_for_work(free)
+            woke_with_jobs = bool(got)
+            if got:  # admitted even when a stop came meanwhile: they are claimed (and begun)
+                await self._start_claimed(got)
         if self._lost:  # once more on the way out (else their leases hand them back, as stalls)
             try:
                 await self._disown()
             except RedisUnavailable as exc:
                 log.warning("could not hand back lost claims worker=%s error=%r", self.id, exc)
+
+    async def _claim_step(self, free: int) -> tuple[list[Running], Exception | None]:
+        """Hand back lost claims, claim up to `free` jobs and start them; return them and the
+        error that stopped the claim (None: it went through)."""
+        try:
+            if self._lost:
+                await self._disown()
+            claimed, error = await self._claim(free)
+        except Exception as exc:
+            return [], exc
+        if error is None:
+            self._claim_retry.ok()
+        await self._start_claimed(claimed)
+        return claimed, error
+
+    async def _start_claimed(self, claimed: list[Running]) -> None:
+        if claimed:
+            failpoints.hit("after_claim")
+            await self._admit(claimed)
+            await asyncio.sleep(0)  # let them start before the next claim is sent
 
     async def _disown(self) -> None:
         """Hand back the jobs claims (or begins) of this worker took whose replies were lost.

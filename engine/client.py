@@ -137,17 +137,14 @@ class Client:
 
     async def get(self, job_id: str, queue: str | None = None) -> Job:
         """Return the job with this id, from every known queue at once when `queue` is None."""
-        found: list[dict[str, str]]
-        if queue:
-            found = [await self.redis.hgetall(self.keys(queue).job(job_id))]  # type: ignore[list-item]
-        else:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for name in await self.queues():
-                    pipe.hgetall(self.keys(name).job(job_id))
-                found = await pipe.execute()
-        for fields in found:
+        names = [queue] if queue else await self.queues()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.hgetall(self.keys(name).job(job_id))
+            found: list[dict[str, str]] = await pipe.execute()
+        for name, fields in zip(names, found, strict=True):
             if fields:
-                return Job.from_hash(fields)
+                return Job.from_hash(fields, job_id, name)
         raise JobNotFound(f"no job with id {job_id!r}")
 
     async def wait(self, job_id: str, timeout_s: float, queue: str | None = None) -> Job:
@@ -329,7 +326,7 @@ class Client:
             for job_id in ids:
                 pipe.hgetall(keys.job(job_id))
             rows = await pipe.execute()
-        return [Job.from_hash(row) for row in rows if row]
+        return [Job.from_hash(row, i, queue) for i, row in zip(ids, rows, strict=True) if row]
 
     async def resubmit(self, queue: str, job_ids: Iterable[str]) -> int:
         """Resubmit finished jobs by id as new attempt series; return how many were resubmitted."""

@@ -319,8 +319,13 @@ class Job:
         )
 
     @classmethod
-    def from_hash(cls, fields: Mapping[str, str] | Iterable[str]) -> Job:
-        """Build a Job from HGETALL output (a mapping, or a flat field/value list)."""
+    def from_hash(
+        cls, fields: Mapping[str, str] | Iterable[str], job_id: str = "", queue: str = "default"
+    ) -> Job:
+        """Build a Job from HGETALL output (a mapping, or a flat field/value list).
+
+        `job_id` and `queue` come from the key: a submitted job's hash does not store them.
+        """
         if not isinstance(fields, Mapping):
             flat = list(fields)
             fields = dict(zip(flat[::2], flat[1::2], strict=True))
@@ -338,7 +343,8 @@ class Job:
             else:
                 values[name] = raw
         values["state"] = JobState(values.get("state", JobState.UNSUBMITTED))
-        values.setdefault("id", "")
+        values.setdefault("id", job_id)
+        values.setdefault("queue", queue)
         values.setdefault("task", "")
         return cls(**values, extra=extra)
 

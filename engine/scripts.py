@@ -10,7 +10,7 @@ negative `errors.Code`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 from redis.asyncio import Redis
 
@@ -34,6 +34,7 @@ from .rows import (
 # The rows are re-exported: callers import the seam and its types from one place.
 __all__ = [
     "BeginJob",
+    "ClaimOptions",
     "Claimed",
     "CompleteJob",
     "Declared",
@@ -54,25 +55,29 @@ def _flag(value: bool) -> str:
     return "1" if value else "0"
 
 
-def claim_argv(
-    keys: QueueKeys,
-    *,
-    events_maxlen: int,
-    max_jobs: int,
-    lease_ms: int,
-    worker_id: str,
-    result_ttl_ms: int,
-    most_suspects: int = -1,
-    begin: bool = False,
-    held: Sequence[str] = (),
-) -> list[Any]:
+class ClaimOptions(TypedDict, total=False):
+    """claim-11.lua's ARGV after the job key prefix, in its header's order (Scripts.claim)."""
+
+    events_maxlen: Required[int]
+    max_jobs: Required[int]
+    lease_ms: Required[int]
+    worker_id: Required[str]
+    result_ttl_ms: Required[int]
+    most_suspects: int  # -1 (the default): any number of suspects
+    begin: bool
+    held: Sequence[str]
+
+
+def claim_argv(keys: QueueKeys, **options: Unpack[ClaimOptions]) -> list[Any]:
     """Return claim-11.lua's ARGV (Scripts.claim).
 
     The worker builds it itself to send a claim in a pipeline (its claim on wake-up) through
     `raw["claim"]`, and reads the reply with `claimed`.
     """
-    argv: list[Any] = [keys.job_prefix, events_maxlen, max_jobs, lease_ms, worker_id]
-    return [*argv, result_ttl_ms, most_suspects, BUCKETS_ARG if begin else "", *held]
+    o = options
+    argv: list[Any] = [keys.job_prefix, o["events_maxlen"], o["max_jobs"], o["lease_ms"]]
+    argv += [o["worker_id"], o["result_ttl_ms"], o.get("most_suspects", -1)]
+    return [*argv, BUCKETS_ARG if o.get("begin") else "", *o.get("held", ())]
 
 
 def claimed(rows: list[list[Any]]) -> list[Claimed]:
@@ -107,36 +112,13 @@ class Scripts:
         rows = zip(out[1::3], out[2::3], out[3::3], strict=True)
         return Submission(out[0] == 0, [Submitted(*row) for row in rows])
 
-    async def claim(
-        self,
-        keys: QueueKeys,
-        *,
-        events_maxlen: int,
-        max_jobs: int,
-        lease_ms: int,
-        worker_id: str,
-        result_ttl_ms: int,
-        most_suspects: int = -1,
-        begin: bool = False,
-        held: Sequence[str] = (),
-    ) -> list[Claimed]:
+    async def claim(self, keys: QueueKeys, **options: Unpack[ClaimOptions]) -> list[Claimed]:
         """Claim up to max_jobs ready jobs (most_suspects -1: any number of suspects).
 
         `begin`: also begin each job the worker starts at once (not a suspect, no options of its
         own, its task not in `held`), saving begin-2.lua's step for it.
         """
-        argv = claim_argv(
-            keys,
-            events_maxlen=events_maxlen,
-            max_jobs=max_jobs,
-            lease_ms=lease_ms,
-            worker_id=worker_id,
-            result_ttl_ms=result_ttl_ms,
-            most_suspects=most_suspects,
-            begin=begin,
-            held=held,
-        )
-        return claimed(await self.raw["claim"](keys, argv))
+        return claimed(await self.raw["claim"](keys, claim_argv(keys, **options)))
 
     async def begin(self, keys: QueueKeys, *, lease_ms: int, jobs: Sequence[BeginJob]) -> list[int]:
         """Begin claimed jobs; return per job its attempt (>= 1) or Code.LEASE_LOST."""
@@ -344,6 +326,6 @@ class Scripts:
     ) -> list[str | None]:
         """Read job hashes, each as one JSON object string, or only `field` of each (None:
         gone, or no such field)."""
-        argv = [keys.job_prefix, field, *job_ids]
+        argv = [keys.job_prefix, keys.queue, field, *job_ids]
         rows: list[str | None] = await self.raw["snapshot"](keys, argv)
         return rows

@@ -16,7 +16,10 @@ from .settings import EngineSettings
 from .task import json_args
 
 # Hash fields the submit script writes itself.
-_SCRIPT_FIELDS = frozenset(("state", "submitted_at_ms", "run_at_ms"))
+# Fields the hash does not take from the client: the script's own, the key's (id, queue).
+_SCRIPT_FIELDS = frozenset(("state", "submitted_at_ms", "run_at_ms", "id", "queue"))
+# Fields left out at their defaults (Job.from_hash, the claim and the mirror read them so).
+_DEFAULTS = {"version": "1", "kwargs": "{}", "priority": "0"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +81,7 @@ def job_spec(job: Job, keys: QueueKeys, limit_bytes: int, tick: Tick | None = No
         extras,
     ]
     for name, value in fields.items():
-        if name not in _SCRIPT_FIELDS:
+        if name not in _SCRIPT_FIELDS and _DEFAULTS.get(name) != value:
             spec += (name, value)
     return serializer.dumps(spec)
 

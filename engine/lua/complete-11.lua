@@ -4,7 +4,8 @@
   (`completed`, `done|<task>|completed`) and observes its run time (from the start of its
   attempt) in the `run` histogram (common.lua's observe). The hash expires after
   result_ttl_ms (Redis deletes it: nothing indexes finished jobs); the SET of the jobs that
-  waited for it goes at once, and so does its deadlines entry.
+  waited for it goes at once, and so does its deadlines entry. The fields of a running job go
+  (token, begun, isolated), and a null result writes no `result` field (readers take null).
   KEYS[1..11] the queue keys (keys.QUEUE_KEYS)
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] worker id   ARGV[4] number of jobs
   ARGV[5] histogram bucket bounds in ms ("5,10,...")
@@ -31,8 +32,12 @@ for j = 1, count do
   if code ~= 0 then
     out[j] = code
   else
-    rcall('HSET', key, 'state', 'completed', 'result', result, 'completed_at_ms', Q.now_s)
-    rcall('HDEL', key, 'token')
+    if result == 'null' then  -- the default: no field
+      rcall('HSET', key, 'state', 'completed', 'completed_at_ms', Q.now_s)
+    else
+      rcall('HSET', key, 'state', 'completed', 'result', result, 'completed_at_ms', Q.now_s)
+    end
+    rcall('HDEL', key, 'token', 'begun', 'isolated')
     ended[#ended + 1] = id
     rcall('PEXPIRE', key, ttl)
     if cur[10] then rcall('ZREM', Q.deadlines, id) end

@@ -24,7 +24,7 @@ if cur[5] then
   bury(Q, key, id, 'cancelled')
   return 1
 end
-rcall('HDEL', key, 'token')
+rcall('HDEL', key, 'token', 'isolated')
 rcall('HSET', key, 'begun', '0')
 local state = 'submitted'
 if delay ~= '' then

@@ -131,7 +131,7 @@ def test_every_key_a_script_touches_is_in_its_queues_slot() -> None:
             watcher.join(10)
             calls: dict[str, list[set[int]]] = defaultdict(list)
             verb = None
-            for line in lines:
+            for i, line in enumerate(lines):
                 command = line["command"]
                 if line.get("client_type") != "lua":
                     head = command.split(" ")
@@ -140,7 +140,8 @@ def test_every_key_a_script_touches_is_in_its_queues_slot() -> None:
                         declared = head[3 : 3 + int(head[2])]
                         calls[verb].append({key_slot(k.encode()) for k in declared})
                     continue
-                assert verb is not None, f"a script command with no script call before it: {line}"
+                before = lines[max(0, i - 4) : i + 1]
+                assert verb is not None, f"a script command with no script call before: {before}"
                 calls[verb][-1] |= {key_slot(k.encode()) for k in _keys_of(r, command)}
     assert set(calls) == set(SCRIPT_KEYS), f"scripts never run: {set(SCRIPT_KEYS) - set(calls)}"
     spread = {verb: slots for verb, runs in calls.items() for slots in runs if len(slots) != 1}

@@ -6,7 +6,7 @@ import asyncio
 import inspect
 import re
 from importlib import resources
-from typing import get_args, get_type_hints
+from typing import Any, get_args, get_type_hints
 
 import pytest
 
@@ -74,7 +74,13 @@ def test_lua_headers_name_the_return_codes_of_the_enum() -> None:
 _ARGV = re.compile(r"(?<=\s\s)ARGV\[\d+(?:\.\.)?\]\s+(.+?)(?=\s{2,}ARGV\[|\s{2,}then |\n|$)")
 _THEN = re.compile(r"\bthen (?:one JSON array )?(?:per )?([^\n]*(?:\n  [a-z][^\n]*)*)")
 # ARGV the seam derives itself: from the queue's keys, a group's length, metrics.BUCKETS_ARG.
-_DERIVED = ("job key prefix", "children set key prefix", "number of", "histogram bucket bounds")
+_DERIVED = (
+    "job key prefix",
+    "queue name",
+    "children set key prefix",
+    "number of",
+    "histogram bucket bounds",
+)
 
 
 def _says(name: str, text: str) -> bool:
@@ -92,17 +98,25 @@ def _header_argv(verb: str, source: str) -> tuple[list[str], str | None]:
     return given, then[1] if then else None
 
 
+def _keyword_params(method: Any) -> list[str]:
+    """Return a method's keyword parameters; `**options: Unpack[TD]` gives TD's keys."""
+    out = []
+    for p in inspect.signature(method).parameters.values():
+        if p.kind is inspect.Parameter.KEYWORD_ONLY:
+            out.append(p.name)
+        elif p.kind is inspect.Parameter.VAR_KEYWORD:
+            (options,) = get_args(get_type_hints(method, include_extras=True)[p.name])
+            out += list(get_type_hints(options))
+    return out
+
+
 def test_each_typed_method_takes_its_headers_argv_in_order() -> None:
     """Scripts.<verb>'s keyword parameters name the header's ARGV (and per-job fields) in order."""
     sources = load_sources()
     assert {v for v in vars(Scripts) if not v.startswith("_")} == set(sources)
     for verb, (_, source) in sources.items():
         method = getattr(Scripts, verb)
-        params = [
-            p.name
-            for p in inspect.signature(method).parameters.values()
-            if p.kind is inspect.Parameter.KEYWORD_ONLY
-        ]
+        params = _keyword_params(method)
         given, then = _header_argv(verb, source)
         texts = given if then is None else [*given, then]
         assert len(params) == len(texts), (verb, params, texts)

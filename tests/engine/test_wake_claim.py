@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import itertools
 import threading
 from typing import Any
 
@@ -38,34 +39,64 @@ async def _idle_worker(settings: EngineSettings) -> tuple[Worker, asyncio.Task[N
     return worker, running
 
 
-async def test_the_claim_that_takes_a_job_comes_on_the_waiting_connection(
-    client: Client, settings: EngineSettings
-) -> None:
+def _claim_sha() -> str:
+    return hashlib.sha1(load_sources()["claim"][1].encode()).hexdigest()
+
+
+async def _watch_jobs(client: Client, settings: EngineSettings, count: int) -> tuple[list, list]:
+    """Run `count` jobs one after another through an idle worker; return the server's command
+    lines (MONITOR) and the jobs' ids."""
     if "cluster" in settings.redis_url.split("://")[0]:
         pytest.skip("a cluster worker waits on each slot's node, then claims (no pipeline)")
-    claim_sha = hashlib.sha1(load_sources()["claim"][1].encode()).hexdigest()
     lines: list[dict[str, Any]] = []
     ready = threading.Event()
     watcher = threading.Thread(target=_monitor, args=(settings.redis_url, lines, ready))
     watcher.start()
     assert ready.wait(5)
     worker, running = await _idle_worker(settings)
-    job = await client.enqueue(t.add, 1, 2)
-    assert (await client.wait(job.id, timeout_s=2)).state is JobState.COMPLETED
+    ids = []
+    for n in range(count):
+        job = await client.enqueue(t.add, n, 2)
+        assert (await client.wait(job.id, timeout_s=2)).state is JobState.COMPLETED
+        ids.append(job.id)
+        await asyncio.sleep(0.05)  # the worker is idle again, waiting on the marker
     worker.stop()
     await running
     await client.redis.get(STOP)
     watcher.join(5)
+    return lines, ids
 
-    def who(line: dict[str, Any]) -> str:
-        return f"{line['client_address']}:{line['client_port']}"
 
-    waiting = {who(line) for line in lines if line["command"].startswith("BZPOPMIN")}
-    submit = next(i for i, line in enumerate(lines) if job.id in line["command"])
+def _who(line: dict[str, Any]) -> str:
+    return f"{line['client_address']}:{line['client_port']}"
+
+
+async def test_the_claim_that_takes_a_job_comes_on_the_waiting_connection(
+    client: Client, settings: EngineSettings
+) -> None:
+    lines, (job_id,) = await _watch_jobs(client, settings, 1)
+    waiting = {_who(line) for line in lines if line["command"].startswith("BZPOPMIN")}
+    submit = next(i for i, line in enumerate(lines) if job_id in line["command"])
     first_claim = next(
-        line for line in lines[submit:] if line["command"].startswith(f"EVALSHA {claim_sha}")
+        line for line in lines[submit:] if line["command"].startswith(f"EVALSHA {_claim_sha()}")
     )
-    assert who(first_claim) in waiting
+    assert _who(first_claim) in waiting
+
+
+async def test_an_idle_worker_sends_one_claim_per_job_that_wakes_it(
+    client: Client, settings: EngineSettings
+) -> None:
+    """After a claim on wake, the worker waits again: no plain claim that comes back empty."""
+    lines, ids = await _watch_jobs(client, settings, 5)
+    submits = [
+        next(i for i, line in enumerate(lines) if job_id in line["command"]) for job_id in ids
+    ]
+    claim = f"EVALSHA {_claim_sha()}"
+    between = [
+        sum(1 for line in lines[start:end] if line["command"].startswith(claim))
+        for start, end in itertools.pairwise(submits)
+    ]
+    assert between == [1, 1, 1, 1]
 
 
 async def test_a_stopped_worker_claims_nothing_with_the_claim_it_had_queued(

@@ -19,7 +19,8 @@
   free_slot(Q, key, id): give back the job's concurrency slot (idempotent) and admit the next
   waiting job of its key at the back of its priority band (fair turns between keys).
   finish(Q, key, id): free_slot, and give back its deduplication id (except in throttle mode).
-  bury(Q, key, id, state): end a job in a terminal state other than completed: into the DLQ
+  bury(Q, key, id, state): end a job in a terminal state other than completed (the fields of a
+  running job go: token, begun, isolated): into the DLQ
   (unless the job's `dlq` field is '0'), else the hash and its children SET expire after the
   queue's ttl (Redis deletes them: no index of finished jobs); counts it in stats (the
   state's total, and `done|<task>|<state>`); then
@@ -59,7 +60,8 @@
   (in chunks of 1,000, below Lua's unpack limit) instead of once a job.
   begin_fields(t, started_before, now_s, isolated): put the fields that begin a claimed job into
   `t` (begun, its start stamp: started_at_ms, or retried_at_ms when it started before, the
-  heartbeat, isolated); claim-11.lua and begin-2.lua both write these.
+  heartbeat, and isolated when '1': release and retry delete it); claim-11.lua and begin-2.lua
+  both write these.
 ]]
 local rcall = redis.call
 
@@ -136,7 +138,7 @@ local function begin_fields(t, started_before, now_s, isolated)
   put_field(t, 'begun', '1')
   put_field(t, started_before and 'retried_at_ms' or 'started_at_ms', now_s)
   put_field(t, 'heartbeat_at_ms', now_s)
-  put_field(t, 'isolated', isolated)
+  if isolated == '1' then put_field(t, 'isolated', '1') end
 end
 
 local function add_counts(stats, counts, prefix, suffix)
@@ -267,7 +269,7 @@ end
 
 bury = function(Q, key, id, state)
   rcall('HSET', key, 'state', state, 'completed_at_ms', Q.now_s)
-  rcall('HDEL', key, 'token')
+  rcall('HDEL', key, 'token', 'begun', 'isolated')
   local f = rcall('HMGET', key, 'dlq', 'children', 'task', 'deadline_ms')
   if f[4] then rcall('ZREM', Q.deadlines, id) end
   if state ~= 'cancelled' and f[1] ~= '0' then
@@ -307,7 +309,7 @@ end
 local function release(Q, key, id)
   local priority = rcall('HGET', key, 'priority') or 0
   rcall('HSET', key, 'state', 'submitted', 'submitted_at_ms', Q.now_s, 'begun', '0')
-  rcall('HDEL', key, 'token')
+  rcall('HDEL', key, 'token', 'isolated')
   rcall('ZADD', Q.submitted, ready_score(priority, 0), id)
   rcall('ZADD', Q.marker, 0, '0')
 end
