@@ -14,7 +14,15 @@ from . import serializer, tracing
 from .connection import connect
 from .errors import Code, ConfigError, DuplicateJob, JobNotFound, JobTimeout
 from .job import TERMINAL_STATES, Job, JobState
-from .keys import QueueKeys, check_job_id, new_job_id, queues_key, worker_key, workers_key
+from .keys import (
+    QueueKeys,
+    check_job_id,
+    new_job_id,
+    queue_keys,
+    queues_key,
+    worker_key,
+    workers_key,
+)
 from .limits import rate_interval_ms
 from .metrics import Metrics, read_metrics
 from .repeat import Repeats
@@ -44,7 +52,7 @@ class Client:
 
     def keys(self, queue: str) -> QueueKeys:
         """Return the keys of `queue`."""
-        return QueueKeys(self.settings.prefix, queue)
+        return queue_keys(self.settings.prefix, queue)
 
     async def aclose(self) -> None:
         """Close the connection pool."""

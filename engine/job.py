@@ -234,18 +234,22 @@ class Job:
         """Return the last attempt's error, if any."""
         return self.errors[-1] if self.errors else None
 
-    def to_hash(self) -> dict[str, str]:
-        """Return the Redis hash fields of this job (only fields that are set)."""
+    def to_hash(self, payload: bool = True) -> dict[str, str]:
+        """Return the Redis hash fields of this job (only fields that are set).
+
+        `payload` False leaves out args and kwargs, for a caller that encodes them itself.
+        """
         out: dict[str, str] = {
             "id": self.id,
             "task": self.task,
             "queue": self.queue,
             "version": str(self.version),
             "state": str(self.state),
-            "args": serializer.dumps(self.args).decode(),
-            "kwargs": serializer.dumps(self.kwargs).decode(),
             "priority": str(self.priority),
         }
+        if payload:
+            out["args"] = serializer.dumps(self.args).decode()
+            out["kwargs"] = serializer.dumps(self.kwargs).decode()
         if self.attempt:
             out["attempt"] = str(self.attempt)
         if self.stalls:

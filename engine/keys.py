@@ -252,3 +252,9 @@ class QueueKeys:
 def _script_keys(keys: QueueKeys, verb: str) -> tuple[str, ...]:
     """Spell a script's KEYS once per queue and verb (a one-job enqueue spelled 13 each time)."""
     return tuple(getattr(keys, name) for name in SCRIPT_KEYS[verb])
+
+
+@functools.lru_cache(maxsize=1024)
+def queue_keys(prefix: str, queue: str) -> QueueKeys:
+    """Return the keys of `queue`, made once: a client needs them on every enqueue."""
+    return QueueKeys(prefix, queue)

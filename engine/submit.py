@@ -55,7 +55,7 @@ def flow_order(jobs: Sequence[Job]) -> list[Job]:
 def job_spec(job: Job, keys: QueueKeys, limit_bytes: int, tick: Tick | None = None) -> bytes:
     """Return one job's submit-13.lua argument (checks the payload size)."""
     args, kwargs = json_args(job, limit_bytes)
-    fields = job.to_hash()
+    fields = job.to_hash(payload=False)
     fields["args"], fields["kwargs"] = args.decode(), kwargs.decode()
     extras: dict[str, Any] = {}
     if job.parents:
