@@ -6,8 +6,6 @@ Readers get the missing fields back from the key and from the defaults.
 
 from __future__ import annotations
 
-import redis
-
 from engine import Client, EngineSettings, JobState
 
 from . import tasks as t
@@ -18,9 +16,8 @@ from .helpers import drain
 NOT_STORED = {"id", "queue", "version", "kwargs", "priority", "token", "begun", "isolated"}
 
 
-def _raw(settings: EngineSettings, client: Client, queue: str, job_id: str) -> dict[str, str]:
-    with redis.Redis.from_url(settings.redis_url, decode_responses=True) as r:
-        return r.hgetall(client.keys(queue).job(job_id))  # type: ignore[return-value]
+async def _raw(client: Client, queue: str, job_id: str) -> dict[str, str]:
+    return await client.redis.hgetall(client.keys(queue).job(job_id))  # type: ignore[no-any-return]
 
 
 async def test_a_finished_job_stores_no_field_its_key_or_a_default_says(
@@ -29,7 +26,7 @@ async def test_a_finished_job_stores_no_field_its_key_or_a_default_says(
     plain = await client.enqueue(t.tracked.using(queue="side"))  # returns None
     full = await client.enqueue(t.record.using(queue="side", priority=7), label="x")
     await drain(settings, [t.tracked, t.record], queues=["side"])
-    stored = _raw(settings, client, "side", plain.id)
+    stored = await _raw(client, "side", plain.id)
     assert stored["state"] == "completed"
     assert not NOT_STORED & set(stored), stored
     assert "result" not in stored  # a null result
@@ -42,7 +39,7 @@ async def test_a_finished_job_stores_no_field_its_key_or_a_default_says(
         0,
     )
     assert job.state is JobState.COMPLETED and job.result is None and job.attempt == 1
-    kept = _raw(settings, client, "side", full.id)
+    kept = await _raw(client, "side", full.id)
     assert (kept["priority"], kept["kwargs"], kept["result"]) == ("7", '{"label":"x"}', '"x"')
     assert (await client.get(full.id, queue="side")).queue == "side"
 
@@ -52,9 +49,8 @@ async def test_a_retried_job_loses_its_isolated_mark(
 ) -> None:
     """`isolated` lives only as long as the attempt that ran alone; release and retry drop it."""
     job = await client.enqueue(t.retry_twice)
-    with redis.Redis.from_url(settings.redis_url, decode_responses=True) as r:
-        r.hset(client.keys("default").job(job.id), "isolated", "1")  # as a begin would
+    await client.redis.hset(client.keys("default").job(job.id), "isolated", "1")  # as begin does
     await drain(settings, [t.retry_twice])
-    stored = _raw(settings, client, "default", job.id)
+    stored = await _raw(client, "default", job.id)
     assert stored["state"] == "completed" and stored["attempt"] == "3"
     assert "isolated" not in stored and "begun" not in stored
