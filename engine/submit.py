@@ -15,7 +15,6 @@ from .scripts import Scripts, Submission
 from .settings import EngineSettings
 from .task import json_args
 
-# Hash fields the submit script writes itself.
 # Fields the hash does not take from the client: the script's own, the key's (id, queue).
 _SCRIPT_FIELDS = frozenset(("state", "submitted_at_ms", "run_at_ms", "id", "queue"))
 # Fields left out at their defaults (Job.from_hash, the claim and the mirror read them so).
