@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +170,14 @@ def wal_kinds(conn: psycopg.Connection, start: str, end: str) -> str:
     return f"{kinds}; full-page images {fpi / total:.0%}; last {total / 2**20:,.0f} MiB sampled"
 
 
+def as_runworker[T](main: Coroutine[Any, Any, T]) -> T:
+    """Run `main` as `runworker` runs its loops: its start-up objects frozen (jobsite.jobs.heap)."""
+    from jobsite.jobs.heap import frozen_heap
+
+    with frozen_heap():
+        return asyncio.run(main)
+
+
 async def drain(queues: Sequence[str]) -> tuple[int, float]:
     """Apply every event of `queues` with a fresh mirror; return (events, seconds)."""
     from jobsite.jobs.mirror import Mirror
@@ -199,7 +207,7 @@ def drain_backlog(
         lsn = conn.execute(WAL_SQL).fetchone()[0]  # type: ignore[index]
         with split_timers() as spent:
             if len(queues) == 1:
-                events, seconds = asyncio.run(drain(queues))
+                events, seconds = as_runworker(drain(queues))
             else:
                 events, seconds = drain_apart(queues)
         wal = wal_bytes(conn, lsn)
@@ -244,7 +252,7 @@ def lag_at_rate(url: str, redis_url: str, rate: int, seconds: float) -> dict[str
     console.print(f"mirror lag: {rate:,} jobs/s for {seconds:g} s ...")
     with connect(url) as conn:
         lsn = conn.execute(WAL_SQL).fetchone()[0]  # type: ignore[index]
-        result = asyncio.run(measure(mirror_module, redis_url, rate, seconds))
+        result = as_runworker(measure(mirror_module, redis_url, rate, seconds))
         wal = wal_bytes(conn, lsn)
     first = max(result["backlog_first_half"], default=0)
     second = max(result["backlog_second_half"], default=0)
@@ -317,4 +325,4 @@ if __name__ == "__main__":  # a mirror process of drain_apart (Django's settings
     import django
 
     django.setup()
-    print(json.dumps(asyncio.run(drain(sys.argv[1:]))))
+    print(json.dumps(as_runworker(drain(sys.argv[1:]))))

@@ -44,7 +44,9 @@ def child(db_url: str, redis_url: str, rate: int, seconds: float) -> dict[str, o
     JobRecord.objects.all().delete()
     JobSearch.objects.all().delete()
     RollupCount.objects.all().delete()
-    return asyncio.run(measure(mirror_module, redis_url, rate, seconds))
+    from bench.history_mirror import as_runworker
+
+    return as_runworker(measure(mirror_module, redis_url, rate, seconds))
 
 
 async def measure(

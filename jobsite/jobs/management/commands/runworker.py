@@ -18,6 +18,7 @@ from engine.reconnect import Reconnect, run_periodic
 
 from ... import conf, schedules
 from ...charts import sample_depth
+from ...heap import frozen_heap
 from ...isolation import isolation
 from ...mirror import Mirror
 from ...reconcile import reconcile, sync_queues, sync_workers
@@ -49,7 +50,8 @@ class Command(BaseCommand):
         unknown = loops - set(LOOPS)
         if unknown:
             raise SystemExit(f"unknown loops: {', '.join(sorted(unknown))}")
-        asyncio.run(self.run(loops, options))
+        with frozen_heap():  # the start-up objects stay out of the collector's walks
+            asyncio.run(self.run(loops, options))
 
     async def run(self, loops: set[str], options: dict[str, Any]) -> None:
         """Run the chosen loops until a signal (or, with --burst, until the queues are drained)."""
