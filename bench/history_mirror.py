@@ -171,10 +171,10 @@ def wal_kinds(conn: psycopg.Connection, start: str, end: str) -> str:
 
 
 def as_runworker[T](main: Coroutine[Any, Any, T]) -> T:
-    """Run `main` as `runworker` runs its loops: its start-up objects frozen (jobsite.jobs.heap)."""
-    from jobsite.jobs.heap import frozen_heap
+    """Run `main` as `runworker` runs its loops: under jobsite.jobs.heap.worker_heap."""
+    from jobsite.jobs.heap import worker_heap
 
-    with frozen_heap():
+    with worker_heap():
         return asyncio.run(main)
 
 

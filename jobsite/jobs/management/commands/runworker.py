@@ -18,7 +18,7 @@ from engine.reconnect import Reconnect, run_periodic
 
 from ... import conf, schedules
 from ...charts import sample_depth
-from ...heap import frozen_heap
+from ...heap import worker_heap
 from ...isolation import isolation
 from ...mirror import Mirror
 from ...reconcile import reconcile, sync_queues, sync_workers
@@ -50,7 +50,7 @@ class Command(BaseCommand):
         unknown = loops - set(LOOPS)
         if unknown:
             raise SystemExit(f"unknown loops: {', '.join(sorted(unknown))}")
-        with frozen_heap():  # the start-up objects stay out of the collector's walks
+        with worker_heap():  # rare full walks of the collector, none of the start-up objects
             asyncio.run(self.run(loops, options))
 
     async def run(self, loops: set[str], options: dict[str, Any]) -> None:
