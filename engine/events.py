@@ -106,6 +106,8 @@ def _stream_entries(reply: Any) -> Iterable[tuple[str, list[Any]]]:
 
 
 SNAPSHOT_IDS = 1000
+# How long an entry stays unacked before another consumer takes it over (its reader stopped).
+IDLE_MS = 30_000
 
 
 def _hash_from_json(text: str) -> dict[str, str]:
@@ -160,7 +162,7 @@ class EventReader:
             out.extend(Event.from_flat(queue, eid, flat) for eid, flat in entries if flat)
         return out
 
-    async def pending(self, count: int, min_idle_ms: int = 30_000) -> list[Event]:
+    async def pending(self, count: int, min_idle_ms: int = IDLE_MS) -> list[Event]:
         """Return entries delivered but never acked: this consumer's, then idle ones of others."""
         own: list[Event] = []
         for group in self._groups:
@@ -168,8 +170,10 @@ class EventReader:
             own += self._events(
                 await self.redis.xreadgroup(self.group, self.consumer, streams, count=count)
             )
-        if own:
-            return own
+        return own or await self.claim_idle(count, min_idle_ms)
+
+    async def claim_idle(self, count: int, min_idle_ms: int = IDLE_MS) -> list[Event]:
+        """Take over and return entries left unacked for `min_idle_ms` (their reader stopped)."""
         out: list[Event] = []
         for queue, keys in self.keys.items():
             reply = await self.redis.xautoclaim(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable, Container, Iterable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -344,3 +345,35 @@ def _upsert_texts(texts: Sequence[tuple[str, str]]) -> None:
         f" WHERE {table}.{text} <> excluded.{text}"
     )
     _insert(JobSearch, ("job_id", "text"), texts, tail)
+
+
+# A batch with fewer search texts writes them in line (a second connection costs more).
+ASIDE_MIN_TEXTS = 1000
+
+
+def search_aside(
+    aside: Executor | None, texts: list[tuple[str, str]], stored_ids: Container[str]
+) -> Callable[[], None]:
+    """Start writing search texts; return the wait for them (raising their error).
+
+    With `aside` (PostgreSQL) they go in a transaction of their own on that executor's
+    connection, at the same time as the rows: the server writes the two tables on two cores.
+    The caller waits before its own commit, so rows never commit without their texts; texts
+    committed without their rows are written again, idempotently, with the batch's retry.
+    """
+    if aside is None or len(texts) < ASIDE_MIN_TEXTS:
+        upsert_search(texts, stored_ids=stored_ids)
+        return lambda: None
+    return aside.submit(write_texts, texts, stored_ids).result
+
+
+def write_texts(texts: list[tuple[str, str]], stored_ids: Container[str]) -> None:
+    """Write search texts in a transaction of this thread's connection (search_aside)."""
+    connection.close_if_unusable_or_obsolete()  # after an error: a fresh connection
+    with transaction.atomic():
+        upsert_search(texts, stored_ids=stored_ids)
+
+
+def close_connection() -> None:
+    """Close this thread's connection (the search executor's, when the mirror closes)."""
+    connection.close()  # this thread's

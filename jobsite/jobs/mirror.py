@@ -7,8 +7,9 @@ import contextlib
 import logging
 import operator
 import socket
+import time
 from collections import Counter
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,7 +22,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from engine.connection import connect
-from engine.events import Event, EventReader
+from engine.events import IDLE_MS, Event, EventReader
 from engine.job import ENDED_STATES
 from engine.reconnect import run_periodic
 
@@ -92,35 +93,6 @@ def prepare(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> Batch
 
 
 # Fewest search texts a batch writes on its `aside` connection (fewer: in line, no hand-over).
-ASIDE_MIN_TEXTS = 1000
-
-
-def _search_aside(
-    aside: Executor | None, texts: list[tuple[str, str]], stored_ids: Container[str]
-) -> Callable[[], None]:
-    """Start writing search texts; return the wait for them (raising their error).
-
-    With `aside` (PostgreSQL) they go in a transaction of their own on that executor's
-    connection, at the same time as the rows: the server writes the two tables on two cores.
-    The caller waits before its own commit, so rows never commit without their texts; texts
-    committed without their rows are written again, idempotently, with the batch's retry.
-    """
-    if aside is None or len(texts) < ASIDE_MIN_TEXTS:
-        bulkwrite.upsert_search(texts, stored_ids=stored_ids)
-        return lambda: None
-    return aside.submit(_write_texts, texts, stored_ids).result
-
-
-def _write_texts(texts: list[tuple[str, str]], stored_ids: Container[str]) -> None:
-    connection.close_if_unusable_or_obsolete()  # after an error: a fresh connection
-    with transaction.atomic():
-        bulkwrite.upsert_search(texts, stored_ids=stored_ids)
-
-
-def _close_connection() -> None:
-    connection.close()  # this thread's
-
-
 def write_batch(batch: Batch, aside: Executor | None = None) -> int:
     """Write a prepared batch in one transaction, idempotently; return the rows written.
 
@@ -128,7 +100,7 @@ def write_batch(batch: Batch, aside: Executor | None = None) -> int:
     Redis still has it; an older event never overwrites a newer one), its state changes merged
     into `transitions` by event id. An event already there (a replay) changes nothing and is
     not counted again; a job whose row retention would prune is not written, so a late event
-    never resurrects it. `aside`: see _search_aside.
+    never resurrects it. `aside`: see bulkwrite.search_aside.
     """
     full: list[bulkwrite.Staged] = []
     bare: list[bulkwrite.Staged] = []
@@ -152,7 +124,7 @@ def write_batch(batch: Batch, aside: Executor | None = None) -> int:
             rollup.observe(tally, s.queue, s.fields.get("task") or task, merged, fresh_ids)
             if s.full and (s.job not in rows or s.fields.get("errors", "[]") != "[]"):
                 texts.append((s.job, s.search))
-        searched = _search_aside(aside, texts, rows)
+        searched = bulkwrite.search_aside(aside, texts, rows)
         bulkwrite.upsert(full, history.ALL_BUT_ID, stored_ids=rows)
         bulkwrite.upsert(bare, history.BARE_COLUMNS, stored_ids=rows)
         rollup.write(tally)
@@ -213,6 +185,10 @@ class Mirror:
     far is carried to a later batch, unacked, until its next events come (see `unsettled`): a
     backlog where every job was enqueued before any ran then writes each row once, not twice.
     A short read, or more than `carry_max` events carried, writes everything carried.
+
+    Every `reclaim_every_s` it takes over what another consumer of the group read and left
+    unacked for `reclaim_idle_ms` (that reader stopped): a mirror that dies and is not
+    started again leaves nothing behind for good, not only until some mirror starts.
     """
 
     def __init__(
@@ -221,6 +197,8 @@ class Mirror:
         consumer: str | None = None,
         batch: int = 40_000,
         carry_max: int = 200_000,
+        reclaim_every_s: float = 30.0,
+        reclaim_idle_ms: int = IDLE_MS,
     ) -> None:
         self.settings = engine_settings()
         self.redis = connect(self.settings, block_s=BLOCK_MS / 1000)
@@ -230,12 +208,14 @@ class Mirror:
         self.queues = list(queues)
         self.batch = batch
         self.carry_max = carry_max
+        self.reclaim_every_s = reclaim_every_s
+        self.reclaim_idle_ms = reclaim_idle_ms
         self.applied = 0
         # Events read but left for a later batch, unacked, by job (see the class docstring),
         # and how many there are.
         self._carried: dict[str, list[Event]] = {}
         self._carried_n = 0
-        # The search texts' own connection (PostgreSQL; see _search_aside).
+        # The search texts' own connection (PostgreSQL; see bulkwrite.search_aside).
         self._aside = (
             ThreadPoolExecutor(1, thread_name_prefix="mirror-search")
             if connection.vendor == "postgresql"
@@ -371,14 +351,19 @@ class Mirror:
     ) -> None:
         """Mirror until `stopping` is set; Redis and `transient` errors are retried, bugs raise."""
         started = False
+        reclaim_at = 0.0
 
         async def tick() -> float:
-            nonlocal started
+            nonlocal started, reclaim_at
             try:
                 if not started:
                     await self.start()
                     started = True
+                    reclaim_at = time.monotonic() + self.reclaim_every_s
                 await self.step()
+                if time.monotonic() >= reclaim_at:
+                    await self.reclaim()
+                    reclaim_at = time.monotonic() + self.reclaim_every_s
             except BaseException:
                 started = False  # after an error, take up the unacked entries again first
                 raise
@@ -386,12 +371,23 @@ class Mirror:
 
         await run_periodic("mirror", tick, stopping, transient)
 
+    async def reclaim(self) -> int:
+        """Apply what other consumers left unacked for reclaim_idle_ms; return how many events."""
+        total = 0
+        while events := await self.reader.claim_idle(self.batch, self.reclaim_idle_ms):
+            await self.settle()
+            await self.apply(events)
+            total += len(events)
+        if total:
+            log.warning("took over events a stopped mirror left unacked events=%d", total)
+        return total
+
     async def aclose(self) -> None:
         """Finish the batch being written (its entries stay pending if it fails); close."""
         with contextlib.suppress(Exception):
             await self.settle()
         if self._aside is not None:
-            await asyncio.wrap_future(self._aside.submit(_close_connection))
+            await asyncio.wrap_future(self._aside.submit(bulkwrite.close_connection))
             self._aside.shutdown()
         await self.reader.close()
         await self.redis.aclose()

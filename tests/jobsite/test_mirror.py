@@ -174,15 +174,15 @@ def test_search_texts_commit_with_their_rows(
     the rows; the rows commit only once their texts did: a failed text write leaves both to
     the retry."""
     ids = async_to_sync(make_history)(engine)
-    monkeypatch.setattr(mirror_module, "ASIDE_MIN_TEXTS", 1)
+    monkeypatch.setattr(bulkwrite, "ASIDE_MIN_TEXTS", 1)
     threads: list[str] = []
-    real = mirror_module._write_texts
+    real = bulkwrite.write_texts
 
     def refused(*args: object, **kwargs: object) -> None:
         threads.append(threading.current_thread().name)
         raise DatabaseError("the search table refuses")
 
-    monkeypatch.setattr(mirror_module, "_write_texts", refused)
+    monkeypatch.setattr(bulkwrite, "write_texts", refused)
     monkeypatch.setattr(bulkwrite, "upsert_search", refused)  # the in-line path (SQLite)
     with pytest.raises(DatabaseError):
         async_to_sync(mirror_all)()
@@ -190,8 +190,8 @@ def test_search_texts_commit_with_their_rows(
     assert threads and all(n.startswith("mirror-search") == aside for n in threads)
     assert not JobRecord.objects.exists() and not JobSearch.objects.exists()
     monkeypatch.undo()
-    monkeypatch.setattr(mirror_module, "ASIDE_MIN_TEXTS", 1)
-    monkeypatch.setattr(mirror_module, "_write_texts", real)
+    monkeypatch.setattr(bulkwrite, "ASIDE_MIN_TEXTS", 1)
+    monkeypatch.setattr(bulkwrite, "write_texts", real)
     async_to_sync(mirror_all)()  # the same consumer takes up its pending entries
     assert JobRecord.objects.count() == 22
     assert set(JobSearch.objects.values_list("job_id", flat=True)) == set(ids)
@@ -250,6 +250,36 @@ def test_other_consumer_reclaims_a_dead_consumers_entries(engine: EngineSettings
 
     taken = async_to_sync(go)()
     assert taken > 0 and kept_changes() == changes(stream(engine)[:taken])
+
+
+def test_a_running_mirror_takes_over_what_a_dead_one_left_unacked(
+    engine: EngineSettings,
+) -> None:
+    """A mirror that dies after reading is not started again: the one still running applies
+    its entries once they were idle long enough, without a restart of its own."""
+    async_to_sync(make_history)(engine)
+
+    async def go() -> tuple[int, int]:
+        dead = Mirror(["default"], consumer="dead")
+        await dead.reader.ensure_groups()
+        taken = len(await dead.reader.read(500, 100))
+        await dead.aclose()  # died before its ack; its entries stay pending under its name
+        alive = Mirror(["default"], consumer="alive", reclaim_every_s=0.05, reclaim_idle_ms=300)
+        stopping = asyncio.Event()
+        running = asyncio.create_task(alive.run(stopping))
+        deadline = time.monotonic() + 10
+        while alive.applied < taken and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        stopping.set()
+        await running
+        left = await alive.redis.xpending(QueueKeys(engine.prefix, "default").events, "mirror")
+        await alive.aclose()
+        return taken, left["pending"]
+
+    taken, left = async_to_sync(go)()
+    assert taken > 0 and left == 0
+    assert kept_changes() == changes(stream(engine))
+    assert JobRecord.objects.filter(state="completed").count() == 20
 
 
 def test_resync_when_the_stream_was_trimmed_past_the_mirror(engine: EngineSettings) -> None:
