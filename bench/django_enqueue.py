@@ -15,13 +15,10 @@ import argparse
 import os
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
-from bench.report import put_section
+from bench.report import publish
 from engine.devserver import RedisServer
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _best_rate(n: int, runs: int, one: Callable[[], Any]) -> float:
@@ -116,9 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     with RedisServer() as server:
         rates = measure(server.url, args.jobs, args.runs)
     body = report(rates, args.jobs, args.runs)
-    print(body)
-    if not args.no_docs:
-        put_section(ROOT / "docs" / "benchmarks.md", "django-enqueue", body)
+    publish("django-enqueue", body, docs=not args.no_docs)
     return 0
 
 

@@ -22,19 +22,16 @@ import argparse
 import asyncio
 import socket
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 import hiredis
 import redis.asyncio as aredis
 import uvloop
 
-from bench import procs
-from bench.report import put_section
+from bench.report import publish
+from engine.devserver import RedisServer
 
-ROOT = Path(__file__).resolve().parent.parent
 PING = hiredis.pack_command(("PING",))
 TARGET_PER_S = 8_000
 
@@ -184,16 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as run_dir:
-        server = procs.start_redis(Path(run_dir))
-        try:
-            layers = measure(server.url, server.port, args.calls, args.runs)
-        finally:
-            procs.stop_group(server.proc)
+    with RedisServer() as server:
+        layers = measure(server.url, server.port, args.calls, args.runs)
     body = report(layers, args.calls, args.runs)
-    print(body)
-    if not args.no_docs:
-        put_section(ROOT / "docs" / "benchmarks.md", "floor", body)
+    publish("floor", body, docs=not args.no_docs)
     return 0
 
 

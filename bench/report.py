@@ -257,3 +257,10 @@ def put_section(path: Path, name: str, body: str) -> None:
         else text.rstrip() + "\n\n" + block + "\n"
     )
     path.write_text(text)
+
+
+def publish(name: str, body: str, docs: bool = True) -> None:
+    """Print a benchmark's section; unless `docs` is off, write it into docs/benchmarks.md."""
+    print(body)
+    if docs:
+        put_section(Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md", name, body)

@@ -28,7 +28,7 @@ import redis
 
 from bench import procs
 from bench.collect import read_probe
-from bench.report import put_section
+from bench.report import publish
 from engine.luasrc import load_sources
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,9 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             r.close()
             procs.stop_group(server.proc)
     body = "\n".join(["## Where a no-op job's time and memory go", "", *lines, "", READING])
-    print(body)
-    if not args.no_docs:
-        put_section(ROOT / "docs" / "benchmarks.md", "where", body)
+    publish("where", body, docs=not args.no_docs)
     return 0
 
 

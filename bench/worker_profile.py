@@ -21,9 +21,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench import procs
-from bench.report import put_section
+from bench.report import publish
 from bench.where import _enqueue
+from engine.devserver import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -122,19 +122,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if shutil.which("py-spy", path=str(Path(sys.executable).parent)) is None:
         sys.exit("py-spy is not installed beside this interpreter: pip install py-spy")
-    with tempfile.TemporaryDirectory() as run_dir:
-        server = procs.start_redis(Path(run_dir))
-        try:
-            _enqueue(server.url, "jobsite", args.jobs)
-            raw = Path(run_dir) / "samples.txt"
-            sample(server.url, args.rate, raw)
-            counts = shares(raw)
-        finally:
-            procs.stop_group(server.proc)
+    with RedisServer() as server:
+        _enqueue(server.url, "jobsite", args.jobs)
+        raw = server.dir / "samples.txt"
+        sample(server.url, args.rate, raw)
+        counts = shares(raw)
     body = report(counts, args.jobs, args.rate)
-    print(body)
-    if not args.no_docs:
-        put_section(ROOT / "docs" / "benchmarks.md", "worker-profile", body)
+    publish("worker-profile", body, docs=not args.no_docs)
     return 0
 
 
