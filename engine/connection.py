@@ -76,11 +76,11 @@ class _EngineConnection:
     def pack_command(self, *args: Any) -> list[bytes]:
         """Pack with hiredis's C packer (redis-py's asyncio connections pack in Python).
 
-        A script call carries a dozen keys and its arguments, a completion 400 and more: they go
-        to hiredis as they are, not copied one by one first (redis-py's hiredis packer does, for
-        bytearrays: 2.4 µs a job of a completion batch). A command name of two words
-        ("SCRIPT LOAD") and whatever the C packer refuses go to redis-py's packer, which splits
-        the name and raises its own errors.
+        A script call carries a dozen keys and its arguments, a completion 400 and more. They go
+        to hiredis in one call; redis-py's hiredis packer first copies them one by one (to turn
+        bytearrays into bytes): 2.4 µs a job of a completion batch, against 1.0 µs. A command
+        name of two words ("SCRIPT LOAD") and whatever the C packer refuses go to redis-py's
+        packer, which splits the name and raises its own errors.
         """
         name = args[0]
         if not (" " in name if isinstance(name, str) else b" " in name):

@@ -347,7 +347,7 @@ def _upsert_texts(texts: Sequence[tuple[str, str]]) -> None:
     _insert(JobSearch, ("job_id", "text"), texts, tail)
 
 
-# A batch with fewer search texts writes them in line (a second connection costs more).
+# Fewest search texts a batch writes on its `aside` connection (fewer: in line, no hand-over).
 ASIDE_MIN_TEXTS = 1000
 
 

@@ -92,7 +92,6 @@ def prepare(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> Batch
     return batch
 
 
-# Fewest search texts a batch writes on its `aside` connection (fewer: in line, no hand-over).
 def write_batch(batch: Batch, aside: Executor | None = None) -> int:
     """Write a prepared batch in one transaction, idempotently; return the rows written.
 
