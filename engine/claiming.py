@@ -307,7 +307,13 @@ class ClaimSteps:
             self._per_task[task] -= 1
 
     def _start(self, rec: Running) -> None:
-        """Run a begun job in a task of its own."""
+        """Run a begun job in a task of its own, started eagerly: its first step runs now.
+
+        A job that never waits (a quick async task) ends inside this call and never goes
+        through the event loop's queue; one that waits is scheduled like any other task.
+        """
         failpoints.hit("after_begin")
-        rec.handle = asyncio.create_task(self._run_one(rec))
+        rec.handle = asyncio.Task(
+            self._run_one(rec), loop=asyncio.get_running_loop(), eager_start=True
+        )
         rec.handle.add_done_callback(partial(self._cancelled_before_start, rec))
