@@ -57,6 +57,8 @@ class ClaimSteps:
     _slot_free: asyncio.Event
     _stopping: asyncio.Event
     _claim_retry: Reconnect
+    # A claim sent before the jobs of the last one ran (`_claim_ahead`), not read yet.
+    _ahead: asyncio.Task[tuple[list[Running], RedisUnavailable | None]] | None
 
     if TYPE_CHECKING:  # Worker's own steps, which these call
 
@@ -74,14 +76,15 @@ class ClaimSteps:
             free = self.concurrency - len(self._active)
             # Outcomes not yet written hold claims back past `concurrency` of them: a worker
             # that dies re-runs at most that many ended jobs, besides those it was running.
-            if free <= 0 or self._unflushed > self.concurrency:
+            # A claim sent ahead is taken first: its jobs hold slots and are not started yet.
+            if self._ahead is None and (free <= 0 or self._unflushed > self.concurrency):
                 self._slot_free.clear()
                 await self._slot_free.wait()
                 continue
             # A claim on wake leaves the marker set while jobs remain (claim-11.lua), so the
             # next wait returns at once: a plain claim first would only come back empty. A
             # burst worker claims first all the same: it stops when a claim finds nothing.
-            if self.burst or self._lost or not woke_with_jobs:
+            if self._ahead is not None or self.burst or self._lost or not woke_with_jobs:
                 claimed, error = await self._claim_step(free)
                 if error is not None:
                     await self._claim_retry.failed(error)
@@ -94,6 +97,8 @@ class ClaimSteps:
             woke_with_jobs = bool(got)
             if got:  # admitted even when a stop came meanwhile: they are claimed (and begun)
                 await self._start_claimed(got)
+        if self._ahead is not None:  # sent before the stop: its jobs are claimed (and begun)
+            await self._claim_step(0)
         if self._lost:  # once more on the way out (else their leases hand them back, as stalls)
             try:
                 await self._disown()
@@ -101,18 +106,39 @@ class ClaimSteps:
                 log.warning("could not hand back lost claims worker=%s error=%r", self.id, exc)
 
     async def _claim_step(self, free: int) -> tuple[list[Running], Exception | None]:
-        """Hand back lost claims, claim up to `free` jobs and start them; return them and the
-        error that stopped the claim (None: it went through)."""
+        """Hand back lost claims, claim up to `free` jobs (or take the claim sent ahead) and
+        start them; return them and the error that stopped the claim (None: it went through)."""
+        ahead, self._ahead = self._ahead, None
         try:
-            if self._lost:
-                await self._disown()
-            claimed, error = await self._claim(free)
+            if ahead is not None:
+                claimed, error = await ahead
+            else:
+                if self._lost:
+                    await self._disown()
+                claimed, error = await self._claim(free)
         except Exception as exc:
             return [], exc
         if error is None:
             self._claim_retry.ok()
+            self._claim_ahead(len(claimed))
         await self._start_claimed(claimed)
         return claimed, error
+
+    def _claim_ahead(self, got: int) -> None:
+        """Send the next claim now, before the jobs just claimed run, when a full batch came
+        and slots are still free: Redis runs it while this process runs them.
+
+        Its jobs count against `concurrency` like any claim, so none waits for a slot.
+        """
+        more = self.concurrency - len(self._active)
+        if (
+            got >= self.settings.claim_batch
+            and more > 0
+            and self._unflushed <= self.concurrency
+            and not self._stopping.is_set()
+        ):
+            loop = asyncio.get_running_loop()  # eager: the request is sent before this returns
+            self._ahead = asyncio.Task(self._claim(more), loop=loop, eager_start=True)
 
     async def _start_claimed(self, claimed: list[Running]) -> None:
         if claimed:
@@ -313,7 +339,7 @@ class ClaimSteps:
         through the event loop's queue; one that waits is scheduled like any other task.
         """
         failpoints.hit("after_begin")
-        rec.handle = asyncio.Task(
-            self._run_one(rec), loop=asyncio.get_running_loop(), eager_start=True
-        )
-        rec.handle.add_done_callback(partial(self._cancelled_before_start, rec))
+        handle = asyncio.Task(self._run_one(rec), loop=asyncio.get_running_loop(), eager_start=True)
+        rec.handle = handle
+        if not handle.done():  # one that ended in its first step was not cancelled before it
+            handle.add_done_callback(partial(self._cancelled_before_start, rec))

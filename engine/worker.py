@@ -94,6 +94,7 @@ class Worker(ClaimSteps, ShutdownSteps):
         self._forced = asyncio.Event()
         self._fencing: asyncio.Task[None] | None = None  # Worker.stop's fence (shutdown.py)
         self._claim_retry = Reconnect("claim")
+        self._ahead = None
         # The first exception that killed one of the worker's loops (a bug): the process stops.
         self.crashed: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
