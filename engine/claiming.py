@@ -128,13 +128,15 @@ class ClaimSteps:
         """Send the next claim now, before the jobs just claimed run, when a full batch came
         and slots are still free: Redis runs it while this process runs them.
 
-        Its jobs count against `concurrency` like any claim, so none waits for a slot.
+        Its jobs count against `concurrency` like any claim, so none waits for a slot. None is
+        sent while a queue is marked lost: the next step hands those jobs back first.
         """
         more = self.concurrency - len(self._active)
         if (
             got >= self.settings.claim_batch
             and more > 0
             and self._unflushed <= self.concurrency
+            and not self._lost
             and not self._stopping.is_set()
         ):
             loop = asyncio.get_running_loop()  # eager: the request is sent before this returns
