@@ -223,6 +223,9 @@ class Job:
     extra: dict[str, str] = field(default_factory=dict)
     # Client side only: wait this long after submission (counted on Redis server time).
     delay_ms: int | None = None
+    # Client side only: the engine made this id (keys.new_job_id), so no other job can hold
+    # it; any other id is reserved for its queue before it is submitted (Client._reserve_ids).
+    generated_id: bool = False
 
     @property
     def finished_at_ms(self) -> int | None:

@@ -114,6 +114,9 @@ TEMPLATES = [
         },
     },
 ]
+# After a login (and for a login whose `next` is refused): the dashboard, not /accounts/profile/.
+LOGIN_REDIRECT_URL = "jobsite:dashboard"
+
 WSGI_APPLICATION = "jobsite.wsgi.application"
 ASGI_APPLICATION = "jobsite.asgi.application"
 

@@ -350,9 +350,10 @@ async def resume(request: HttpRequest, name: str) -> QueueOut:
 @router.get("/workers", response={200: list[WorkerOut], **ERRORS})
 async def workers(request: HttpRequest) -> list[WorkerOut]:
     """Live workers and what each runs."""
-    await aneed(request, Perm.VIEW)
+    rights = await aneed(request, Perm.VIEW)
     return [
-        WorkerOut(**{k: w[k] for k in WorkerOut.model_fields}) for w in await services.aworkers()
+        WorkerOut(**{k: w[k] for k in WorkerOut.model_fields})
+        for w in rights.narrow_workers(await services.aworkers())
     ]
 
 

@@ -5,6 +5,7 @@ Staff session (CSRF on changes) or API token; every failure is answered as JSON.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -14,9 +15,16 @@ from django.core.exceptions import RequestDataTooBig
 from django.db import DataError
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
+from ninja.errors import HttpError
 from ninja.parser import Parser
 
-from engine import DuplicateJob, PayloadTooLarge, RedisUnavailable, SerializationError
+from engine import (
+    DuplicateJob,
+    JobIdTaken,
+    PayloadTooLarge,
+    RedisUnavailable,
+    SerializationError,
+)
 from engine.errors import ConfigError
 
 from .api import router
@@ -30,11 +38,28 @@ from .triage import router as triage_router
 log = logging.getLogger("jobsite.api")
 
 
+class DuplicateKey(ValueError):
+    """A JSON object of a request body names one key twice."""
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise DuplicateKey(f"duplicate key {key!r} in the JSON body")
+        found[key] = value
+    return found
+
+
 class StrictJson(Parser):
-    """Parse bodies as strict JSON: NaN, Infinity and duplicate-free garbage are refused."""
+    """Parse bodies as strict JSON: NaN, Infinity and an object naming a key twice are refused
+    (a 400 that names the key; otherwise the last value would silently win)."""
 
     def parse_body(self, request: HttpRequest) -> Any:
-        return orjson.loads(request.body)
+        data = orjson.loads(request.body)  # the strict, fast check first
+        if isinstance(data, dict | list):
+            json.loads(request.body, object_pairs_hook=_no_duplicates)
+        return data
 
 
 api = NinjaAPI(
@@ -86,6 +111,19 @@ def bad_characters(request: HttpRequest, exc: DataError) -> HttpResponse:
 @api.exception_handler(DuplicateJob)
 def duplicate(request: HttpRequest, exc: DuplicateJob) -> HttpResponse:
     return api.create_response(request, {"detail": str(exc)}, status=409)
+
+
+@api.exception_handler(JobIdTaken)
+def id_taken(request: HttpRequest, exc: JobIdTaken) -> HttpResponse:
+    return api.create_response(request, {"detail": str(exc)}, status=409)
+
+
+@api.exception_handler(HttpError)
+def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    # django-ninja words every parser error "Cannot parse request body": say which key.
+    cause = exc.__cause__
+    detail = str(cause) if isinstance(cause, DuplicateKey) else str(exc)
+    return api.create_response(request, {"detail": detail}, status=exc.status_code)
 
 
 @api.exception_handler(RequestDataTooBig)

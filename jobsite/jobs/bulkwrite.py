@@ -52,14 +52,15 @@ def lock_queues(queues: Iterable[str]) -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"jobsite:{queue}"])
 
 
-def stored(ids: Sequence[str]) -> dict[str, tuple[str, list[dict[str, Any]], str]]:
-    """Return the last event id, the transitions and the task of the rows among `ids` that exist."""
+def stored(ids: Sequence[str]) -> dict[str, tuple[str, list[dict[str, Any]], str, str]]:
+    """Return the last event id, the transitions, the task and the queue of the rows among
+    `ids` that exist."""
     if not ids:
         return {}
     table = _q(JobRecord._meta.db_table)
-    columns = ", ".join(_q(c) for c in ("id", "last_event_id", "transitions", "task"))
+    columns = ", ".join(_q(c) for c in ("id", "last_event_id", "transitions", "task", "queue"))
     head = f"SELECT {columns} FROM {table} WHERE "
-    found: dict[str, tuple[str, list[dict[str, Any]], str]] = {}
+    found: dict[str, tuple[str, list[dict[str, Any]], str, str]] = {}
     with connection.cursor() as cursor:
         if _postgres():
             sql, param = _ids_param(ids)
@@ -71,9 +72,9 @@ def stored(ids: Sequence[str]) -> dict[str, tuple[str, list[dict[str, Any]], str
                 chunk = ids[start : start + 10_000]
                 cursor.execute(head + f"{_q('id')} IN ({', '.join(['%s'] * len(chunk))})", chunk)
                 rows.extend(cursor.fetchall())
-    for job_id, last, transitions, task in rows:
+    for job_id, last, transitions, task, queue in rows:
         kept = orjson.loads(transitions) if isinstance(transitions, str | bytes) else transitions
-        found[job_id] = (last, kept if isinstance(kept, list) else [], task)
+        found[job_id] = (last, kept if isinstance(kept, list) else [], task, queue)
     return found
 
 

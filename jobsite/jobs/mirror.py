@@ -109,7 +109,12 @@ def write_batch(batch: Batch, aside: Executor | None = None) -> int:
         bulkwrite.lock_queues(s.queue for s in batch.jobs)
         rows = bulkwrite.stored([s.job for s in batch.jobs])
         for s in batch.jobs:
-            last, kept, task = rows.get(s.job, ("", [], ""))
+            last, kept, task, queue = rows.get(s.job, ("", [], "", s.queue))
+            if queue != s.queue:  # one id, one job: never merge another queue's events
+                log.error(
+                    "mirror refused event job=%s queue=%s row_queue=%s", s.job, s.queue, queue
+                )
+                continue
             known = {t.get("id") for t in kept}
             fresh = [t for key, t in s.changes.items() if key not in known]
             if (s.newest.key <= last and not fresh) or not s.kept:
@@ -162,10 +167,15 @@ def resync_rows(hashes: dict[str, dict[str, str]]) -> int:
     horizon = Horizon.now(now)
     cleaned = [history.clean_hash(fields) for fields in hashes.values()]
     cleaned = [f for f in cleaned if horizon.keeps(f.get("state", ""), history.ended_at(f), now)]
-    rows = [bulkwrite.Staged(f.get("id", ""), "", "[]", f) for f in cleaned]
-    texts = [(f.get("id", ""), history.hash_search_text(f)) for f in cleaned]
     with transaction.atomic():
         bulkwrite.lock_queues(f.get("queue", "") for f in cleaned)
+        held = bulkwrite.stored([f.get("id", "") for f in cleaned])
+        # One id, one job: a row of another queue is never overwritten.
+        cleaned = [
+            f for f in cleaned if held.get(f.get("id", ""), (f.get("queue"),))[-1] == f.get("queue")
+        ]
+        rows = [bulkwrite.Staged(f.get("id", ""), "", "[]", f) for f in cleaned]
+        texts = [(f.get("id", ""), history.hash_search_text(f)) for f in cleaned]
         bulkwrite.upsert(rows, history.RESYNC_COLUMNS, guard=False)
         bulkwrite.upsert_search(texts)
     return len(rows)

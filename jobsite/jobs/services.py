@@ -24,6 +24,7 @@ from engine import (
     ConfigError,
     DuplicateJob,
     Job,
+    JobIdTaken,
     Metrics,
     Repeatable,
     SyncReport,
@@ -36,7 +37,7 @@ from .conf import check_queue, engine_settings
 from .conf import queues as configured_queues
 from .engineloop import session as session  # the websocket consumer opens one
 from .engineloop import twins
-from .models import OutboxEntry
+from .models import JobRecord, OutboxEntry
 
 log = logging.getLogger("jobsite.services")
 
@@ -218,12 +219,25 @@ def enqueue(task: Task, *args: Any, **kwargs: Any) -> Job:
     return submit(task.call(*args, **kwargs), outbox=True)
 
 
+def _taken_rows(job: Job) -> Any:
+    """Return the history rows of other queues holding the id a caller chose for `job`."""
+    return JobRecord.objects.filter(id=job.id).exclude(queue=job.queue)
+
+
+def _id_taken(job: Job) -> JobIdTaken:
+    return JobIdTaken(f"job id {job.id!r} belongs to a job of another queue")
+
+
 def submit(job: Job, outbox: bool) -> Job:
     """Submit a prepared job: at once, or with `outbox` inside a transaction, after commit.
 
-    With JOBSITE["EAGER"] on, it runs here and now instead (see jobsite.jobs.eager).
+    With JOBSITE["EAGER"] on, it runs here and now instead (see jobsite.jobs.eager). A chosen
+    id that the history holds for a job of another queue raises JobIdTaken (Redis may have
+    forgotten that job; the history has not), as the engine does for the jobs it holds.
     """
     check_queue(job.queue)
+    if not job.generated_id and _taken_rows(job).exists():
+        raise _id_taken(job)
     if eager.enabled():
         return eager.run_inline(job)
     if outbox and transaction.get_connection().in_atomic_block:
@@ -237,6 +251,8 @@ def submit(job: Job, outbox: bool) -> Job:
 async def asubmit(job: Job) -> Job:
     """Async twin of `submit` (no transaction: it reaches Redis at once)."""
     check_queue(job.queue)
+    if not job.generated_id and await _taken_rows(job).aexists():
+        raise _id_taken(job)
     if eager.enabled():
         return await sync_to_async(eager.run_inline)(job)
     await apush([job])

@@ -8,13 +8,13 @@ more (ConfigError, answered as 422 with its message), so the rules live in one p
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
 from pydantic import ConfigDict
 
-from engine import JOB_ID_PATTERN, Task
+from engine import CHOSEN_JOB_ID_PATTERN, Task
 
 YEAR_S = 366 * 86_400
 # A local name of a job inside one flow (what depends_on points at), or a job id.
@@ -41,7 +41,8 @@ class TaskOptionsIn(Schema):
     priority: int | None = Field(None, ge=-100, le=100)
     delay_s: float | None = Field(None, ge=0, le=YEAR_S)
     run_at: datetime | None = None
-    job_id: str | None = Field(None, pattern=JOB_ID_PATTERN)
+    # Unique across every queue; no '@' (kept for the ids of schedule ticks).
+    job_id: str | None = Field(None, pattern=CHOSEN_JOB_ID_PATTERN)
     version: int | None = Field(None, ge=1, le=1_000_000)
     # Retries and time limits.
     max_retries: int | None = Field(None, ge=0, le=1000)
@@ -99,6 +100,12 @@ _USING = (
 OPTION_NAMES = frozenset(TaskOptionsIn.model_fields)
 
 
+def _beyond_horizon(at: datetime) -> bool:
+    """Tell whether `at` lies further ahead than delay_s may (naive times are UTC)."""
+    aware = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    return (aware - datetime.now(UTC)).total_seconds() > YEAR_S
+
+
 class BadOptions(ValueError):
     """Options that cannot go together (the message says why)."""
 
@@ -121,6 +128,8 @@ def apply(task: Task, body: TaskOptionsIn, depends_on: list[str] | None = None) 
         raise BadOptions("concurrency_limit needs a concurrency_key (the task has none)")
     if body.version is not None:
         task = dataclasses.replace(task, version=body.version)
+    if body.run_at is not None and _beyond_horizon(body.run_at):
+        raise BadOptions(f"run_at must be within {YEAR_S // 86_400} days from now, as delay_s")
     parents = depends_on if depends_on is not None else body.depends_on
     return task.using(
         delay_s=body.delay_s,

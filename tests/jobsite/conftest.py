@@ -36,6 +36,7 @@ def engine(redis_server: RedisServer) -> Iterator[EngineSettings]:
         "QUEUES": ["default"],
         "SCHEDULER_INTERVAL_S": 0.05,
         "IDLE_WAIT_S": 0.2,
+        "MIN_REPEAT_INTERVAL_S": 0.05,  # schedules of a fraction of a second, as the scheduler's
     }
     memory = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     with override_settings(JOBSITE=values, CHANNEL_LAYERS=memory):
