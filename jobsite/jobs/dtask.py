@@ -37,7 +37,7 @@ class JobsiteTask(DjangoTask):
     version: int | None = None
     max_retries: int | None = None
     retry_delay_s: float | None = None
-    backoff: str | float | None = None
+    backoff: str | float | list[float] | None = None
     max_retry_delay_s: float | None = None
     timeout_s: float | None = None
     max_heartbeat_interval_s: float | None = None

@@ -47,9 +47,12 @@ class TaskOptionsIn(Schema):
     # Retries and time limits.
     max_retries: int | None = Field(None, ge=0, le=1000)
     retry_delay_s: float | None = Field(None, ge=0, le=YEAR_S)
-    backoff: Literal["constant", "linear", "exponential", "exponential_jitter"] | float | None = (
-        None
-    )
+    backoff: (
+        Literal["constant", "linear", "exponential", "exponential_jitter", "exponential_spread"]
+        | float
+        | Annotated[list[Annotated[float, Field(ge=0, le=YEAR_S)]], Field(min_length=1)]
+        | None
+    ) = None
     max_retry_delay_s: float | None = Field(None, ge=0, le=YEAR_S)
     timeout_s: float | None = Field(None, gt=0, le=YEAR_S)
     max_heartbeat_interval_s: float | None = Field(None, gt=0, le=YEAR_S)
