@@ -121,6 +121,16 @@ def test_enqueue_in_a_transaction_waits_for_commit(engine: EngineSettings) -> No
     assert OutboxEntry.objects.get(job_id=job.id).pushed_at is not None
 
 
+def test_an_engine_task_enqueues_itself_through_the_services(engine: EngineSettings) -> None:
+    with transaction.atomic():  # task.delay() is services.enqueue(): the outbox, the checks
+        job = t.add.delay(1, 2)
+        assert in_redis(engine, job.id) is None
+    assert in_redis(engine, job.id) is JobState.SUBMITTED
+    assert OutboxEntry.objects.get(job_id=job.id).pushed_at is not None
+    later = async_to_sync(t.add.using(delay_s=60).enqueue)(3, 4)
+    assert in_redis(engine, later.id) is JobState.SCHEDULED
+
+
 def test_rollback_enqueues_nothing(engine: EngineSettings) -> None:
     with pytest.raises(RuntimeError), transaction.atomic():
         job = services.enqueue(t.add, 1, 2)
