@@ -73,7 +73,7 @@ def timed(fn, runs: int = 20) -> dict[str, float]:  # type: ignore[no-untyped-de
 
 def child(rows: int) -> dict[str, object]:
     """Measure in a process whose DATABASE_URL and REDIS_URL are set."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jobsite.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demo.settings")
     import django
 
     django.setup()
@@ -135,7 +135,7 @@ async def websocket_rate(user: object, seconds: float = 5.0) -> dict[str, float]
     from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
     from django.contrib.sessions.backends.db import SessionStore
 
-    from jobsite.asgi import application
+    from demo.asgi import application
 
     def make_session() -> str:
         store = SessionStore()

@@ -49,7 +49,7 @@ def noop_for_django(t_enqueued: float) -> None:
 
 def measure(url: str, n: int, runs: int) -> dict[str, float]:
     """Return jobs/s per path, every path against the Redis at `url`."""
-    os.environ.update(REDIS_URL=url, DJANGO_SETTINGS_MODULE="jobsite.settings")
+    os.environ.update(REDIS_URL=url, DJANGO_SETTINGS_MODULE="demo.settings")
     os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + "x" * 40)
     import django
     import uvloop

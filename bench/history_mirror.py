@@ -56,12 +56,12 @@ async def produce(
     are enqueued, as in a mirror outage under a steady load (a job's events lie close together).
     The jobs go to `queues` in turn.
     """
+    from demo.demo_tasks import resize_image
     from engine import Client, EngineSettings, Worker
-    from jobsite.demo_tasks import resize_image
     from jobsite.jobs.registry import load_tasks
 
     settings = EngineSettings.from_url(redis_url, events_maxlen=max(100_000, jobs * 4))
-    tasks = load_tasks(["jobsite.demo_tasks"])
+    tasks = load_tasks(["demo.demo_tasks"])
     start = time.monotonic()
     async with Client(settings) as client:
         worker = Worker(settings, tasks, queues=queues, concurrency=500, burst=not steady)

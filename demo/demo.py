@@ -66,7 +66,7 @@ def start_worker(settings: EngineSettings) -> subprocess.Popen[bytes]:
         "--url",
         settings.redis_url,
         "--tasks",
-        "jobsite.demo_tasks",
+        "demo.demo_tasks",
         "--concurrency",
         "20",
     ]

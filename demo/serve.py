@@ -1,6 +1,6 @@
 """The README's main command: web app, worker, mirror and demo jobs, on a private Redis if needed.
 
-`python -m jobsite.serve [--port 8000] [--smoke]`: migrates the database (SQLite by default),
+`python -m demo.serve [--port 8000] [--smoke]`: migrates the database (SQLite by default),
 collects static files, creates an `admin` user and prints its password once, starts
 `manage.py runworker` and Daphne (a production ASGI server; WhiteNoise serves static files),
 and feeds demo jobs so the admin shows life at once. `--smoke` checks it all comes up, then
@@ -47,7 +47,7 @@ STOP_GRACE_S = 30.0
 
 def local_env() -> dict[str, str]:
     """Return the environment of this loopback-only demo: what it turns on, said out loud."""
-    env = {"DJANGO_HTTPS": "0", "JOBSITE_TASK_MODULES": "jobsite.demo_tasks"}
+    env = {"DJANGO_HTTPS": "0", "JOBSITE_TASK_MODULES": "demo.demo_tasks"}
     if not os.environ.get("DJANGO_SECRET_KEY"):
         path = ROOT / "var" / "secret_key"
         env["DJANGO_SECRET_KEY"] = local_secret_key(path)
@@ -152,7 +152,7 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="start, check, stop")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, _terminate)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jobsite.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demo.settings")
     (ROOT / "var").mkdir(exist_ok=True)
     os.environ.update(local_env())
     server = None
@@ -169,7 +169,7 @@ def main() -> int:
         create_admin()
         procs.append(subprocess.Popen(manage("runworker", "--concurrency", "20")))
         daphne = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(args.port)]
-        procs.append(subprocess.Popen([*daphne, "jobsite.asgi:application"]))
+        procs.append(subprocess.Popen([*daphne, "demo.asgi:application"]))
         wait_http(f"http://127.0.0.1:{args.port}/admin/login/", 30)
         console.print(f"Jobsite is up: http://127.0.0.1:{args.port}/admin/ (Ctrl-C to stop)")
         settings = EngineSettings.from_url(os.environ["REDIS_URL"])

@@ -98,7 +98,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
-ROOT_URLCONF = "jobsite.urls"
+ROOT_URLCONF = "demo.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
@@ -114,8 +114,8 @@ TEMPLATES = [
         },
     },
 ]
-WSGI_APPLICATION = "jobsite.wsgi.application"
-ASGI_APPLICATION = "jobsite.asgi.application"
+WSGI_APPLICATION = "demo.wsgi.application"
+ASGI_APPLICATION = "demo.asgi.application"
 
 # SQLite by default (its folder made here, so migrate and check work on a fresh clone);
 # PostgreSQL (or any database) through DATABASE_URL.

@@ -81,7 +81,7 @@ def test_twenty_clients_for_thirty_seconds_get_no_server_error(tmp_path: Path) -
         proc = serving.start(env, port, log)
         try:
             serving.wait_up(proc, log)
-            key = _make_token({**env, "JOBSITE_TASK_MODULES": "jobsite.demo_tasks"})
+            key = _make_token({**env, "JOBSITE_TASK_MODULES": "demo.demo_tasks"})
             statuses: Counter[int] = Counter()
             stop_at = time.monotonic() + DURATION_S
             threads = [

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture(autouse=True)
 def demo_modules() -> Iterator[None]:
-    with override_settings(JOBSITE={**settings.JOBSITE, "TASK_MODULES": ["jobsite.demo_tasks"]}):
+    with override_settings(JOBSITE={**settings.JOBSITE, "TASK_MODULES": ["demo.demo_tasks"]}):
         yield
 
 

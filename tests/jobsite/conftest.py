@@ -21,7 +21,7 @@ from jobsite.jobs.registry import load_tasks
 from jobsite.jobs.signals import WORKER_HOOKS
 from jobsite.jobs.tokens import issue
 
-MODULES = ["jobsite.demo_tasks", "tests.jobsite.dj_tasks", "tests.engine.tasks"]
+MODULES = ["demo.demo_tasks", "tests.jobsite.dj_tasks", "tests.engine.tasks"]
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from django.contrib.auth.models import User
 from django.contrib.sessions.models import Session
 from django.test import Client as WebClient
 
+from demo.asgi import application
 from engine import EngineSettings
-from jobsite.asgi import application
 from jobsite.jobs import services
 from jobsite.jobs.permissions import VIEWERS
 from tests.engine import tasks as t

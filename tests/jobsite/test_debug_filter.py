@@ -84,7 +84,7 @@ def test_unknown_url_is_a_plain_404() -> None:
     response = HttpClient().get("/no/such/page/")
     assert response.status_code == 404
     body = response.content.decode()
-    assert "URLconf" not in body and "jobsite.urls" not in body
+    assert "URLconf" not in body and "demo.urls" not in body
     assert "Traceback" not in body
 
 

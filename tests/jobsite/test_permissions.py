@@ -15,9 +15,9 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import User
 from django.test import Client as WebClient
 
+from demo.asgi import application
 from engine import EngineSettings
 from engine.fingerprint import fingerprint
-from jobsite.asgi import application
 from jobsite.jobs import services
 from jobsite.jobs.permissions import OPERATORS, VIEWERS, Perm
 from jobsite.jobs.reconcile import sync_queues
