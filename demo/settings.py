@@ -18,8 +18,8 @@ import os
 from pathlib import Path
 
 import dj_database_url
+import django
 from django.core.exceptions import ImproperlyConfigured
-from django.utils.csp import CSP
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -57,18 +57,22 @@ if _flag("DJANGO_BEHIND_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SESSION_COOKIE_HTTPONLY = True
 # Scripts only from this site, and inline ones only with the page's nonce; no plugins, no
-# framing, forms post back here only.
-SECURE_CSP = {
-    "default-src": [CSP.SELF],
-    "script-src": [CSP.SELF, CSP.NONCE],
-    "style-src": [CSP.SELF, CSP.UNSAFE_INLINE],  # the admin sets inline style attributes
-    "img-src": [CSP.SELF, "data:"],
-    "connect-src": [CSP.SELF],
-    "object-src": [CSP.NONE],
-    "base-uri": [CSP.NONE],
-    "frame-ancestors": [CSP.NONE],
-    "form-action": [CSP.SELF],
-}
+# framing, forms post back here only. Django 6.0 brought CSP; on 5.2 the pages go without.
+HAS_CSP = django.VERSION >= (6, 0)
+if HAS_CSP:
+    from django.utils.csp import CSP
+
+    SECURE_CSP = {
+        "default-src": [CSP.SELF],
+        "script-src": [CSP.SELF, CSP.NONCE],
+        "style-src": [CSP.SELF, CSP.UNSAFE_INLINE],  # the admin sets inline style attributes
+        "img-src": [CSP.SELF, "data:"],
+        "connect-src": [CSP.SELF],
+        "object-src": [CSP.NONE],
+        "base-uri": [CSP.NONE],
+        "frame-ancestors": [CSP.NONE],
+        "form-action": [CSP.SELF],
+    }
 # Secrets in Redis and channel-layer URLs never reach an error report.
 DEFAULT_EXCEPTION_REPORTER_FILTER = "jobsite.jobs.debug.RedactingFilter"
 
@@ -89,7 +93,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    *(["django.middleware.csp.ContentSecurityPolicyMiddleware"] if HAS_CSP else []),
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -109,7 +113,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "django.template.context_processors.csp",
+                *(["django.template.context_processors.csp"] if HAS_CSP else []),
             ],
         },
     },

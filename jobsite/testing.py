@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.tasks import Task as DjangoTask
 from django.test import override_settings
 
 from engine import Client, Job, Task, Worker
@@ -25,6 +24,8 @@ from engine.devserver import RedisServer
 from jobsite.jobs import conf, services
 from jobsite.jobs.registry import load_tasks
 from jobsite.jobs.signals import WORKER_HOOKS
+
+from .jobs.djtasks import Task as DjangoTask
 
 
 def _name(task: Task | DjangoTask) -> str:

@@ -7,13 +7,6 @@ import inspect
 from datetime import UTC, datetime
 from typing import Any
 
-from django.tasks import Task as DjangoTask
-from django.tasks import task_backends
-from django.tasks.backends.base import BaseTaskBackend
-from django.tasks.base import TaskError, TaskResult, TaskResultStatus
-from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
-from django.tasks.signals import task_enqueued
-
 from engine import (
     PER_CALL_OPTIONS,
     ConfigError,
@@ -28,6 +21,17 @@ from engine import Job as EngineJob
 
 from . import services
 from .conf import check_queue, task_modules
+from .djtasks import (
+    BaseTaskBackend,
+    InvalidTask,
+    TaskError,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    task_backends,
+    task_enqueued,
+)
+from .djtasks import Task as DjangoTask
 from .dtask import JobsiteTask, engine_options_of
 from .models import JobRecord
 

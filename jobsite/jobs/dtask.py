@@ -20,10 +20,10 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from django.tasks import Task as DjangoTask
-from django.tasks.exceptions import InvalidTask
-
 from engine import ConfigError, Deduplication
+
+from .djtasks import InvalidTask
+from .djtasks import Task as DjangoTask
 
 # Options Django's own `using()` takes; the rest of `using()`'s keywords are engine options.
 _DJANGO_USING = ("priority", "queue_name", "run_after", "backend")

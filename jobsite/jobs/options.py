@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from django.tasks import Task as DjangoTask
-
 from engine import task_ref
+
+from .djtasks import Task as DjangoTask
 
 F = TypeVar("F", bound=Callable[..., Any])
 _ATTRIBUTE = "__jobsite_engine_options__"

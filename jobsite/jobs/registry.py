@@ -15,10 +15,6 @@ from typing import Any
 
 from django.db import close_old_connections
 from django.dispatch import Signal
-from django.tasks import Task as DjangoTask
-from django.tasks import task_backends
-from django.tasks.base import TaskContext, TaskError, TaskResult, TaskResultStatus
-from django.tasks.signals import task_finished, task_started
 from django.utils import timezone
 from django.utils.json import normalize_json
 
@@ -26,6 +22,16 @@ from engine import JobContext, Task, collect_tasks, task
 
 from . import conf, eager
 from .backends import django_tasks_in, task_defaults
+from .djtasks import Task as DjangoTask
+from .djtasks import (
+    TaskContext,
+    TaskError,
+    TaskResult,
+    TaskResultStatus,
+    task_backends,
+    task_finished,
+    task_started,
+)
 from .dtask import engine_options_of
 
 log = logging.getLogger("jobsite.registry")

@@ -8,12 +8,12 @@ import pytest
 import redis
 from channels.layers import channel_layers
 from django.contrib.auth.models import Group, Permission, User
-from django.tasks import task_backends
 from django.test import override_settings
 
 from engine import EngineSettings, Worker
 from engine.devserver import RedisServer
 from jobsite.jobs import conf
+from jobsite.jobs.djtasks import task_backends
 from jobsite.jobs.mirror import Mirror
 from jobsite.jobs.models import ApiToken
 from jobsite.jobs.permissions import APP_LABEL, GROUPS, OPERATORS

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
-from django.tasks import TaskContext, task
 
+from jobsite.jobs.djtasks import TaskContext, task
 from jobsite.jobs.options import engine_options
 
 

@@ -7,11 +7,10 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.tasks import TaskResultStatus, task_backends
-from django.tasks.exceptions import InvalidTask
 
 from engine import Client, EngineSettings
 from jobsite.jobs.backends import JobsiteBackend, engine_ref
+from jobsite.jobs.djtasks import InvalidTask, TaskResultStatus, task_backends
 from jobsite.jobs.dtask import JobsiteTask
 
 from . import dj_tasks

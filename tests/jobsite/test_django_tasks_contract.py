@@ -15,13 +15,18 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 from django.db import transaction
-from django.tasks import TaskResultStatus
-from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
-from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.test import override_settings
 
 from engine import Client, EngineSettings
 from jobsite.jobs.backends import JobsiteBackend
+from jobsite.jobs.djtasks import (
+    InvalidTask,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    task_enqueued,
+    task_finished,
+    task_started,
+)
 
 from . import dj_tasks
 from .conftest import run_worker
