@@ -16,6 +16,7 @@ if django.VERSION >= (6, 0):
     from django.tasks.base import TaskError, TaskResult, TaskResultStatus
     from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
     from django.tasks.signals import task_enqueued, task_finished, task_started
+    from django.utils.json import normalize_json
 else:  # pragma: no cover - run by the Django 5.2 suite
     try:
         from django_tasks import TaskContext, default_task_backend, task, task_backends
@@ -29,6 +30,7 @@ else:  # pragma: no cover - run by the Django 5.2 suite
     from django_tasks.exceptions import InvalidTaskError as InvalidTask
     from django_tasks.exceptions import TaskResultDoesNotExist
     from django_tasks.signals import task_enqueued, task_finished, task_started
+    from django_tasks.utils import normalize_json
 
 __all__ = [
     "BaseTaskBackend",
@@ -40,6 +42,7 @@ __all__ = [
     "TaskResultDoesNotExist",
     "TaskResultStatus",
     "default_task_backend",
+    "normalize_json",
     "task",
     "task_backends",
     "task_enqueued",

@@ -16,7 +16,6 @@ from typing import Any
 from django.db import close_old_connections
 from django.dispatch import Signal
 from django.utils import timezone
-from django.utils.json import normalize_json
 
 from engine import JobContext, Task, collect_tasks, task
 
@@ -28,6 +27,7 @@ from .djtasks import (
     TaskError,
     TaskResult,
     TaskResultStatus,
+    normalize_json,
     task_backends,
     task_finished,
     task_started,
