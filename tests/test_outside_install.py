@@ -260,7 +260,7 @@ def open_every_page(python: Path, project: Path, env: dict[str, str], job_id: st
                 executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--no-first-run"]
             )
             page = browser.new_page()
-            page.on("console", lambda m: m.type == "error" and problems.append(f"console: {m.text}"))
+            page.on("console", lambda m: m.type == "error" and problems.append(f"console {m.text}"))
             page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
             page.on("requestfailed", lambda r: problems.append(f"failed: {r.url} {r.failure}"))
             page.on(
