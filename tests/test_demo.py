@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from demo import serve
 from demo.demo import demo_jobs
 from engine.devserver import RedisServer, free_port
-from jobsite import serve
 from tests import serving
 
 

@@ -12,7 +12,7 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from jobsite import demo_tasks
+from demo import demo_tasks
 from jobsite.jobs import services
 from jobsite.testing import assert_enqueued, enqueued_jobs, run_jobs
 
