@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import django
 import pytest
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
@@ -135,8 +136,9 @@ def test_dashboard_page_needs_the_view_permission(engine: EngineSettings) -> Non
     web.force_login(staff_user("staff", VIEWERS))
     page = web.get("/dashboard/")
     assert page.status_code == 200 and b"dashboard.js" in page.content
-    nonce = page["Content-Security-Policy"].split("'nonce-")[1].split("'")[0]
-    assert f'nonce="{nonce}"'.encode() in page.content
+    if django.VERSION >= (6, 0):  # Django 5.2 has no CSP: the demo settings go without
+        nonce = page["Content-Security-Policy"].split("'nonce-")[1].split("'")[0]
+        assert f'nonce="{nonce}"'.encode() in page.content
     assert b"<script>" not in page.content  # no inline script without the nonce
 
 
