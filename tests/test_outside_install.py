@@ -24,7 +24,6 @@ import tarfile
 import time
 import urllib.request
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -170,21 +169,27 @@ SHOPS = [
 ]
 
 
-@pytest.fixture(scope="module", params=SHOPS, ids=[s[0] for s in SHOPS])
-def installed(
-    request: pytest.FixtureRequest, dist: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, Path]]:
-    """Install the wheel and the shop's own pins into a new virtualenv; yield its Python."""
-    name, version, extras, lowest = request.param
-    where = tmp_path_factory.mktemp(name)
-    subprocess.run([python_for(version), "-m", "venv", str(where / "venv")], check=True)
-    python = where / "venv" / "bin" / "python"
+@pytest.fixture(scope="module")
+def shops(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Install the wheel and each shop's own pins into new virtualenvs, side by side."""
     wheel = next(dist.glob("jobsite-*.whl"))
-    reqs = ROOT / "tests" / "outside" / f"requirements-{name}.txt"
-    extra = ["-c", str(ROOT / lowest)] if lowest else []
-    pip = [python, "-m", "pip", "--disable-pip-version-check", "-q", "install"]
-    subprocess.run([*pip, f"jobsite[{extras}] @ {wheel.as_uri()}", "-r", reqs, *extra], check=True)
-    yield name, python
+    pythons, installs = {}, []
+    for name, version, extras, lowest in SHOPS:
+        where = tmp_path_factory.mktemp(name)
+        subprocess.run([python_for(version), "-m", "venv", str(where / "venv")], check=True)
+        python = pythons[name] = where / "venv" / "bin" / "python"
+        reqs = ROOT / "tests" / "outside" / f"requirements-{name}.txt"
+        extra = ["-c", str(ROOT / lowest)] if lowest else []
+        pip = [python, "-m", "pip", "--disable-pip-version-check", "-q", "install", "--no-compile"]
+        spec = f"jobsite[{extras}] @ {wheel.as_uri()}"
+        installs.append(subprocess.Popen([*pip, spec, "-r", reqs, *extra]))
+    assert [proc.wait(timeout=600) for proc in installs] == [0] * len(installs)
+    return pythons
+
+
+@pytest.fixture(params=[s[0] for s in SHOPS])
+def installed(request: pytest.FixtureRequest, shops: dict[str, Path]) -> tuple[str, Path]:
+    return request.param, shops[request.param]
 
 
 def test_a_fresh_project_installs_the_wheel_and_runs_jobs(
@@ -267,6 +272,7 @@ def open_every_page(python: Path, project: Path, env: dict[str, str], job_id: st
             page.fill("#id_password", "boss-password")
             page.click("input[type=submit]")
             page.wait_for_url(f"{base}/ops/jobs/dashboard/")
+            page.wait_for_load_state("networkidle")
             page.goto(f"{base}/ops/jobs/api/v1/docs")
             page.wait_for_selector(".swagger-ui .info", timeout=15_000)
             for path in ["", f"jobs/{job_id}/", "schedules/", "dead-letters/", "queues/"]:
