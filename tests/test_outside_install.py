@@ -317,12 +317,12 @@ def watch(page: Any, problems: list[str]) -> None:
 
 
 def empty_charts(page: Any, timeout_s: float = 20) -> list[str]:
-    """Return the overview's charts that hold no value (after a refresh or two)."""
+    """Return the overview's charts without a point (after a refresh or two); a zero is one."""
     page.wait_for_selector("#charts[data-ready='1']", timeout=15_000)
     deadline = time.monotonic() + timeout_s
     while True:
         charts = page.evaluate(CHARTS)
-        empty = [f"chart without data: {n}" for n, v in charts.items() if not any(v)]
+        empty = [f"chart without data: {n}" for n, v in charts.items() if all(x is None for x in v)]
         if not charts:
             empty = ["no charts on the overview"]
         if not empty or time.monotonic() > deadline:
