@@ -28,7 +28,8 @@ def fill(rows: int) -> None:
 
     from django.db import transaction
 
-    from jobsite.jobs import bulkwrite, history
+    from jobsite.jobs.history import bulkwrite
+    from jobsite.jobs.history import rows as history
 
     base_ms = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp() * 1000)
     batch = []
@@ -82,9 +83,9 @@ def child(rows: int) -> dict[str, object]:
     from django.core.management import call_command
     from django.test import Client as WebClient
 
-    from jobsite.jobs import live
+    from jobsite.jobs.api import live
+    from jobsite.jobs.api.tokens import issue
     from jobsite.jobs.models import ApiToken, JobRecord
-    from jobsite.jobs.tokens import issue
 
     call_command("migrate", verbosity=0)
     start = time.perf_counter()

@@ -94,7 +94,7 @@ def report(rates: dict[str, float], n: int, runs: int) -> str:
         f"`python -m bench.django_enqueue --jobs {n} --runs {runs}`, "
         f"{time.strftime('%Y-%m-%d %H:%M')}: sequential enqueues of a no-op task on a private "
         "redis-server, best of the runs; the last path is how sync calls ran before the engine "
-        "loop (`jobsite/jobs/engineloop.py`).",
+        "loop (`jobsite/jobs/services/engineloop.py`).",
         "",
         "| path | jobs/s | µs a job | share of the engine client |",
         "|---|---:|---:|---:|",

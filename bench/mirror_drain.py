@@ -21,7 +21,7 @@ async def _events(redis_url: str, jobs: int) -> tuple[list[Any], dict[str, dict[
     from demo.demo_tasks import resize_image
     from engine import Client, EngineSettings, Worker
     from engine.events import EventReader
-    from jobsite.jobs.registry import load_tasks
+    from jobsite.jobs.tasks.registry import load_tasks
 
     settings = EngineSettings.from_url(redis_url, events_maxlen=max(100_000, jobs * 4))
     async with Client(settings) as client:
@@ -56,7 +56,7 @@ def main() -> int:
     from django.core.management import call_command
 
     from engine.devserver import RedisServer
-    from jobsite.jobs.mirror import apply_batch
+    from jobsite.jobs.history.mirror import apply_batch
 
     call_command("migrate", verbosity=0)
     with RedisServer() as server:

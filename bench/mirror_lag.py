@@ -38,7 +38,7 @@ def child(db_url: str, redis_url: str, rate: int, seconds: float) -> dict[str, o
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from jobsite.jobs import mirror as mirror_module
+    from jobsite.jobs.history import mirror as mirror_module
     from jobsite.jobs.models import JobRecord, JobSearch, RollupCount
 
     JobRecord.objects.all().delete()

@@ -9,6 +9,6 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402 - after Django is set up
 
-from jobsite.jobs.routing import websocket_application  # noqa: E402
+from jobsite.jobs.web.routing import websocket_application  # noqa: E402
 
 application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket_application()})

@@ -173,7 +173,7 @@ CHANNEL_LAYERS = {
     }
 }
 
-TASKS = {"default": {"BACKEND": "jobsite.jobs.backends.JobsiteBackend", "QUEUES": []}}
+TASKS = {"default": {"BACKEND": "jobsite.jobs.tasks.backend.JobsiteBackend", "QUEUES": []}}
 
 LOGGING = {
     "version": 1,

@@ -22,10 +22,9 @@ from django.test import override_settings
 from engine import Client, Job, Task, Worker
 from engine.devserver import RedisServer
 from jobsite.jobs import conf, services
-from jobsite.jobs.registry import load_tasks
-from jobsite.jobs.signals import WORKER_HOOKS
-
-from .jobs.djtasks import Task as DjangoTask
+from jobsite.jobs.tasks.djtasks import Task as DjangoTask
+from jobsite.jobs.tasks.registry import load_tasks
+from jobsite.jobs.tasks.signals import WORKER_HOOKS
 
 
 def _name(task: Task | DjangoTask) -> str:

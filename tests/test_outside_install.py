@@ -51,7 +51,7 @@ from asgiref.testing import ApplicationCommunicator
 from django.contrib.auth.models import User
 from django.test import Client
 import jobsite
-from jobsite.jobs.djtasks import default_task_backend
+from jobsite.jobs.tasks.djtasks import default_task_backend
 from shop.asgi import application
 
 ids = IDS

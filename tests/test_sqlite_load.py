@@ -31,7 +31,7 @@ def _make_token(env: dict[str, str]) -> str:
     code = (
         "from django.contrib.auth.models import User\n"
         "from jobsite.jobs.models import ApiToken\n"
-        "from jobsite.jobs.tokens import issue\n"
+        "from jobsite.jobs.api.tokens import issue\n"
         "user = User.objects.create_superuser('loader', 'l@example.com', 'x')\n"
         "row = ApiToken(user=user, name='load')\n"
         "key = issue(row)\n"

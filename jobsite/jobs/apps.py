@@ -10,4 +10,4 @@ class JobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401 - registers the system checks
+        from jobsite.jobs import checks  # noqa: F401 - registers the system checks

@@ -7,9 +7,9 @@ Reverse them as `jobsite:dashboard` and `jobsite:api:<name>`.
 
 from django.urls import path
 
-from .apiroot import api
-from .metrics import scrape
-from .views import dashboard, dead_letters, job, queues, schedules
+from jobsite.jobs.api.root import api
+from jobsite.jobs.web.metrics import scrape
+from jobsite.jobs.web.views import dashboard, dead_letters, job, queues, schedules
 
 app_name = "jobsite"
 

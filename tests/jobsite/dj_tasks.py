@@ -8,8 +8,8 @@ from pathlib import Path
 
 import orjson
 
-from jobsite.jobs.djtasks import TaskContext, task
-from jobsite.jobs.options import engine_options
+from jobsite.jobs.tasks.djtasks import TaskContext, task
+from jobsite.jobs.tasks.engine_options import engine_options
 
 
 @task

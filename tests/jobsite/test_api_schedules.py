@@ -18,9 +18,10 @@ from demo.wsgi import application as wsgi_app
 from engine import Client, EngineSettings
 from engine.scheduler import Scheduler
 from jobsite.client import AsyncJobsiteClient, Conflict, InvalidRequest, JobsiteClient, NotFound
-from jobsite.jobs import schedules, services
+from jobsite.jobs import services
 from jobsite.jobs.models import JobRecord
 from jobsite.jobs.permissions import OPERATORS, VIEWERS
+from jobsite.jobs.tasks import schedules
 
 from .conftest import make_token, mirror_all, run_worker, staff_user
 

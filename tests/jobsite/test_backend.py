@@ -9,7 +9,7 @@ from asgiref.sync import async_to_sync
 from django.utils import timezone
 
 from engine import EngineSettings, InvalidArguments
-from jobsite.jobs.djtasks import TaskResultDoesNotExist, TaskResultStatus, task_backends
+from jobsite.jobs.tasks.djtasks import TaskResultDoesNotExist, TaskResultStatus, task_backends
 
 from . import dj_tasks
 from .conftest import run_worker

@@ -9,9 +9,9 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from engine import Client, EngineSettings
-from jobsite.jobs.backends import JobsiteBackend, engine_ref
-from jobsite.jobs.djtasks import InvalidTask, TaskResultStatus, task_backends
-from jobsite.jobs.dtask import JobsiteTask
+from jobsite.jobs.tasks.backend import JobsiteBackend, engine_ref
+from jobsite.jobs.tasks.djtasks import InvalidTask, TaskResultStatus, task_backends
+from jobsite.jobs.tasks.taskclass import JobsiteTask
 
 from . import dj_tasks
 from .conftest import run_worker

@@ -10,7 +10,7 @@ from django.core.management.base import CommandError
 
 from engine import EngineSettings
 from jobsite.jobs.heap import FROZEN_AT_START, FULL_EVERY, worker_heap
-from jobsite.jobs.mirror import Mirror
+from jobsite.jobs.history.mirror import Mirror
 
 
 def _walked(obj: object) -> bool:

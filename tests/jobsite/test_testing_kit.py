@@ -10,7 +10,7 @@ from django.test import override_settings
 
 from engine.devserver import free_port
 from jobsite.jobs import conf, services
-from jobsite.jobs.djtasks import TaskResultStatus, task_finished
+from jobsite.jobs.tasks.djtasks import TaskResultStatus, task_finished
 from jobsite.testing import assert_enqueued, enqueued_jobs, run_jobs
 from tests.engine import tasks as t
 

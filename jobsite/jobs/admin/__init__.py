@@ -21,9 +21,11 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
 
-from . import audit, services, tokens
-from .listing import BoundedPaginator, QueueFilter, TaskFilter
-from .models import (
+from jobsite.jobs import audit, services
+from jobsite.jobs.admin.listing import BoundedPaginator, QueueFilter, TaskFilter
+from jobsite.jobs.api import tokens
+from jobsite.jobs.api.schemas import QUEUE_NAME
+from jobsite.jobs.models import (
     CANCELLABLE,
     RETRYABLE,
     TERMINAL,
@@ -34,9 +36,8 @@ from .models import (
     QueueRecord,
     WorkerRecord,
 )
-from .permissions import Perm, user_allows
-from .schemas import QUEUE_NAME
-from .search import text_search
+from jobsite.jobs.permissions import Perm, user_allows
+from jobsite.jobs.search import text_search
 
 
 def _confirm(
@@ -395,4 +396,4 @@ class ApiTokenAdmin(admin.ModelAdmin):
         self.message_user(request, f"revoked {count} token(s)", messages.SUCCESS)
 
 
-from . import admin_schedules  # noqa: E402,F401  (schedules: admin pages of their own)
+from jobsite.jobs.admin import schedules as admin_schedules  # noqa: E402,F401  (schedules: admin pages of their own)

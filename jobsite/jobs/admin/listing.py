@@ -14,8 +14,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.functional import cached_property
 
-from . import conf
-from .registry import known_tasks
+from jobsite.jobs import conf
+from jobsite.jobs.tasks.registry import known_tasks
 
 
 class BoundedPaginator(Paginator):  # type: ignore[type-arg]

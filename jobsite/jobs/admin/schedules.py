@@ -18,13 +18,12 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
 from engine import ConfigError, EngineError
-
-from . import audit, conf
-from .api_schedules import schedule_out
-from .models import Schedule
-from .permissions import Perm, user_allows
-from .registry import known_tasks
-from .schedule_services import (
+from jobsite.jobs import audit, conf
+from jobsite.jobs.api.schedules import schedule_out
+from jobsite.jobs.models import Schedule
+from jobsite.jobs.permissions import Perm, user_allows
+from jobsite.jobs.services import known_queues
+from jobsite.jobs.services.schedules import (
     remove_schedule,
     run_schedule,
     save_schedule,
@@ -32,8 +31,8 @@ from .schedule_services import (
     schedules,
     set_schedule_paused,
 )
-from .schedules import runtime_job
-from .services import known_queues
+from jobsite.jobs.tasks.registry import known_tasks
+from jobsite.jobs.tasks.schedules import runtime_job
 
 # Changelist action -> what it does to one schedule (queue, name); returns a note or None.
 ACTIONS = {

@@ -6,12 +6,12 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 from ninja.errors import HttpError
 
-from . import audit, services
-from .conf import bulk_max
-from .models import CANCELLABLE, RETRYABLE, JobRecord
-from .permissions import Grant, Perm, aneed
-from .schemas import BulkIn, BulkOut
-from .search import text_search
+from jobsite.jobs import audit, services
+from jobsite.jobs.api.schemas import BulkIn, BulkOut
+from jobsite.jobs.conf import bulk_max
+from jobsite.jobs.models import CANCELLABLE, RETRYABLE, JobRecord
+from jobsite.jobs.permissions import Grant, Perm, aneed
+from jobsite.jobs.search import text_search
 
 
 def _select(

@@ -8,11 +8,11 @@ from django.http import HttpRequest
 from ninja import Query, Router
 from pydantic import Field
 
-from .charts import chart_data, choices
-from .models import QueueDepth, RollupCount
-from .permissions import Perm, need
-from .rollup import pick
-from .schemas import QUEUE, ErrorOut, Out
+from jobsite.jobs.api.schemas import QUEUE, ErrorOut, Out
+from jobsite.jobs.history.charts import chart_data, choices
+from jobsite.jobs.history.rollup import pick
+from jobsite.jobs.models import QueueDepth, RollupCount
+from jobsite.jobs.permissions import Perm, need
 
 router = Router(tags=["charts"])
 

@@ -16,13 +16,13 @@ from ninja.errors import HttpError
 from pydantic import ConfigDict
 
 from engine import ConfigError, InvalidArguments, Job, UnknownParent
-
-from . import audit, services, taskoptions
-from .api import ERRORS, _task
-from .arguments import check_types
-from .permissions import Grant, Perm, aneed
-from .schemas import JobIn, Out
-from .taskoptions import REF_PATTERN
+from jobsite.jobs import audit, services
+from jobsite.jobs.api import options as taskoptions
+from jobsite.jobs.api.jobs import ERRORS, _task
+from jobsite.jobs.api.options import REF_PATTERN
+from jobsite.jobs.api.schemas import JobIn, Out
+from jobsite.jobs.arguments import check_types
+from jobsite.jobs.permissions import Grant, Perm, aneed
 
 router = Router(tags=["flows"])
 

@@ -18,15 +18,12 @@ from ninja.errors import HttpError
 
 from engine import InvalidArguments, JobNotFound, Task
 from engine import Job as EngineJob
-
-from . import audit, bulk, related, services, taskoptions
-from .arguments import check_types, schema
-from .live import throughput
-from .models import JobRecord, QueueRecord, oldest_waiting
-from .permissions import Grant, Perm, aneed, need
-from .registry import known_tasks
-from .replays import areplays_of
-from .schemas import (
+from jobsite.jobs import audit, services
+from jobsite.jobs.api import bulk, related
+from jobsite.jobs.api import options as taskoptions
+from jobsite.jobs.api.live import throughput
+from jobsite.jobs.api.replays import areplays_of
+from jobsite.jobs.api.schemas import (
     BulkIn,
     BulkOut,
     CancelOut,
@@ -44,7 +41,11 @@ from .schemas import (
     TaskOut,
     WorkerOut,
 )
-from .search import text_search
+from jobsite.jobs.arguments import check_types, schema
+from jobsite.jobs.models import JobRecord, QueueRecord, oldest_waiting
+from jobsite.jobs.permissions import Grant, Perm, aneed, need
+from jobsite.jobs.search import text_search
+from jobsite.jobs.tasks.registry import known_tasks
 
 router = Router(tags=["jobs"])
 ERRORS: dict[int, Any] = {

@@ -11,8 +11,10 @@ from django.db.models import F, Q, Sum
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from . import rollup, services
-from .models import (
+from jobsite.jobs import services
+from jobsite.jobs.api.schemas import QUEUE
+from jobsite.jobs.history import rollup
+from jobsite.jobs.models import (
     STATE_CHOICES,
     VOCABULARY,
     JobRecord,
@@ -20,8 +22,7 @@ from .models import (
     dead,
     oldest_waiting,
 )
-from .schemas import QUEUE
-from .search import text_search
+from jobsite.jobs.search import text_search
 
 STATES = frozenset(value for value, _ in STATE_CHOICES)
 

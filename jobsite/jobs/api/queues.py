@@ -8,11 +8,11 @@ from ninja import Field, Router, Schema
 from ninja.errors import HttpError
 from pydantic import ConfigDict
 
-from . import audit, services
-from .api import ERRORS, _queues
-from .models import QueueRecord
-from .permissions import Grant, Perm, aneed
-from .schemas import Out, QueueOut
+from jobsite.jobs import audit, services
+from jobsite.jobs.api.jobs import ERRORS, _queues
+from jobsite.jobs.api.schemas import Out, QueueOut
+from jobsite.jobs.models import QueueRecord
+from jobsite.jobs.permissions import Grant, Perm, aneed
 
 router = Router(tags=["queues"])
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import services
-from .models import JobRecord
-from .schemas import JobDetailOut, RelatedOut
+from jobsite.jobs import services
+from jobsite.jobs.api.schemas import JobDetailOut, RelatedOut
+from jobsite.jobs.models import JobRecord
 
 # Most jobs of one flow a detail shows.
 FLOW_CAP = 200

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .models import JobRecord
+from jobsite.jobs.models import JobRecord
 
 
 async def areplays_of(job_id: str) -> list[str]:

@@ -18,14 +18,13 @@ from ninja.parser import Parser
 
 from engine import DuplicateJob, PayloadTooLarge, RedisUnavailable, SerializationError
 from engine.errors import ConfigError
-
-from .api import router
-from .api_schedules import router as schedules_router
-from .chartsapi import router as charts_router
-from .flowapi import router as flows
-from .queueapi import router as queues
-from .tokens import AUTH
-from .triage import router as triage_router
+from jobsite.jobs.api.charts import router as charts_router
+from jobsite.jobs.api.flows import router as flows
+from jobsite.jobs.api.jobs import router
+from jobsite.jobs.api.queues import router as queues
+from jobsite.jobs.api.schedules import router as schedules_router
+from jobsite.jobs.api.tokens import AUTH
+from jobsite.jobs.api.triage import router as triage_router
 
 log = logging.getLogger("jobsite.api")
 

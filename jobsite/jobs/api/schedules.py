@@ -18,12 +18,12 @@ from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
 from engine import ConfigError, Job, validate_queue_name
-
-from . import audit, conf, services
-from .api import ERRORS
-from .models import Schedule
-from .permissions import Grant, Perm, aneed
-from .schedule_services import (
+from jobsite.jobs import audit, conf, services
+from jobsite.jobs.api.jobs import ERRORS
+from jobsite.jobs.api.schemas import Out
+from jobsite.jobs.models import Schedule
+from jobsite.jobs.permissions import Grant, Perm, aneed
+from jobsite.jobs.services.schedules import (
     MAX_MS,
     ScheduleState,
     aremove_schedule,
@@ -34,8 +34,7 @@ from .schedule_services import (
     aset_schedule_paused,
     when,
 )
-from .schedules import runtime_job
-from .schemas import Out
+from jobsite.jobs.tasks.schedules import runtime_job
 
 router = Router(tags=["schedules"])
 

@@ -10,8 +10,7 @@ from ninja import Field, Schema
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from engine import JOB_ID_PATTERN
-
-from .taskoptions import TaskOptionsIn
+from jobsite.jobs.api.options import TaskOptionsIn
 
 QUEUE = r"^[A-Za-z0-9._-]{1,100}$"
 QUEUE_NAME = re.compile(QUEUE)

@@ -12,8 +12,8 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja.security import HttpBearer, SessionAuthIsStaff
 
-from .models import ApiToken
-from .permissions import Grant
+from jobsite.jobs.models import ApiToken
+from jobsite.jobs.permissions import Grant
 
 # `last_used_at` is written at most this often per token: a write per request would compete
 # with the mirror for SQLite's single writer.

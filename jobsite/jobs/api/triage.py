@@ -18,14 +18,14 @@ from pydantic import ConfigDict
 
 from engine import InvalidArguments, JobNotFound
 from engine import Job as EngineJob
-
-from . import audit, deadletters, services
-from .api import ERRORS, _live_out, _task
-from .arguments import check_types
-from .conf import bulk_max
-from .models import JobRecord, JobSearch
-from .permissions import Grant, Perm, aneed, need
-from .schemas import QUEUE, BulkOut, JobDetailOut, Out
+from jobsite.jobs import audit, services
+from jobsite.jobs.api.jobs import ERRORS, _live_out, _task
+from jobsite.jobs.api.schemas import QUEUE, BulkOut, JobDetailOut, Out
+from jobsite.jobs.arguments import check_types
+from jobsite.jobs.conf import bulk_max
+from jobsite.jobs.history import deadletters
+from jobsite.jobs.models import JobRecord, JobSearch
+from jobsite.jobs.permissions import Grant, Perm, aneed, need
 
 router = Router(tags=["triage"])
 

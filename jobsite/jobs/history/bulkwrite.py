@@ -23,8 +23,8 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Model
 from django.utils import timezone
 
-from .history import JOB_COLUMNS, JSON_FIELDS, TIMES, row_values
-from .models import JobRecord, JobSearch
+from jobsite.jobs.history.rows import JOB_COLUMNS, JSON_FIELDS, TIMES, row_values
+from jobsite.jobs.models import JobRecord, JobSearch
 
 # Columns written whatever the guard says: the merged list of state changes.
 UNGUARDED = frozenset(("transitions",))

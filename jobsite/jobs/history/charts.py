@@ -16,9 +16,9 @@ from typing import Any
 from django.db.models import QuerySet, Sum
 from django.utils import timezone
 
-from . import services
-from .models import QueueDepth, RollupCount
-from .rollup import RETRIED, RUN, TOTAL, WAIT, merge, percentile
+from jobsite.jobs import services
+from jobsite.jobs.history.rollup import RETRIED, RUN, TOTAL, WAIT, merge, percentile
+from jobsite.jobs.models import QueueDepth, RollupCount
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from typing import Any
 
 from django.db.models import Count, Max, Min, QuerySet
 
-from .models import DEAD, RETRYABLE, JobRecord, dead
-from .permissions import Grant
+from jobsite.jobs.models import DEAD, RETRYABLE, JobRecord, dead
+from jobsite.jobs.permissions import Grant
 
 # In the DLQ: ended without success and resubmittable (so never `lost`, never `cancelled`).
 DLQ_STATES = [s for s in DEAD if s in RETRYABLE]

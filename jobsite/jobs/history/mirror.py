@@ -25,10 +25,10 @@ from engine.connection import connect
 from engine.events import IDLE_MS, Event, EventReader
 from engine.job import ENDED_STATES
 from engine.reconnect import run_periodic
-
-from . import bulkwrite, history, rollup
-from .conf import engine_settings
-from .retention import Horizon
+from jobsite.jobs.conf import engine_settings
+from jobsite.jobs.history import bulkwrite, rollup
+from jobsite.jobs.history import rows as history
+from jobsite.jobs.history.retention import Horizon
 
 log = logging.getLogger("jobsite.mirror")
 ENDED = frozenset(str(s) for s in ENDED_STATES)

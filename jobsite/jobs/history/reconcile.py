@@ -9,9 +9,8 @@ from django.utils import timezone
 
 from engine import Job as EngineJob
 from engine import task_ref
-
-from . import conf, services
-from .models import LOST, TERMINAL, JobRecord, QueueRecord, WorkerRecord
+from jobsite.jobs import conf, services
+from jobsite.jobs.models import LOST, TERMINAL, JobRecord, QueueRecord, WorkerRecord
 
 log = logging.getLogger("jobsite.reconcile")
 

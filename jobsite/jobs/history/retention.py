@@ -16,9 +16,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from engine.errors import ConfigError
-
-from . import conf
-from .models import STATE_CHOICES, VOCABULARY, JobRecord, JobSearch, QueueDepth, RollupCount
+from jobsite.jobs import conf
+from jobsite.jobs.models import (
+    STATE_CHOICES,
+    VOCABULARY,
+    JobRecord,
+    JobSearch,
+    QueueDepth,
+    RollupCount,
+)
 
 log = logging.getLogger("jobsite.retention")
 ENDED = frozenset(VOCABULARY["ended"])

@@ -24,7 +24,7 @@ from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import QuerySet
 
-from .models import RollupCount
+from jobsite.jobs.models import RollupCount
 
 # Slot widths the rollup keeps: the hour chart reads 1-minute slots, the day chart 15-minute
 # ones, the week chart hourly ones.

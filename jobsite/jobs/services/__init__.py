@@ -30,13 +30,13 @@ from engine import (
     Task,
     sync_declared,
 )
-
-from . import eager, engineloop
-from .conf import check_queue, engine_settings
-from .conf import queues as configured_queues
-from .engineloop import session as session  # the websocket consumer opens one
-from .engineloop import twins
-from .models import OutboxEntry
+from jobsite.jobs.conf import check_queue, engine_settings
+from jobsite.jobs.conf import queues as configured_queues
+from jobsite.jobs.models import OutboxEntry
+from jobsite.jobs.services import engineloop
+from jobsite.jobs.services.engineloop import session as session  # the websocket consumer opens one
+from jobsite.jobs.services.engineloop import twins
+from jobsite.jobs.tasks import eager
 
 log = logging.getLogger("jobsite.services")
 
@@ -221,7 +221,7 @@ def enqueue(task: Task, *args: Any, **kwargs: Any) -> Job:
 def submit(job: Job, outbox: bool) -> Job:
     """Submit a prepared job: at once, or with `outbox` inside a transaction, after commit.
 
-    With JOBSITE["EAGER"] on, it runs here and now instead (see jobsite.jobs.eager).
+    With JOBSITE["EAGER"] on, it runs here and now instead (see jobsite.jobs.tasks.eager).
     """
     check_queue(job.queue)
     if eager.enabled():

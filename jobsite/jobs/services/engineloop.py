@@ -23,8 +23,7 @@ from contextvars import ContextVar
 from typing import Any, Concatenate
 
 from engine import Client, EngineSettings
-
-from .conf import engine_settings
+from jobsite.jobs.conf import engine_settings
 
 log = logging.getLogger("jobsite.engineloop")
 

@@ -18,9 +18,8 @@ from asgiref.sync import sync_to_async
 
 from engine import Client, Job, Repeatable
 from engine.connection import server_ms
-
-from .engineloop import twins
-from .models import JobRecord
+from jobsite.jobs.models import JobRecord
+from jobsite.jobs.services.engineloop import twins
 
 log = logging.getLogger("jobsite.schedules")
 # How many fire times a listing shows.

@@ -18,10 +18,10 @@ from engine import (
     validate_queue_name,
 )
 from engine import Job as EngineJob
-
-from . import services
-from .conf import check_queue, task_modules
-from .djtasks import (
+from jobsite.jobs import services
+from jobsite.jobs.conf import check_queue, task_modules
+from jobsite.jobs.models import JobRecord
+from jobsite.jobs.tasks.djtasks import (
     BaseTaskBackend,
     InvalidTask,
     TaskError,
@@ -31,9 +31,8 @@ from .djtasks import (
     task_backends,
     task_enqueued,
 )
-from .djtasks import Task as DjangoTask
-from .dtask import JobsiteTask, engine_options_of
-from .models import JobRecord
+from jobsite.jobs.tasks.djtasks import Task as DjangoTask
+from jobsite.jobs.tasks.taskclass import JobsiteTask, engine_options_of
 
 STATUS = {
     JobState.UNSUBMITTED: TaskResultStatus.READY,  # waiting in the outbox for its commit
@@ -83,7 +82,7 @@ def _dt(ms: int | None) -> datetime | None:
 
 
 class JobsiteBackend(BaseTaskBackend):
-    """`TASKS = {"default": {"BACKEND": "jobsite.jobs.backends.JobsiteBackend"}}`.
+    """`TASKS = {"default": {"BACKEND": "jobsite.jobs.tasks.backend.JobsiteBackend"}}`.
 
     Enqueue reaches Redis at once, as Django's contract says; with
     `"OPTIONS": {"TRANSACTIONAL_OUTBOX": True}` a call inside `transaction.atomic()` is kept in

@@ -16,8 +16,7 @@ from asgiref.sync import async_to_sync
 from engine import Job, JobContext, JobState
 from engine.errors import ConfigError
 from engine.runner import error_info
-
-from . import conf
+from jobsite.jobs import conf
 
 WORKER_ID = "eager"
 
@@ -29,7 +28,9 @@ def enabled() -> bool:
 
 def run_inline(job: Job) -> Job:
     """Run `job` in this process now; return it finished (completed or failed)."""
-    from .registry import known_tasks  # the registry imports the backend, which imports us
+    from jobsite.jobs.tasks.registry import (
+        known_tasks,  # the registry imports the backend, which imports us
+    )
 
     task = known_tasks().get(job.task)
     if task is None or task.fn is None:

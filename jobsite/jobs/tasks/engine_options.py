@@ -1,7 +1,7 @@
 """Engine options for django.tasks functions: retries, backoff, timeouts, limits and the rest.
 
     from django.tasks import task
-    from jobsite.jobs.options import engine_options
+    from jobsite.jobs.tasks.engine_options import engine_options
 
     @task(priority=10)
     @engine_options(max_retries=5, timeout_s=30, concurrency_key="invoice:{0}")
@@ -18,8 +18,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from engine import task_ref
-
-from .djtasks import Task as DjangoTask
+from jobsite.jobs.tasks.djtasks import Task as DjangoTask
 
 F = TypeVar("F", bound=Callable[..., Any])
 _ATTRIBUTE = "__jobsite_engine_options__"

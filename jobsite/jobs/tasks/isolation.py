@@ -15,7 +15,7 @@ from engine.isolate import Isolation
 def load(*modules: str) -> list[Task]:
     """Set Django up, then return the tasks of `modules` (django Tasks wrapped)."""
     django.setup()
-    from .registry import load_tasks
+    from jobsite.jobs.tasks.registry import load_tasks
 
     return load_tasks(list(modules))
 

@@ -18,11 +18,11 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from engine import JobContext, Task, collect_tasks, task
-
-from . import conf, eager
-from .backends import django_tasks_in, task_defaults
-from .djtasks import Task as DjangoTask
-from .djtasks import (
+from jobsite.jobs import conf
+from jobsite.jobs.tasks import eager
+from jobsite.jobs.tasks.backend import django_tasks_in, task_defaults
+from jobsite.jobs.tasks.djtasks import Task as DjangoTask
+from jobsite.jobs.tasks.djtasks import (
     TaskContext,
     TaskError,
     TaskResult,
@@ -32,7 +32,7 @@ from .djtasks import (
     task_finished,
     task_started,
 )
-from .dtask import engine_options_of
+from jobsite.jobs.tasks.taskclass import engine_options_of
 
 log = logging.getLogger("jobsite.registry")
 

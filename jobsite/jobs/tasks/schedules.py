@@ -24,10 +24,9 @@ from engine import (
     declared_repeatable,
     serializer,
 )
-
-from . import conf
-from .arguments import check_types
-from .registry import known_tasks
+from jobsite.jobs import conf
+from jobsite.jobs.arguments import check_types
+from jobsite.jobs.tasks.registry import known_tasks
 
 log = logging.getLogger("jobsite.schedules")
 
@@ -168,7 +167,7 @@ def declared() -> list[Repeatable]:
 
 async def sync(reps: list[Repeatable], queues: Iterable[str] = ()) -> SyncReport:
     """Make Redis hold exactly the declared `reps` (see engine.sync_declared); log the counts."""
-    from . import services  # services imports the registry, which imports the backends
+    from jobsite.jobs import services  # services imports the registry, which imports the backends
 
     report = await services.adeclare_schedules(reps, [*conf.queues(), *queues])
     log.info(

@@ -21,9 +21,8 @@ from datetime import datetime
 from typing import Any
 
 from engine import ConfigError, Deduplication
-
-from .djtasks import InvalidTask
-from .djtasks import Task as DjangoTask
+from jobsite.jobs.tasks.djtasks import InvalidTask
+from jobsite.jobs.tasks.djtasks import Task as DjangoTask
 
 # Options Django's own `using()` takes; the rest of `using()`'s keywords are engine options.
 _DJANGO_USING = ("priority", "queue_name", "run_after", "backend")
@@ -89,7 +88,7 @@ ENGINE_FIELDS = tuple(
 def engine_options_of(dtask: DjangoTask, defaults: Mapping[str, Any]) -> dict[str, Any]:
     """Return every engine option of a django Task: the backend's defaults, then the
     `@engine_options` decorator's, then its own (a JobsiteTask's fields)."""
-    from .options import options_of
+    from jobsite.jobs.tasks.engine_options import options_of
 
     own = dtask.engine_options() if isinstance(dtask, JobsiteTask) else {}
     return {**defaults, **options_of(dtask), **own}

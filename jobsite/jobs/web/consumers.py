@@ -24,9 +24,9 @@ from django.utils.module_loading import import_string
 from pydantic import ValidationError
 
 from engine import RedisUnavailable
-
-from . import live, services
-from .permissions import Perm, user_allows
+from jobsite.jobs import services
+from jobsite.jobs.api import live
+from jobsite.jobs.permissions import Perm, user_allows
 
 log = logging.getLogger("jobsite.consumers")
 GROUP = "dashboard"

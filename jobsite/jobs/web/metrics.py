@@ -28,11 +28,10 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from engine import Histogram, Metrics
-
-from . import conf, services
-from .models import OutboxEntry
-from .permissions import Grant, Perm
-from .tokens import TokenAuth
+from jobsite.jobs import conf, services
+from jobsite.jobs.api.tokens import TokenAuth
+from jobsite.jobs.models import OutboxEntry
+from jobsite.jobs.permissions import Grant, Perm
 
 log = logging.getLogger("jobsite.metrics")
 

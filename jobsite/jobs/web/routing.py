@@ -11,7 +11,7 @@ from typing import Any
 
 from django.urls import path
 
-from .consumers import DashboardConsumer
+from jobsite.jobs.web.consumers import DashboardConsumer
 
 # Where the dashboard's socket lives; the dashboard page hands it to its script.
 WEBSOCKET_PATH = "ws/jobsite/dashboard/"
@@ -24,6 +24,6 @@ def websocket_application() -> Any:
     from channels.auth import AuthMiddlewareStack
     from channels.routing import URLRouter
 
-    from .origins import SameOriginValidator
+    from jobsite.jobs.web.origins import SameOriginValidator
 
     return SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))

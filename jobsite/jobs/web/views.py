@@ -11,9 +11,9 @@ from django.middleware.csrf import get_token
 from django.shortcuts import render
 from django.urls import reverse
 
-from .models import VOCABULARY
-from .permissions import Perm, user_allows
-from .routing import WEBSOCKET_PATH
+from jobsite.jobs.models import VOCABULARY
+from jobsite.jobs.permissions import Perm, user_allows
+from jobsite.jobs.web.routing import WEBSOCKET_PATH
 
 
 def page(request: HttpRequest, template: str, **context: Any) -> HttpResponse:

@@ -8,7 +8,7 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-from jobsite.jobs.routing import websocket_application  # noqa: E402
+from jobsite.jobs.web.routing import websocket_application  # noqa: E402
 
 # Static files straight from the installed apps (what the wheel shipped), as runserver does.
 application = ProtocolTypeRouter(
