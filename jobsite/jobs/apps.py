@@ -11,3 +11,7 @@ class JobsConfig(AppConfig):
 
     def ready(self) -> None:
         from jobsite.jobs import checks  # noqa: F401 - registers the system checks
+        from jobsite.jobs.services import run_eagerly_with
+        from jobsite.jobs.tasks.eager import run_inline
+
+        run_eagerly_with(run_inline)

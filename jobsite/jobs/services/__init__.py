@@ -1,9 +1,9 @@
-"""The only Django module that calls the engine: every operation as a sync function and its
-`a`-prefixed async twin (`cancel` / `acancel`), as Django names them.
+"""The one way into the engine: each operation as a sync function and its async twin.
 
-The API, the admin, the dashboard's socket, the django.tasks backend and reconciliation reach
-Redis through these alone; only the mirror (the event-stream reader) talks to the engine itself.
-Each operation is written once, as an async function of a client (`twins`, engineloop.py).
+The twin is `a`-prefixed (`cancel` / `acancel`), as Django names them. The API, the admin, the
+dashboard's socket, the django.tasks backend and reconciliation reach Redis through these alone;
+only the mirror (the event-stream reader) talks to the engine itself. Each operation is written
+once, as an async function of a client (`twins`, services/engineloop.py).
 """
 
 from __future__ import annotations
@@ -30,13 +30,32 @@ from engine import (
     Task,
     sync_declared,
 )
-from jobsite.jobs.conf import check_queue, engine_settings
+from jobsite.jobs.conf import check_queue, engine_settings, option
 from jobsite.jobs.conf import queues as configured_queues
 from jobsite.jobs.models import OutboxEntry
 from jobsite.jobs.services import engineloop
 from jobsite.jobs.services.engineloop import session as session  # the websocket consumer opens one
 from jobsite.jobs.services.engineloop import twins
-from jobsite.jobs.tasks import eager
+
+# How JOBSITE["EAGER"] runs a job here and now: jobsite.jobs.tasks.eager.run_inline, handed over
+# by the app's ready() (the tasks wing sits above this one and needs the registry).
+_inline_runners: list[Callable[[Job], Job]] = []
+
+
+def run_eagerly_with(runner: Callable[[Job], Job]) -> None:
+    """Set the function that runs a job inline when JOBSITE["EAGER"] is on."""
+    _inline_runners[:] = [runner]
+
+
+def _eager() -> bool:
+    return bool(option("EAGER"))
+
+
+def _run_inline(job: Job) -> Job:
+    if not _inline_runners:
+        raise ConfigError("JOBSITE['EAGER'] needs the jobsite.jobs app loaded (INSTALLED_APPS)")
+    return _inline_runners[0](job)
+
 
 log = logging.getLogger("jobsite.services")
 
@@ -154,7 +173,7 @@ async def _enqueue_flow(client: Client, jobs: list[Job]) -> list[Job]:
     """Submit a graph of jobs all or nothing (engine Client.enqueue_flow)."""
     for job in jobs:
         check_queue(job.queue)
-    if eager.enabled():
+    if _eager():
         raise ConfigError("flows need Redis: JOBSITE['EAGER'] runs single jobs only")
     return await client.enqueue_flow(jobs)
 
@@ -224,8 +243,8 @@ def submit(job: Job, outbox: bool) -> Job:
     With JOBSITE["EAGER"] on, it runs here and now instead (see jobsite.jobs.tasks.eager).
     """
     check_queue(job.queue)
-    if eager.enabled():
-        return eager.run_inline(job)
+    if _eager():
+        return _run_inline(job)
     if outbox and transaction.get_connection().in_atomic_block:
         OutboxEntry.objects.create(job_id=job.id, queue=job.queue, job=_outbox_payload(job))
         transaction.on_commit(lambda: push_outbox([job.id]), robust=True)
@@ -237,8 +256,8 @@ def submit(job: Job, outbox: bool) -> Job:
 async def asubmit(job: Job) -> Job:
     """Async twin of `submit` (no transaction: it reaches Redis at once)."""
     check_queue(job.queue)
-    if eager.enabled():
-        return await sync_to_async(eager.run_inline)(job)
+    if _eager():
+        return await sync_to_async(_run_inline)(job)
     await apush([job])
     return job
 

@@ -17,8 +17,8 @@ from engine import Job, JobContext, JobState
 from engine.errors import ConfigError
 from engine.runner import error_info
 from jobsite.jobs import conf
-
-WORKER_ID = "eager"
+from jobsite.jobs.tasks.registry import EAGER_WORKER_ID as WORKER_ID
+from jobsite.jobs.tasks.registry import known_tasks
 
 
 def enabled() -> bool:
@@ -28,9 +28,6 @@ def enabled() -> bool:
 
 def run_inline(job: Job) -> Job:
     """Run `job` in this process now; return it finished (completed or failed)."""
-    from jobsite.jobs.tasks.registry import (
-        known_tasks,  # the registry imports the backend, which imports us
-    )
 
     task = known_tasks().get(job.task)
     if task is None or task.fn is None:

@@ -19,7 +19,6 @@ from django.utils import timezone
 
 from engine import JobContext, Task, collect_tasks, task
 from jobsite.jobs import conf
-from jobsite.jobs.tasks import eager
 from jobsite.jobs.tasks.backend import django_tasks_in, task_defaults
 from jobsite.jobs.tasks.djtasks import Task as DjangoTask
 from jobsite.jobs.tasks.djtasks import (
@@ -33,6 +32,9 @@ from jobsite.jobs.tasks.djtasks import (
     task_started,
 )
 from jobsite.jobs.tasks.taskclass import engine_options_of
+
+# The worker id of a job run inline by eager mode (jobsite.jobs.tasks.eager).
+EAGER_WORKER_ID = "eager"
 
 log = logging.getLogger("jobsite.registry")
 
@@ -166,7 +168,7 @@ def wrap(dtask: DjangoTask) -> Task:
 
         def run_sync(job: JobContext, *args: Any, **kwargs: Any) -> Any:
             # A worker thread drops stale connections; eager mode runs in the caller's own.
-            on_worker = job.worker_id != eager.WORKER_ID
+            on_worker = job.worker_id != EAGER_WORKER_ID
             if on_worker:
                 close_old_connections()
             try:
