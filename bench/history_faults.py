@@ -57,7 +57,9 @@ class Tally:
         return self.rows - self.states.get("completed", 0)
 
     def __str__(self) -> str:
-        return f"jobs={self.jobs} rows={self.rows} missing={self.missing} unsettled={self.unsettled}"
+        return (
+            f"jobs={self.jobs} rows={self.rows} missing={self.missing} unsettled={self.unsettled}"
+        )
 
 
 def pg_url(base: str, name: str) -> str:
@@ -223,6 +225,7 @@ class Site:
             return {
                 "stream_entries": int(await client.redis.xlen(keys.events)),
                 "stream_bytes": int(await client.redis.memory_usage(keys.events) or 0),
+                "missed": int(await client.redis.scard(keys.missed)),
                 **{k: int(v) for k, v in stats.items() if k.startswith("gap_")},
             }
 

@@ -186,6 +186,32 @@ class EventReader:
             out.extend(Event.from_entry(queue, eid, f) for eid, f in reply[1] if f)
         return out
 
+    async def consumers(self) -> set[str]:
+        """Return the names of the group's consumers on every stream."""
+        names: set[str] = set()
+        for keys in self.keys.values():
+            names.update(
+                c["name"] for c in await self.redis.xinfo_consumers(keys.events, self.group)
+            )
+        return names
+
+    async def claim_from(self, consumer: str, count: int) -> list[Event]:
+        """Take over and return up to `count` entries per stream `consumer` left unacked, idle
+        or not (the caller knows that consumer is gone: its process died)."""
+        out: list[Event] = []
+        for queue, keys in self.keys.items():
+            rows = await self.redis.xpending_range(
+                keys.events, self.group, "-", "+", count, consumername=consumer
+            )
+            if not rows:
+                continue
+            ids: list[Any] = [row["message_id"] for row in rows]
+            claimed: list[tuple[str, dict[str, str]]] = await self.redis.xclaim(  # type: ignore[assignment]
+                keys.events, self.group, self.consumer, 0, ids
+            )
+            out.extend(Event.from_entry(queue, eid, f) for eid, f in claimed if f)
+        return out
+
     async def read(self, count: int, block_ms: int | None) -> list[Event]:
         """Return up to `count` new events per stream, blocking up to `block_ms` (None: not)."""
         if self._reads is not None:
@@ -256,15 +282,24 @@ class EventReader:
         """Count `entries` trimmed before this group read them (stats `gap_entries`)."""
         await self.redis.hincrby(self.keys[queue].stats, "gap_entries", entries)
 
-    async def missed(self, queue: str, count: int) -> list[str]:
-        """Return up to `count` jobs of the missed SET (their events were trimmed unread)."""
-        ids: list[str] = await self.redis.srandmember(self.keys[queue].missed, count)  # type: ignore[assignment]
-        return ids
+    async def missed(self, queue: str) -> list[str]:
+        """Return the jobs of the missed SET (their events were trimmed unread; SSCAN)."""
+        return [job async for job in self.redis.sscan_iter(self.keys[queue].missed, count=1000)]
+
+    async def positions(self, queue: str) -> tuple[str, str]:
+        """Return the group's last delivered id and the stream's newest id (sortable_id)."""
+        keys = self.keys[queue]
+        info = await self.redis.xinfo_stream(keys.events)
+        groups = {g["name"]: g for g in await self.redis.xinfo_groups(keys.events)}
+        read = groups.get(self.group, {}).get("last-delivered-id") or "0-0"
+        return sortable_id(read), sortable_id(info.get("last-generated-id") or "0-0")
 
     async def forget_missed(
         self, queue: str, job_ids: Sequence[str], rebuilt: int, lost: int
     ) -> None:
         """Remove jobs the history has caught up with from the missed SET; count them."""
+        if not job_ids:
+            return
         keys = self.keys[queue]
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.srem(keys.missed, *job_ids)

@@ -46,6 +46,21 @@ def consumer_name() -> str:
     return f"mirror-{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
+def died_here(consumer: str) -> bool:
+    """Tell whether `consumer` (a consumer_name) was a process of this host that is gone."""
+    head, _, rest = consumer.rpartition("-")
+    host, _, pid = head.rpartition("-")
+    if host != f"mirror-{socket.gethostname()}" or not pid.isdigit() or len(rest) != 6:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
 @dataclass(slots=True)
 class Seen:
     """One job's events in a batch, with what they say that needs no database."""
@@ -254,6 +269,8 @@ class Mirror:
         self.reclaim_idle_ms = reclaim_idle_ms
         self.gap_check_every_s = gap_check_every_s
         self.applied = 0
+        # Missed jobs whose hash was gone, by the stream's newest entry (sortable) then.
+        self._gone_at: dict[str, str] = {}
         # Events read but left for a later batch, unacked, by job (see the class docstring),
         # and how many there are.
         self._carried: dict[str, list[Event]] = {}
@@ -276,17 +293,35 @@ class Mirror:
         await self.reader.ensure_groups()
         while events := await self.reader.pending(self.batch):
             await self.apply(events)
+        await self.take_over_dead()
         await self.repair()
+
+    async def take_over_dead(self) -> int:
+        """Apply what consumers of this host whose process died left unacked (at once, not
+        after reclaim_idle_ms); return how many events."""
+        total = 0
+        for name in await self.reader.consumers():
+            if name == self.reader.consumer or not died_here(name):
+                continue
+            while events := await self.reader.claim_from(name, self.batch):
+                await self.settle()
+                await self.apply(events)
+                total += len(events)
+        if total:
+            log.warning("took over events a dead mirror of this host left events=%d", total)
+        return total
 
     async def repair(self) -> int:
         """Rebuild the jobs whose events were trimmed before this group read them; return how
         many rows were written.
 
-        The jobs of the queue's missed SET (trim-3.lua) are rebuilt from their hashes; those
-        whose hash is gone too are counted (`gap_lost`) and logged, never invented. A loss the
-        cleaner did not record (see EventReader.behind_trim) rebuilds every job of the queue.
-        Runs between batches (the one being written is committed first), so a row is never
-        written from a hash older than an event already applied.
+        The jobs of the queue's missed SET (trim-3.lua) are rebuilt from their hashes. One
+        whose hash is gone too is judged once this mirror has read every entry the stream held
+        when it was first found gone (its later events, if any, are then applied): if its row
+        has not ended by then, it is counted (`gap_lost`) and logged, never invented. A loss
+        the cleaner did not record (see EventReader.behind_trim) rebuilds every job of the
+        queue. Runs between batches (the one being written is committed first), so a row is
+        never written from a hash older than an event already applied.
         """
         await self.settle()
         total = 0
@@ -295,12 +330,25 @@ class Mirror:
             if unrecorded:
                 total += await self.resync(queue)
                 await self.reader.record_gap(queue, unrecorded)
+            missed = await self.reader.missed(queue)
+            if not missed:
+                continue
+            read_to, written_to = await self.reader.positions(queue)
             rebuilt = lost = 0
-            while ids := await self.reader.missed(queue, SNAPSHOT_IDS):
+            for start in range(0, len(missed), SNAPSHOT_IDS):
+                ids = missed[start : start + SNAPSHOT_IDS]
                 hashes = await self.reader.job_hashes(queue, ids)
-                gone = [job for job in ids if job not in hashes]
+                gone = []
+                for job in ids:
+                    if job in hashes:
+                        continue
+                    seen_at = self._gone_at.setdefault(job, written_to)
+                    if read_to >= seen_at:
+                        gone.append(job)
                 done = await self._db(rebuild_missed, hashes, gone)
-                await self.reader.forget_missed(queue, ids, *done)
+                await self.reader.forget_missed(queue, [*hashes, *gone], *done)
+                for job in gone:
+                    self._gone_at.pop(job, None)
                 rebuilt, lost = rebuilt + done[0], lost + done[1]
             if rebuilt or lost:
                 log.error(
