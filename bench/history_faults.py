@@ -253,6 +253,8 @@ def new_site(tmp: Path, db_url: str, engine: dict[str, Any] | None = None) -> Si
 def redis_for(site: Site) -> Iterator[RedisServer]:
     """Run a private redis-server for `site` (an empty history too) until the block ends."""
     site.empty()
+    for old in site.tmp.glob("*.log"):
+        old.unlink()
     with RedisServer() as server:
         site.redis_url = server.url
         try:
