@@ -1,4 +1,5 @@
-"""Reconciliation: live rows whose job is nowhere in Redis become `lost` (or are resubmitted)."""
+"""Reconciliation: live rows whose job is nowhere in Redis become `lost` (or are resubmitted);
+jobs Redis holds that have no row are handed to the mirror to rebuild."""
 
 from __future__ import annotations
 
@@ -51,6 +52,36 @@ def reconcile(policy: str | None = None, chunk: int = 1000) -> dict[str, int]:
             )
             counts["lost"] += len(missing)
         log.warning("reconcile policy=%s missing=%d", policy, len(missing))
+
+
+# Where each queue's scan of job hashes stands (find_unmirrored), in this process.
+_cursors: dict[str, int] = {}
+
+
+def find_unmirrored(queues: list[str], budget: int = 10_000) -> int:
+    """Hand jobs Redis holds without a row to the mirror (the queue's missed SET); return how
+    many. Looks at up to `budget` job hashes per call, the SCAN going on where the last call
+    stopped, so every job is looked at over a few calls whatever the number of jobs.
+
+    A job whose events the mirror has not applied yet is handed over too: it is rebuilt from its
+    hash between two of the mirror's batches, which is harmless.
+    """
+    found = 0
+    for queue in queues:
+        seen = 0
+        while seen < budget:
+            cursor, ids = services.scan_jobs(queue, _cursors.get(queue, 0), 1000)
+            _cursors[queue] = cursor
+            seen += len(ids)
+            known = set(JobRecord.objects.filter(id__in=ids).values_list("id", flat=True))
+            unknown = [job for job in ids if job not in known]
+            services.mark_missed(queue, unknown)
+            found += len(unknown)
+            if cursor == 0:
+                break
+    if found:
+        log.warning("reconcile found jobs without a row; handed to the mirror jobs=%d", found)
+    return found
 
 
 def sync_workers() -> int:

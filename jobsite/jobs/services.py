@@ -30,6 +30,7 @@ from engine import (
     Task,
     sync_declared,
 )
+from engine.cluster import is_cluster
 
 from . import eager, engineloop
 from .conf import check_queue, engine_settings
@@ -109,6 +110,26 @@ async def _missing(client: Client, jobs: Iterable[tuple[str, str]]) -> set[str]:
     return {job_id for (job_id, _), hit in zip(pairs, found, strict=True) if not hit}
 
 
+async def _scan_jobs(client: Client, queue: str, cursor: int, count: int) -> tuple[int, list[str]]:
+    """Return the next SCAN cursor over `queue`'s job hashes and the ids of one step (0: done)."""
+    prefix = client.keys(queue).job_prefix
+    pattern = prefix.replace("{", "\\{").replace("}", "\\}") + "*"
+    if is_cluster(client.redis):  # the queue's slot lives on one master: scan that one
+        await client.redis.initialize()
+        node = client.redis.get_node_from_key(prefix)  # type: ignore[attr-defined]
+        reply = await client.redis.scan(cursor, match=pattern, count=count, target_nodes=node)  # type: ignore[call-arg]
+        cursor, keys = next(iter(reply.values())) if isinstance(reply, dict) else reply
+    else:
+        cursor, keys = await client.redis.scan(cursor, match=pattern, count=count)
+    return int(cursor), [key[len(prefix) :] for key in keys]
+
+
+async def _mark_missed(client: Client, queue: str, ids: list[str]) -> None:
+    """Put jobs in `queue`'s missed SET: the mirror rebuilds their rows from their hashes."""
+    if ids:
+        await client.redis.sadd(client.keys(queue).missed, *ids)
+
+
 async def _job_fields(
     client: Client, queue: str, ids: list[str], fields: Iterable[str]
 ) -> list[dict[str, Any]]:
@@ -177,6 +198,8 @@ queue_states, aqueue_states = twins(_queue_states)
 queue_names, aqueue_names = twins(_queue_names)
 workers, aworkers = twins(_workers)
 missing, amissing = twins(_missing)
+scan_jobs, ascan_jobs = twins(_scan_jobs)
+mark_missed, amark_missed = twins(_mark_missed)
 
 
 async def _declare_schedules(
