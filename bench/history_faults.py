@@ -149,7 +149,12 @@ class Site:
             return Tally(self.fed, {state: int(n) for state, n in cur.fetchall()})
 
     def start(
-        self, name: str, only: str, *extra: str, db_url: str | None = None
+        self,
+        name: str,
+        only: str,
+        *extra: str,
+        db_url: str | None = None,
+        env: dict[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
         """Start `manage.py runworker --only <only>`; its output in tmp/<name>.log."""
         argv = [sys.executable, "manage.py", "runworker", "--only", only, *extra]
@@ -157,7 +162,7 @@ class Site:
             proc = subprocess.Popen(
                 argv,
                 cwd=ROOT,
-                env=self.env(db_url),
+                env={**self.env(db_url), **(env or {})},
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
