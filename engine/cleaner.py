@@ -121,6 +121,7 @@ class Cleaner:
                 max_entries=TRIM_PAST_BATCH,
                 max_missed=max(1, s.events_maxlen // 3),
                 group=s.events_group,
+                max_entries_kept=s.events_kept_without_group,
             )
             gap += done.past_group
             if done.past_group < TRIM_PAST_BATCH:

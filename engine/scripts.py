@@ -303,10 +303,17 @@ class Scripts:
         return int(await self.raw["prune"](keys, argv))
 
     async def trim(
-        self, keys: QueueKeys, *, hard_cap: int, max_entries: int, max_missed: int, group: str
+        self,
+        keys: QueueKeys,
+        *,
+        hard_cap: int,
+        max_entries: int,
+        max_missed: int,
+        group: str,
+        max_entries_kept: int,
     ) -> Trimmed:
         """Trim the event stream below what `group` acknowledged, and to `hard_cap` entries."""
-        argv = [hard_cap, max_entries, max_missed, group]
+        argv = [hard_cap, max_entries, max_missed, group, max_entries_kept]
         entries, past_group, missed = await self.raw["trim"](keys, argv)
         return Trimmed(int(entries), int(past_group), int(missed))
 

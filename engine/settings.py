@@ -67,6 +67,9 @@ class EngineSettings:
     events_maxlen: int = 1_000_000
     # The consumer group that must see every event (the mirror's); "" : none, only the cap.
     events_group: str = "mirror"
+    # Entries a stream keeps while that group does not exist on it (no mirror ever started:
+    # nobody reads them).
+    events_kept_without_group: int = 100_000
     # Longest sleep of the scheduler between promotions.
     scheduler_interval_s: float = 0.5
     promote_batch: int = 1_000
@@ -104,6 +107,7 @@ class EngineSettings:
             "lease_ms",
             "claim_batch",
             "events_maxlen",
+            "events_kept_without_group",
             "cleaner_batch",
             "isolation_processes",
             "job_log_max_lines",

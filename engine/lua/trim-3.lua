@@ -4,12 +4,14 @@
   KEYS[1] events STREAM   KEYS[2] stats HASH   KEYS[3] missed SET (job ids to rebuild)
   ARGV[1] hard cap (entries)   ARGV[2] max entries trimmed past the group per call
   ARGV[3] max job ids the missed SET holds   ARGV[4] group ('': none)
+  ARGV[5] max entries kept without the group
   Entries older than the oldest one the group has not acknowledged go (its oldest pending entry,
   else the one after its last delivered). The rest stays, up to the hard cap: past it, the
   oldest entries go even though the group never acknowledged them, at most ARGV[2] a call, and
   the job of each is added to the missed SET (the mirror rebuilds those jobs from their hashes
   and removes them), or, once the SET is full (ARGV[3] ids), counted as unrecorded.
-  Without the group (no mirror ever started) only the hard cap applies.
+  Without the group (no mirror ever started: nobody reads the stream) it keeps ARGV[5] entries
+  at most (MAXLEN ~).
   Stats: `gap_entries` entries trimmed before the group read them, `gap_jobs` jobs added to the
   missed SET, `gap_unrecorded` jobs beyond its limit; the mirror adds `gap_rebuilt` and
   `gap_lost` (engine/metrics.py reads them all).
@@ -18,6 +20,7 @@
 ]]
 local events, stats, missed = KEYS[1], KEYS[2], KEYS[3]
 local cap, batch, missed_max, group = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local ungrouped = tonumber(ARGV[5])
 local rcall = redis.call
 
 local length = rcall('XLEN', events)
@@ -51,13 +54,13 @@ if group ~= '' then
   end
 end
 
+if not present then
+  return {rcall('XTRIM', events, 'MAXLEN', '~', math.min(cap, ungrouped)), 0, 0}
+end
 local trimmed = 0
 if floor then trimmed = rcall('XTRIM', events, 'MINID', floor) end
 local over = length - trimmed - cap
 if over <= 0 then return {trimmed, 0, 0} end
-if not present then
-  return {trimmed + rcall('XTRIM', events, 'MAXLEN', '~', cap), 0, 0}
-end
 
 -- Past the cap with the group behind: the oldest entries go, their jobs recorded to rebuild.
 local entries = rcall('XRANGE', events, '-', '+', 'COUNT', math.min(over, batch))

@@ -124,6 +124,19 @@ async def _scan_jobs(client: Client, queue: str, cursor: int, count: int) -> tup
     return int(cursor), [key[len(prefix) :] for key in keys]
 
 
+async def _history_gaps(client: Client, queue: str) -> dict[str, int]:
+    """Return the queue's history gaps, ever: event entries trimmed before the mirror read them,
+    jobs of those rebuilt from their hashes, and jobs that could not be (trim-3.lua, mirror)."""
+    entries, rebuilt, lost, unrecorded = await client.redis.hmget(
+        client.keys(queue).stats, ["gap_entries", "gap_rebuilt", "gap_lost", "gap_unrecorded"]
+    )
+    return {
+        "entries": int(entries or 0),
+        "rebuilt": int(rebuilt or 0),
+        "lost": int(lost or 0) + int(unrecorded or 0),
+    }
+
+
 async def _mark_missed(client: Client, queue: str, ids: list[str]) -> None:
     """Put jobs in `queue`'s missed SET: the mirror rebuilds their rows from their hashes."""
     if ids:
@@ -200,6 +213,7 @@ workers, aworkers = twins(_workers)
 missing, amissing = twins(_missing)
 scan_jobs, ascan_jobs = twins(_scan_jobs)
 mark_missed, amark_missed = twins(_mark_missed)
+history_gaps, ahistory_gaps = twins(_history_gaps)
 
 
 async def _declare_schedules(

@@ -58,10 +58,10 @@ async def test_the_hard_cap_trims_past_the_group_and_records_the_jobs(
     assert [e.job for e in await reader.read(100, None)] == [j.id for j in jobs[20:]]
 
 
-async def test_without_the_group_only_the_hard_cap_applies(
+async def test_without_the_group_the_stream_keeps_its_own_length(
     client: Client, settings: EngineSettings
 ) -> None:
-    capped = dataclasses.replace(settings, events_maxlen=10)
+    capped = dataclasses.replace(settings, events_kept_without_group=10)
     keys = client.keys("default")
     await client.enqueue_many([t.add.call(i, 1) for i in range(300)])
     assert await _trim(capped, client) == 0
