@@ -60,7 +60,8 @@ async def produce(
     from jobsite.demo_tasks import resize_image
     from jobsite.jobs.registry import load_tasks
 
-    settings = EngineSettings.from_url(redis_url, events_maxlen=max(100_000, jobs * 4))
+    cap = max(100_000, jobs * 4)  # the whole backlog stays, read or not
+    settings = EngineSettings.from_url(redis_url, events_maxlen=cap, events_kept_without_group=cap)
     tasks = load_tasks(["jobsite.demo_tasks"])
     start = time.monotonic()
     async with Client(settings) as client:
