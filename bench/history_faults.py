@@ -222,6 +222,12 @@ class Site:
                 await asyncio.sleep(0.1)
         return time.monotonic() - began
 
+    async def queued(self) -> int:
+        """Return the jobs queued or running."""
+        async with Client(self.settings()) as client:
+            counts = await client.counts("default")
+            return int(counts["submitted"] + counts["started"] + counts["scheduled"])
+
     async def redis_info(self) -> dict[str, int]:
         """Return the event stream's length and memory, and the queue's gap counts."""
         async with Client(self.settings()) as client:
