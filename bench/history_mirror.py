@@ -59,7 +59,8 @@ async def produce(
     from engine import Client, EngineSettings, Worker
     from jobsite.jobs.tasks.registry import load_tasks
 
-    settings = EngineSettings.from_url(redis_url, events_maxlen=max(100_000, jobs * 4))
+    cap = max(100_000, jobs * 4)  # the whole backlog stays, read or not
+    settings = EngineSettings.from_url(redis_url, events_maxlen=cap, events_kept_without_group=cap)
     tasks = load_tasks(["demo.demo_tasks"])
     start = time.monotonic()
     async with Client(settings) as client:

@@ -23,7 +23,8 @@ async def _events(redis_url: str, jobs: int) -> tuple[list[Any], dict[str, dict[
     from engine.events import EventReader
     from jobsite.jobs.tasks.registry import load_tasks
 
-    settings = EngineSettings.from_url(redis_url, events_maxlen=max(100_000, jobs * 4))
+    cap = max(100_000, jobs * 4)  # the whole backlog stays, read or not
+    settings = EngineSettings.from_url(redis_url, events_maxlen=cap, events_kept_without_group=cap)
     async with Client(settings) as client:
         for first in range(0, jobs, 1000):
             calls = [resize_image.call(n, 1) for n in range(first, min(first + 1000, jobs))]

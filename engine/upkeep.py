@@ -84,7 +84,7 @@ class Upkeep:
         keys = QueueKeys(self.settings.prefix, job.queue)
         return await self.scripts.progress(
             keys,
-            events_maxlen=self.settings.events_maxlen,
+            events_maxlen=self.settings.events_emergency_maxlen,
             job_id=job.id,
             token=job.token or "",
             percent=pct,
@@ -97,7 +97,7 @@ class Upkeep:
         keys = QueueKeys(self.settings.prefix, job.queue)
         return await self.scripts.log(
             keys,
-            events_maxlen=self.settings.events_maxlen,
+            events_maxlen=self.settings.events_emergency_maxlen,
             job_id=job.id,
             token=job.token or "",
             message=message,

@@ -28,12 +28,23 @@ class ConcurrencyKeyOut(Out):
     active: int
 
 
+class HistoryGapOut(Out):
+    """Event entries trimmed before the mirror read them (the hard cap was reached), ever; jobs
+    of those rebuilt from their hashes; jobs that could not be (their history rows are missing
+    or not final). All 0 when the history never missed anything."""
+
+    entries: int
+    rebuilt: int
+    lost: int
+
+
 class QueueDetailOut(QueueOut):
-    """A queue with its rate limit (None: none) and the concurrency keys whose jobs wait for
-    their turn (most waiting first, at most 100)."""
+    """A queue with its rate limit (None: none), the concurrency keys whose jobs wait for
+    their turn (most waiting first, at most 100) and the history's gaps."""
 
     rate_limit: RateOut | None
     concurrency_keys: list[ConcurrencyKeyOut]
+    history_gap: HistoryGapOut
 
 
 class LimitsIn(Schema):
@@ -58,6 +69,7 @@ async def _detail(rights: Grant, name: str) -> QueueDetailOut:
         if interval
         else None,
         concurrency_keys=[ConcurrencyKeyOut(**k) for k in limits.concurrency_keys],
+        history_gap=HistoryGapOut(**await services.ahistory_gaps(name)),
     )
 
 

@@ -6,34 +6,59 @@ import asyncio
 import contextlib
 import logging
 import operator
+import os
+import secrets
 import socket
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django import db
 from django.db import connection, transaction
 from django.utils import timezone
 
 from engine.connection import connect
-from engine.events import IDLE_MS, Event, EventReader
+from engine.events import IDLE_MS, SNAPSHOT_IDS, Event, EventReader
 from engine.job import ENDED_STATES
 from engine.reconnect import run_periodic
 from jobsite.jobs.conf import engine_settings
 from jobsite.jobs.history import bulkwrite, rollup
 from jobsite.jobs.history import rows as history
 from jobsite.jobs.history.retention import Horizon
+from jobsite.jobs.models import TERMINAL, JobRecord
 
 log = logging.getLogger("jobsite.mirror")
 ENDED = frozenset(str(s) for s in ENDED_STATES)
 # The longest a read waits for new events (its connection's timeout allows for it).
 BLOCK_MS = 1000
+# A consumer idle this long with nothing pending is gone for good: its name is deleted.
+CONSUMER_GONE_MS = 600_000
+
+
+def consumer_name() -> str:
+    """Return a consumer name of this process alone: host, pid and a random part."""
+    return f"mirror-{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def died_here(consumer: str) -> bool:
+    """Tell whether `consumer` (a consumer_name) was a process of this host that is gone."""
+    head, _, rest = consumer.rpartition("-")
+    host, _, pid = head.rpartition("-")
+    if host != f"mirror-{socket.gethostname()}" or not pid.isdigit() or len(rest) != 6:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 @dataclass(slots=True)
@@ -153,6 +178,17 @@ def unsettled(newest: dict[str, Event], states: dict[str, str]) -> set[str]:
 _by_id = operator.itemgetter("id")
 
 
+def _closing_stale[T](fn: Callable[..., T], *args: Any) -> T:
+    """Run `fn` after dropping a connection that broke or outlived its age (as Django does
+    around a request); one that fails closes for the next call to open afresh."""
+    db.close_old_connections()
+    try:
+        return fn(*args)
+    except (db.OperationalError, db.InterfaceError):
+        connection.close_if_unusable_or_obsolete()
+        raise
+
+
 def _stream_order(event: Event) -> str:
     return event.key
 
@@ -181,6 +217,19 @@ def resync_rows(hashes: dict[str, dict[str, str]]) -> int:
     return len(rows)
 
 
+def rebuild_missed(hashes: dict[str, dict[str, str]], gone: Sequence[str]) -> tuple[int, int]:
+    """Rebuild the rows of jobs whose events were trimmed unread; return (rebuilt, lost).
+
+    `hashes`: the jobs Redis still holds (their rows are written from them). `gone`: the jobs
+    whose hash is gone too: lost, unless their row already ended (its last events came through).
+    """
+    rebuilt = resync_rows(hashes) if hashes else 0
+    ended = set(
+        JobRecord.objects.filter(id__in=list(gone), state__in=TERMINAL).values_list("id", flat=True)
+    )
+    return rebuilt, len([job for job in gone if job not in ended])
+
+
 class Mirror:
     """Follow every queue's event stream as one consumer of the `mirror` group.
 
@@ -198,6 +247,10 @@ class Mirror:
     Every `reclaim_every_s` it takes over what another consumer of the group read and left
     unacked for `reclaim_idle_ms` (that reader stopped): a mirror that dies and is not
     started again leaves nothing behind for good, not only until some mirror starts.
+
+    Every `gap_check_every_s`, and at start, it repairs gaps (see `repair`): the jobs whose
+    events the cleaner trimmed before any mirror read them (the hard cap was reached) are
+    rebuilt from their hashes while it keeps following the streams.
     """
 
     def __init__(
@@ -208,18 +261,26 @@ class Mirror:
         carry_max: int = 200_000,
         reclaim_every_s: float = 30.0,
         reclaim_idle_ms: int = IDLE_MS,
+        gap_check_every_s: float = 1.0,
     ) -> None:
         self.settings = engine_settings()
         self.redis = connect(self.settings, block_s=BLOCK_MS / 1000)
         self.reader = EventReader(
-            self.redis, self.settings, queues, consumer=consumer or f"mirror-{socket.gethostname()}"
+            self.redis,
+            self.settings,
+            queues,
+            group=self.settings.events_group or "mirror",
+            consumer=consumer or consumer_name(),
         )
         self.queues = list(queues)
         self.batch = batch
         self.carry_max = carry_max
         self.reclaim_every_s = reclaim_every_s
         self.reclaim_idle_ms = reclaim_idle_ms
+        self.gap_check_every_s = gap_check_every_s
         self.applied = 0
+        # Missed jobs whose hash was gone, by the stream's newest entry (sortable) then.
+        self._gone_at: dict[str, str] = {}
         # Events read but left for a later batch, unacked, by job (see the class docstring),
         # and how many there are.
         self._carried: dict[str, list[Event]] = {}
@@ -232,26 +293,97 @@ class Mirror:
         )
         # The batch being written while the next one is read (see step).
         self._writing: asyncio.Future[None] | None = None
+        # Every database call of the mirror runs on this thread: a database that hangs or
+        # refuses holds up the mirror alone, never the worker's loops of the same process.
+        self._db_thread = ThreadPoolExecutor(1, thread_name_prefix="mirror-db")
 
     async def start(self) -> None:
         """Create the groups, resync if the stream was trimmed past us, apply what is pending."""
         self._carried, self._carried_n = {}, 0  # still pending: read again below
         await self.reader.ensure_groups()
-        for queue in self.queues:
-            if await self.reader.behind_trim(queue):
-                await self.resync(queue)
         while events := await self.reader.pending(self.batch):
             await self.apply(events)
+        await self.take_over_dead()
+        await self.repair()
+
+    async def take_over_dead(self) -> int:
+        """Apply what consumers of this host whose process died left unacked (at once, not
+        after reclaim_idle_ms); return how many events."""
+        total = 0
+        for name in await self.reader.consumers():
+            if name == self.reader.consumer or not died_here(name):
+                continue
+            while events := await self.reader.claim_from(name, self.batch):
+                await self.settle()
+                await self.apply(events)
+                total += len(events)
+        if total:
+            log.warning("took over events a dead mirror of this host left events=%d", total)
+        return total
+
+    async def repair(self) -> int:
+        """Rebuild the jobs whose events were trimmed before this group read them; return how
+        many rows were written.
+
+        The jobs of the queue's missed SET (trim-3.lua) are rebuilt from their hashes. One
+        whose hash is gone too is judged once this mirror has read every entry the stream held
+        when it was first found gone (its later events, if any, are then applied): if its row
+        has not ended by then, it is counted (`gap_lost`) and logged, never invented. A loss
+        the cleaner did not record (see EventReader.behind_trim) rebuilds every job of the
+        queue. Runs between batches (the one being written is committed first), so a row is
+        never written from a hash older than an event already applied.
+        """
+        await self.settle()
+        total = 0
+        for queue in self.queues:
+            unrecorded = await self.reader.behind_trim(queue)
+            if unrecorded:
+                total += await self.resync(queue)
+                await self.reader.record_gap(queue, unrecorded)
+            missed = await self.reader.missed(queue)
+            if not missed:
+                continue
+            read_to, written_to = await self.reader.positions(queue)
+            rebuilt = lost = 0
+            for start in range(0, len(missed), SNAPSHOT_IDS):
+                ids = missed[start : start + SNAPSHOT_IDS]
+                hashes = await self.reader.job_hashes(queue, ids)
+                gone = []
+                for job in ids:
+                    if job in hashes:
+                        continue
+                    seen_at = self._gone_at.setdefault(job, written_to)
+                    if read_to >= seen_at:
+                        gone.append(job)
+                done = await self._db(rebuild_missed, hashes, gone)
+                await self.reader.forget_missed(queue, [*hashes, *gone], *done)
+                for job in gone:
+                    self._gone_at.pop(job, None)
+                rebuilt, lost = rebuilt + done[0], lost + done[1]
+            if rebuilt or lost:
+                log.error(
+                    "mirror rebuilt jobs whose events were trimmed unread queue=%s rebuilt=%d "
+                    "lost=%d",
+                    queue,
+                    rebuilt,
+                    lost,
+                )
+            total += rebuilt
+        return total
 
     async def resync(self, queue: str) -> int:
         """Rebuild rows from every job hash of `queue`."""
         ids = await self.reader.scan_job_ids(queue)
         total = 0
-        for start in range(0, len(ids), 1000):
-            hashes = await self.reader.job_hashes(queue, ids[start : start + 1000])
-            total += await sync_to_async(resync_rows, thread_sensitive=True)(hashes)
-        log.warning("mirror fell behind the stream's trim; resynced queue=%s jobs=%d", queue, total)
+        for start in range(0, len(ids), SNAPSHOT_IDS):
+            hashes = await self.reader.job_hashes(queue, ids[start : start + SNAPSHOT_IDS])
+            total += await self._db(resync_rows, hashes)
+        log.error("mirror fell behind an unrecorded trim; resynced queue=%s jobs=%d", queue, total)
         return total
+
+    async def _db[T](self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn` on the mirror's own database thread (never the one other loops share)."""
+        return await asyncio.wrap_future(self._db_thread.submit(_closing_stale, fn, *args))
 
     async def apply(self, events: list[Event]) -> None:
         """Write a batch to the database, then ack it."""
@@ -279,7 +411,7 @@ class Mirror:
         return states
 
     async def _write(self, batch: Batch) -> None:
-        await sync_to_async(write_batch, thread_sensitive=True)(batch, self._aside)
+        await self._db(write_batch, batch, self._aside)
         await self.reader.ack(batch.events)
         self.applied += len(batch.events)
         await self._notify()
@@ -360,16 +492,20 @@ class Mirror:
     ) -> None:
         """Mirror until `stopping` is set; Redis and `transient` errors are retried, bugs raise."""
         started = False
-        reclaim_at = 0.0
+        reclaim_at = gap_at = 0.0
 
         async def tick() -> float:
-            nonlocal started, reclaim_at
+            nonlocal started, reclaim_at, gap_at
             try:
                 if not started:
                     await self.start()
                     started = True
                     reclaim_at = time.monotonic() + self.reclaim_every_s
+                    gap_at = time.monotonic() + self.gap_check_every_s
                 await self.step()
+                if time.monotonic() >= gap_at:
+                    await self.repair()
+                    gap_at = time.monotonic() + self.gap_check_every_s
                 if time.monotonic() >= reclaim_at:
                     await self.reclaim()
                     reclaim_at = time.monotonic() + self.reclaim_every_s
@@ -389,6 +525,7 @@ class Mirror:
             total += len(events)
         if total:
             log.warning("took over events a stopped mirror left unacked events=%d", total)
+        await self.reader.forget_idle_consumers(CONSUMER_GONE_MS)
         return total
 
     async def aclose(self) -> None:
@@ -398,5 +535,7 @@ class Mirror:
         if self._aside is not None:
             await asyncio.wrap_future(self._aside.submit(bulkwrite.close_connection))
             self._aside.shutdown()
+        await asyncio.wrap_future(self._db_thread.submit(bulkwrite.close_connection))
+        self._db_thread.shutdown()
         await self.reader.close()
         await self.redis.aclose()

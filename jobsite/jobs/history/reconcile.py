@@ -1,4 +1,5 @@
-"""Reconciliation: live rows whose job is nowhere in Redis become `lost` (or are resubmitted)."""
+"""Reconciliation: live rows whose job is nowhere in Redis become `lost` (or are resubmitted);
+jobs Redis holds that have no row are handed to the mirror to rebuild."""
 
 from __future__ import annotations
 
@@ -50,6 +51,46 @@ def reconcile(policy: str | None = None, chunk: int = 1000) -> dict[str, int]:
             )
             counts["lost"] += len(missing)
         log.warning("reconcile policy=%s missing=%d", policy, len(missing))
+
+
+# Where each queue's scan of job hashes stands (find_unmirrored), in this process, and the jobs
+# it found without a row once (handed to the mirror if they still have none the next time).
+_cursors: dict[str, int] = {}
+_suspects: dict[str, set[str]] = {}
+# The most suspects kept per queue (more are looked at again on a later pass).
+SUSPECTS_MAX = 100_000
+
+
+def find_unmirrored(queues: list[str], budget: int = 10_000) -> int:
+    """Hand jobs Redis holds without a row to the mirror (the queue's missed SET); return how
+    many. Looks at up to `budget` job hashes per call, the SCAN going on where the last call
+    stopped, so every job is looked at over a few calls whatever the number of jobs.
+
+    A job is handed over when it has no row at two looks, one scan pass apart: a job whose
+    events the mirror is about to apply is not (and one that is would only be rebuilt from its
+    hash between two of the mirror's batches, which is harmless).
+    """
+    found = 0
+    for queue in queues:
+        suspects = _suspects.setdefault(queue, set())
+        seen = 0
+        while seen < budget:
+            cursor, ids = services.scan_jobs(queue, _cursors.get(queue, 0), 1000)
+            _cursors[queue] = cursor
+            seen += len(ids)
+            known = set(JobRecord.objects.filter(id__in=ids).values_list("id", flat=True))
+            unknown = [job for job in ids if job not in known]
+            again = [job for job in unknown if job in suspects]
+            services.mark_missed(queue, again)
+            found += len(again)
+            suspects.difference_update(ids)
+            fresh = [job for job in unknown if job not in again]
+            suspects.update(fresh[: max(0, SUSPECTS_MAX - len(suspects))])
+            if cursor == 0:
+                break
+    if found:
+        log.warning("reconcile found jobs without a row; handed to the mirror jobs=%d", found)
+    return found
 
 
 def sync_workers() -> int:

@@ -31,6 +31,7 @@ from engine import (
     Task,
     sync_declared,
 )
+from engine.cluster import is_cluster
 from jobsite.jobs.conf import check_queue, engine_settings, option
 from jobsite.jobs.conf import queues as configured_queues
 from jobsite.jobs.models import JobRecord, OutboxEntry
@@ -129,6 +130,39 @@ async def _missing(client: Client, jobs: Iterable[tuple[str, str]]) -> set[str]:
     return {job_id for (job_id, _), hit in zip(pairs, found, strict=True) if not hit}
 
 
+async def _scan_jobs(client: Client, queue: str, cursor: int, count: int) -> tuple[int, list[str]]:
+    """Return the next SCAN cursor over `queue`'s job hashes and the ids of one step (0: done)."""
+    prefix = client.keys(queue).job_prefix
+    pattern = prefix.replace("{", "\\{").replace("}", "\\}") + "*"
+    if is_cluster(client.redis):  # the queue's slot lives on one master: scan that one
+        await client.redis.initialize()
+        node = client.redis.get_node_from_key(prefix)  # type: ignore[attr-defined]
+        reply = await client.redis.scan(cursor, match=pattern, count=count, target_nodes=node)  # type: ignore[call-arg]
+        cursor, keys = next(iter(reply.values())) if isinstance(reply, dict) else reply
+    else:
+        cursor, keys = await client.redis.scan(cursor, match=pattern, count=count)
+    return int(cursor), [key[len(prefix) :] for key in keys]
+
+
+async def _history_gaps(client: Client, queue: str) -> dict[str, int]:
+    """Return the queue's history gaps, ever: event entries trimmed before the mirror read them,
+    jobs of those rebuilt from their hashes, and jobs that could not be (trim-3.lua, mirror)."""
+    entries, rebuilt, lost, unrecorded = await client.redis.hmget(
+        client.keys(queue).stats, ["gap_entries", "gap_rebuilt", "gap_lost", "gap_unrecorded"]
+    )
+    return {
+        "entries": int(entries or 0),
+        "rebuilt": int(rebuilt or 0),
+        "lost": int(lost or 0) + int(unrecorded or 0),
+    }
+
+
+async def _mark_missed(client: Client, queue: str, ids: list[str]) -> None:
+    """Put jobs in `queue`'s missed SET: the mirror rebuilds their rows from their hashes."""
+    if ids:
+        await client.redis.sadd(client.keys(queue).missed, *ids)
+
+
 async def _job_fields(
     client: Client, queue: str, ids: list[str], fields: Iterable[str]
 ) -> list[dict[str, Any]]:
@@ -197,6 +231,9 @@ queue_states, aqueue_states = twins(_queue_states)
 queue_names, aqueue_names = twins(_queue_names)
 workers, aworkers = twins(_workers)
 missing, amissing = twins(_missing)
+scan_jobs, ascan_jobs = twins(_scan_jobs)
+mark_missed, amark_missed = twins(_mark_missed)
+history_gaps, ahistory_gaps = twins(_history_gaps)
 
 
 async def _declare_schedules(

@@ -139,6 +139,21 @@ class EngineCollector(Collector):
                 "mirror_backlog",
             ),
             ("jobsite_event_stream_length", "Entries in the event stream.", "stream_length"),
+            (
+                "jobsite_mirror_gap_entries",
+                "Events trimmed before the mirror read them (the hard cap was reached), ever.",
+                "gap_entries",
+            ),
+            (
+                "jobsite_mirror_gap_rebuilt_jobs",
+                "Jobs whose trimmed events the mirror rebuilt from their hashes, ever.",
+                "gap_rebuilt",
+            ),
+            (
+                "jobsite_mirror_gap_lost_jobs",
+                "Jobs whose trimmed events could not be rebuilt (hash gone), ever.",
+                "gap_lost",
+            ),
         )
         for name, doc, attr in rows:
             family = GaugeMetricFamily(name, doc, labels=["queue"])

@@ -19,7 +19,7 @@ from jobsite.jobs import conf
 from jobsite.jobs.heap import worker_heap
 from jobsite.jobs.history.charts import sample_depth
 from jobsite.jobs.history.mirror import Mirror
-from jobsite.jobs.history.reconcile import reconcile, sync_queues, sync_workers
+from jobsite.jobs.history.reconcile import find_unmirrored, reconcile, sync_queues, sync_workers
 from jobsite.jobs.history.retention import prune
 from jobsite.jobs.services import relay_once
 from jobsite.jobs.tasks import schedules
@@ -125,7 +125,7 @@ class Command(BaseCommand):
                 run_periodic("relay", self._relay, stopping, DB_TRANSIENT)
             )
         if "reconcile" in loops:
-            step = self._reconcile(interval_s)
+            step = self._reconcile(interval_s, queues)
             background["reconcile"] = asyncio.create_task(
                 run_periodic("reconcile", step, stopping, DB_TRANSIENT)
             )
@@ -188,11 +188,12 @@ class Command(BaseCommand):
         return 1.0 if deleted >= batch * batches else 60.0
 
     @staticmethod
-    def _reconcile(interval_s: float) -> Any:
+    def _reconcile(interval_s: float, queues: list[str]) -> Any:
         async def step() -> float:
             await sync_to_async(sync_workers, thread_sensitive=True)()
             await sync_to_async(sync_queues, thread_sensitive=True)()
             await sync_to_async(reconcile, thread_sensitive=True)()
+            await sync_to_async(find_unmirrored, thread_sensitive=True)(queues)
             return interval_s
 
         return step
