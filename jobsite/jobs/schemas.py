@@ -200,3 +200,5 @@ class BulkIn(Schema):
 class BulkOut(Out):
     matched: int
     changed: int
+    # Why the jobs not changed were skipped: reason -> how many (empty when none was).
+    skipped: dict[str, int] = {}

@@ -9,7 +9,7 @@ import time
 from engine import EngineSettings, JobState
 from jobsite.demo_tasks import charge_card, convert_price
 
-from .test_dashboard import DOCS, engine, launch, login, site  # noqa: F401 (the fixture)
+from .test_dashboard import DOCS, confirm, engine, launch, login, site  # noqa: F401 (the fixture)
 
 SHOTS = DOCS / "screenshots"
 
@@ -52,9 +52,8 @@ def test_dead_letters_resubmitted_and_a_replay_completing(
         SHOTS.mkdir(exist_ok=True)
         page.screenshot(path=str(SHOTS / "dead-letters.png"), full_page=True)
 
-        messages: list[str] = []
-        page.on("dialog", lambda d: (messages.append(d.message), d.accept()))
         page.click(f"{card} button[data-act=resubmit]")
+        messages = [confirm(page)]
 
         def resubmitted() -> bool:
             jobs = [engine(settings, lambda c, j=j: c.get(j.id)) for j in declined]

@@ -1,7 +1,7 @@
 // Jobsite dashboard: a websocket for live data (coalesced by the server), the API for actions.
 (() => {
   "use strict";
-  const {$, esc, seg, config, may, jobPage} = window.jobsite;
+  const {$, esc, seg, config, may, jobPage, api, redis, toast, ask, plural} = window.jobsite;
   const csrf = config.csrf;
   let socket;
   let filter = {};
@@ -10,12 +10,24 @@
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     socket = new WebSocket(`${scheme}://${location.host}${config.socket}`);
     socket.onopen = () => { $("#status").textContent = "live"; socket.send(JSON.stringify({filter})); };
-    socket.onclose = () => { $("#status").textContent = "reconnecting…"; setTimeout(connect, 1000); };
+    socket.onclose = () => { $("#status").textContent = "reconnecting…"; probe(); setTimeout(connect, 1000); };
     socket.onmessage = (event) => {
       const data = JSON.parse(event.data);
-      if (data.type === "error") { $("#status").textContent = `error: ${data.detail}`; return; }
+      if (data.type === "error") {
+        if (data.redis === "down") { redis(false); $("#status").textContent = "Redis unreachable"; }
+        else toast(data.detail, "error");
+        return;
+      }
+      redis(true);
       render(data);
     };
+  }
+
+  // The socket closed: ask the API whether Redis (503) or the server itself is away.
+  async function probe() {
+    try { await api("/queues"); } catch (error) {
+      if (error instanceof TypeError) redis(false, "", "The server is not answering");
+    }
   }
 
   function render(data) {
@@ -35,15 +47,28 @@
       <td>${may("cancel") && (data.vocabulary || config.vocabulary).cancellable.includes(j.state) ? `<button data-job="${esc(j.id)}" data-action="cancel">cancel</button>` : ""}</td></tr>`).join("");
   }
 
-  async function act(path, method, question) {
-    if (!confirm(question)) return;
-    const response = await fetch(`${config.api}${path}`, {method, headers: {"X-CSRFToken": csrf}, credentials: "same-origin"});
-    if (!response.ok) alert(`failed: ${response.status} ${(await response.json()).detail}`);
+  async function act(path, method, question, done) {
+    if (!await ask(question, {confirm: "Yes", danger: method === "DELETE"})) return;
+    try {
+      const answer = await api(path, {method});
+      toast(done(answer), "ok");
+    } catch (error) { toast(`Failed: ${error.message}`, "error"); }
+  }
+
+  // "changed 3 of 46; skipped 43: 40 completed, 3 running" from a bulk answer.
+  function tally(action, answer) {
+    const skipped = answer.matched - answer.changed;
+    let text = `${action}: ${answer.changed} of ${plural(answer.matched, "job")} changed`;
+    if (skipped > 0) {
+      const why = Object.entries(answer.skipped || {}).map(([reason, n]) => `${n} ${reason}`).join(", ");
+      text += `; ${skipped} skipped${why ? ` (${why})` : ""}`;
+    }
+    return text;
   }
 
   async function bulk(action, scope) {
     const ids = [...document.querySelectorAll("#search tbody input:checked")].map((i) => i.value);
-    if (scope === "selected" && !ids.length) { alert("Tick some jobs first."); return; }
+    if (scope === "selected" && !ids.length) { toast("Tick some jobs first.", "error"); return; }
     const chosen = Object.fromEntries(Object.entries(filter).filter(([, v]) => v !== ""));
     // "All matching" with no filter at all is said explicitly: the API never guesses "everything".
     const body = scope === "selected" ? {ids} : (Object.keys(chosen).length ? chosen : {all: true});
@@ -56,13 +81,12 @@
       return answer;
     };
     let matched;
-    try { ({matched} = await call(true)); } catch (error) { alert(`failed: ${error.message}`); return; }
-    if (!matched) { alert(`No job to ${action}.`); return; }
-    if (!confirm(`${action} ${matched} job${matched === 1 ? "" : "s"}?`)) return;
+    try { ({matched} = await call(true)); } catch (error) { toast(`Failed: ${error.message}`, "error"); return; }
+    if (!matched) { toast(`No job to ${action}.`, "info"); return; }
+    if (!await ask(`${action[0].toUpperCase()}${action.slice(1)} ${plural(matched, "job")}?`, {confirm: action, danger: action === "cancel"})) return;
     try {
-      const {changed} = await call(false);
-      $("#status").textContent = `${action}: ${changed} of ${matched}`;
-    } catch (error) { alert(`failed: ${error.message}`); }
+      toast(tally(action, await call(false)), "ok", 15000);
+    } catch (error) { toast(`Failed: ${error.message}`, "error"); }
   }
 
   document.addEventListener("click", (event) => {
@@ -71,9 +95,9 @@
     const b = event.target.closest("button[data-action]");
     if (!b) return;
     const {action, job, queue} = b.dataset;
-    if (action === "cancel") act(`/jobs/${seg(job)}`, "DELETE", `Cancel 1 job (${job})?`);
-    if (action === "retry") act(`/jobs/${seg(job)}/retry`, "POST", `Retry 1 job (${job})?`);
-    if (action === "pause" || action === "resume") act(`/queues/${seg(queue)}/${action}`, "POST", `${action} queue ${queue}?`);
+    if (action === "cancel") act(`/jobs/${seg(job)}`, "DELETE", `Cancel job ${job}?`, (j) => `Cancelled job ${job} (now ${j?.state ?? "cancelled"}).`);
+    if (action === "retry") act(`/jobs/${seg(job)}/retry`, "POST", `Retry job ${job}?`, (j) => `Job ${job} queued again (now ${j?.state ?? "submitted"}).`);
+    if (action === "pause" || action === "resume") act(`/queues/${seg(queue)}/${action}`, "POST", `${action[0].toUpperCase()}${action.slice(1)} queue ${queue}?`, () => `Queue ${queue} ${action === "pause" ? "paused" : "resumed"}.`);
   });
   $("#filter").addEventListener("submit", (event) => {
     event.preventDefault();

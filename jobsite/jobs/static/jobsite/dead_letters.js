@@ -1,7 +1,7 @@
 // Dead letters grouped by error fingerprint, with resubmit and purge of a whole group.
 (() => {
   "use strict";
-  const {$, esc, api, jobPage, hideForbidden} = window.jobsite;
+  const {$, esc, api, jobPage, hideForbidden, ask, toast, plural} = window.jobsite;
   const time = (at) => (at ? new Date(at).toLocaleString() : "–");
   const VERBS = {resubmit: "Resubmit", purge: "Purge"};
   let groups = [];
@@ -48,11 +48,16 @@
     const message = $("#message");
     try {
       const {matched} = await api(`/dead-letters/${action}`, {method: "POST", body: {...body, dry_run: true}});
-      if (!confirm(`${VERBS[action]} ${matched} dead letters of this group?`)) return;
+      if (!matched) { toast(`No dead letter of this group left to ${action}.`); load(); return; }
+      const detail = action === "purge" ? "Purged jobs are deleted from Redis for good." : "Each runs again as a new attempt series.";
+      if (!await ask(`${VERBS[action]} ${plural(matched, "dead letter")} of this group?`, {confirm: VERBS[action], danger: action === "purge", detail})) return;
       const {changed} = await api(`/dead-letters/${action}`, {method: "POST", body});
-      message.textContent = `${VERBS[action]}: ${changed} of ${matched} jobs`;
+      const skipped = matched - changed;
+      message.textContent = `${VERBS[action]}: ${changed} of ${plural(matched, "job")}`;
+      toast(`${VERBS[action]}: ${changed} of ${plural(matched, "job")}${skipped ? `; ${skipped} skipped (no longer in the dead-letter queue: resubmitted, purged or expired meanwhile)` : ""}.`, "ok", 12000);
     } catch (error) {
       message.textContent = `${VERBS[action]} failed: ${error.message}`;
+      toast(`${VERBS[action]} failed: ${error.message}`, "error");
     }
     load();
   }

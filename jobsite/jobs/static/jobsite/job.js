@@ -1,7 +1,7 @@
 // One job's page: fetched from the API, refreshed every second while the job is live.
 (() => {
   "use strict";
-  const {$, esc, seg, config, api, may} = window.jobsite;
+  const {$, esc, seg, config, api, may, ask, toast} = window.jobsite;
   const vocabulary = config.vocabulary;
   const FOLD_CHARS = 2000;  // JSON longer than this is folded behind a <details>
   const time = (at) => (at ? new Date(at).toLocaleString() : "–");
@@ -63,8 +63,11 @@
 
   async function act(action) {
     const [path, method] = action === "cancel" ? [`/jobs/${seg(config.job_id)}`, "DELETE"] : [`/jobs/${seg(config.job_id)}/retry`, "POST"];
-    if (!confirm(`${action} job ${config.job_id}?`)) return;
-    try { await api(path, {method}); } catch (error) { alert(`failed: ${error.message}`); }
+    if (!await ask(`${action === "cancel" ? "Cancel" : "Retry"} job ${config.job_id}?`, {confirm: action === "cancel" ? "Cancel job" : "Retry", danger: action === "cancel"})) return;
+    try {
+      const answer = await api(path, {method});
+      toast(action === "cancel" ? `Cancel sent: the job is ${answer?.outcome ?? answer?.state ?? "cancelling"}.` : `Retried: the job is ${answer?.state ?? "queued"} again.`, "ok");
+    } catch (error) { toast(`${action} failed: ${error.message}`, "error"); }
     load();
   }
 
