@@ -23,6 +23,8 @@ def _select(
         rows = rows.filter(id__in=body.ids)
     filters = {"state": body.state, "queue": body.queue, "task": body.task}
     rows = rows.filter(**{k: v for k, v in filters.items() if v})
+    if body.task_like:
+        rows = rows.filter(task__icontains=body.task_like)
     if body.since is not None:
         rows = rows.filter(submitted_at__gte=body.since)
     if body.q:

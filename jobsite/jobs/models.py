@@ -22,6 +22,8 @@ CANCELLABLE = VOCABULARY["cancellable"]
 RETRYABLE = VOCABULARY["retryable"]
 # Ended without success: what "recent failures" lists (and its partial index covers).
 DEAD = VOCABULARY["dead"]
+# The word an operator reads for a state where it differs from the engine's (pages only).
+STATE_LABELS = {"started": "running"}
 
 
 class JobRecord(models.Model):

@@ -7,6 +7,7 @@ Runs the README's main command (`python -m jobsite.serve`) on a private Redis th
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -18,9 +19,10 @@ import pytest
 
 from engine import EngineSettings
 from engine.devserver import RedisServer, free_port
+from jobsite.demo_tasks import charge_card, send_email
 from tests import serving
 
-from .test_dashboard import CHROMIUM, launch, login
+from .test_dashboard import CHROMIUM, confirm, engine, launch, login
 
 pytestmark = pytest.mark.browser
 
@@ -112,4 +114,45 @@ def test_redis_down_banner_paused_killed_and_back(site: Site) -> None:
         page.wait_for_selector(pause, timeout=15_000)
         assert page.is_enabled(pause)
         wait_until(other, lambda: not banner_shown(other), "queues page banner stayed")
+        browser.close()
+
+
+def numbers_of(text: str) -> list[float]:
+    """Return every number written before " s" (the durations of the facts list)."""
+    return [float(m) for m in re.findall(r"(-?\d+(?:\.\d+)?) s\b", text)]
+
+
+def test_job_page_follows_a_manual_retry(site: Site) -> None:
+    """A failed job retried from its page: the page follows it, numbers attempts per run."""
+    from playwright.sync_api import sync_playwright
+
+    failing = engine(site.settings, lambda c: c.enqueue(charge_card, 4200))
+    retried = engine(site.settings, lambda c: c.enqueue(send_email, "ops@example.com"))
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        login(page, site.base, site.password)
+        # automatic retries: every wait and run time is a duration, never negative
+        page.goto(f"{site.base}/dashboard/jobs/{retried.id}/")
+        page.wait_for_selector("#headline .state-completed", timeout=20_000)
+        facts = page.text_content("#facts") or ""
+        assert numbers_of(facts) and all(n >= 0 for n in numbers_of(facts)), facts
+
+        page.goto(f"{site.base}/dashboard/jobs/{failing.id}/")
+        page.wait_for_selector("#headline .state-failed", timeout=20_000)
+        page.wait_for_selector("#status:text('ended')")
+        page.click("#actions button[data-action=retry]")
+        assert confirm(page) == f"Retry job {failing.id}?"
+        page.wait_for_selector(".toast-ok:has-text('Retried')", timeout=10_000)
+        # it ran again and failed again: the page followed without a reload
+        page.wait_for_selector("#attempts li:nth-child(2)", timeout=20_000)
+        page.wait_for_selector("#headline .state-failed", timeout=20_000)
+        headline = page.text_content("#headline") or ""
+        assert "attempt 1 of run 2" in headline, headline
+        labels = page.locator("#attempts li > b").all_text_contents()
+        assert labels == ["attempt 1 of run 1", "attempt 1 of run 2"], labels
+        page.wait_for_selector("#timeline td:text('manual retry')", timeout=20_000)
+        facts = page.text_content("#facts") or ""
+        assert all(n >= 0 for n in numbers_of(facts)), facts
+        assert "waited" in facts
         browser.close()
