@@ -252,6 +252,10 @@ class OutboxEntry(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     pushed_at = models.DateTimeField(null=True, blank=True, db_index=True)
 
+    class Meta:
+        verbose_name = "outbox entry"
+        verbose_name_plural = "outbox entries"
+
     def __str__(self) -> str:
         return f"outbox {self.job_id}"
 

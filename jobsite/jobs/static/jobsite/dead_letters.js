@@ -6,6 +6,10 @@
   const VERBS = {resubmit: "Resubmit", purge: "Purge"};
   let groups = [];
   let timer;
+  let known = null;  // the task names workers know (/tasks): a group of others is not resubmitted
+
+  // A group whose jobs name a task no worker knows (UnknownTask) would only be dropped again.
+  const undeployed = (g) => known !== null && Object.keys(g.tasks).some((t) => !known.has(t));
 
   function filters() {
     const params = new URLSearchParams();
@@ -25,13 +29,15 @@
         <br><small>fingerprint <code>${esc(g.fingerprint || "–")}</code>; newest: ${s.job_id ? `<a href="${esc(jobPage(s.job_id))}">${esc(s.job_id)}</a>` : "–"}
         ${g.fingerprint && s.pattern !== s.message ? `<q>${esc(s.message)}</q>` : ""}</small></td>
       <td>${tasks}</td><td>${g.queues.map(esc).join(", ")}</td><td>${esc(time(g.first_seen))}</td><td>${esc(time(g.last_seen))}</td>
-      <td><button data-act="resubmit" data-needs="retry">Resubmit</button> <button data-act="purge" data-needs="purge">Purge</button></td></tr>`;
+      <td>${undeployed(g) ? `<small title="deploy the task, then resubmit">task not deployed</small>` : `<button data-act="resubmit" data-needs="retry">Resubmit</button>`}
+        <button data-act="purge" data-needs="purge">Purge</button></td></tr>`;
   }
 
   async function load() {
     clearTimeout(timer);
     try {
       const query = filters().toString();
+      if (known === null) known = new Set((await api("/tasks")).map((t) => t.name));
       groups = await api(`/dead-letters${query ? `?${query}` : ""}`);
       $("#groups tbody").innerHTML = groups.map(row).join("") || `<tr><td colspan="7">no dead letters</td></tr>`;
       hideForbidden($("#groups"));
