@@ -212,6 +212,7 @@ def _listed(
     q: str | None,
     since: datetime | None,
     until: datetime | None,
+    fingerprint: str | None = None,
 ) -> QuerySet[JobRecord]:
     """Return the history rows the list's filters (all but the state) select, for this user."""
     rows = need(request, Perm.VIEW, queue).narrow(JobRecord.objects.all())
@@ -219,6 +220,7 @@ def _listed(
         "queue": queue,
         "task": task,
         "task__icontains": task_like,
+        "fingerprint": fingerprint,
         "submitted_at__gte": since,
         "submitted_at__lt": until,
     }
@@ -236,14 +238,16 @@ def list_jobs(
     q: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    fingerprint: str | None = Query(None, max_length=32),  # type: ignore[type-arg]
     sort: Sort = "-submitted_at",
     cursor: str | None = None,
     limit: int = Query(50, ge=1, le=500),  # type: ignore[type-arg]
 ) -> JobPage:
     """List the history with filters, in a time order (newest submitted first by default),
-    with an opaque cursor. `task_like` matches part of the task name (any case); sorting by
-    started_at or completed_at lists the jobs that have that time."""
-    rows = _listed(request, queue, task, task_like, q, since, until)
+    with an opaque cursor. `task_like` matches part of the task name (any case); `fingerprint`
+    keeps one dead-letter group; sorting by started_at or completed_at lists the jobs that have
+    that time."""
+    rows = _listed(request, queue, task, task_like, q, since, until, fingerprint)
     if state is not None:
         rows = rows.filter(state=state)
     field = sort.lstrip("-")
@@ -270,9 +274,10 @@ def count_jobs(
     q: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    fingerprint: str | None = Query(None, max_length=32),  # type: ignore[type-arg]
 ) -> JobCountsOut:
     """Count the history's jobs per state under the list's filters (all but the state)."""
-    rows = _listed(request, queue, task, task_like, q, since, until)
+    rows = _listed(request, queue, task, task_like, q, since, until, fingerprint)
     per_state = dict(rows.order_by().values_list("state").annotate(n=Count("id")))
     return JobCountsOut(total=sum(per_state.values()), states=per_state)
 

@@ -28,6 +28,7 @@ def page(request: HttpRequest, template: str, **context: Any) -> HttpResponse:
         "api": reverse("jobsite:api:api-root").rstrip("/"),
         "socket": "/" + WEBSOCKET_PATH,
         "job_page": reverse("jobsite:job", args=["JOB_ID"]),
+        "dashboard": reverse("jobsite:dashboard"),
         "may": {p.name.lower(): user_allows(request.user, p) for p in Perm},
         "vocabulary": {**VOCABULARY, "labels": STATE_LABELS},
         **context.pop("config", {}),

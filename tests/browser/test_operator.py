@@ -319,6 +319,12 @@ def test_every_page_fits_desktop_and_phone_without_console_errors(site: Site) ->
                 page.wait_for_timeout(600)  # the live data and the charts drawn
                 if overflow_px(page):
                     wide[f"{name} {path}"] = overflow_px(page)
+        # the Tasks table: per-task counts from the rollup, a task linking to its jobs
+        desktop.goto(f"{site.base}/dashboard/")
+        desktop.wait_for_selector("#tasks tbody a:text('demo.resize_image')", timeout=20_000)
+        desktop.click("#tasks tbody a:text('demo.charge_card')")
+        desktop.wait_for_url("**task=demo.charge_card**", timeout=10_000)
+        desktop.wait_for_selector(f"#search tbody tr[data-id='{failing.id}']", timeout=10_000)
         phone.goto(f"{site.base}/dashboard/")
         phone.wait_for_selector("#status:text('live')", timeout=10_000)
         phone.wait_for_timeout(800)

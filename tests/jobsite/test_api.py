@@ -355,6 +355,13 @@ def test_job_list_sorts_pages_counts_and_finds_part_of_a_task_name(
     other = call(web, "get", f"/jobs?sort=started_at&cursor={first['next_cursor']}", token)
     assert other.status_code == 422 and "pages the order" in other.json()["detail"]
     assert call(web, "get", "/jobs?sort=id", token).status_code == 422
+    # a dead-letter group's jobs
+    failed = JobRecord.objects.get(task="boom")
+    assert failed.fingerprint
+    group = call(web, "get", f"/jobs?fingerprint={failed.fingerprint}", token).json()["items"]
+    assert [j["id"] for j in group] == [failed.id]
+    counted = call(web, "get", f"/job-counts?fingerprint={failed.fingerprint}", token).json()
+    assert counted == {"total": 1, "states": {"failed": 1}}
 
 
 def test_bulk_says_what_it_skipped_and_why(engine: EngineSettings, token: str) -> None:

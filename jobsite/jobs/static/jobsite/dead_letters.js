@@ -1,7 +1,7 @@
 // Dead letters grouped by error fingerprint, with resubmit and purge of a whole group.
 (() => {
   "use strict";
-  const {$, esc, api, jobPage, hideForbidden, ask, toast, plural} = window.jobsite;
+  const {$, esc, api, jobPage, hideForbidden, ask, toast, plural, config} = window.jobsite;
   const time = (at) => (at ? new Date(at).toLocaleString() : "–");
   const VERBS = {resubmit: "Resubmit", purge: "Purge"};
   let groups = [];
@@ -24,7 +24,8 @@
     const s = g.sample || {};
     const tasks = Object.entries(g.tasks).map(([t, n]) => `${esc(t)} <small>×${n}</small>`).join("<br>");
     const error = g.fingerprint ? `<b>${esc(s.exception)}</b>: ${esc(s.pattern || s.message)}` : `<b>no error recorded</b> (${esc(s.type)}): ${esc(s.message)}`;
-    return `<tr data-index="${i}"><td class="count">${g.count}</td>
+    const jobs = g.fingerprint ? `<br><a href="${esc(config.dashboard)}?fingerprint=${encodeURIComponent(g.fingerprint)}#search"><small>its jobs</small></a>` : "";
+    return `<tr data-index="${i}"><td class="count">${g.count}${jobs}</td>
       <td>${error}${s.frame ? `<br><small>at <code>${esc(s.frame)}</code></small>` : ""}
         <br><small>fingerprint <code>${esc(g.fingerprint || "–")}</code>; newest: ${s.job_id ? `<a href="${esc(jobPage(s.job_id))}">${esc(s.job_id)}</a>` : "–"}
         ${g.fingerprint && s.pattern !== s.message ? `<q>${esc(s.message)}</q>` : ""}</small></td>

@@ -8,7 +8,7 @@
   const word = (state) => vocabulary.labels?.[state] ?? state;
   const PAGE = 25;
   const REFRESH_MS = 5000;
-  const FIELDS = ["q", "state", "queue", "task", "since"];
+  const FIELDS = ["q", "state", "queue", "task", "since", "fingerprint"];
   const form = $("#filter");
   let timer;
   let shown = {items: [], next_cursor: null};
@@ -44,6 +44,7 @@
   function fillForm() {
     const p = url();
     for (const f of FIELDS) form.elements[f].value = f === "since" ? (p.get(f) ? localInput(p.get(f)) : "") : (p.get(f) ?? "");
+    $("#filter .group").hidden = !p.get("fingerprint");  // shown when a dead-letter group led here
     const sort = p.get("sort") || "-submitted_at";
     for (const th of $$("#search th[data-sort]")) {
       const on = sort.replace("-", "") === th.dataset.sort;
@@ -70,6 +71,7 @@
     if (c.queue) p.set("queue", c.queue);
     if (c.task) p.set("task_like", c.task);
     if (c.since) p.set("since", c.since);
+    if (c.fingerprint) p.set("fingerprint", c.fingerprint);
     for (const [k, v] of Object.entries(extra)) if (v) p.set(k, v);
     return p;
   }
@@ -130,6 +132,7 @@
     const ids = $$("#search tbody input:checked").map((i) => i.value);
     if (scope === "selected" && !ids.length) { toast("Tick some jobs first.", "error"); return; }
     const c = chosen();
+    if (scope !== "selected" && c.fingerprint) { toast("An error group is acted on from the Dead letters page (or tick the jobs here).", "error"); return; }
     const filter = Object.fromEntries(Object.entries({state: c.state, queue: c.queue, task_like: c.task, q: c.q, since: c.since}).filter(([, v]) => v));
     // "All matching" with no filter at all is said explicitly: the API never guesses "everything".
     const body = scope === "selected" ? {ids} : (Object.keys(filter).length ? filter : {all: true});
