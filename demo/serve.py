@@ -26,8 +26,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from engine import Client, EngineSettings
+from engine import Client, EngineSettings, RedisUnavailable
 from engine.devserver import RedisServer
+from engine.reconnect import Reconnect
 
 from .demo import demo_jobs
 from .localkey import local_secret_key
@@ -80,11 +81,27 @@ def create_admin() -> None:
 
 
 async def feed(settings: EngineSettings, rounds: int, pause_s: float) -> None:
-    """Enqueue the demo mix `rounds` times, `pause_s` apart."""
+    """Enqueue the demo mix `rounds` times, `pause_s` apart; wait out Redis stalls and restarts.
+
+    A laptop that slept or a Redis restarted must not stop the demo: the round is tried again
+    (capped backoff) until Redis answers; the web server and the worker ride it out themselves.
+    """
+    retry = Reconnect("demo_feed", cap_s=2.0)
     async with Client(settings) as client:
-        for n in range(rounds):
-            jobs = await client.enqueue_many(demo_jobs())
-            console.print(f"fed {len(jobs)} demo jobs (round {n + 1})")
+        n = 0
+        while n < rounds:
+            try:
+                jobs = await client.enqueue_many(demo_jobs())
+            except RedisUnavailable as exc:
+                if not retry.failures:
+                    console.print(f"Redis is not answering; the demo feed waits for it ({exc})")
+                await retry.failed(exc)
+                continue
+            if retry.failures:
+                console.print(f"Redis answers again after {retry.failures} tries")
+            retry.ok()
+            n += 1
+            console.print(f"fed {len(jobs)} demo jobs (round {n})")
             await asyncio.sleep(pause_s)
 
 
@@ -171,7 +188,10 @@ def main() -> int:
         daphne = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(args.port)]
         procs.append(subprocess.Popen([*daphne, "demo.asgi:application"]))
         wait_http(f"http://127.0.0.1:{args.port}/admin/login/", 30)
-        console.print(f"Jobsite is up: http://127.0.0.1:{args.port}/admin/ (Ctrl-C to stop)")
+        base = f"http://127.0.0.1:{args.port}"
+        console.print(
+            f"Jobsite is up: dashboard {base}/dashboard/, admin {base}/admin/ (Ctrl-C to stop)"
+        )
         settings = EngineSettings.from_url(os.environ["REDIS_URL"])
         if args.smoke:
             asyncio.run(feed(settings, rounds=1, pause_s=0))

@@ -165,10 +165,14 @@ class Scripts:
         worker_id: str,
         max_lines: int,
         max_bytes: int,
+        line_id: str = "",
     ) -> int:
-        """Append a line to a running job's log; return 0 or Code.LEASE_LOST."""
+        """Append a line to a running job's log; return 0 or Code.LEASE_LOST.
+
+        A `line_id` equal to that of the last line stored (same token) stores nothing again.
+        """
         argv = [keys.job_prefix, events_maxlen, job_id, token, message, worker_id, max_lines]
-        code: int = await self.raw["log"](keys, [*argv, max_bytes])
+        code: int = await self.raw["log"](keys, [*argv, max_bytes, line_id])
         return code
 
     async def complete(

@@ -92,7 +92,7 @@ class Upkeep:
             worker_id=self.worker_id,
         )
 
-    async def log(self, job: Job, message: str) -> int:
+    async def log(self, job: Job, message: str, line_id: str = "") -> int:
         """Append a line to a running job's log, fenced by its token; return the script's code."""
         keys = QueueKeys(self.settings.prefix, job.queue)
         return await self.scripts.log(
@@ -104,6 +104,7 @@ class Upkeep:
             worker_id=self.worker_id,
             max_lines=self.settings.job_log_max_lines,
             max_bytes=self.settings.job_log_max_bytes,
+            line_id=line_id,
         )
 
     async def parent_results(self, job: Job) -> dict[str, Any]:

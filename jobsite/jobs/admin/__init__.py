@@ -17,6 +17,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
@@ -101,6 +102,7 @@ class JobAdmin(admin.ModelAdmin):
     actions = ["cancel_jobs", "retry_jobs", "resubmit_dlq", "purge_jobs"]
     readonly_fields = (
         "id",
+        "dashboard_link",
         "task",
         "version",
         "queue",
@@ -121,7 +123,17 @@ class JobAdmin(admin.ModelAdmin):
         "timeline",
         "tracebacks",
     )
-    exclude = ("args", "kwargs", "result", "errors", "last_event_id", "claimed_at", "heartbeat_at")
+    # The raw JSON of the transitions stays out: `timeline` shows them as a table.
+    exclude = (
+        "args",
+        "kwargs",
+        "result",
+        "errors",
+        "last_event_id",
+        "claimed_at",
+        "heartbeat_at",
+        "transitions",
+    )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -164,6 +176,11 @@ class JobAdmin(admin.ModelAdmin):
 
     def has_purge_permission(self, request: HttpRequest) -> bool:
         return user_allows(request.user, Perm.PURGE)
+
+    @admin.display(description="dashboard")
+    def dashboard_link(self, obj: JobRecord) -> str:
+        url = reverse("jobsite:job", args=[obj.pk])
+        return format_html('<a href="{}">open this job in the dashboard</a>', url)
 
     @admin.display(description="arguments")
     def args_json(self, obj: JobRecord) -> str:

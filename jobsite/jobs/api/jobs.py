@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import base64
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
+from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Query, Router, Status
@@ -30,6 +31,7 @@ from jobsite.jobs.api.schemas import (
     CountOut,
     ErrorOut,
     EventOut,
+    JobCountsOut,
     JobDetailOut,
     JobIn,
     JobOut,
@@ -103,7 +105,7 @@ def _engine_values(job: EngineJob) -> dict[str, Any]:
     )
     values.update(logs=job.logs, logs_dropped=job.logs_dropped or 0)
     values.update(fingerprint=job.fingerprint or "", replay_of=job.replay_of or "")
-    for name in ("submitted_at", "started_at", "completed_at", "run_at"):
+    for name in ("submitted_at", "started_at", "retried_at", "completed_at", "run_at"):
         values[name] = _dt(getattr(job, f"{name}_ms"))
     return values
 
@@ -176,9 +178,55 @@ async def get_job(request: HttpRequest, job_id: str) -> JobDetailOut:
 LISTED = [f for f in JobOut.model_fields if f != "history"]
 
 
-def _cursor(submitted_at: datetime | None, job_id: str) -> str:
-    raw = f"{submitted_at.isoformat() if submitted_at else ''}|{job_id}"
+# The orders the list offers: a time column, newest ("-") or oldest first; ties by id.
+Sort = Literal[
+    "-submitted_at", "submitted_at", "-started_at", "started_at", "-completed_at", "completed_at"
+]
+
+
+def _cursor(sort: str, at: datetime | None, job_id: str) -> str:
+    raw = f"{sort}|{at.isoformat() if at else ''}|{job_id}"
     return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def _after(rows: QuerySet[JobRecord], sort: str, cursor: str) -> QuerySet[JobRecord]:
+    """Return the rows after the cursor's row in the order `sort` (422 for a foreign cursor)."""
+    try:
+        made_for, stamp, last_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 2)
+        at = datetime.fromisoformat(stamp)
+    except ValueError:
+        raise HttpError(422, "invalid cursor") from None
+    if made_for != sort:
+        raise HttpError(422, f"this cursor pages the order {made_for!r}, not {sort!r}")
+    field = sort.lstrip("-")
+    # A plain range on the time first, so the index serves the page (an OR would not).
+    if sort.startswith("-"):
+        return rows.filter(**{f"{field}__lte": at}).exclude(**{field: at, "id__gte": last_id})
+    return rows.filter(**{f"{field}__gte": at}).exclude(**{field: at, "id__lte": last_id})
+
+
+def _listed(
+    request: HttpRequest,
+    queue: str | None,
+    task: str | None,
+    task_like: str | None,
+    q: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    fingerprint: str | None = None,
+) -> QuerySet[JobRecord]:
+    """Return the history rows the list's filters (all but the state) select, for this user."""
+    rows = need(request, Perm.VIEW, queue).narrow(JobRecord.objects.all())
+    filters = {
+        "queue": queue,
+        "task": task,
+        "task__icontains": task_like,
+        "fingerprint": fingerprint,
+        "submitted_at__gte": since,
+        "submitted_at__lt": until,
+    }
+    rows = rows.filter(**{k: v for k, v in filters.items() if v is not None})
+    return text_search(rows, q) if q else rows
 
 
 @router.get("/jobs", response={200: JobPage, **ERRORS})
@@ -187,41 +235,52 @@ def list_jobs(
     state: str | None = None,
     queue: str | None = None,
     task: str | None = None,
+    task_like: str | None = Query(None, min_length=1, max_length=255),  # type: ignore[type-arg]
     q: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    fingerprint: str | None = Query(None, max_length=32),  # type: ignore[type-arg]
+    sort: Sort = "-submitted_at",
     cursor: str | None = None,
     limit: int = Query(50, ge=1, le=500),  # type: ignore[type-arg]
 ) -> JobPage:
-    """List the history, newest first, with filters and an opaque cursor."""
-    rows = need(request, Perm.VIEW, queue).narrow(
-        JobRecord.objects.order_by("-submitted_at", "-id")
-    )
-    filters = {
-        "state": state,
-        "queue": queue,
-        "task": task,
-        "submitted_at__gte": since,
-        "submitted_at__lt": until,
-    }
-    rows = rows.filter(**{k: v for k, v in filters.items() if v is not None})
-    if q:
-        rows = text_search(rows, q)
+    """List the history with filters, in a time order (newest submitted first by default),
+    with an opaque cursor. `task_like` matches part of the task name (any case); `fingerprint`
+    keeps one dead-letter group; sorting by started_at or completed_at lists the jobs that have
+    that time."""
+    rows = _listed(request, queue, task, task_like, q, since, until, fingerprint)
+    if state is not None:
+        rows = rows.filter(state=state)
+    field = sort.lstrip("-")
+    if field != "submitted_at":
+        rows = rows.filter(**{f"{field}__isnull": False})
+    rows = rows.order_by(sort, "-id" if sort.startswith("-") else "id")
     if cursor:
-        try:
-            stamp, _, last_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-            at = datetime.fromisoformat(stamp)
-        except ValueError:
-            raise HttpError(422, "invalid cursor") from None
-        # A plain range on submitted_at first, so the index serves the page (an OR would not).
-        rows = rows.filter(submitted_at__lte=at).exclude(submitted_at=at, id__gte=last_id)
+        rows = _after(rows, sort, cursor)
     # Plain values of the listed columns: no model instances, no decoding of what the list
     # leaves out (transitions, logs).
     page = list(rows.values(*LISTED)[: limit + 1])
     more = len(page) > limit
     page = page[:limit]
-    next_cursor = _cursor(page[-1]["submitted_at"], page[-1]["id"]) if more and page else None
+    next_cursor = _cursor(sort, page[-1][field], page[-1]["id"]) if more and page else None
     return JobPage.model_validate({"items": page, "next_cursor": next_cursor})
+
+
+@router.get("/job-counts", response={200: JobCountsOut, **ERRORS})
+def count_jobs(
+    request: HttpRequest,
+    queue: str | None = None,
+    task: str | None = None,
+    task_like: str | None = Query(None, min_length=1, max_length=255),  # type: ignore[type-arg]
+    q: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    fingerprint: str | None = Query(None, max_length=32),  # type: ignore[type-arg]
+) -> JobCountsOut:
+    """Count the history's jobs per state under the list's filters (all but the state)."""
+    rows = _listed(request, queue, task, task_like, q, since, until, fingerprint)
+    per_state = dict(rows.order_by().values_list("state").annotate(n=Count("id")))
+    return JobCountsOut(total=sum(per_state.values()), states=per_state)
 
 
 @router.delete("/jobs/{job_id}", response={202: CancelOut, **ERRORS})

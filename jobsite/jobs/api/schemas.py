@@ -61,6 +61,8 @@ class JobOut(Out):
     worker: str = ""
     submitted_at: datetime | None = None
     started_at: datetime | None = None
+    # Start of the latest attempt when it was not the first (retries, manual retries).
+    retried_at: datetime | None = None
     completed_at: datetime | None = None
     run_at: datetime | None = None
     history: list[EventOut] = []
@@ -102,6 +104,13 @@ class JobDetailOut(JobOut):
 class JobPage(Out):
     items: list[JobOut]
     next_cursor: str | None
+
+
+class JobCountsOut(Out):
+    """How many jobs of the history match, in all and per state."""
+
+    total: int
+    states: dict[str, int]
 
 
 class CancelOut(Out):
@@ -176,6 +185,8 @@ class BulkIn(Schema):
     state: str | None = Field(None, min_length=1, max_length=16)
     queue: str | None = Field(None, pattern=QUEUE)
     task: str | None = Field(None, min_length=1, max_length=255)
+    # Part of the task name, any case (the job list's task search).
+    task_like: str | None = Field(None, min_length=1, max_length=255)
     q: str | None = Field(None, min_length=1, max_length=200)
     since: datetime | None = None
     dry_run: bool = False
@@ -184,18 +195,22 @@ class BulkIn(Schema):
     def _chosen(self) -> BulkIn:
         if self.ids is None and not self.all and not self.selector():
             raise ValueError(
-                'choose the jobs: "ids", at least one of "state", "queue", "task", "q", '
-                '"since", or "all": true'
+                'choose the jobs: "ids", at least one of "state", "queue", "task", "task_like", '
+                '"q", "since", or "all": true'
             )
         return self
 
     def selector(self) -> dict[str, Any]:
         """Return the filter this body chose, as JSON (empty for ids or "all")."""
         return self.model_dump(
-            mode="json", exclude_none=True, include={"state", "queue", "task", "q", "since"}
+            mode="json",
+            exclude_none=True,
+            include={"state", "queue", "task", "task_like", "q", "since"},
         )
 
 
 class BulkOut(Out):
     matched: int
     changed: int
+    # Why the jobs not changed were skipped: reason -> how many (empty when none was).
+    skipped: dict[str, int] = {}

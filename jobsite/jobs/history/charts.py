@@ -128,6 +128,47 @@ def chart_data(
     }
 
 
+def task_stats(
+    range_name: str, rollup: QuerySet[RollupCount], now: datetime | None = None
+) -> list[dict[str, Any]]:
+    """Return per task over the range: jobs completed and failed (for good), the failure rate
+    and the run time p50 and p95 (ms) of completed jobs; the busiest task first.
+
+    `rollup` holds per-queue rows (not the totals): one task's queues are added up.
+    """
+    chosen = RANGES[range_name]
+    since = slots(chosen, now or timezone.now())[0]
+    rows = (
+        rollup.exclude(task=TOTAL)
+        .filter(span_s=chosen.step_s, start__gte=since, series__in=["completed", "failed", RUN])
+        .values("task", "series", "bucket")
+        .annotate(n=Sum("count"))
+        .order_by()
+    )
+    counts: dict[str, dict[str, int]] = defaultdict(lambda: {"completed": 0, "failed": 0})
+    runs: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for r in rows:
+        if r["series"] == RUN:
+            runs[r["task"]].append((r["bucket"], r["n"]))
+        else:
+            counts[r["task"]][r["series"]] += r["n"]
+    out = []
+    for task, c in counts.items():
+        ended = c["completed"] + c["failed"]
+        run = _percentiles(merge(runs.get(task, [])))
+        out.append(
+            {
+                "task": task,
+                "completed": c["completed"],
+                "failed": c["failed"],
+                "failure_rate": round(c["failed"] / ended, 4) if ended else 0.0,
+                "run_p50_ms": run["p50"],
+                "run_p95_ms": run["p95"],
+            }
+        )
+    return sorted(out, key=lambda s: (-(s["completed"] + s["failed"]), s["task"]))
+
+
 def choices(rollup: QuerySet[RollupCount], depth: QuerySet[QueueDepth]) -> dict[str, list[str]]:
     """Return the queues and tasks the pickers offer: those seen in the last week."""
     since = timezone.now() - timedelta(seconds=RANGES["week"].span_s)

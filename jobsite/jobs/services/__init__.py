@@ -96,8 +96,9 @@ async def _dlq(client: Client, queue: str, offset: int = 0, limit: int = 100) ->
 
 
 async def _known_queues(client: Client) -> list[str]:
-    """Return the name of every queue jobs were ever submitted to."""
-    return await client.queues()
+    """Return every queue jobs were ever submitted to, and every configured one (JOBSITE
+    ["QUEUES"]: listed, paused or limited before its first job), sorted."""
+    return sorted({*await client.queues(), *configured_queues()})
 
 
 class QueueState(NamedTuple):
@@ -110,7 +111,7 @@ class QueueState(NamedTuple):
 
 async def _queue_states(client: Client, names: Iterable[str] | None = None) -> list[QueueState]:
     """Return the state of the queues `names`, or of every known queue."""
-    chosen = await client.queues() if names is None else list(names)
+    chosen = await _known_queues(client) if names is None else list(names)
     states = zip(chosen, await client.queue_states(chosen), strict=True)
     return [QueueState(q, paused, counts) for q, (paused, counts) in states]
 

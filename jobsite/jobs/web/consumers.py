@@ -11,6 +11,7 @@ anything else gets an error message and the socket stays up.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import Any
@@ -36,6 +37,9 @@ MAX_RATE_HZ = 4
 RECHECK_S = 2.0
 # Close code: not allowed (or no longer).
 FORBIDDEN = 4403
+# Longest wait for the channel layer (on Redis) when joining the group; past it, the socket
+# opens all the same and polls until it can join (Redis away must be said, not hang the page).
+JOIN_TIMEOUT_S = 2.0
 
 
 class DashboardConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
@@ -51,14 +55,30 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.visible = True
         self.dirty = True
         self.kind = "snapshot"
-        await self.channel_layer.group_add(GROUP, self.channel_name)
+        self.grouped = False
         await self.accept()
+        await self._join()
         self.flusher = asyncio.create_task(self._flush_loop())
+
+    async def _join(self) -> None:
+        """Join the group told of mirror batches; while that fails, poll (see `_flush`)."""
+        try:
+            await asyncio.wait_for(
+                self.channel_layer.group_add(GROUP, self.channel_name), JOIN_TIMEOUT_S
+            )
+            self.grouped = True
+        except (OSError, TimeoutError) as exc:  # the channel layer's Redis is away
+            log.info("dashboard socket polls reason=channel_layer error=%s", type(exc).__name__)
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "flusher"):
             self.flusher.cancel()
-            await self.channel_layer.group_discard(GROUP, self.channel_name)
+            if self.grouped:
+                with contextlib.suppress(OSError, TimeoutError):
+                    await asyncio.wait_for(
+                        self.channel_layer.group_discard(GROUP, self.channel_name),
+                        JOIN_TIMEOUT_S,
+                    )
             await asyncio.wait([self.flusher])  # its session closes the engine client
 
     @classmethod
@@ -119,13 +139,18 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                     log.info("dashboard socket closed reason=revoked user=%s", self.user_pk)
                     await self.close(code=FORBIDDEN)
                     return
+                if not self.grouped:  # not told of changes: poll, and try to join again
+                    self.dirty = True
+                    await self._join()
             if self.dirty and self.visible:
                 self.dirty = False
                 try:
                     data = await live.snapshot(self.filter)
                 except RedisUnavailable:
                     self.dirty = True
-                    await self.send_json({"type": "error", "detail": "Redis is unavailable"})
+                    await self.send_json(
+                        {"type": "error", "detail": "Redis is unavailable", "redis": "down"}
+                    )
                 else:
                     await self.send_json({"type": self.kind, **data})
                     self.kind = "update"

@@ -4,7 +4,8 @@ A scrape is allowed with `Authorization: Bearer <JOBSITE["METRICS_TOKEN"]>` (whe
 set), or authenticated like the API (an API token or a staff session) with
 `jobsite.view_jobrecord`; an API token narrowed to some queues sees only those. Each scrape
 builds its own registry: nothing is kept between requests, so the numbers are those Redis holds
-at that moment.
+at that moment. Redis away is a scrape like any other: `jobsite_redis_up 0` and the outbox size
+(an alert can fire on it), not a 500.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from engine import Histogram, Metrics
+from engine import Histogram, Metrics, RedisUnavailable
 from jobsite.jobs import conf, services
 from jobsite.jobs.api.tokens import TokenAuth
 from jobsite.jobs.models import OutboxEntry
@@ -72,15 +73,29 @@ def _histogram(family: HistogramMetricFamily, labels: list[str], hist: Histogram
 
 
 class EngineCollector(Collector):
-    """Turn one engine snapshot and the outbox size into metric families."""
+    """Turn one engine snapshot (None: Redis did not answer) and the outbox size into families."""
 
-    def __init__(self, snapshot: Metrics, outbox_size: int) -> None:
+    def __init__(self, snapshot: Metrics | None, outbox_size: int) -> None:
         self.snapshot = snapshot
         self.outbox_size = outbox_size
 
     def collect(self) -> Iterator[Metric]:
-        """Yield every family, labelled by queue (and task, state)."""
-        queues = self.snapshot.queues
+        """Yield every family, labelled by queue (and task, state); Redis away: up 0, outbox."""
+        yield GaugeMetricFamily(
+            "jobsite_redis_up",
+            "1 when the engine's Redis answered this scrape, 0 when it did not.",
+            0 if self.snapshot is None else 1,
+        )
+        yield GaugeMetricFamily(
+            "jobsite_outbox_size",
+            "Outbox entries committed but not pushed to Redis yet.",
+            self.outbox_size,
+        )
+        if self.snapshot is not None:
+            yield from self._engine(self.snapshot)
+
+    def _engine(self, snapshot: Metrics) -> Iterator[Metric]:
+        queues = snapshot.queues
         jobs = CounterMetricFamily(
             "jobsite_jobs",
             "Jobs that reached a terminal state, by queue, task and state.",
@@ -111,16 +126,11 @@ class EngineCollector(Collector):
             for state, n in q.depth.items():
                 depth.add_metric([q.queue, state], n)
         yield depth
-        yield from self._per_queue()
-        alive = self.snapshot.workers_alive
+        yield from self._per_queue(snapshot)
+        alive = snapshot.workers_alive
         yield GaugeMetricFamily("jobsite_workers_alive", "Workers with a live liveness key.", alive)
-        yield GaugeMetricFamily(
-            "jobsite_outbox_size",
-            "Outbox entries committed but not pushed to Redis yet.",
-            self.outbox_size,
-        )
 
-    def _per_queue(self) -> Iterable[GaugeMetricFamily]:
+    def _per_queue(self, snapshot: Metrics) -> Iterable[GaugeMetricFamily]:
         rows = (
             ("jobsite_queue_dlq_jobs", "Jobs in the dead-letter queue.", "dlq"),
             (
@@ -157,7 +167,7 @@ class EngineCollector(Collector):
         )
         for name, doc, attr in rows:
             family = GaugeMetricFamily(name, doc, labels=["queue"])
-            for q in self.snapshot.queues:
+            for q in snapshot.queues:
                 family.add_metric([q.queue], float(getattr(q, attr)))
             yield family
 
@@ -179,7 +189,12 @@ def scrape(request: HttpRequest) -> HttpResponse:
     names = conf.queues()
     if verdict.queues is not None:
         names = [q for q in names if q in verdict.queues]
-    snapshot = services.metrics_snapshot(names)
+    snapshot: Metrics | None
+    try:
+        snapshot = services.metrics_snapshot(names)
+    except RedisUnavailable as exc:
+        log.warning("metrics scrape without redis error=%s", type(exc).__name__)
+        snapshot = None
     outbox = OutboxEntry.objects.filter(pushed_at__isnull=True).count()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(EngineCollector(snapshot, outbox))

@@ -11,7 +11,7 @@ from django.middleware.csrf import get_token
 from django.shortcuts import render
 from django.urls import reverse
 
-from jobsite.jobs.models import VOCABULARY
+from jobsite.jobs.models import STATE_LABELS, VOCABULARY
 from jobsite.jobs.permissions import Perm, user_allows
 from jobsite.jobs.web.routing import WEBSOCKET_PATH
 
@@ -28,8 +28,9 @@ def page(request: HttpRequest, template: str, **context: Any) -> HttpResponse:
         "api": reverse("jobsite:api:api-root").rstrip("/"),
         "socket": "/" + WEBSOCKET_PATH,
         "job_page": reverse("jobsite:job", args=["JOB_ID"]),
+        "dashboard": reverse("jobsite:dashboard"),
         "may": {p.name.lower(): user_allows(request.user, p) for p in Perm},
-        "vocabulary": VOCABULARY,
+        "vocabulary": {**VOCABULARY, "labels": STATE_LABELS},
         **context.pop("config", {}),
     }
     return render(request, template, {"config": config, **context})
@@ -38,7 +39,8 @@ def page(request: HttpRequest, template: str, **context: Any) -> HttpResponse:
 @staff_member_required
 def dashboard(request: HttpRequest) -> HttpResponse:
     """Render the live overview: queues, workers, running jobs, failures, the history."""
-    return page(request, "jobsite/dashboard.html", states=VOCABULARY["states"])
+    states = [(s, STATE_LABELS.get(s, s)) for s in VOCABULARY["states"]]
+    return page(request, "jobsite/dashboard.html", states=states)
 
 
 @staff_member_required
