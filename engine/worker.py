@@ -130,7 +130,7 @@ class Worker(ClaimSteps, ShutdownSteps):
             self.settings.redacted_url,
         )
         self._loop = asyncio.get_running_loop()
-        await asyncio.to_thread(self.liveness.start)
+        await asyncio.to_thread(self.liveness.start, self._loop)
         if self.lane is not None:
             self.lane.warm()
         loops = [
