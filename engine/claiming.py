@@ -20,6 +20,7 @@ from .job import Job
 from .keys import QueueKeys
 from .outcomes import OutcomeWriter
 from .reconnect import Reconnect
+from .recycle import Recycler
 from .runner import Kind, Outcome, options_for
 from .scripts import BeginJob, Claimed, Scripts, claim_argv, claimed
 from .settings import EngineSettings
@@ -57,6 +58,8 @@ class ClaimSteps:
     _slot_free: asyncio.Event
     _stopping: asyncio.Event
     _claim_retry: Reconnect
+    recycler: Recycler
+    claims: int
     # A claim sent before the jobs of the last one ran (`_claim_ahead`), not read yet.
     _ahead: asyncio.Task[tuple[list[Running], RedisUnavailable | None]] | None
 
@@ -65,6 +68,7 @@ class ClaimSteps:
         async def _run_one(self, rec: Running) -> None: ...
         def _cancelled_before_start(self, rec: Running, handle: asyncio.Task[None]) -> None: ...
         def _forget(self, rec: Running) -> None: ...
+        def _check_recycle(self) -> None: ...
         def _crash_on_bug(self, task: asyncio.Task[None]) -> None: ...
         async def _drained(self) -> bool: ...
         async def _write_progress(self, job: Job, pct: float, message: str) -> None: ...
@@ -198,6 +202,8 @@ class ClaimSteps:
     def _claim_argv(self, keys: QueueKeys, free: int, out: list[Running]) -> list[Any] | None:
         """Return the ARGV of a claim in `keys` for the slots left, or None for no claim."""
         want = min(free - len(out), self.settings.claim_batch)
+        if self.settings.max_jobs:  # recycling: never claim past max_jobs
+            want = min(want, self.settings.max_jobs - self.claims)
         limit = self.queue_limits.get(keys.queue)
         if limit is not None:
             want = min(want, limit - sum(1 for r in self._active.values() if r.keys == keys))
@@ -238,6 +244,9 @@ class ClaimSteps:
             rec = Running(job, keys, task, opts, ctx, poison=poison, begun=bool(row.begun))
             self._active[job.token or job.id] = rec
             out.append(rec)
+        self.claims += len(rows)
+        if rows and self.settings.max_jobs:
+            self._check_recycle()
         return out
 
     async def _wait_for_work(self, free: int) -> list[Running]:

@@ -28,6 +28,7 @@ from .keys import QueueKeys
 from .liveness import Liveness
 from .outcomes import OutcomeWriter
 from .reconnect import Reconnect
+from .recycle import Recycler
 from .runner import Kind, Outcome, Runner, StopReason, error_info, stopped_outcome
 from .scheduler import Scheduler
 from .scripts import Scripts
@@ -94,6 +95,9 @@ class Worker(ClaimSteps, ShutdownSteps):
         self._forced = asyncio.Event()
         self._fencing: asyncio.Task[None] | None = None  # Worker.stop's fence (shutdown.py)
         self._claim_retry = Reconnect("claim")
+        self.recycler = Recycler(settings)
+        self.claims = 0  # jobs claimed so far (max_jobs)
+        self.retired: str | None = None  # why it retired (recycling), as key=value text
         self._ahead = None
         # The first exception that killed one of the worker's loops (a bug): the process stops.
         self.crashed: BaseException | None = None
@@ -118,6 +122,19 @@ class Worker(ClaimSteps, ShutdownSteps):
             self._forced.set()
         self._fence()
         self._slot_free.set()
+
+    def retire(self, reason: str) -> None:
+        """Stop claiming for good, let running jobs finish, exit 0: a fresh worker follows."""
+        if self.retired is not None or self._stopping.is_set():
+            return
+        self.retired = reason
+        self.liveness.status.state = "retiring"
+        log.info("worker retiring id=%s %s", self.id, reason)
+        self.stop()
+
+    def _check_recycle(self) -> None:
+        if self.retired is None and (reason := self.recycler.reason(self.claims)) is not None:
+            self.retire(reason)
 
     async def run(self) -> None:
         """Run until stopped, or until the queues are empty in burst mode."""
@@ -350,6 +367,7 @@ class Worker(ClaimSteps, ShutdownSteps):
                     [k.queue for k in self.queues], self.concurrency, records
                 )
                 retry.ok()
+                self._check_recycle()
             except Exception as exc:
                 await retry.failed(exc)
                 continue

@@ -224,4 +224,5 @@ async def leak(job: JobContext) -> None:
     """Leak 5 MiB a run (touched, so it is resident): recycling by max_rss_mib must catch it."""
     ledger("start", job)
     _LEAKED.append(os.urandom(5 << 20))
+    await asyncio.sleep(0.05)
     ledger("end", job)

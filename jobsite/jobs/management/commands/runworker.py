@@ -99,7 +99,8 @@ class Command(BaseCommand):
                 await worker.run()
                 if options["burst"] and not crashed:
                     await self._drain(mirror)
-                    stopping.set()
+                # Burst done, or retired (recycling): the process exits, its loops with it.
+                stopping.set()
             await stopping.wait()
             await asyncio.gather(*background.values(), return_exceptions=True)
         except LoopCrashed as exc:
