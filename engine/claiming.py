@@ -26,6 +26,7 @@ from .scripts import BeginJob, Claimed, Scripts, claim_argv, claimed
 from .settings import EngineSettings
 from .task import Registry
 from .upkeep import Running, Upkeep
+from .versions import Versions
 
 log = logging.getLogger("engine.worker")
 
@@ -59,6 +60,7 @@ class ClaimSteps:
     _stopping: asyncio.Event
     _claim_retry: Reconnect
     recycler: Recycler
+    versions: Versions
     claims: int
     # A claim sent before the jobs of the last one ran (`_claim_ahead`), not read yet.
     _ahead: asyncio.Task[tuple[list[Running], RedisUnavailable | None]] | None
@@ -85,7 +87,7 @@ class ClaimSteps:
                 self._slot_free.clear()
                 await self._slot_free.wait()
                 continue
-            # A claim on wake leaves the marker set while jobs remain (claim-11.lua), so the
+            # A claim on wake leaves the marker set while jobs remain (claim-12.lua), so the
             # next wait returns at once: a plain claim first would only come back empty. A
             # burst worker claims first all the same: it stops when a claim finds nothing.
             if self._ahead is not None or self.burst or self._lost or not woke_with_jobs:
@@ -218,6 +220,7 @@ class ClaimSteps:
             result_ttl_ms=self.settings.default_result_ttl_s * 1000,
             most_suspects=self._suspects_wanted(out),
             begin=True,
+            build=self.versions.build_keys[keys],
             held=self.held,
         )
 

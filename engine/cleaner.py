@@ -33,6 +33,7 @@ class Sweep:
     stalled: int = 0
     expired: int = 0
     trimmed: int = 0
+    dropped: int = 0  # set aside for a task version no worker served for too long
 
 
 class Cleaner:
@@ -98,7 +99,14 @@ class Cleaner:
             dlq_max_age_ms=s.dlq_max_age_s * 1000,
             dlq_max_len=s.dlq_max_len,
         )
-        return Sweep(reaped.released, reaped.stalled, expired, trimmed)
+        dropped = await self.scripts.unserved(
+            keys,
+            events_maxlen=s.events_maxlen,
+            ttl_ms=ttl_ms,
+            drop_after_ms=int(s.unserved_drop_after_s * 1000),
+            max_jobs=s.cleaner_batch,
+        )
+        return Sweep(reaped.released, reaped.stalled, expired, trimmed, dropped)
 
     async def tick(self) -> Sweep:
         """Sweep every queue; forget dead workers once their leases have run out too."""
@@ -117,13 +125,14 @@ class Cleaner:
         forget_ms = self.settings.lease_ms + int(self.settings.liveness_window_s * 1000)
         cutoff_ms = await server_ms(self.redis) - forget_ms
         await self.redis.zremrangebyscore(workers_key(self.settings.prefix), "-inf", cutoff_ms)
-        if total.released or total.stalled or total.expired:
+        if total.released or total.stalled or total.expired or total.dropped:
             log.info(
-                "cleaner released=%d stalled=%d expired=%d trimmed=%d",
+                "cleaner released=%d stalled=%d expired=%d trimmed=%d dropped=%d",
                 total.released,
                 total.stalled,
                 total.expired,
                 total.trimmed,
+                total.dropped,
             )
         return total
 

@@ -186,16 +186,18 @@ class Client:
                 pipe.scard(keys.blocked)
                 pipe.zcard(keys.started)
                 pipe.zcard(keys.dlq)
-                pipe.hmget(keys.stats, ["waiting_turn", *_TERMINAL])
+                pipe.hmget(keys.stats, ["waiting_turn", "waiting_version", *_TERMINAL])
             replies = await pipe.execute()
         states = []
         each = len(replies) // len(queues) if queues else 0  # replies per queue
         for at in range(0, len(replies), each or 1):
-            paused, *sizes, (waiting_turn, *totals) = replies[at : at + each]
+            paused, *sizes, (waiting_turn, waiting_version, *totals) = replies[at : at + each]
             out = dict(zip(_LIVE, sizes, strict=True))
-            # Submitted jobs waiting for their concurrency key's turn are not in the ready ZSET.
+            # Submitted jobs waiting for their concurrency key's turn, or for a worker with their
+            # task version (claim-12.lua), are not in the ready ZSET.
             out["waiting_turn"] = int(waiting_turn or 0)
-            out["submitted"] += out["waiting_turn"]
+            out["waiting_version"] = int(waiting_version or 0)
+            out["submitted"] += out["waiting_turn"] + out["waiting_version"]
             for state, total in zip(_TERMINAL, totals, strict=True):
                 out[f"{state}_total"] = int(total or 0)
             states.append((paused == "1", out))

@@ -39,7 +39,7 @@ class Running:
     poison: str | None = None
     # Runs alone in the worker's child process (a suspect: an earlier run's process died).
     isolated: bool = False
-    # The claim began it (claim-11.lua): it starts without begin-2.lua.
+    # The claim began it (claim-12.lua): it starts without begin-2.lua.
     begun: bool = False
 
     def lease_ms(self, lease_ms: int) -> int:
@@ -119,7 +119,11 @@ class Upkeep:
         }
 
     async def register(
-        self, queues: Sequence[str], concurrency: int, records: Sequence[Running]
+        self,
+        queues: Sequence[str],
+        concurrency: int,
+        records: Sequence[Running],
+        state: str = "claiming",
     ) -> None:
         """Write this worker's registry entry; it expires unless renewed."""
         now_ms = int(time.time() * 1000)
@@ -136,6 +140,8 @@ class Upkeep:
             "started_at_ms": str(self.started_at_ms),
             "heartbeat_at_ms": str(now_ms),
             "current_jobs": serializer.dumps(current).decode(),
+            # claiming, quiet, stopping or retiring (engine/probe.py's Status.state)
+            "state": state,
         }
         key = worker_key(self.settings.prefix, self.worker_id)
         async with self.redis.pipeline(transaction=False) as pipe:

@@ -36,6 +36,7 @@ from .settings import EngineSettings
 from .shutdown import ShutdownSteps
 from .task import Registry, Task
 from .upkeep import Running, Upkeep
+from .versions import Versions
 
 log = logging.getLogger("engine.worker")
 
@@ -74,6 +75,7 @@ class Worker(ClaimSteps, ShutdownSteps):
         self.counters: dict[str, int] = defaultdict(int)
         self.writer = OutcomeWriter(settings, self.scripts, self.id, self.counters)
         self.upkeep = Upkeep(settings, self.redis, self.scripts, self.id)
+        self.versions = Versions(settings, self.registry, self.queues)
         names = [k.queue for k in self.queues]
         self.scheduler = Scheduler(settings, self.redis, names)
         self.liveness = Liveness(settings, self.id, self._crash_from_thread)
@@ -157,6 +159,7 @@ class Worker(ClaimSteps, ShutdownSteps):
             asyncio.create_task(self._guard("cleaner", self.cleaner.run(self._stopping))),
         ]
         try:
+            await self._advertise_versions()
             await self._guard("claim", self._claim_loop())
             await self._shutdown()
         finally:
@@ -184,6 +187,17 @@ class Worker(ClaimSteps, ShutdownSteps):
             log.info("worker stopped id=%s %s", self.id, stats)
         if self.crashed is not None:
             raise LoopCrashed(f"worker {self.id}: a loop crashed") from self.crashed
+
+    async def _advertise_versions(self) -> None:
+        """Name this worker's task versions before its first claim (else it would claim jobs of
+        versions it lacks); wait while Redis is away."""
+        retry = Reconnect("versions")
+        while not self._stopping.is_set():
+            try:
+                await self.versions.advertise(self.redis, force=True)
+                return
+            except Exception as exc:
+                await retry.failed(exc)
 
     async def _guard(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
         """Run one loop; a bug in it stops the whole worker (it must not live on without it)."""
@@ -364,8 +378,12 @@ class Worker(ClaimSteps, ShutdownSteps):
                         self.writer.count(Outcome(rec.job, Kind.FAILED), "heartbeat", code)
                         self._stop_job(rec, StopReason.LEASE_LOST)
                 await self.upkeep.register(
-                    [k.queue for k in self.queues], self.concurrency, records
+                    [k.queue for k in self.queues],
+                    self.concurrency,
+                    records,
+                    self.liveness.status.state,
                 )
+                await self.versions.advertise(self.redis)
                 retry.ok()
                 self._check_recycle()
             except Exception as exc:

@@ -24,6 +24,7 @@ from .api_schedules import router as schedules_router
 from .chartsapi import router as charts_router
 from .flowapi import router as flows
 from .queueapi import router as queues
+from .scalingapi import router as scaling
 from .tokens import AUTH
 from .triage import router as triage_router
 
@@ -51,6 +52,7 @@ api.add_router("/", triage_router)
 api.add_router("/", charts_router)
 api.add_router("/", flows)
 api.add_router("/", queues)
+api.add_router("/", scaling)
 
 
 @api.exception_handler(RedisUnavailable)

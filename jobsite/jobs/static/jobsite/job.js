@@ -20,6 +20,11 @@
       <span class="state state-${esc(job.state)}">${esc(job.state)}</span>, attempt ${job.attempt}`;
     $("#progress").style.width = `${Math.max(0, Math.min(100, job.progress || 0))}%`;
     $("#progress-message").textContent = job.progress_message || "";
+    const aside = $("#waiting-version");
+    aside.hidden = !job.waiting_for_version;
+    aside.textContent = job.waiting_for_version
+      ? `Waiting for a worker with task version ${job.waiting_for_version} (none that claimed it had it since ${time(job.waiting_for_version_since)}).`
+      : "";
     const facts = {priority: job.priority, worker: job.worker || "–", submitted: time(job.submitted_at),
       "run at": time(job.run_at), started: time(job.started_at), ended: time(job.completed_at),
       waited: span(job.run_at && job.run_at > job.submitted_at ? job.run_at : job.submitted_at, job.started_at),
