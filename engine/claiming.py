@@ -58,6 +58,7 @@ class ClaimSteps:
     writer: OutcomeWriter
     _slot_free: asyncio.Event
     _stopping: asyncio.Event
+    _claiming: asyncio.Event
     _claim_retry: Reconnect
     recycler: Recycler
     versions: Versions
@@ -79,6 +80,10 @@ class ClaimSteps:
     async def _claim_loop(self) -> None:
         woke_with_jobs = False
         while not self._stopping.is_set():
+            # Quiet (engine/control.py): wait for resume or stop (a claim sent ahead starts first).
+            if not self._claiming.is_set() and self._ahead is None:
+                await self._claiming.wait()
+                continue
             free = self.concurrency - len(self._active)
             # Outcomes not yet written hold claims back past `concurrency` of them: a worker
             # that dies re-runs at most that many ended jobs, besides those it was running.

@@ -10,7 +10,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from . import serializer, tracing
+from . import control, serializer, tracing
 from .connection import connect
 from .errors import Code, ConfigError, DuplicateJob, JobNotFound, JobTimeout
 from .job import TERMINAL_STATES, Job, JobState
@@ -316,6 +316,21 @@ class Client:
                     info[name] = int(row.get(name, 0))
                 out.append(info)
         return out
+
+    async def control(
+        self,
+        what: str,
+        worker: str | None = None,
+        host: str | None = None,
+        queue: str | None = None,
+    ) -> list[str]:
+        """Tell one worker, every worker of a host or of a queue to quiet (stop claiming, finish
+        what runs), resume or stop (gracefully); return the ids of the workers told.
+
+        Claims stop on the server at once; the worker obeys within heartbeat_interval_s.
+        """
+        chosen = control.select(await self.workers(), worker=worker, host=host, queue=queue)
+        return await control.send(self.redis, self.settings.prefix, control.order(what), chosen)
 
     async def dlq(self, queue: str, offset: int = 0, limit: int = 100) -> list[Job]:
         """Return jobs in the DLQ of `queue`, oldest first."""

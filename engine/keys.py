@@ -109,6 +109,12 @@ def alive_key(prefix: str, worker_id: str) -> str:
     return f"{prefix}:alive:{worker_id}"
 
 
+def control_key(prefix: str, worker_id: str) -> str:
+    """Return the key of an order to one worker ("quiet", "stop"; absent: claim), which it
+    reads with its registry renewal (engine/control.py)."""
+    return f"{prefix}:control:{worker_id}"
+
+
 def version_tag(task: str, version: int | str) -> str:
     """Return how a task version is named in the unserved and build SETs: `task@version`."""
     return f"{task}@{version}"

@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 from . import serializer
 from .context import JobContext
 from .job import Job
-from .keys import QueueKeys, worker_key, workers_key
+from .keys import QueueKeys, control_key, worker_key, workers_key
 from .runner import StopReason
 from .scripts import RenewJob, Scripts
 from .settings import EngineSettings
@@ -124,8 +124,9 @@ class Upkeep:
         concurrency: int,
         records: Sequence[Running],
         state: str = "claiming",
-    ) -> None:
-        """Write this worker's registry entry; it expires unless renewed."""
+    ) -> str | None:
+        """Write this worker's registry entry (it expires unless renewed); return the order
+        waiting for it ("quiet", "stop"; None: claim; engine/control.py)."""
         now_ms = int(time.time() * 1000)
         ttl_ms = max(int(self.settings.heartbeat_interval_s * 1000 * 6), 3000)
         current = [
@@ -148,11 +149,14 @@ class Upkeep:
             pipe.hset(key, mapping=info)  # type: ignore[arg-type]
             pipe.pexpire(key, ttl_ms)
             pipe.zadd(workers_key(self.settings.prefix), {self.worker_id: now_ms})
-            await pipe.execute()
+            pipe.get(control_key(self.settings.prefix, self.worker_id))
+            *_, order = await pipe.execute()
+        return str(order) if order is not None else None
 
     async def deregister(self) -> None:
         """Remove this worker from the registry."""
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.delete(worker_key(self.settings.prefix, self.worker_id))
+            pipe.delete(control_key(self.settings.prefix, self.worker_id))
             pipe.zrem(workers_key(self.settings.prefix), self.worker_id)
             await pipe.execute()

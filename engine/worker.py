@@ -94,6 +94,9 @@ class Worker(ClaimSteps, ShutdownSteps):
         self._slot_free = asyncio.Event()
         self._flush_wanted = asyncio.Event()
         self._stopping = asyncio.Event()
+        # Cleared while the worker is quiet (engine/control.py): it claims nothing, runs on.
+        self._claiming = asyncio.Event()
+        self._claiming.set()
         self._forced = asyncio.Event()
         self._fencing: asyncio.Task[None] | None = None  # Worker.stop's fence (shutdown.py)
         self._claim_retry = Reconnect("claim")
@@ -124,6 +127,7 @@ class Worker(ClaimSteps, ShutdownSteps):
             self._forced.set()
         self._fence()
         self._slot_free.set()
+        self._claiming.set()  # a quiet worker's claim loop wakes to see the stop
 
     def retire(self, reason: str) -> None:
         """Stop claiming for good, let running jobs finish, exit 0: a fresh worker follows."""
@@ -133,6 +137,22 @@ class Worker(ClaimSteps, ShutdownSteps):
         self.liveness.status.state = "retiring"
         log.info("worker retiring id=%s %s", self.id, reason)
         self.stop()
+
+    def _obey(self, order: str | None) -> None:
+        """Follow an order of engine/control.py: quiet, resume (no order) or stop."""
+        if self._stopping.is_set():
+            return
+        if order == "stop":
+            log.info("worker stopping id=%s by=control", self.id)
+            self.stop()
+        elif order == "quiet" and self._claiming.is_set():
+            self._claiming.clear()
+            self.liveness.status.state = "quiet"
+            log.info("worker quiet id=%s claims=off by=control", self.id)
+        elif order is None and not self._claiming.is_set():
+            self._claiming.set()
+            self.liveness.status.state = "claiming"
+            log.info("worker resumed id=%s claims=on by=control", self.id)
 
     def _check_recycle(self) -> None:
         if self.retired is None and (reason := self.recycler.reason(self.claims)) is not None:
@@ -377,12 +397,13 @@ class Worker(ClaimSteps, ShutdownSteps):
                     elif code < 0:
                         self.writer.count(Outcome(rec.job, Kind.FAILED), "heartbeat", code)
                         self._stop_job(rec, StopReason.LEASE_LOST)
-                await self.upkeep.register(
+                order = await self.upkeep.register(
                     [k.queue for k in self.queues],
                     self.concurrency,
                     records,
                     self.liveness.status.state,
                 )
+                self._obey(order)
                 await self.versions.advertise(self.redis)
                 retry.ok()
                 self._check_recycle()
