@@ -27,6 +27,7 @@ from .queueapi import router as queues
 from .scalingapi import router as scaling
 from .tokens import AUTH
 from .triage import router as triage_router
+from .workerapi import router as workers
 
 log = logging.getLogger("jobsite.api")
 
@@ -53,6 +54,7 @@ api.add_router("/", charts_router)
 api.add_router("/", flows)
 api.add_router("/", queues)
 api.add_router("/", scaling)
+api.add_router("/", workers)
 
 
 @api.exception_handler(RedisUnavailable)

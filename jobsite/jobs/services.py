@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, NamedTuple
 
@@ -30,6 +30,7 @@ from engine import (
     Task,
     sync_declared,
 )
+from engine import control as engine_control
 
 from . import eager, engineloop
 from .conf import check_queue, engine_settings
@@ -332,6 +333,17 @@ resubmit, aresubmit = twins(_resubmit)
 resubmit_dlq, aresubmit_dlq = twins(_resubmit_dlq)
 purge, apurge = twins(_purge)
 set_paused, aset_paused = twins(_set_paused)
+
+
+async def _control(client: Client, what: str, workers: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Give workers (registry entries, engine/control.py's select) an order: quiet, resume or
+    stop; return the ids told."""
+    return await engine_control.send(
+        client.redis, client.settings.prefix, engine_control.order(what), workers
+    )
+
+
+control, acontrol = twins(_control)
 
 
 async def _metrics_snapshot(client: Client, names: Iterable[str] | None = None) -> Metrics:
