@@ -116,6 +116,9 @@ def api_table(jobs: Fixture) -> list[tuple[str, str, Any, Perm]]:
         ("post", "/dead-letters/purge", {"fingerprint": BOOM, "dry_run": True}, Perm.PURGE),
         ("get", "/queues/default", None, Perm.VIEW),
         ("put", "/queues/default/limits", {"rate_limit": "100/s"}, Perm.CHANGE_QUEUE),
+        ("get", "/scaling", None, Perm.VIEW),
+        # A host without workers: the order reaches nobody, the permission is checked all the same.
+        ("post", "/workers/control", {"action": "quiet", "host": "no-such"}, Perm.CONTROL_WORKER),
         (
             "post",
             "/flows",

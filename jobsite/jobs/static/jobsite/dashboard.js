@@ -24,7 +24,9 @@
       <td>${c.submitted}</td><td>${c.scheduled}</td><td>${c.started}</td><td>${c.dlq}</td><td>${c.completed_total}</td><td>${c.failed_total}</td>
       <td>${data.oldest_waiting_s && data.oldest_waiting_s[name] != null ? Math.round(data.oldest_waiting_s[name]) + " s" : "–"}</td>
       <td>${may("change_queue") ? `<button data-queue="${esc(name)}" data-action="${data.paused[name] ? "resume" : "pause"}">${data.paused[name] ? "resume" : "pause"}</button>` : ""}</td></tr>`).join("");
-    $("#workers ul").innerHTML = (data.workers || []).map((w) => `<li><b>${esc(w.id)}</b> ${esc(w.queues)} · ${w.current_jobs.length}/${w.concurrency} busy · seen ${Math.round((Date.now() - w.heartbeat_at_ms) / 1000)}s ago</li>`).join("") || "<li>none</li>";
+    $("#workers ul").innerHTML = (data.workers || []).map((w) => `<li data-worker="${esc(w.id)}"><b>${esc(w.id)}</b> ${esc(w.queues)} · ${w.current_jobs.length}/${w.concurrency} busy · seen ${Math.round((Date.now() - w.heartbeat_at_ms) / 1000)}s ago
+      · <span class="worker-state state-${esc(w.state || "claiming")}">${esc(w.state || "claiming")}</span>
+      ${may("control_worker") ? workerButtons(w) : ""}</li>`).join("") || "<li>none</li>";
     $("#running ul").innerHTML = (data.running || []).map((j) => `<li>${esc(j.task)} <small>${esc(j.id)}</small>
       <div class="bar"><span style="width:${Math.max(0, Math.min(100, j.progress || 0))}%"></span></div><small>${esc(j.progress_message)}</small></li>`).join("") || "<li>nothing running</li>";
     $("#failures ul").innerHTML = (data.failures || []).map((f) => `<li data-id="${esc(f.id)}"><b>${esc(f.task)}</b> <span class="state-${esc(f.state)}">${esc(f.state)}</span> <a href="${esc(jobPage(f.id))}"><small>${esc(f.id)}</small></a>
@@ -33,6 +35,23 @@
     $("#search tbody").innerHTML = (data.jobs || []).map((j) => `<tr data-id="${esc(j.id)}"><td><input type="checkbox" value="${esc(j.id)}" ${ticked.has(j.id) ? "checked" : ""}></td><td><a href="${esc(jobPage(j.id))}"><small>${esc(j.id)}</small></a></td><td>${esc(j.task)}</td><td>${esc(j.queue)}</td>
       <td class="state-${esc(j.state)}">${esc(j.state)}</td><td>${j.attempt}</td>
       <td>${may("cancel") && (data.vocabulary || config.vocabulary).cancellable.includes(j.state) ? `<button data-job="${esc(j.id)}" data-action="cancel">cancel</button>` : ""}</td></tr>`).join("");
+  }
+
+  // Quiet, resume and stop for one worker, and for every worker of its host (engine/control.py).
+  function workerButtons(w) {
+    const state = w.state || "claiming";
+    const orders = state === "quiet" ? ["resume", "stop"] : state === "claiming" ? ["quiet", "stop"] : [];
+    const one = orders.map((o) => `<button data-order="${o}" data-worker="${esc(w.id)}">${o}</button>`).join(" ");
+    const host = ["quiet", "resume"].map((o) => `<button data-order="${o}" data-host="${esc(w.host)}">${o} host</button>`).join(" ");
+    return `${one} ${host}`;
+  }
+
+  async function order(action, selector) {
+    const [[kind, name]] = Object.entries(selector);
+    if (!confirm(`${action} ${kind} ${name}?`)) return;
+    const response = await fetch(`${config.api}/workers/control`, {method: "POST", credentials: "same-origin",
+      headers: {"X-CSRFToken": csrf, "Content-Type": "application/json"}, body: JSON.stringify({action, ...selector})});
+    if (!response.ok) alert(`failed: ${response.status} ${JSON.stringify((await response.json()).detail)}`);
   }
 
   async function act(path, method, question) {
@@ -68,6 +87,8 @@
   document.addEventListener("click", (event) => {
     const b2 = event.target.closest("button[data-bulk]");
     if (b2) { bulk(b2.dataset.bulk, b2.dataset.scope); return; }
+    const b3 = event.target.closest("button[data-order]");
+    if (b3) { order(b3.dataset.order, b3.dataset.worker ? {worker: b3.dataset.worker} : {host: b3.dataset.host}); return; }
     const b = event.target.closest("button[data-action]");
     if (!b) return;
     const {action, job, queue} = b.dataset;
