@@ -57,6 +57,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "declare": ("repeats", "repeat_due", "repeat_last", "declared"),
     "snapshot": ("events",),
     "unserved": (*QUEUE_KEYS, "unserved", "served"),
+    "drain": QUEUE_KEYS,
 }
 
 
@@ -226,6 +227,11 @@ class QueueKeys:
         """Return the key of the SET of task@versions a worker build runs (expires unless
         renewed); `digest` names the set (engine/versions.py)."""
         return f"{self.base}:build:{digest}"
+
+    @property
+    def draining(self) -> str:
+        """HASH of the queue's last drain (engine/drain.py): its progress and outcome."""
+        return f"{self.base}:draining"
 
     @property
     def job_prefix(self) -> str:

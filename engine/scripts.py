@@ -330,6 +330,24 @@ class Scripts:
         argv = [keys.job_prefix, events_maxlen, ttl_ms, keys.unserved_prefix, drop_after_ms]
         return int(await self.raw["unserved"](keys, [*argv, max_jobs]))
 
+    async def drain(
+        self,
+        keys: QueueKeys,
+        *,
+        events_maxlen: int,
+        ttl_ms: int,
+        cutoff_ms: int,
+        source_key: str,
+        source_kind: str,
+        cursor: str,
+        max_jobs: int,
+    ) -> tuple[str, int, int]:
+        """Cancel one chunk of a waiting structure's jobs older than the cutoff; return the next
+        cursor ("": done), how many were cancelled and how many looked at."""
+        argv = [keys.job_prefix, events_maxlen, ttl_ms, cutoff_ms, source_key, source_kind]
+        nxt, cancelled, seen = await self.raw["drain"](keys, [*argv, cursor, max_jobs])
+        return str(nxt), int(cancelled), int(seen)
+
     async def snapshot(
         self, keys: QueueKeys, *, field: str = "", job_ids: Sequence[str]
     ) -> list[str | None]:

@@ -22,6 +22,7 @@ from engine.errors import ConfigError
 from .api import router
 from .api_schedules import router as schedules_router
 from .chartsapi import router as charts_router
+from .drainapi import router as drains
 from .flowapi import router as flows
 from .queueapi import router as queues
 from .scalingapi import router as scaling
@@ -55,6 +56,7 @@ api.add_router("/", flows)
 api.add_router("/", queues)
 api.add_router("/", scaling)
 api.add_router("/", workers)
+api.add_router("/", drains)
 
 
 @api.exception_handler(RedisUnavailable)

@@ -1,12 +1,15 @@
-"""manage.py jobsite <subcommand>: operations on a running Jobsite (`probe` for now)."""
+"""manage.py jobsite <subcommand>: operations on a running Jobsite: `probe`, `drain`."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from engine import Client
+from engine import drain as engine_drain
 from engine.cli import add_probe_arguments, run_probe
 
 from ... import conf
@@ -22,11 +25,30 @@ class Command(BaseCommand):
             "probe", help="exit 0 when this host's workers are live (--live) or ready (--ready)"
         )
         add_probe_arguments(probe)
+        drain = sub.add_parser(
+            "drain", help="cancel every job waiting in a queue (jobs enqueued meanwhile stay)"
+        )
+        drain.add_argument("queue")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["subcommand"] == "drain":
+            self.drain(options["queue"])
+            return
         settings = conf.engine_settings()
         if options["status_dir"]:
             settings = dataclasses.replace(settings, status_dir=options["status_dir"])
         status = run_probe(settings, options["ready"], options["pid"])
         if status:
             raise SystemExit(status)
+
+    def drain(self, queue: str) -> None:
+        """Drain `queue` here, in the foreground (the API runs it in the web process)."""
+        conf.check_queue(queue)
+
+        async def go() -> int:
+            async with Client(conf.engine_settings()) as client:
+                if await engine_drain.begin(client, queue, by="manage.py jobsite drain") is None:
+                    raise CommandError(f"a drain of queue {queue!r} is already running")
+                return await engine_drain.run(client, queue)
+
+        self.stdout.write(f"drained queue={queue} cancelled={asyncio.run(go())}")
