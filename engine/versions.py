@@ -51,13 +51,15 @@ class Versions:
     async def advertise(self, redis: Redis, force: bool = False) -> None:
         """Write the build SETs and served stamps when due (or `force`)."""
         now = time.monotonic()
-        if not self.tags or (not force and now < self._next):
+        if not force and now < self._next:
             return
         now_ms = int(time.time() * 1000)
         async with redis.pipeline(transaction=False) as pipe:
             for keys, build in self.build_keys.items():
-                pipe.sadd(build, *self.tags)
+                # "" names no task: the SET exists even for a worker without tasks.
+                pipe.sadd(build, "", *self.tags)
                 pipe.pexpire(build, self.ttl_ms)
-                pipe.hset(keys.served, mapping=dict.fromkeys(self.tags, now_ms))
+                if self.tags:
+                    pipe.hset(keys.served, mapping=dict.fromkeys(self.tags, now_ms))
             await pipe.execute()
         self._next = now + self.interval_s
