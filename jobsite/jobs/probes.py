@@ -6,8 +6,7 @@ PROBE_TIMEOUT_S; the answer names which failed by kind only (no host, no message
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from django.db import connections
@@ -38,8 +37,7 @@ def _redis() -> None:
     services.ping(timeout_s=PROBE_TIMEOUT_S)
 
 
-def _answer(check: Callable[[], None]) -> str:
-    future = _checks.submit(check)
+def _answer(future: Future[None]) -> str:
     try:
         future.result(timeout=PROBE_TIMEOUT_S + 0.5)
     except FutureTimeout:
@@ -60,8 +58,8 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @require_safe
 def readyz(request: HttpRequest) -> JsonResponse:
     """Answer 200 when the database and Redis answer, else 503 naming which did not."""
-    database = _answer(_database)
-    redis = _answer(_redis)
+    checks = _checks.submit(_database), _checks.submit(_redis)  # both at once
+    database, redis = (_answer(check) for check in checks)
     ready = database == "ok" and redis == "ok"
     body = {"status": "ok" if ready else "unavailable", "database": database, "redis": redis}
     return JsonResponse(body, status=200 if ready else 503)
