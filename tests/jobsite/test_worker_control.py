@@ -13,13 +13,16 @@ from typing import Any
 import httpx
 import pytest
 from django.contrib.admin.models import LogEntry
+from django.core.management import call_command
 from django.test import Client as WebClient
 
 from engine import EngineSettings, Worker
 from jobsite.client import InvalidRequest, JobsiteClient, Unauthorized
+from jobsite.jobs import services
 from jobsite.jobs.permissions import OPERATORS, VIEWERS
 from jobsite.jobs.reconcile import sync_workers
 from jobsite.wsgi import application as wsgi_app
+from tests.engine import tasks as t
 
 from .conftest import make_token, staff_user
 
@@ -153,3 +156,12 @@ def test_admin_actions_control_workers(live_worker: Worker) -> None:
     form["action"] = "resume_workers"
     assert web.post(changelist, form).status_code == 302
     wait_for(lambda: state() == "claiming", timeout_s=1.5)
+
+
+def test_runworker_retires_after_max_jobs(engine: EngineSettings) -> None:
+    """runworker --max-jobs: the worker retires after that many jobs and the command returns
+    (exit 0 for its supervisor); the rest wait for the next worker."""
+    ids = [services.enqueue(t.add, i, i).id for i in range(12)]
+    call_command("runworker", "--only", "worker", "--max-jobs", "5", "--concurrency", "2")
+    states = [services.get_job(i).state.value for i in ids]
+    assert states.count("completed") == 5 and states.count("submitted") == 7
