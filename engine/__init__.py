@@ -33,7 +33,7 @@ from .job import (
     JobState,
     state_vocabulary,
 )
-from .keys import JOB_ID_PATTERN, QueueKeys, check_job_id, validate_queue_name
+from .keys import JOB_ID_PATTERN, QueueKeys, check_job_id, validate_queue_name, version_tag
 from .limits import Deduplication
 from .metrics import Histogram, Metrics, QueueMetrics
 from .repeat import Repeatable
@@ -95,4 +95,5 @@ __all__ = [
     "task",
     "task_ref",
     "validate_queue_name",
+    "version_tag",
 ]

@@ -16,9 +16,8 @@ from django.utils import timezone
 from ninja import Query, Router, Status
 from ninja.errors import HttpError
 
-from engine import InvalidArguments, JobNotFound, Task
+from engine import InvalidArguments, JobNotFound, Task, version_tag
 from engine import Job as EngineJob
-from engine.keys import version_tag
 
 from . import audit, bulk, related, services, taskoptions
 from .arguments import check_types, schema

@@ -10,12 +10,8 @@ from django.http import HttpRequest
 from ninja import Router, Status
 from ninja.errors import HttpError
 
-from engine import Client
-from engine import drain as engine_drain
-
-from . import audit, engineloop, services
+from . import audit, services
 from .api import ERRORS
-from .conf import engine_settings
 from .models import QueueRecord
 from .permissions import Perm, aneed
 from .schemas import Out
@@ -71,20 +67,13 @@ async def start_drain(request: HttpRequest, name: str) -> Status[DrainOut]:
     rights = await aneed(request, Perm.CANCEL, name)
     await _known(name)
     who = f"{rights.user.get_username()} via {rights.via}"
-
-    async def begin(client: Client) -> dict[str, str] | None:
-        return await engine_drain.begin(client, name, by=who)
-
-    row = await engineloop.acall(engine_settings(), begin)
+    row = await services.adrain_begin(name, who)
     if row is None:
         raise HttpError(409, f"a drain of queue {name!r} is already running")
     await audit.arecord(
         rights.user, "drain", [name], rights.via, QueueRecord, f"{row['waiting']} jobs waiting"
     )
-    running = engineloop.engine_loop().submit(
-        engine_settings(), lambda client: engine_drain.run(client, name)
-    )
-    running.add_done_callback(_logged)
+    services.drain_in_background(name).add_done_callback(_logged)
     return Status(202, _out(name, row))
 
 
@@ -93,8 +82,4 @@ async def drain_status(request: HttpRequest, name: str) -> DrainOut:
     """The queue's last drain: state, jobs waiting when it began, cancelled so far."""
     await aneed(request, Perm.VIEW, name)
     await _known(name)
-
-    async def read(client: Client) -> dict[str, str]:
-        return await engine_drain.status(client, name)
-
-    return _out(name, await engineloop.acall(engine_settings(), read))
+    return _out(name, await services.adrain_status(name))

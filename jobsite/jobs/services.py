@@ -12,6 +12,7 @@ import dataclasses
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from datetime import timedelta
 from typing import Any, NamedTuple
 
@@ -31,6 +32,7 @@ from engine import (
     sync_declared,
 )
 from engine import control as engine_control
+from engine import drain as engine_drain
 
 from . import eager, engineloop
 from .conf import check_queue, engine_settings
@@ -344,6 +346,33 @@ async def _control(client: Client, what: str, workers: Sequence[Mapping[str, Any
 
 
 control, acontrol = twins(_control)
+
+
+async def _drain_begin(client: Client, queue: str, by: str) -> dict[str, str] | None:
+    """Mark a drain of `queue` running (engine/drain.py); None when one already runs."""
+    return await engine_drain.begin(client, queue, by)
+
+
+async def _drain_run(client: Client, queue: str) -> int:
+    """Drain `queue` as begun; return how many jobs were cancelled."""
+    return await engine_drain.run(client, queue)
+
+
+async def _drain_status(client: Client, queue: str) -> dict[str, str]:
+    """Return the queue's last drain record ({}: never drained)."""
+    return await engine_drain.status(client, queue)
+
+
+drain_begin, adrain_begin = twins(_drain_begin)
+drain_run, adrain_run = twins(_drain_run)
+drain_status, adrain_status = twins(_drain_status)
+
+
+def drain_in_background(queue: str) -> Future[int]:
+    """Run a begun drain of `queue` on the engine loop, not waiting for it; return its future."""
+    return engineloop.engine_loop().submit(
+        engine_settings(), lambda client: engine_drain.run(client, queue)
+    )
 
 
 async def _metrics_snapshot(client: Client, names: Iterable[str] | None = None) -> Metrics:

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from engine import Client
-from engine import drain as engine_drain
 from engine.cli import add_probe_arguments, run_probe
 
-from ... import conf
+from ... import conf, services
 
 
 class Command(BaseCommand):
@@ -44,11 +41,6 @@ class Command(BaseCommand):
     def drain(self, queue: str) -> None:
         """Drain `queue` here, in the foreground (the API runs it in the web process)."""
         conf.check_queue(queue)
-
-        async def go() -> int:
-            async with Client(conf.engine_settings()) as client:
-                if await engine_drain.begin(client, queue, by="manage.py jobsite drain") is None:
-                    raise CommandError(f"a drain of queue {queue!r} is already running")
-                return await engine_drain.run(client, queue)
-
-        self.stdout.write(f"drained queue={queue} cancelled={asyncio.run(go())}")
+        if services.drain_begin(queue, "manage.py jobsite drain") is None:
+            raise CommandError(f"a drain of queue {queue!r} is already running")
+        self.stdout.write(f"drained queue={queue} cancelled={services.drain_run(queue)}")
