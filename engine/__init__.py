@@ -41,6 +41,7 @@ from .keys import (
     check_chosen_job_id,
     check_job_id,
     validate_queue_name,
+    version_tag,
 )
 from .limits import Deduplication
 from .metrics import Histogram, Metrics, QueueMetrics
@@ -108,4 +109,5 @@ __all__ = [
     "task",
     "task_ref",
     "validate_queue_name",
+    "version_tag",
 ]
