@@ -24,6 +24,6 @@ def _finished(sender: Any, **kwargs: Any) -> None:
 
 
 if os.environ.get("HISTORY_SYNC_RECEIVER") == "1":
-    from jobsite.jobs.signals import job_finished
+    from jobsite.jobs.tasks.signals import job_finished
 
     job_finished.connect(_finished, weak=False)

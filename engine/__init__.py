@@ -8,6 +8,7 @@ from .errors import (
     DuplicateJob,
     EngineError,
     InvalidArguments,
+    JobIdTaken,
     JobNotFound,
     JobTimeout,
     LeaseLost,
@@ -33,9 +34,17 @@ from .job import (
     JobState,
     state_vocabulary,
 )
-from .keys import JOB_ID_PATTERN, QueueKeys, check_job_id, validate_queue_name
+from .keys import (
+    CHOSEN_JOB_ID_PATTERN,
+    JOB_ID_PATTERN,
+    QueueKeys,
+    check_chosen_job_id,
+    check_job_id,
+    validate_queue_name,
+)
 from .limits import Deduplication
 from .metrics import Histogram, Metrics, QueueMetrics
+from .producer import configure
 from .repeat import Repeatable
 from .result import TaskResult
 from .settings import EngineSettings, redact_url
@@ -43,6 +52,7 @@ from .task import PER_CALL_OPTIONS, Registry, Task, TaskOptions, collect_tasks, 
 from .worker import Worker
 
 __all__ = [
+    "CHOSEN_JOB_ID_PATTERN",
     "DEAD_STATES",
     "ENDED_STATES",
     "JOB_ID_PATTERN",
@@ -62,6 +72,7 @@ __all__ = [
     "InvalidArguments",
     "Job",
     "JobContext",
+    "JobIdTaken",
     "JobNotFound",
     "JobState",
     "JobTimeout",
@@ -86,8 +97,10 @@ __all__ = [
     "UnknownTask",
     "Worker",
     "WrongState",
+    "check_chosen_job_id",
     "check_job_id",
     "collect_tasks",
+    "configure",
     "declared_repeatable",
     "redact_url",
     "state_vocabulary",

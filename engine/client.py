@@ -12,11 +12,12 @@ from redis.asyncio import Redis
 
 from . import serializer, tracing
 from .connection import connect
-from .errors import Code, ConfigError, DuplicateJob, JobNotFound, JobTimeout
+from .errors import Code, ConfigError, DuplicateJob, JobIdTaken, JobNotFound, JobTimeout
 from .job import TERMINAL_STATES, Job, JobState
 from .keys import (
     QueueKeys,
     check_job_id,
+    id_owner_key,
     new_job_id,
     queue_keys,
     queues_key,
@@ -97,10 +98,60 @@ class Client:
                     job.flow_id = job.flow_id or flow_id
         for job in jobs:
             check_job_id(job.id)
-        if not tracing.active():  # no span to open (the common case, and the cheap one)
-            return await self._submit_specs(jobs, atomic)
-        with tracing.enqueue_span(jobs):
-            return await self._submit_specs(jobs, atomic)
+        chosen = [job for job in jobs if not job.generated_id]
+        fresh = await self._reserve_ids(chosen) if chosen else []
+        try:
+            if not tracing.active():  # no span to open (the common case, and the cheap one)
+                return await self._submit_specs(jobs, atomic)
+            with tracing.enqueue_span(jobs):
+                return await self._submit_specs(jobs, atomic)
+        except BaseException:
+            if atomic and fresh:  # a refused flow writes nothing, reservations included
+                await self._release_ids(fresh)
+            raise
+
+    async def _reserve_ids(self, jobs: list[Job]) -> list[str]:
+        """Reserve each chosen id for its job's queue; raise JobIdTaken if another queue has it.
+
+        One id, one job in the whole deployment: `SET NX` of one key per id is atomic on one
+        Redis and on a Cluster alike (the key is the id's own), and the first queue to take an
+        id keeps it for `chosen_id_ttl_s`. An id the engine made for a job of another queue
+        (copied from somewhere) has no reservation: a job hash of that id in any other known
+        queue refuses it too. Ids made by the engine (`Job.generated_id`) need neither.
+        Return the ids this call reserved afresh.
+        """
+        prefix, ttl_s = self.settings.prefix, self.settings.chosen_id_ttl_s
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job in jobs:
+                pipe.set(id_owner_key(prefix, job.id), job.queue, nx=True, ex=ttl_s, get=True)
+            owners: list[str | None] = await pipe.execute()
+        fresh = [j.id for j, owner in zip(jobs, owners, strict=True) if owner is None]
+        taken = [
+            j.id for j, owner in zip(jobs, owners, strict=True) if owner not in (None, j.queue)
+        ]
+        if not taken:
+            taken = await self._held_elsewhere(jobs)
+            await self._release_ids(sorted(set(taken) & set(fresh)))
+        if taken:
+            raise JobIdTaken(f"job ids belong to jobs of another queue: {', '.join(taken)}")
+        return fresh
+
+    async def _release_ids(self, job_ids: list[str]) -> None:
+        """Give back reservations of chosen ids (made by a call that wrote no job)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_id in job_ids:
+                pipe.delete(id_owner_key(self.settings.prefix, job_id))
+            await pipe.execute()
+
+    async def _held_elsewhere(self, jobs: list[Job]) -> list[str]:
+        """Return the ids of `jobs` that a job hash of another known queue holds."""
+        names = await self.queues()
+        pairs = [(job.id, q) for job in jobs for q in names if q != job.queue]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_id, queue in pairs:
+                pipe.exists(self.keys(queue).job(job_id))
+            found = await pipe.execute()
+        return sorted({job_id for (job_id, _), hit in zip(pairs, found, strict=True) if hit})
 
     async def _submit_specs(self, jobs: list[Job], atomic: bool) -> list[Job]:
         by_queue: dict[str, list[bytes]] = defaultdict(list)

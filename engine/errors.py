@@ -66,6 +66,10 @@ class DuplicateJob(EngineError):
     """A job with this id already exists in the queue."""
 
 
+class JobIdTaken(EngineError):
+    """A chosen job id belongs to a job of another queue: ids are unique across queues."""
+
+
 class UnknownParent(ConfigError, LookupError):
     """A job depends on a job id that does not exist in its queue."""
 

@@ -16,6 +16,10 @@ _QUEUE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 # joins a repeatable's name to its tick in the ids the scheduler makes ("nightly@1767225600000").
 JOB_ID_PATTERN = r"^[A-Za-z0-9_:@-][A-Za-z0-9._:@-]{0,127}$"
 _JOB_ID = re.compile(JOB_ID_PATTERN)
+# The ids a caller may choose: the same without "@", which only the scheduler's tick ids hold,
+# so no caller can take a tick's id ahead of its tick.
+CHOSEN_JOB_ID_PATTERN = r"^[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,127}$"
+_CHOSEN_JOB_ID = re.compile(CHOSEN_JOB_ID_PATTERN)
 
 
 # The keys every state-changing script takes first, in this order (common.lua's `queue()`).
@@ -77,6 +81,14 @@ def check_job_id(job_id: str) -> str:
     return job_id
 
 
+def check_chosen_job_id(job_id: str) -> str:
+    """Return `job_id` if a caller may choose it (CHOSEN_JOB_ID_PATTERN), else raise ConfigError."""
+    check_job_id(job_id)
+    if not _CHOSEN_JOB_ID.fullmatch(job_id):
+        raise ConfigError(f"'@' is kept for the ids of schedule ticks; got {job_id!r}")
+    return job_id
+
+
 def new_job_id() -> str:
     """Return a fresh job id that sorts by creation time: a UUIDv7 (RFC 9562) in 32 hex digits.
 
@@ -92,6 +104,11 @@ def new_job_id() -> str:
 def queues_key(prefix: str) -> str:
     """Return the key of the set of known queue names."""
     return f"{prefix}:queues"
+
+
+def id_owner_key(prefix: str, job_id: str) -> str:
+    """Return the key naming the queue that owns a chosen job id (one id, one job, any queue)."""
+    return f"{prefix}:id:{job_id}"
 
 
 def workers_key(prefix: str) -> str:

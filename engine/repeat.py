@@ -13,6 +13,7 @@ marked `overridden`; syncing the declaration keeps it as changed.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import re
 import time
@@ -22,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 from redis.asyncio import Redis
 from redis.exceptions import WatchError
 
@@ -113,6 +114,30 @@ class Repeatable:
         if self.end_at_ms is not None and tick > self.end_at_ms:
             return None
         return tick
+
+    def check_fires(self, now_ms: int, min_interval_s: float) -> None:
+        """Raise ConfigError unless this repeatable can fire and its ticks are `min_interval_s`
+        or more apart (a cron is sampled over its next few ticks)."""
+        if self.every_s is not None:
+            if self.every_s < min_interval_s:
+                raise ConfigError(
+                    f"every_s must be at least {min_interval_s:g} s (min_repeat_interval_s), "
+                    f"got {self.every_s:g}"
+                )
+            return
+        ticks: list[int] = []
+        try:
+            after = max(now_ms, self.start_at_ms)
+            while len(ticks) < 5 and (tick := self.next_after(after)) is not None:
+                ticks.append(after := tick)
+        except (CroniterBadDateError, OverflowError, ValueError):
+            raise ConfigError(f"cron expression {self.cron!r} never fires") from None
+        gaps = [b - a for a, b in itertools.pairwise(ticks)]
+        if gaps and min(gaps) < min_interval_s * 1000:
+            raise ConfigError(
+                f"cron expression {self.cron!r} fires {min(gaps) / 1000:g} s apart; the least "
+                f"interval is {min_interval_s:g} s (min_repeat_interval_s)"
+            )
 
     def job_for(self, due_ms: int) -> Job:
         """Return the job of the tick due at `due_ms` (its id names the repeatable and the tick)."""
@@ -209,7 +234,21 @@ class Repeats:
         )
         if start is None and rep.every_s is not None:
             rep = dataclasses.replace(rep, start_at_ms=now + round(rep.every_s * 1000))
+        rep.check_fires(now, self.settings.min_repeat_interval_s)  # paused or not
+        await self._check_name_free(name, rep.queue)
         return await self._change(rep.queue, name, lambda _: rep, now, replace=True)
+
+    async def _check_name_free(self, name: str, queue: str) -> None:
+        """Raise ConfigError if another queue has a repeatable `name`: a tick's job id is the
+        name and its time, so two queues sharing a name would share ids."""
+        names: set[str] = await self.redis.smembers(queues_key(self.settings.prefix))  # type: ignore[assignment]
+        others = sorted(names - {queue})
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for other in others:
+                pipe.hexists(QueueKeys(self.settings.prefix, other).repeats, name)
+            found = await pipe.execute()
+        if any(found):
+            raise ConfigError(f"a repeatable named {name!r} exists in another queue")
 
     async def _change(
         self,
@@ -233,6 +272,8 @@ class Repeats:
                     raw = await pipe.hget(keys.repeats, name)
                     old = None if raw is None else _read(raw, lenient=replace)
                     rep = change(old)
+                    if not rep.paused:  # a paused one is checked when it is resumed
+                        rep.check_fires(now_ms, self.settings.min_repeat_interval_s)
                     if old is not None and old.origin == "settings":
                         rep = dataclasses.replace(rep, origin="settings", overridden=True)
                     due = None if rep.paused else rep.next_after(now_ms - 1)

@@ -76,6 +76,11 @@ class EngineSettings:
     # How long an idle worker blocks on the wake-up key before looking again.
     idle_wait_s: float = 1.0
     default_result_ttl_s: int = 86_400
+    # How long a job id a caller chose stays reserved for its queue (keys.id_owner_key): at
+    # least as long as the history keeps rows, so no other queue's job can take it meanwhile.
+    chosen_id_ttl_s: int = 30 * 86_400
+    # The shortest interval between two ticks of a repeatable (every_s or cron).
+    min_repeat_interval_s: float = 1.0
     # How often a worker renews its leases, reads cancel marks and refreshes its registry entry.
     heartbeat_interval_s: float = 0.5
     # A worker whose liveness key (renewed by a thread, every quarter of this) is older is dead:
@@ -112,9 +117,14 @@ class EngineSettings:
             "isolation_processes",
             "job_log_max_lines",
             "job_log_max_bytes",
+            "chosen_id_ttl_s",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)!r}")
+        if not self.min_repeat_interval_s >= 0:
+            raise ConfigError(
+                f"min_repeat_interval_s must be >= 0, got {self.min_repeat_interval_s!r}"
+            )
         if self.heartbeat_interval_s * 1000 >= self.lease_ms:
             raise ConfigError("heartbeat_interval_s must be shorter than lease_ms")
         if not 0.2 <= self.liveness_window_s <= self.lease_ms / 1000:

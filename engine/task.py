@@ -17,7 +17,7 @@ from . import serializer
 from .backoff import Backoff, validate_backoff
 from .errors import ConfigError, InvalidArguments, PayloadTooLarge, UnknownTask
 from .job import OPTION_FIELDS, Job, JobState
-from .keys import check_job_id, new_job_id, validate_queue_name
+from .keys import check_chosen_job_id, new_job_id, validate_queue_name
 from .limits import Deduplication, FromArgs, check_limit, from_args, rate_interval_ms
 
 DeadLetterPolicy = Literal["save", "none"]
@@ -188,6 +188,19 @@ class Task:
             raise UnknownTask(f"task {self.name!r} has no function in this process")
         return self.fn(*args, **kwargs)
 
+    async def enqueue(self, *args: Any, **kwargs: Any) -> Job:
+        """Submit a call of this task (engine.producer: the configured settings or the
+        application's submit functions)."""
+        from . import producer
+
+        return await producer.asubmit(self.call(*args, **kwargs))
+
+    def delay(self, *args: Any, **kwargs: Any) -> Job:
+        """Submit a call of this task from sync code (see `enqueue`)."""
+        from . import producer
+
+        return producer.submit(self.call(*args, **kwargs))
+
     def using(
         self,
         *,
@@ -213,7 +226,7 @@ class Task:
         schedule = Schedule(
             delay_s if delay_s is not None else self.schedule.delay_s,
             run_at_ms if run_at_ms is not None else self.schedule.run_at_ms,
-            check_job_id(job_id) if job_id is not None else self.schedule.job_id,
+            check_chosen_job_id(job_id) if job_id is not None else self.schedule.job_id,
             _parent_ids(depends_on) if depends_on is not None else self.schedule.depends_on,
         )
         return dataclasses.replace(
@@ -237,6 +250,7 @@ class Task:
         opts = self.options
         job = Job(
             id=self.schedule.job_id or new_job_id(),
+            generated_id=self.schedule.job_id is None,
             task=self.name,
             version=self.version,
             queue=self.options.queue,

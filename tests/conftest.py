@@ -50,7 +50,9 @@ def settings(request: pytest.FixtureRequest, redis_server: RedisServer) -> Itera
         with redis.Redis(port=redis_server.port) as r:
             r.flushall()
         url = redis_server.url
-    yield EngineSettings.from_url(url, scheduler_interval_s=0.05, idle_wait_s=0.2)
+    yield EngineSettings.from_url(
+        url, scheduler_interval_s=0.05, idle_wait_s=0.2, min_repeat_interval_s=0.01
+    )
 
 
 @pytest.fixture
@@ -70,4 +72,6 @@ def redis_cluster() -> Iterator[ClusterServer]:
 def cluster_settings(redis_cluster: ClusterServer) -> Iterator[EngineSettings]:
     """Settings on the flushed private cluster, with short timings for tests."""
     redis_cluster.flushall()
-    yield EngineSettings.from_url(redis_cluster.url, scheduler_interval_s=0.05, idle_wait_s=0.2)
+    yield EngineSettings.from_url(
+        redis_cluster.url, scheduler_interval_s=0.05, idle_wait_s=0.2, min_repeat_interval_s=0.01
+    )

@@ -14,16 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from demo import serve
+from demo.demo import demo_jobs
 from engine.devserver import RedisServer, free_port
-from jobsite import serve
-from jobsite.demo import demo_jobs
 from tests import serving
 
 
 def test_demo_runs_once(redis_server: RedisServer) -> None:
     env = {**os.environ, "REDIS_URL": redis_server.url.replace("/0", "/3"), "COLUMNS": "200"}
     proc = subprocess.run(
-        [sys.executable, "-m", "jobsite.demo", "--once"],
+        [sys.executable, "-m", "demo.demo", "--once"],
         env=env,
         capture_output=True,
         text=True,
@@ -46,7 +46,7 @@ def test_main_command_smoke(redis_server: RedisServer, tmp_path: object) -> None
         "SQLITE_PATH": f"{tmp_path}/smoke.sqlite3",
     }
     proc = subprocess.run(
-        [sys.executable, "-m", "jobsite.serve", "--smoke", "--port", str(free_port())],
+        [sys.executable, "-m", "demo.serve", "--smoke", "--port", str(free_port())],
         env=env,
         capture_output=True,
         text=True,

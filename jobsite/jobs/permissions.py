@@ -17,7 +17,7 @@ from django.http import HttpRequest
 from ninja.errors import HttpError
 
 if TYPE_CHECKING:
-    from .models import ApiToken
+    from jobsite.jobs.models import ApiToken
 
 APP_LABEL = "jobsite"
 
@@ -88,6 +88,20 @@ class Grant:
         """Narrow rows with a `queue` column to the queues this request may see."""
         scope = self.queues
         return rows if scope is None else rows.filter(queue__in=scope)
+
+    def narrow_workers(self, workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Keep the workers serving a queue this request may see, each showing only those
+        queues and the jobs it runs from them."""
+        scope = self.queues
+        if scope is None:
+            return workers
+        out = []
+        for worker in workers:
+            queues = [q for q in str(worker.get("queues", "")).split(",") if q in scope]
+            if queues:
+                jobs = [j for j in worker.get("current_jobs", []) if j.get("queue") in scope]
+                out.append({**worker, "queues": ",".join(queues), "current_jobs": jobs})
+        return out
 
     def allows(self, perm: Perm, queue: str | None = None) -> bool:
         """Tell whether this request may do `perm` (on `queue`, when given)."""

@@ -5,13 +5,23 @@ Prometheus metrics at `metrics`.
 Reverse them as `jobsite:dashboard` and `jobsite:api:<name>`.
 """
 
-from django.urls import path
+from django.http import HttpRequest, JsonResponse
+from django.urls import path, re_path
+from django.views.decorators.csrf import csrf_exempt
 
-from .apiroot import api
-from .metrics import scrape
-from .views import dashboard, dead_letters, job, queues, schedules
+from jobsite.jobs.api.root import api
+from jobsite.jobs.web.metrics import scrape
+from jobsite.jobs.web.views import dashboard, dead_letters, job, queues, schedules
 
 app_name = "jobsite"
+
+
+@csrf_exempt  # it changes nothing, whatever the method
+def api_not_found(request: HttpRequest, rest: str) -> JsonResponse:
+    """Answer a path under the API that no operation takes (an encoded slash in an id, say)
+    as the API answers everything: JSON."""
+    return JsonResponse({"detail": f"no API operation at {request.path!r}"}, status=404)
+
 
 urlpatterns = [
     path("dashboard/", dashboard, name="dashboard"),
@@ -20,5 +30,6 @@ urlpatterns = [
     path("dashboard/dead-letters/", dead_letters, name="dead_letters"),
     path("dashboard/queues/", queues, name="queues"),
     path("api/v1/", api.urls),
+    re_path(r"^api/v1/(?P<rest>.*)$", api_not_found),
     path("metrics", scrape, name="metrics"),
 ]

@@ -1,6 +1,6 @@
 """The dashboard in real headless Chromium (Debian's package) driven by Playwright.
 
-Runs the README's main command (`python -m jobsite.serve`) against a private Redis and a
+Runs the README's main command (`python -m demo.serve`) against a private Redis and a
 temporary SQLite file, logs in as the admin it creates, and saves screenshots under docs/.
 """
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from demo.demo_tasks import charge_card, import_rows, resize_image
 from engine import Client, ConfigError, EngineSettings, JobState
 from engine.devserver import RedisServer, free_port
-from jobsite.demo_tasks import charge_card, import_rows, resize_image
 from tests import serving
 
 pytestmark = pytest.mark.browser

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
+from demo.demo_tasks import resize_image
 from engine import EngineSettings
-from jobsite.demo_tasks import resize_image
 
 from . import test_dashboard as dash
 from .test_dashboard import DOCS, engine, launch, login

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
+from demo.demo_tasks import crunch_numbers
 from engine import EngineSettings
-from jobsite.demo_tasks import crunch_numbers
 
 from .test_dashboard import DOCS, engine, launch, login, site  # noqa: F401  (site: a fixture)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import time
 
+from demo.demo_tasks import charge_card, convert_price
 from engine import EngineSettings, JobState
-from jobsite.demo_tasks import charge_card, convert_price
 
 from .test_dashboard import DOCS, engine, launch, login, site  # noqa: F401 (the fixture)
 

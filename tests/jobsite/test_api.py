@@ -17,7 +17,7 @@ from django.urls import get_resolver
 from engine import EngineSettings
 from engine.devserver import free_port
 from jobsite.jobs import conf, services
-from jobsite.jobs.apiroot import api
+from jobsite.jobs.api.root import api
 from jobsite.jobs.models import ApiToken, JobRecord
 from jobsite.jobs.permissions import OPERATORS
 from tests.engine import tasks as t

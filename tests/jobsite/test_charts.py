@@ -16,12 +16,10 @@ from django.utils import timezone
 from engine import EngineSettings
 from engine.events import Event, sortable_id
 from jobsite.jobs import services
-from jobsite.jobs.charts import sample_depth
-from jobsite.jobs.mirror import apply_batch
-from jobsite.jobs.models import QueueDepth, RollupCount
-from jobsite.jobs.permissions import VIEWERS
-from jobsite.jobs.retention import prune
-from jobsite.jobs.rollup import (
+from jobsite.jobs.history.charts import sample_depth
+from jobsite.jobs.history.mirror import apply_batch
+from jobsite.jobs.history.retention import prune
+from jobsite.jobs.history.rollup import (
     SPANS_S,
     TOTAL,
     add_totals,
@@ -29,6 +27,8 @@ from jobsite.jobs.rollup import (
     bucket_of,
     percentile,
 )
+from jobsite.jobs.models import QueueDepth, RollupCount
+from jobsite.jobs.permissions import VIEWERS
 from tests.engine import tasks as t
 
 from .conftest import make_token, staff_user

@@ -15,12 +15,12 @@ from django.db import DatabaseError, connection, transaction
 
 from engine import Client, EngineSettings, QueueKeys
 from engine.events import Event
-from jobsite.jobs import bulkwrite
-from jobsite.jobs import mirror as mirror_module
-from jobsite.jobs.history import ALL_BUT_ID
-from jobsite.jobs.mirror import Mirror, apply_batch
+from jobsite.jobs.history import bulkwrite
+from jobsite.jobs.history import mirror as mirror_module
+from jobsite.jobs.history.mirror import Mirror, apply_batch
+from jobsite.jobs.history.reconcile import find_unmirrored
+from jobsite.jobs.history.rows import ALL_BUT_ID
 from jobsite.jobs.models import JobRecord, JobSearch
-from jobsite.jobs.reconcile import find_unmirrored
 from tests.engine import tasks as t
 
 from .conftest import mirror_all, run_worker

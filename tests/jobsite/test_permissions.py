@@ -15,12 +15,12 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import User
 from django.test import Client as WebClient
 
+from demo.asgi import application
 from engine import EngineSettings
 from engine.fingerprint import fingerprint
-from jobsite.asgi import application
 from jobsite.jobs import services
+from jobsite.jobs.history.reconcile import sync_queues
 from jobsite.jobs.permissions import OPERATORS, VIEWERS, Perm
-from jobsite.jobs.reconcile import sync_queues
 from tests.engine import tasks as t
 
 from .conftest import make_token, mirror_all, run_worker, staff_user

@@ -15,17 +15,22 @@ from django.db import InterfaceError, OperationalError, connections
 from engine import ConfigError, LoopCrashed, Repeatable, Worker
 from engine.cli import parse_queues
 from engine.reconnect import Reconnect, run_periodic
-
-from ... import conf, schedules
-from ...charts import sample_depth
-from ...heap import worker_heap
-from ...isolation import isolation
-from ...mirror import Mirror
-from ...reconcile import find_unmirrored, reconcile, sync_queues, sync_workers
-from ...registry import load_tasks
-from ...retention import prune
-from ...services import relay_once
-from ...signals import WORKER_HOOKS
+from jobsite.jobs import conf
+from jobsite.jobs.heap import worker_heap
+from jobsite.jobs.history.charts import sample_depth
+from jobsite.jobs.history.mirror import Mirror
+from jobsite.jobs.history.reconcile import (
+    find_unmirrored,
+    reconcile,
+    sync_queues,
+    sync_workers,
+)
+from jobsite.jobs.history.retention import prune
+from jobsite.jobs.services import relay_once
+from jobsite.jobs.tasks import schedules
+from jobsite.jobs.tasks.isolation import isolation
+from jobsite.jobs.tasks.registry import load_tasks
+from jobsite.jobs.tasks.signals import WORKER_HOOKS
 
 log = logging.getLogger("jobsite.runworker")
 LOOPS = ("worker", "mirror", "relay", "reconcile", "retention", "depth")
