@@ -20,7 +20,12 @@ from jobsite.jobs import conf
 from jobsite.jobs.heap import worker_heap
 from jobsite.jobs.history.charts import sample_depth
 from jobsite.jobs.history.mirror import Mirror
-from jobsite.jobs.history.reconcile import find_unmirrored, reconcile, sync_queues, sync_workers
+from jobsite.jobs.history.reconcile import (
+    find_unmirrored,
+    reconcile,
+    sync_queues,
+    sync_workers,
+)
 from jobsite.jobs.history.retention import prune
 from jobsite.jobs.services import relay_once
 from jobsite.jobs.tasks import schedules
