@@ -27,7 +27,7 @@ DJANGO_KEYS: dict[str, Any] = {
     "RECONCILE": "lost",
     "METRICS_TOKEN": "",
     # The history in the database: days kept after a job ended (None: forever), per state.
-    "JOB_RETENTION_DAYS": 30,
+    "JOB_RETENTION_DAYS": 7,
     "JOB_RETENTION_DAYS_BY_STATE": {"failed": 90},
 }
 

@@ -44,7 +44,7 @@ from jobsite.jobs.api.schemas import (
     WorkerOut,
 )
 from jobsite.jobs.arguments import check_types, schema
-from jobsite.jobs.models import JobRecord, QueueRecord, oldest_waiting
+from jobsite.jobs.models import DEAD, JobRecord, QueueRecord, oldest_waiting
 from jobsite.jobs.permissions import Grant, Perm, aneed, need
 from jobsite.jobs.search import text_search
 from jobsite.jobs.tasks.registry import known_tasks
@@ -111,8 +111,16 @@ def _engine_values(job: EngineJob) -> dict[str, Any]:
             waiting_for_version=version_tag(job.task, job.version),
             waiting_for_version_since=_dt(int(aside_ms)),
         )
-    for name in ("submitted_at", "started_at", "retried_at", "completed_at", "run_at"):
+    for name in (
+        "submitted_at",
+        "claimed_at",
+        "started_at",
+        "retried_at",
+        "completed_at",
+        "run_at",
+    ):
         values[name] = _dt(getattr(job, f"{name}_ms"))
+    values["max_retries"] = job.options.get("max_retries")
     return values
 
 
@@ -144,8 +152,27 @@ def _log_lines(raw: Any) -> list[LogLineOut]:
     ]
 
 
+def _ended(values: dict[str, Any]) -> dict[str, Any]:
+    """Return the fields told by a job's end and its task: failed_at or cancelled_at, the last
+    attempt's duration, the retries its task allows, its newest error's message."""
+    state, end = values.get("state"), values.get("completed_at")
+    begun = values.get("retried_at") or values.get("started_at")
+    errors = values.get("errors") or []
+    last = errors[-1] if errors and isinstance(errors[-1], dict) else {}
+    task = known_tasks().get(values.get("task") or "")
+    retries = values.get("max_retries")
+    return {
+        "failed_at": end if state in DEAD else None,
+        "cancelled_at": end if state == "cancelled" else None,
+        "duration_seconds": (end - begun).total_seconds() if end and begun else None,
+        "max_retries": retries if retries is not None else task and task.options.max_retries,
+        "error": last.get("message"),
+    }
+
+
 def _fields(schema: type[JobOut], values: dict[str, Any]) -> dict[str, Any]:
     """Return the values `schema` takes, its log lines checked."""
+    values = {**values, **_ended(values)}
     fields = {k: v for k, v in values.items() if k in schema.model_fields}
     if "logs" in fields:
         fields["logs"] = _log_lines(fields["logs"])
@@ -181,7 +208,9 @@ async def get_job(request: HttpRequest, job_id: str) -> JobDetailOut:
     return await related.afill(job, *related.links(source))
 
 
-LISTED = [f for f in JobOut.model_fields if f != "history"]
+# The columns a list item is made of; the fields told by a job's end come from them (_ended).
+DERIVED = ("failed_at", "cancelled_at", "duration_seconds", "max_retries", "error")
+LISTED = [f for f in JobOut.model_fields if f != "history" and f not in DERIVED]
 
 
 # The orders the list offers: a time column, newest ("-") or oldest first; ties by id.
@@ -269,7 +298,8 @@ def list_jobs(
     more = len(page) > limit
     page = page[:limit]
     next_cursor = _cursor(sort, page[-1][field], page[-1]["id"]) if more and page else None
-    return JobPage.model_validate({"items": page, "next_cursor": next_cursor})
+    items = [{**row, **_ended(row)} for row in page]
+    return JobPage.model_validate({"items": items, "next_cursor": next_cursor})
 
 
 @router.get("/job-counts", response={200: JobCountsOut, **ERRORS})
@@ -304,7 +334,8 @@ async def cancel(request: HttpRequest, job_id: str) -> Status[CancelOut]:
     if outcome == "finished":
         raise HttpError(409, "the job already finished")
     await audit.arecord(rights.user, "cancel", [job_id], rights.via, outcome=outcome)
-    return Status(202, CancelOut(id=job_id, outcome=outcome))
+    job = await _live_out(job_id, queue, JobOut)
+    return Status(202, CancelOut(**job.model_dump(), outcome=outcome))
 
 
 @router.post("/jobs/{job_id}/retry", response={200: JobOut, **ERRORS})
