@@ -383,11 +383,45 @@ class Client:
         chosen = control.select(await self.workers(), worker=worker, host=host, queue=queue)
         return await control.send(self.redis, self.settings.prefix, control.order(what), chosen)
 
-    async def dlq(self, queue: str, offset: int = 0, limit: int = 100) -> list[Job]:
-        """Return jobs in the DLQ of `queue`, oldest first."""
+    async def dlq(
+        self,
+        queue: str,
+        offset: int = 0,
+        limit: int = 100,
+        task: str | None = None,
+        version: int | None = None,
+    ) -> list[Job]:
+        """Return jobs in the DLQ of `queue`, oldest first: `limit` of them after `offset`,
+        counting only those of `task` (and its `version`) when given (Jobbers' filters)."""
         keys = self.keys(queue)
-        ids: list[str] = await self.redis.zrange(keys.dlq, offset, offset + limit - 1)  # type: ignore[assignment]
-        return await self._jobs(queue, ids)
+        if task is None and version is None:
+            ids: list[str] = await self.redis.zrange(keys.dlq, offset, offset + limit - 1)  # type: ignore[assignment]
+            return await self._jobs(queue, ids)
+        found: list[Job] = []
+        skip, start = offset, 0
+        while len(found) < limit:  # a page of the DLQ at a time, its matches kept
+            page: list[str] = await self.redis.zrange(keys.dlq, start, start + _CHUNK - 1)  # type: ignore[assignment]
+            if not page:
+                break
+            start += len(page)
+            for job in await self._jobs(queue, page):
+                if (task is None or job.task == task) and (
+                    version is None or job.version == version
+                ):
+                    if skip:
+                        skip -= 1
+                    elif len(found) < limit:
+                        found.append(job)
+        return found
+
+    async def in_dlq(self, queue: str, job_ids: Iterable[str]) -> set[str]:
+        """Return the ids among `job_ids` that the dead-letter queue of `queue` holds."""
+        ids, key = list(job_ids), self.keys(queue).dlq
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.zscore(key, job_id)
+            scores = await pipe.execute()
+        return {i for i, score in zip(ids, scores, strict=True) if score is not None}
 
     async def waiting(self, queue: str, limit: int = 1000) -> list[Job]:
         """Return jobs of `queue` not started yet: submitted (next first), then scheduled."""

@@ -399,3 +399,35 @@ def test_a_job_carries_the_seeds_fields_and_a_cancel_answers_with_the_job(
     assert gone.status_code == 202 and body["outcome"] == "cancelled"
     assert body["state"] == "cancelled" and body["cancelled_at"] is not None
     assert body["id"] == later.json()["id"] and body["failed_at"] is None
+
+
+def test_the_dlq_filters_by_task_and_version_and_purges_by_ids(
+    engine: EngineSettings, token: str
+) -> None:
+    web = WebClient()
+    booms = [
+        call(web, "post", "/jobs", token, data={"task": "boom", "max_retries": 0}).json()
+        for _ in range(3)
+    ]
+    other = call(web, "post", "/jobs", token, data={"task": "explicit_err"}).json()
+    async_to_sync(run_worker)(engine)
+    listed = call(web, "get", "/dlq?task=boom&version=1", token).json()
+    assert [j["id"] for j in listed] == [b["id"] for b in booms]
+    assert call(web, "get", "/dlq?task=boom&version=2", token).json() == []
+    assert [j["id"] for j in call(web, "get", "/dlq?task=boom&limit=2&offset=1", token).json()] == [
+        booms[1]["id"],
+        booms[2]["id"],
+    ]
+    assert [j["id"] for j in call(web, "get", "/dlq?task=explicit_err", token).json()] == [
+        other["id"]
+    ]
+    gone = call(
+        web,
+        "post",
+        "/dlq/purge",
+        token,
+        data={"queue": "default", "ids": [booms[0]["id"], "never-dead"]},
+    )
+    assert gone.json() == {"count": 1}
+    left = {j["id"] for j in call(web, "get", "/dlq", token).json()}
+    assert booms[0]["id"] not in left and booms[1]["id"] in left

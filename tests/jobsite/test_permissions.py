@@ -92,6 +92,7 @@ def api_table(jobs: Fixture) -> list[tuple[str, str, Any, Perm]]:
         ("post", "/bulk/cancel", {"ids": [s[1]]}, Perm.CANCEL),
         ("post", "/bulk/retry", {"ids": [f[1]]}, Perm.RETRY),
         ("post", "/dlq/resubmit", {"queue": "default", "ids": [f[2]]}, Perm.RETRY),
+        ("post", "/dlq/purge", {"queue": "default", "ids": ["not-dead"]}, Perm.PURGE),
         ("post", "/queues/default/pause", None, Perm.CHANGE_QUEUE),
         ("post", "/queues/default/resume", None, Perm.CHANGE_QUEUE),
         ("get", "/schedules", None, Perm.VIEW),

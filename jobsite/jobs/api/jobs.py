@@ -37,6 +37,7 @@ from jobsite.jobs.api.schemas import (
     JobOut,
     JobPage,
     LogLineOut,
+    PurgeIn,
     QueueOut,
     ResubmitIn,
     StatsPoint,
@@ -371,11 +372,24 @@ async def dlq(
     queue: str = "default",
     offset: int = Query(0, ge=0, le=10_000_000),  # type: ignore[type-arg]
     limit: int = Query(100, ge=1, le=1000),
+    task: str | None = Query(None, min_length=1, max_length=255),  # type: ignore[type-arg]
+    version: int | None = Query(None, ge=1, le=1_000_000),  # type: ignore[type-arg]
 ) -> list[JobOut]:  # type: ignore[type-arg]
-    """List the dead-letter queue of a queue, oldest first."""
+    """List the dead-letter queue of a queue, oldest first; only `task` (and `version`)."""
     await aneed(request, Perm.VIEW, queue)
-    jobs = await services.adlq(queue, offset, limit)
+    jobs = await services.adlq(queue, offset, limit, task=task, version=version)
     return [JobOut(**_fields(JobOut, _engine_values(j))) for j in jobs]
+
+
+@router.post("/dlq/purge", response={200: CountOut, **ERRORS})
+async def dlq_purge(request: HttpRequest, body: PurgeIn) -> CountOut:
+    """Delete jobs of a queue's dead-letter queue by id (ids not in it are left alone)."""
+    rights = await aneed(request, Perm.PURGE, body.queue)
+    dead = await services.ain_dlq(body.queue, body.ids)
+    chosen = [i for i in body.ids if i in dead]
+    count = await services.apurge([(i, body.queue) for i in chosen]) if chosen else 0
+    await audit.arecord(rights.user, "purge", chosen, rights.via)
+    return CountOut(count=count)
 
 
 @router.post("/dlq/resubmit", response={200: CountOut, **ERRORS})

@@ -148,6 +148,17 @@ class ResubmitIn(Schema):
     task: str | None = Field(None, min_length=1, max_length=255)
 
 
+class PurgeIn(Schema):
+    """Dead-letter jobs of one queue to delete, by id."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    queue: str = Field("default", pattern=QUEUE)
+    ids: list[Annotated[str, Field(pattern=JOB_ID_PATTERN)]] = Field(
+        ..., min_length=1, max_length=10_000
+    )
+
+
 class QueueOut(Out):
     name: str
     paused: bool

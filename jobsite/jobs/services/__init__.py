@@ -93,9 +93,21 @@ async def _get_job(client: Client, job_id: str, queue: str | None = None) -> Job
     return await client.get(job_id, queue)
 
 
-async def _dlq(client: Client, queue: str, offset: int = 0, limit: int = 100) -> list[Job]:
-    """Return jobs in the dead-letter queue of `queue`, oldest first."""
-    return await client.dlq(queue, offset, limit)
+async def _dlq(
+    client: Client,
+    queue: str,
+    offset: int = 0,
+    limit: int = 100,
+    task: str | None = None,
+    version: int | None = None,
+) -> list[Job]:
+    """Return jobs in the dead-letter queue of `queue`, oldest first (of `task`, `version`)."""
+    return await client.dlq(queue, offset, limit, task=task, version=version)
+
+
+async def _in_dlq(client: Client, queue: str, ids: list[str]) -> set[str]:
+    """Return the ids among `ids` that the dead-letter queue of `queue` holds."""
+    return await client.in_dlq(queue, ids)
 
 
 async def _known_queues(client: Client) -> list[str]:
@@ -223,6 +235,7 @@ queue_limits, aqueue_limits = twins(_queue_limits)
 set_rate_limit, aset_rate_limit = twins(_set_rate_limit)
 enqueue_flow, aenqueue_flow = twins(_enqueue_flow)
 dlq, adlq = twins(_dlq)
+in_dlq, ain_dlq = twins(_in_dlq)
 known_queues, aknown_queues = twins(_known_queues)
 
 
