@@ -414,6 +414,16 @@ class Client:
                         found.append(job)
         return found
 
+    async def get_deduplication_job_id(self, queue: str, dedup_id: str) -> str | None:
+        """Return the id of the job that holds deduplication id `dedup_id`, or None (AsyncMQ)."""
+        held = await self.redis.get(self.keys(queue).dedup(dedup_id))
+        return None if held is None else str(held)
+
+    async def remove_deduplication_key(self, queue: str, dedup_id: str) -> bool:
+        """Free deduplication id `dedup_id` (the next job with it is submitted, whatever holds
+        it now); return whether it was held."""
+        return bool(await self.redis.delete(self.keys(queue).dedup(dedup_id)))
+
     async def in_dlq(self, queue: str, job_ids: Iterable[str]) -> set[str]:
         """Return the ids among `job_ids` that the dead-letter queue of `queue` holds."""
         ids, key = list(job_ids), self.keys(queue).dlq
