@@ -82,6 +82,8 @@ def api_table(jobs: Fixture) -> list[tuple[str, str, Any, Perm]]:
         ("get", "/workers", None, Perm.VIEW),
         ("get", "/stats", None, Perm.VIEW),
         ("get", "/charts", None, Perm.VIEW),
+        ("get", "/task-stats", None, Perm.VIEW),
+        ("get", "/job-counts", None, Perm.VIEW),
         ("get", "/tasks", None, Perm.VIEW),
         ("get", "/job-counts", None, Perm.VIEW),
         ("get", "/task-stats", None, Perm.VIEW),
