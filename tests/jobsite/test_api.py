@@ -44,6 +44,7 @@ def operations() -> list[tuple[str, str]]:
                 .replace("{name}", "default")
                 .replace("{queue}", "default")
                 .replace("{schedule}", "x")
+                .replace("{flow_id}", "x")
             )
             out.append((method, concrete))
     return out
