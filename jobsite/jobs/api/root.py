@@ -16,8 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.parser import Parser
 
-from engine import DuplicateJob, PayloadTooLarge, RedisUnavailable, SerializationError
-from engine.errors import ConfigError
+from engine import ConfigError, DuplicateJob, PayloadTooLarge, RedisUnavailable, SerializationError
 from jobsite.jobs.api.charts import router as charts_router
 from jobsite.jobs.api.flows import router as flows
 from jobsite.jobs.api.jobs import router
