@@ -59,7 +59,7 @@ class ChartsOut(Out):
 ERRORS: dict[int, Any] = {401: ErrorOut, 403: ErrorOut, 422: ErrorOut}
 
 
-@router.get("/charts", response={200: ChartsOut, **ERRORS})
+@router.get("", response={200: ChartsOut, **ERRORS})
 def charts(
     request: HttpRequest,
     range: Literal["hour", "day", "week"] = "hour",

@@ -108,7 +108,7 @@ async def _build(rights: Grant, body: FlowIn) -> tuple[list[Job], dict[int, str]
     return jobs, refs
 
 
-@router.post("/flows", response={201: FlowOut, **ERRORS})
+@router.post("", response={201: FlowOut, **ERRORS})
 async def submit_flow(request: HttpRequest, body: FlowIn) -> Status[FlowOut]:
     """Submit a graph of jobs atomically: all are written, or none (422/409 say why)."""
     rights = await aneed(request, Perm.SUBMIT)

@@ -44,11 +44,11 @@ api = NinjaAPI(
     parser=StrictJson(),
 )
 api.add_router("/", router)
-api.add_router("/", schedules_router)
+api.add_router("/schedules", schedules_router)
 api.add_router("/", triage_router)
-api.add_router("/", charts_router)
-api.add_router("/", flows)
-api.add_router("/", queues)
+api.add_router("/charts", charts_router)
+api.add_router("/flows", flows)
+api.add_router("/queues", queues)
 
 
 @api.exception_handler(RedisUnavailable)
