@@ -1,8 +1,13 @@
 """Jobsite's job engine: asyncio workers on Redis. Never imports Django."""
 
+from . import control, drain, producer, serializer
+from .cli import add_probe_arguments, parse_queues, run_probe
 from .client import Client
+from .cluster import is_cluster
+from .connection import connect, server_ms
 from .context import JobContext
 from .declared import SyncReport, declared_repeatable, sync_declared
+from .devserver import RedisServer
 from .errors import (
     ConfigError,
     DuplicateJob,
@@ -23,7 +28,9 @@ from .errors import (
     UnknownTask,
     WrongState,
 )
+from .events import IDLE_MS, SNAPSHOT_IDS, Event, EventReader
 from .hooks import Hook, HookEvent
+from .isolate import Isolation
 from .job import (
     DEAD_STATES,
     ENDED_STATES,
@@ -46,8 +53,10 @@ from .keys import (
 from .limits import Deduplication
 from .metrics import Histogram, Metrics, QueueMetrics
 from .producer import configure
+from .reconnect import Reconnect, run_periodic
 from .repeat import Repeatable
 from .result import TaskResult
+from .runner import error_info
 from .settings import EngineSettings, redact_url
 from .task import PER_CALL_OPTIONS, Registry, Task, TaskOptions, collect_tasks, task, task_ref
 from .worker import Worker
@@ -56,10 +65,12 @@ __all__ = [
     "CHOSEN_JOB_ID_PATTERN",
     "DEAD_STATES",
     "ENDED_STATES",
+    "IDLE_MS",
     "JOB_ID_PATTERN",
     "LIVE_STATES",
     "PER_CALL_OPTIONS",
     "RETRYABLE_STATES",
+    "SNAPSHOT_IDS",
     "TERMINAL_STATES",
     "Client",
     "ConfigError",
@@ -67,10 +78,13 @@ __all__ = [
     "DuplicateJob",
     "EngineError",
     "EngineSettings",
+    "Event",
+    "EventReader",
     "Histogram",
     "Hook",
     "HookEvent",
     "InvalidArguments",
+    "Isolation",
     "Job",
     "JobContext",
     "JobIdTaken",
@@ -83,7 +97,9 @@ __all__ = [
     "PayloadTooLarge",
     "QueueKeys",
     "QueueMetrics",
+    "Reconnect",
     "RedisRefused",
+    "RedisServer",
     "RedisUnavailable",
     "Registry",
     "Repeatable",
@@ -98,12 +114,24 @@ __all__ = [
     "UnknownTask",
     "Worker",
     "WrongState",
+    "add_probe_arguments",
     "check_chosen_job_id",
     "check_job_id",
     "collect_tasks",
     "configure",
+    "connect",
+    "control",
     "declared_repeatable",
+    "drain",
+    "error_info",
+    "is_cluster",
+    "parse_queues",
+    "producer",
     "redact_url",
+    "run_periodic",
+    "run_probe",
+    "serializer",
+    "server_ms",
     "state_vocabulary",
     "sync_declared",
     "task",

@@ -11,7 +11,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from . import control, serializer, tracing
-from .connection import connect
+from .connection import connect, server_ms
 from .errors import Code, ConfigError, DuplicateJob, JobIdTaken, JobNotFound, JobTimeout
 from .job import TERMINAL_STATES, Job, JobState
 from .keys import (
@@ -183,6 +183,42 @@ class Client:
             self._known_queues.discard(queue)  # if this fails, the next submit registers first
             await self._register(queue)
         return done.jobs
+
+    async def run_repeatable_now(self, queue: str, name: str, suffix: str = "m") -> Job | None:
+        """Submit one job of repeatable `name` now (id `name@<server ms><suffix>`), made its
+        last run by the same script; None when there is no such repeatable."""
+        rep = await self.repeats.get(queue, name)
+        if rep is None:
+            return None
+        now_ms = await server_ms(self.redis)
+        job = rep.job_for(now_ms)
+        job.id = f"{name}@{now_ms}{suffix}"
+        check_job_id(job.id)
+        spec = job_spec(job, self.keys(queue), self.settings.max_payload_bytes, last_of=name)
+        (done,) = await self._submit(queue, [spec], atomic=False)
+        if done.outcome == Code.DUPLICATE_ID:
+            raise DuplicateJob(f"job ids already exist: {job.id}")
+        job.id, job.state = done.id, JobState(done.state or JobState.COMPLETED)
+        return job
+
+    async def missing(self, jobs: Iterable[tuple[str, str]]) -> set[str]:
+        """Return the ids of the (job id, queue) pairs whose job Redis does not hold."""
+        pairs = list(jobs)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_id, queue in pairs:
+                pipe.exists(self.keys(queue).job(job_id))
+            found = await pipe.execute()
+        return {job_id for (job_id, _), hit in zip(pairs, found, strict=True) if not hit}
+
+    async def job_fields(
+        self, queue: str, ids: Sequence[str], names: Sequence[str]
+    ) -> list[dict[str, str]]:
+        """Return fields `names` of each job of `queue` ({} for one Redis does not hold)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hmget(self.keys(queue).job(job_id), list(names))
+            rows = await pipe.execute()
+        return [{n: v for n, v in zip(names, row, strict=True) if v is not None} for row in rows]
 
     async def _register(self, queue: str) -> None:
         """Add `queue` to the registry of queues (what queues() lists and dashboards show)."""

@@ -13,8 +13,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from engine import EngineSettings
-from engine.errors import ConfigError
+from engine import ConfigError, EngineSettings
 
 # Django-side keys of settings.JOBSITE and their defaults; the rest are EngineSettings fields.
 DJANGO_KEYS: dict[str, Any] = {

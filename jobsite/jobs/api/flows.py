@@ -113,7 +113,7 @@ async def _build(rights: Grant, body: FlowIn) -> tuple[list[Job], dict[int, str]
     return jobs, refs
 
 
-@router.post("/flows", response={201: FlowOut, **ERRORS})
+@router.post("", response={201: FlowOut, **ERRORS})
 async def submit_flow(request: HttpRequest, body: FlowIn) -> Status[FlowOut]:
     """Submit a graph of jobs atomically: all are written, or none (422/409 say why)."""
     rights = await aneed(request, Perm.SUBMIT)
@@ -175,7 +175,7 @@ def _summaries(rights: Grant, queue: str | None, limit: int) -> list[FlowSummary
     return [FlowSummaryOut(**f, states=states[f["flow_id"]]) for f in flows]
 
 
-@router.get("/flows", response={200: list[FlowSummaryOut], **ERRORS})
+@router.get("", response={200: list[FlowSummaryOut], **ERRORS})
 async def list_flows(
     request: HttpRequest,
     queue: str | None = None,
@@ -186,7 +186,7 @@ async def list_flows(
     return await sync_to_async(_summaries)(grant(request), queue, limit)
 
 
-@router.get("/flows/{flow_id}", response={200: FlowDetailOut, **ERRORS})
+@router.get("/{flow_id}", response={200: FlowDetailOut, **ERRORS})
 async def get_flow(request: HttpRequest, flow_id: str) -> FlowDetailOut:
     """Return one flow by its id with every job's state (at most FLOW_CAP jobs)."""
     rights = await aneed(request, Perm.VIEW)

@@ -10,10 +10,8 @@ import base64
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from asgiref.sync import sync_to_async
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
-from django.utils import timezone
 from ninja import Query, Router, Status
 from ninja.errors import HttpError
 
@@ -38,15 +36,14 @@ from jobsite.jobs.api.schemas import (
     JobPage,
     LogLineOut,
     PurgeIn,
-    QueueOut,
     ResubmitIn,
     StatsPoint,
     TaskOut,
     WorkerOut,
 )
 from jobsite.jobs.arguments import check_types, schema
-from jobsite.jobs.models import DEAD, JobRecord, QueueRecord, oldest_waiting
-from jobsite.jobs.permissions import Grant, Perm, aneed, need
+from jobsite.jobs.models import DEAD, JobRecord
+from jobsite.jobs.permissions import Perm, aneed, need
 from jobsite.jobs.search import text_search
 from jobsite.jobs.tasks.registry import known_tasks
 
@@ -403,59 +400,6 @@ async def dlq_resubmit(request: HttpRequest, body: ResubmitIn) -> CountOut:
         selector = {"queue": body.queue, "task": body.task, "dlq": True}
         await audit.arecord_bulk(rights.user, "resubmit", selector, count, rights.via)
     return CountOut(count=count)
-
-
-def _visible(rights: Grant, names: list[str]) -> list[str]:
-    """Return the queues of `names` this request may view."""
-    return [q for q in names if rights.allows(Perm.VIEW, q)]
-
-
-async def _queues(rights: Grant) -> list[QueueOut]:
-    """Return the queues this request may view: counts, paused flag, oldest waiting job."""
-    names = await sync_to_async(_visible)(rights, await services.aknown_queues())
-    states = await services.aqueue_states(names)
-    oldest = await sync_to_async(oldest_waiting)(names)
-    now = timezone.now()
-    return [
-        QueueOut(
-            name=s.name,
-            paused=s.paused,
-            counts=s.counts,
-            oldest_waiting_s=(now - oldest[s.name]).total_seconds() if oldest.get(s.name) else None,
-        )
-        for s in states
-    ]
-
-
-@router.get("/queues", response={200: list[QueueOut], **ERRORS})
-async def queues(request: HttpRequest) -> list[QueueOut]:
-    """Counts per state, paused flag and oldest waiting job of every queue."""
-    rights = await aneed(request, Perm.VIEW)
-    return await _queues(rights)
-
-
-async def _set_paused(request: HttpRequest, name: str, paused: bool) -> QueueOut:
-    """Pause or resume a known queue; an unknown name is a 404 before anything is written."""
-    rights = await aneed(request, Perm.CHANGE_QUEUE, name)
-    if name not in await services.aknown_queues():
-        raise HttpError(404, f"no queue named {name!r}")
-    await services.aset_paused([name], paused)
-    await audit.arecord(
-        rights.user, "pause" if paused else "resume", [name], rights.via, model=QueueRecord
-    )
-    return next(q for q in await _queues(rights) if q.name == name)
-
-
-@router.post("/queues/{name}/pause", response={200: QueueOut, **ERRORS})
-async def pause(request: HttpRequest, name: str) -> QueueOut:
-    """Pause a queue: no worker claims from it until resumed."""
-    return await _set_paused(request, name, True)
-
-
-@router.post("/queues/{name}/resume", response={200: QueueOut, **ERRORS})
-async def resume(request: HttpRequest, name: str) -> QueueOut:
-    """Resume a paused queue."""
-    return await _set_paused(request, name, False)
 
 
 @router.get("/workers", response={200: list[WorkerOut], **ERRORS})

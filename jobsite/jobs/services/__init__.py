@@ -30,11 +30,11 @@ from engine import (
     Repeatable,
     SyncReport,
     Task,
+    is_cluster,
     sync_declared,
 )
 from engine import control as engine_control
 from engine import drain as engine_drain
-from engine.cluster import is_cluster
 from jobsite.jobs.conf import check_queue, engine_settings, option
 from jobsite.jobs.conf import queues as configured_queues
 from jobsite.jobs.models import JobRecord, OutboxEntry
@@ -138,12 +138,7 @@ async def _workers(client: Client) -> list[dict[str, Any]]:
 
 async def _missing(client: Client, jobs: Iterable[tuple[str, str]]) -> set[str]:
     """Return the ids of the (job id, queue) pairs whose job Redis does not hold."""
-    pairs = list(jobs)
-    async with client.redis.pipeline(transaction=False) as pipe:
-        for job_id, queue in pairs:
-            pipe.exists(client.keys(queue).job(job_id))
-        found = await pipe.execute()
-    return {job_id for (job_id, _), hit in zip(pairs, found, strict=True) if not hit}
+    return await client.missing(jobs)
 
 
 async def _scan_jobs(client: Client, queue: str, cursor: int, count: int) -> tuple[int, list[str]]:
@@ -184,17 +179,10 @@ async def _job_fields(
 ) -> list[dict[str, Any]]:
     """Return `fields` of each job of `queue` Redis holds ({} for one it does not); JSON fields
     (parents) decoded."""
-    names = list(fields)
-    async with client.redis.pipeline(transaction=False) as pipe:
-        for job_id in ids:
-            pipe.hmget(client.keys(queue).job(job_id), names)
-        rows = await pipe.execute()
-    out = []
-    for row in rows:
-        found = {n: v for n, v in zip(names, row, strict=True) if v is not None}
-        if found and "parents" in found:
+    out: list[dict[str, Any]] = await client.job_fields(queue, ids, list(fields))
+    for found in out:
+        if "parents" in found:
             found["parents"] = Job.from_hash({"parents": found["parents"]}).parents
-        out.append(found)
     return out
 
 
