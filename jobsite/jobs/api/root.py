@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -94,35 +95,31 @@ def redis_down(request: HttpRequest, exc: RedisUnavailable) -> HttpResponse:
     return response
 
 
-@api.exception_handler(PayloadTooLarge)
-def too_large(request: HttpRequest, exc: PayloadTooLarge) -> HttpResponse:
-    return api.create_response(request, {"detail": str(exc)}, status=413)
+# Engine errors answered with their own message, and the status each stands for.
+ANSWERED_AS_IS: dict[type[Exception], int] = {
+    PayloadTooLarge: 413,
+    SerializationError: 422,
+    ConfigError: 422,
+    DuplicateJob: 409,
+    JobIdTaken: 409,
+}
 
 
-@api.exception_handler(SerializationError)
-def not_json(request: HttpRequest, exc: SerializationError) -> HttpResponse:
-    return api.create_response(request, {"detail": str(exc)}, status=422)
+def _as_is(status: int) -> Callable[[HttpRequest, Exception], HttpResponse]:
+    def answer(request: HttpRequest, exc: Exception) -> HttpResponse:
+        return api.create_response(request, {"detail": str(exc)}, status=status)
+
+    return answer
 
 
-@api.exception_handler(ConfigError)
-def bad_option(request: HttpRequest, exc: ConfigError) -> HttpResponse:
-    return api.create_response(request, {"detail": str(exc)}, status=422)
+for _kind, _status in ANSWERED_AS_IS.items():
+    api.add_exception_handler(_kind, _as_is(_status))
 
 
 @api.exception_handler(DataError)
 def bad_characters(request: HttpRequest, exc: DataError) -> HttpResponse:
     # e.g. PostgreSQL refuses NUL characters in text: the input is invalid, not the server.
     return api.create_response(request, {"detail": f"invalid input: {exc}"}, status=422)
-
-
-@api.exception_handler(DuplicateJob)
-def duplicate(request: HttpRequest, exc: DuplicateJob) -> HttpResponse:
-    return api.create_response(request, {"detail": str(exc)}, status=409)
-
-
-@api.exception_handler(JobIdTaken)
-def id_taken(request: HttpRequest, exc: JobIdTaken) -> HttpResponse:
-    return api.create_response(request, {"detail": str(exc)}, status=409)
 
 
 @api.exception_handler(HttpError)
