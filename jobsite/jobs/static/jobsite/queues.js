@@ -47,9 +47,21 @@
     const rate = queue.rate_limit;
     $(".rate-now", node).textContent = rate ? `${rate.per_s} per second (one start every ${rate.interval_ms} ms)` : "none";
     renderDrain(node, queue.drain);
+    renderGap(node, queue.history_gap);
     $(".keys tbody", node).innerHTML = queue.concurrency_keys.map((k) => `<tr data-key="${esc(k.key)}">
       <td><code>${esc(k.key)}</code></td><td>${k.waiting}</td><td>${k.active}</td></tr>`).join("")
       || `<tr><td colspan="3">no job waits for its key's turn</td></tr>`;
+  }
+
+  // Events the engine had to trim before the history's mirror read them (its hard cap was
+  // reached): how many, the jobs rebuilt from Redis and those lost to the history for good.
+  function renderGap(node, gap) {
+    const line = $(".history-gap", node);
+    line.hidden = !gap || !gap.entries;
+    if (!line.hidden) {
+      line.textContent = `history gap: ${gap.entries} events trimmed before the mirror read them; ` +
+        `${gap.rebuilt} jobs rebuilt from Redis, ${gap.lost} without a row`;
+    }
   }
 
   // The queue's last drain (engine/drain.py): running with its progress, or how it ended.
