@@ -7,7 +7,7 @@ import pytest
 from demo.demo_tasks import resize_image
 from engine import EngineSettings, JobState
 
-from .test_dashboard import engine, launch, login, site  # noqa: F401  (site: a fixture)
+from .test_dashboard import confirm, engine, launch, login, site  # noqa: F401  (site: a fixture)
 
 pytestmark = pytest.mark.browser
 
@@ -24,10 +24,10 @@ def test_drain_a_queue_from_the_queues_page(
         browser = launch(pw)
         page = browser.new_page(viewport={"width": 1366, "height": 900})
         login(page, base, password)
-        page.on("dialog", lambda dialog: dialog.accept())
         page.goto(f"{base}/dashboard/queues/")
         card = "section.queue[data-queue=default]"
         page.click(f"{card} button[data-action=drain]", timeout=15_000)
+        assert confirm(page) == "Drain queue default?"  # the page's own dialog
         page.wait_for_selector(f"{card} .drain-state:text('drain done')", timeout=30_000)
         text = page.text_content(f"{card} .drain-state") or ""
         assert "waiting jobs cancelled" in text and "by admin" in text

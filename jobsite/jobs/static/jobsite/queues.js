@@ -93,16 +93,13 @@
     const node = card(name);
     try {
       if (action === "lift") return await setRate(name, null);
-<<<<<<< HEAD
-      const detail = action === "pause" ? "Workers start no new job from it until it is resumed; running jobs go on." : "";
-      if (!await ask(`${action === "pause" ? "Pause" : "Resume"} queue ${name}?`, {confirm: action === "pause" ? "Pause" : "Resume", detail})) return;
-=======
       if (action === "drain") {
-        if (!confirm(`Cancel every job waiting in queue ${name}? Jobs enqueued from now on stay.`)) return;
+        if (!await ask(`Drain queue ${name}?`, {confirm: "Drain", danger: true, detail: "Every job waiting in it now is cancelled; jobs enqueued from now on stay."})) return;
         renderDrain(node, await api(`/queues/${seg(name)}/drain`, {method: "POST"}));
         return;
       }
->>>>>>> wt38
+      const detail = action === "pause" ? "Workers start no new job from it until it is resumed; running jobs go on." : "";
+      if (!await ask(`${action === "pause" ? "Pause" : "Resume"} queue ${name}?`, {confirm: action === "pause" ? "Pause" : "Resume", detail})) return;
       render(await api(`/queues/${seg(name)}/${action}`, {method: "POST"}).then(() => api(`/queues/${seg(name)}`)));
       $(".error", node).textContent = "";
       toast(`Queue ${name} ${action === "pause" ? "paused" : "resumed"}.`, "ok");
