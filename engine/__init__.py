@@ -23,6 +23,7 @@ from .errors import (
     UnknownTask,
     WrongState,
 )
+from .explain import Reason, explain
 from .hooks import Hook, HookEvent
 from .job import (
     DEAD_STATES,
@@ -81,6 +82,7 @@ __all__ = [
     "PayloadTooLarge",
     "QueueKeys",
     "QueueMetrics",
+    "Reason",
     "RedisRefused",
     "RedisUnavailable",
     "Registry",
@@ -100,6 +102,7 @@ __all__ = [
     "check_job_id",
     "collect_tasks",
     "declared_repeatable",
+    "explain",
     "redact_url",
     "state_vocabulary",
     "sync_declared",

@@ -242,6 +242,10 @@ class JobsiteClient(ScheduleCalls):
         """Return a job: state, progress, result, errors per attempt, history."""
         return _check(self.http.get(f"/jobs/{_segment(job_id)}"))  # type: ignore[no-any-return]
 
+    def why(self, job_id: str) -> list[dict[str, Any]]:
+        """Return why a job has not started, in order (code, message, link...); [] once it has."""
+        return self.get(job_id).get("waiting", [])  # type: ignore[no-any-return]
+
     def cancel(self, job_id: str) -> dict[str, Any]:
         """Cancel a queued or running job."""
         return _check(self.http.delete(f"/jobs/{_segment(job_id)}"))  # type: ignore[no-any-return]
@@ -358,6 +362,10 @@ class AsyncJobsiteClient(ScheduleCalls):
     async def get(self, job_id: str) -> dict[str, Any]:
         """Return a job."""
         return _check(await self.http.get(f"/jobs/{_segment(job_id)}"))  # type: ignore[no-any-return]
+
+    async def why(self, job_id: str) -> list[dict[str, Any]]:
+        """Return why a job has not started, in order (code, message, link...); [] once it has."""
+        return (await self.get(job_id)).get("waiting", [])  # type: ignore[no-any-return]
 
     async def cancel(self, job_id: str) -> dict[str, Any]:
         """Cancel a queued or running job."""

@@ -18,6 +18,7 @@ from ninja.errors import HttpError
 
 from engine import InvalidArguments, JobNotFound, Task
 from engine import Job as EngineJob
+from engine.explain import WAITING_STATES
 
 from . import audit, bulk, related, services, taskoptions
 from .arguments import check_types, schema
@@ -42,9 +43,11 @@ from .schemas import (
     ResubmitIn,
     StatsPoint,
     TaskOut,
+    WaitingOut,
     WorkerOut,
 )
 from .search import text_search
+from .waiting import reasons_out
 
 router = Router(tags=["jobs"])
 ERRORS: dict[int, Any] = {
@@ -169,6 +172,9 @@ async def get_job(request: HttpRequest, job_id: str) -> JobDetailOut:
         job = await _row_out(source, JobDetailOut)
     await rights.arequire(Perm.VIEW, job.queue)
     job.replays = await areplays_of(job_id)
+    if isinstance(source, EngineJob) and source.state in WAITING_STATES:
+        reasons = await services.aexplain_job(job_id, source.queue)
+        job.waiting = [WaitingOut(**r) for r in reasons_out(reasons, source.queue)]
     return await related.afill(job, *related.links(source))
 
 

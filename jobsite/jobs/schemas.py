@@ -82,6 +82,19 @@ class RelatedOut(Out):
     parents: list[str] = []
 
 
+class WaitingOut(Out):
+    """Why a job has not started (engine.explain): a code, a sentence, when it ends (where it
+    is known), the jobs it names, where to change it (`link`) and each job's page (`links`)."""
+
+    code: str
+    message: str
+    target: str
+    until_ms: int | None = None
+    jobs: list[str] = []
+    link: str = ""
+    links: list[str] = []
+
+
 class JobDetailOut(JobOut):
     """One job with its newest log lines (and how many older ones were dropped), its replay
     links, and its graph: parents and children with their states, and every job of its flow
@@ -98,6 +111,8 @@ class JobDetailOut(JobOut):
     parents: list[RelatedOut] = []
     children: list[RelatedOut] = []
     flow: list[RelatedOut] = []
+    # Why it has not started, in order ([] once it started or ended).
+    waiting: list[WaitingOut] = []
 
 
 class JobPage(Out):

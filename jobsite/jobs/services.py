@@ -26,9 +26,11 @@ from engine import (
     Job,
     JobIdTaken,
     Metrics,
+    Reason,
     Repeatable,
     SyncReport,
     Task,
+    explain,
     sync_declared,
 )
 
@@ -161,6 +163,14 @@ async def _enqueue_flow(client: Client, jobs: list[Job]) -> list[Job]:
 
 
 get_job, aget_job = twins(_get_job)
+
+
+async def _explain_job(client: Client, job_id: str, queue: str | None = None) -> list[Reason]:
+    """Return why a job has not started, in order (engine.explain); [] once it started."""
+    return await explain(client, job_id, queue)
+
+
+explain_job, aexplain_job = twins(_explain_job)
 job_fields, ajob_fields = twins(_job_fields)
 queue_limits, aqueue_limits = twins(_queue_limits)
 set_rate_limit, aset_rate_limit = twins(_set_rate_limit)

@@ -1,0 +1,41 @@
+"""The job page of a waiting job says why it waits, each reason linking to where it changes."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine import EngineSettings
+from jobsite.demo_tasks import resize_image
+
+from . import test_dashboard as dash
+from .test_dashboard import engine, launch, login
+
+site = dash.site  # the fixture: the site served against a private Redis
+
+pytestmark = pytest.mark.browser
+
+
+def test_the_job_page_explains_a_waiting_job(site: tuple[str, str, EngineSettings]) -> None:
+    from playwright.sync_api import sync_playwright
+
+    base, password, settings = site
+    engine(settings, lambda c: c.pause("quiet"))
+    later = resize_image.using(queue="quiet", delay_s=600)
+    job = engine(settings, lambda c: c.enqueue(later, 1, 1))
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        login(page, base, password)
+        page.goto(f"{base}/dashboard/jobs/{job.id}/")
+        page.wait_for_selector("#waiting:not([hidden]) li[data-code=no_worker]", timeout=10_000)
+        codes = page.eval_on_selector_all("#waiting li", "els => els.map(e => e.dataset.code)")
+        assert codes == ["paused", "scheduled", "no_worker"]
+        assert "queue 'quiet' is paused" in page.inner_text("#waiting li[data-code=paused]")
+        page.click("#waiting li[data-code=paused] a")
+        page.wait_for_url(f"{base}/dashboard/queues/#queue-quiet")
+        page.wait_for_selector("#queue-quiet", timeout=10_000)
+        page.goto(f"{base}/dashboard/jobs/{job.id}/")
+        page.wait_for_selector("#waiting li[data-code=scheduled]")
+        engine(settings, lambda c: c.cancel([job.id]))
+        page.wait_for_selector("#waiting", state="hidden", timeout=10_000)
+        browser.close()
