@@ -116,6 +116,12 @@ def event_groups_key(prefix: str) -> str:
     return f"{prefix}:event_groups"
 
 
+def health_key(prefix: str, kind: str, name: str) -> str:
+    """Return the key holding the last recorded health state of a schedule ("schedule",
+    "queue/name") or a queue ("queue", its name): engine/schedule_health.py's swap_state."""
+    return f"{prefix}:health:{kind}:{name}"
+
+
 def workers_key(prefix: str) -> str:
     """Return the key of the worker registry ZSET (worker id -> last seen ms)."""
     return f"{prefix}:workers"

@@ -31,6 +31,7 @@ from .api import router
 from .api_schedules import router as schedules_router
 from .chartsapi import router as charts_router
 from .flowapi import router as flows
+from .healthapi import router as health_router
 from .queueapi import router as queues
 from .tokens import AUTH
 from .triage import router as triage_router
@@ -76,6 +77,7 @@ api.add_router("/", triage_router)
 api.add_router("/", charts_router)
 api.add_router("/", flows)
 api.add_router("/", queues)
+api.add_router("/", health_router)
 
 
 @api.exception_handler(RedisUnavailable)

@@ -46,6 +46,11 @@ job_cancelled = Signal()
 job_expired = Signal()
 job_stalled = Signal()
 job_dropped = Signal()
+# Health (jobsite/jobs/health.py), once per change of state across all processes: `health` (a
+# QueueHealth: verdict, reasons; or an engine ScheduleHealth: state, reasons), `previous` (the
+# state before) and `queue`.
+queue_health_changed = Signal()
+schedule_health_changed = Signal()
 
 _BY_KIND = {
     "before_run": job_started,

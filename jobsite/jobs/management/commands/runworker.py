@@ -18,6 +18,7 @@ from engine.reconnect import Reconnect, run_periodic
 
 from ... import conf, schedules
 from ...charts import sample_depth
+from ...health import acheck
 from ...heap import worker_heap
 from ...isolation import isolation
 from ...mirror import Mirror
@@ -28,7 +29,7 @@ from ...services import relay_once
 from ...signals import WORKER_HOOKS
 
 log = logging.getLogger("jobsite.runworker")
-LOOPS = ("worker", "mirror", "relay", "reconcile", "retention", "depth")
+LOOPS = ("worker", "mirror", "relay", "reconcile", "retention", "depth", "health")
 # Database failures that pass (a dropped connection, a locked SQLite file): retried like Redis'.
 DB_TRANSIENT: tuple[type[BaseException], ...] = (OperationalError, InterfaceError)
 
@@ -132,6 +133,10 @@ class Command(BaseCommand):
         if "retention" in loops:
             background["retention"] = asyncio.create_task(
                 run_periodic("retention", self._prune, stopping, DB_TRANSIENT)
+            )
+        if "health" in loops:  # queue verdicts, schedule states: a signal and alerts per change
+            background["health"] = asyncio.create_task(
+                run_periodic("health", acheck, stopping, DB_TRANSIENT)
             )
         if "depth" in loops:
             background["depth"] = asyncio.create_task(
