@@ -29,7 +29,8 @@ from prometheus_client.utils import floatToGoString
 
 from engine import Histogram, Metrics
 
-from . import conf, services
+from . import conf, health, services
+from .healthmetrics import HealthCollector
 from .models import OutboxEntry
 from .permissions import Grant, Perm
 from .tokens import TokenAuth
@@ -169,6 +170,7 @@ def scrape(request: HttpRequest) -> HttpResponse:
     outbox = OutboxEntry.objects.filter(pushed_at__isnull=True).count()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(EngineCollector(snapshot, outbox))
+    registry.register(HealthCollector(health.queue_health(names), health.schedule_health(names)))
     encode, content_type = choose_encoder(request.headers.get("Accept", ""))
     response = HttpResponse(encode(registry), content_type=content_type)
     response["Cache-Control"] = "no-store"
