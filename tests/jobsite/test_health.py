@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.test import override_settings
@@ -170,3 +173,36 @@ def test_the_webhook_is_signed_and_retried_while_the_worker_goes_on(
 async def client_count(engine: EngineSettings) -> int:
     async with Client(engine) as client:
         return (await client.counts("default"))["completed_total"]
+
+
+def test_health_through_the_api_and_the_metrics_with_a_schedules_tolerance(
+    engine: EngineSettings, token: str
+) -> None:
+    from django.test import Client as WebClient
+
+    web = WebClient(HTTP_AUTHORIZATION=f"Bearer {token}")
+    made = web.post(
+        "/api/v1/schedules",
+        {"name": "hourly", "task": "add", "args": [1, 2], "every_s": 3600, "tolerance_s": 30},
+        content_type="application/json",
+    )
+    assert made.status_code == 201, made.content
+    assert made.json()["tolerance_s"] == 30
+    _enqueue(engine, t.add, 1, 2)
+    answer = web.get("/api/v1/health").json()
+    assert [(q["queue"], q["verdict"]) for q in answer["queues"]] == [("default", "failing")]
+    [schedule] = answer["schedules"]
+    assert (schedule["name"], schedule["state"], schedule["tolerance_s"]) == (
+        "hourly",
+        "no_worker",
+        30,
+    )
+    scrape = web.get("/metrics").content.decode()
+    assert 'jobsite_queue_health{queue="default",verdict="failing"} 1.0' in scrape
+    assert 'jobsite_schedule_health{queue="default",schedule="hourly",state="no_worker"} 1.0' in (
+        scrape
+    )
+    rules = yaml.safe_load((Path(__file__).parents[2] / "docs/alerts.rules.yml").read_text())
+    for rule in rules["groups"][0]["rules"]:
+        metric = re.match(r"[\w(), ]*?(jobsite_\w+)", rule["expr"])
+        assert metric and metric.group(1) in scrape, rule["expr"]
