@@ -1,4 +1,5 @@
-"""The job page of a waiting job says why it waits, each reason linking to where it changes."""
+"""The job page of a waiting job says why it waits, each reason linking to where it changes; the
+health panel of the overview and queues pages judges a queue no worker serves."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ site = dash.site  # the fixture: the site served against a private Redis
 pytestmark = pytest.mark.browser
 
 
-def test_the_job_page_explains_a_waiting_job(site: tuple[str, str, EngineSettings]) -> None:
+def test_the_job_page_explains_a_waiting_job_and_the_health_panel_judges_its_queue(
+    site: tuple[str, str, EngineSettings],
+) -> None:
     from playwright.sync_api import sync_playwright
 
     base, password, settings = site
@@ -38,4 +41,10 @@ def test_the_job_page_explains_a_waiting_job(site: tuple[str, str, EngineSetting
         page.wait_for_selector("#waiting li[data-code=scheduled]")
         engine(settings, lambda c: c.cancel([job.id]))
         page.wait_for_selector("#waiting", state="hidden", timeout=10_000)
+        engine(settings, lambda c: c.enqueue(resize_image.using(queue="unserved"), 1, 1))
+        failing = "#health li[data-queue=unserved][data-health=failing]"
+        for path in ("/dashboard/", "/dashboard/queues/"):
+            page.goto(f"{base}{path}")
+            page.wait_for_selector(failing, timeout=15_000)
+            assert "no live worker serves it and 1 jobs wait" in page.inner_text(failing)
         browser.close()
