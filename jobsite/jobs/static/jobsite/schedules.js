@@ -33,7 +33,7 @@
     const h = health[key];
     if (!h) return "";
     const why = h.reasons.length ? `<br><small>${h.reasons.map(esc).join("<br>")}</small>` : "";
-    return `<br><span class="health health-${esc(h.state)}" data-health="${esc(h.state)}">${esc(h.state)}</span>${why}`;
+    return `<span class="health health-${esc(h.state)}" data-health="${esc(h.state)}">${esc(h.state)}</span>${why}`;
   }
 
   function row(s) {
@@ -46,7 +46,8 @@
       <td class="next">${runs ? `<ol>${runs}</ol>` : "–"}</td>
       <td class="last">${lastRun(s)}</td>
       <td class="origin"><span class="tag">${esc(s.origin)}</span>${s.overridden ? ' <span class="tag override">overridden</span>' : ""}</td>
-      <td class="paused">${s.paused ? "paused" : "active"}${healthCell(key)}</td>
+      <td class="paused">${s.paused ? "paused" : "active"}</td>
+      <td class="health-cell">${healthCell(key)}</td>
       <td data-needs="change_queue">
         <button data-action="edit">Edit</button>
         <button data-action="${s.paused ? "resume" : "pause"}">${s.paused ? "Resume" : "Pause"}</button>
@@ -61,7 +62,7 @@
       shown = listed;
       health = Object.fromEntries(checked.schedules.map((h) => [`${h.queue}/${h.name}`, h]));
       const body = $("#schedules tbody");
-      body.innerHTML = shown.map(row).join("") || `<tr><td colspan="8">no schedules yet</td></tr>`;
+      body.innerHTML = shown.map(row).join("") || `<tr><td colspan="9">no schedules yet</td></tr>`;
       hideForbidden(body);
       $("#status").textContent = "live";
     } catch (error) {
