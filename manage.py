@@ -8,9 +8,9 @@ from pathlib import Path
 
 def main() -> None:
     """Run a management command (the demo project's: a local secret key unless one is set)."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jobsite.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demo.settings")
     if not os.environ.get("DJANGO_SECRET_KEY") and os.environ.get("DJANGO_DEBUG") != "1":
-        from jobsite.localkey import local_secret_key
+        from demo.localkey import local_secret_key
 
         path = Path(__file__).resolve().parent / "var" / "secret_key"
         os.environ["DJANGO_SECRET_KEY"] = local_secret_key(path)

@@ -28,7 +28,8 @@ def fill(rows: int) -> None:
 
     from django.db import transaction
 
-    from jobsite.jobs import bulkwrite, history
+    from jobsite.jobs.history import bulkwrite
+    from jobsite.jobs.history import rows as history
 
     base_ms = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp() * 1000)
     batch = []
@@ -73,7 +74,7 @@ def timed(fn, runs: int = 20) -> dict[str, float]:  # type: ignore[no-untyped-de
 
 def child(rows: int) -> dict[str, object]:
     """Measure in a process whose DATABASE_URL and REDIS_URL are set."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jobsite.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demo.settings")
     import django
 
     django.setup()
@@ -82,9 +83,9 @@ def child(rows: int) -> dict[str, object]:
     from django.core.management import call_command
     from django.test import Client as WebClient
 
-    from jobsite.jobs import live
+    from jobsite.jobs.api import live
+    from jobsite.jobs.api.tokens import issue
     from jobsite.jobs.models import ApiToken, JobRecord
-    from jobsite.jobs.tokens import issue
 
     call_command("migrate", verbosity=0)
     start = time.perf_counter()
@@ -135,7 +136,7 @@ async def websocket_rate(user: object, seconds: float = 5.0) -> dict[str, float]
     from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
     from django.contrib.sessions.backends.db import SessionStore
 
-    from jobsite.asgi import application
+    from demo.asgi import application
 
     def make_session() -> str:
         store = SessionStore()

@@ -49,7 +49,7 @@ def noop_for_django(t_enqueued: float) -> None:
 
 def measure(url: str, n: int, runs: int) -> dict[str, float]:
     """Return jobs/s per path, every path against the Redis at `url`."""
-    os.environ.update(REDIS_URL=url, DJANGO_SETTINGS_MODULE="jobsite.settings")
+    os.environ.update(REDIS_URL=url, DJANGO_SETTINGS_MODULE="demo.settings")
     os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + "x" * 40)
     import django
     import uvloop
@@ -94,7 +94,7 @@ def report(rates: dict[str, float], n: int, runs: int) -> str:
         f"`python -m bench.django_enqueue --jobs {n} --runs {runs}`, "
         f"{time.strftime('%Y-%m-%d %H:%M')}: sequential enqueues of a no-op task on a private "
         "redis-server, best of the runs; the last path is how sync calls ran before the engine "
-        "loop (`jobsite/jobs/engineloop.py`).",
+        "loop (`jobsite/jobs/services/engineloop.py`).",
         "",
         "| path | jobs/s | µs a job | share of the engine client |",
         "|---|---:|---:|---:|",

@@ -6,8 +6,8 @@ import asyncio
 import sys
 import time
 
+from demo.demo_tasks import resize_image
 from engine import Client, EngineSettings
-from jobsite.demo_tasks import resize_image
 
 
 async def feed(url: str, rate: int, seconds: float) -> int:

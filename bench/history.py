@@ -57,7 +57,7 @@ def setup_django(db_url: str, redis_url: str) -> None:
     os.environ.update(
         DATABASE_URL=db_url,
         REDIS_URL=redis_url,
-        DJANGO_SETTINGS_MODULE="jobsite.settings",
+        DJANGO_SETTINGS_MODULE="demo.settings",
         DJANGO_SECRET_KEY=os.environ.get("DJANGO_SECRET_KEY") or secrets.token_urlsafe(50),
         DJANGO_HTTPS="0",
         DJANGO_DEBUG="0",

@@ -168,13 +168,13 @@ _ERRORS_JSON = """CASE WHEN state = 'failed' THEN jsonb_build_array(jsonb_build_
       'traceback', replace(%(traceback)s, '{b}', mod(n, 1000000)::text)))
     ELSE '[]'::jsonb END"""
 
-# As jobsite.jobs.history.search_text makes it from the hash's JSON text (compact).
+# As jobsite.jobs.history.rows.search_text makes it from the hash's JSON text (compact).
 _SEARCH = """lower(left(task || ' ' || args_t || ' ' || kwargs_t
       || CASE WHEN state = 'failed' THEN ' ' || exc || ': ' || msg ELSE '' END, 2000))"""
 
 _EVENT_ID = "lpad(({ms})::text, 15, '0') || '-' || lpad((n * 3 + {k})::text, 8, '0')"
 
-# The state changes of a job as jobsite.jobs.history.transition records them, oldest first.
+# The state changes of a job as jobsite.jobs.history.rows.transition records them, oldest first.
 _TRANSITIONS = f"""(
     SELECT jsonb_agg(jsonb_build_object('id', {_EVENT_ID.format(ms="e.ms", k="e.k")},
         'from', e.f, 'to', e.t, 'at_ms', e.ms, 'attempt', e.att, 'worker', e.w,

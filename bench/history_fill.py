@@ -315,11 +315,11 @@ def vacuum(url: str, jobs: int) -> None:
 
 
 def verify(url: str) -> None:
-    """Check sampled rows against jobsite.jobs.history: search texts and state changes."""
+    """Check sampled rows against jobsite.jobs.history.rows: search texts and state changes."""
     import orjson
 
     from engine.events import Event
-    from jobsite.jobs.history import search_text, transition
+    from jobsite.jobs.history.rows import search_text, transition
 
     with connect(url) as conn:
         rows = conn.execute(

@@ -1,15 +1,14 @@
 """Time the mirror against the big history: draining a backlog, and lag at a steady rate.
 
-Drain: the events of `jobs` demo jobs are made with no mirror reading them (the event stream
-capped high enough to keep every event), then a fresh `jobsite.jobs.mirror.Mirror` applies the
-whole backlog; events/s = events / drain time. Three times: a steady backlog (a worker runs the
-jobs as they are enqueued, as in a mirror outage under load); the same in two queues, drained by
-a mirror process per queue at once (as `runworker --only mirror --queues ...` per set of queues
-runs them); and a burst one (every job enqueued before any ran, the worst case: each job's
-events are far apart, so the mirror carries a job until its later events come). Lag:
-`bench.mirror_lag.measure` (a feeder and a worker process, the mirror here) at `rate` jobs/s.
-WAL bytes come from pg_current_wal_lsn() (server-wide: other databases' writes in the same
-seconds count too).
+Drain: the events of `jobs` demo jobs are made with no mirror reading them (the event stream capped
+high enough to keep every event), then a fresh `jobsite.jobs.history.mirror.Mirror` applies the
+whole backlog; events/s = events / drain time. Three times: a steady backlog (a worker runs the jobs
+as they are enqueued, as in a mirror outage under load); the same in two queues, drained by a mirror
+process per queue at once (as `runworker --only mirror --queues ...` per set of queues runs them);
+and a burst one (every job enqueued before any ran, the worst case: each job's events are far apart,
+so the mirror carries a job until its later events come). Lag: `bench.mirror_lag.measure` (a feeder
+and a worker process, the mirror here) at `rate` jobs/s. WAL bytes come from pg_current_wal_lsn()
+(server-wide: other databases' writes in the same seconds count too).
 
 Rows the mirror wrote are deleted afterwards (and the rollup counts put back), so the
 database keeps exactly the filled history for `--reuse`.
@@ -56,12 +55,13 @@ async def produce(
     are enqueued, as in a mirror outage under a steady load (a job's events lie close together).
     The jobs go to `queues` in turn.
     """
+    from demo.demo_tasks import resize_image
     from engine import Client, EngineSettings, Worker
-    from jobsite.demo_tasks import resize_image
-    from jobsite.jobs.registry import load_tasks
+    from jobsite.jobs.tasks.registry import load_tasks
 
-    settings = EngineSettings.from_url(redis_url, events_maxlen=max(100_000, jobs * 4))
-    tasks = load_tasks(["jobsite.demo_tasks"])
+    cap = max(100_000, jobs * 4)  # the whole backlog stays, read or not
+    settings = EngineSettings.from_url(redis_url, events_maxlen=cap, events_kept_without_group=cap)
+    tasks = load_tasks(["demo.demo_tasks"])
     start = time.monotonic()
     async with Client(settings) as client:
         worker = Worker(settings, tasks, queues=queues, concurrency=500, burst=not steady)
@@ -92,13 +92,13 @@ async def _live(client: Any, queues: Sequence[str]) -> int:
 
 # Where the drain's time goes: these functions of jobsite.jobs are wrapped with timers.
 SPLIT = (
-    ("jobsite.jobs.mirror", "prepare"),
-    ("jobsite.jobs.mirror", "write_batch"),
-    ("jobsite.jobs.bulkwrite", "lock_queues"),
-    ("jobsite.jobs.bulkwrite", "stored"),
-    ("jobsite.jobs.bulkwrite", "upsert"),
-    ("jobsite.jobs.bulkwrite", "upsert_search"),
-    ("jobsite.jobs.rollup", "write"),
+    ("jobsite.jobs.history.mirror", "prepare"),
+    ("jobsite.jobs.history.mirror", "write_batch"),
+    ("jobsite.jobs.history.bulkwrite", "lock_queues"),
+    ("jobsite.jobs.history.bulkwrite", "stored"),
+    ("jobsite.jobs.history.bulkwrite", "upsert"),
+    ("jobsite.jobs.history.bulkwrite", "upsert_search"),
+    ("jobsite.jobs.history.rollup", "write"),
 )
 
 
@@ -180,7 +180,7 @@ def as_runworker[T](main: Coroutine[Any, Any, T]) -> T:
 
 async def drain(queues: Sequence[str]) -> tuple[int, float]:
     """Apply every event of `queues` with a fresh mirror; return (events, seconds)."""
-    from jobsite.jobs.mirror import Mirror
+    from jobsite.jobs.history.mirror import Mirror
 
     mirror = Mirror(queues, consumer="bench-history")
     start = time.monotonic()
@@ -246,7 +246,7 @@ def drain_apart(queues: Sequence[str]) -> tuple[int, float]:
 def lag_at_rate(url: str, redis_url: str, rate: int, seconds: float) -> dict[str, Any]:
     """Run bench.mirror_lag.measure against this database."""
     from bench.mirror_lag import measure
-    from jobsite.jobs import mirror as mirror_module
+    from jobsite.jobs.history import mirror as mirror_module
 
     redis.Redis.from_url(redis_url).flushall()
     console.print(f"mirror lag: {rate:,} jobs/s for {seconds:g} s ...")

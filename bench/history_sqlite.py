@@ -2,7 +2,7 @@
 
 `bin/bench-history --sqlite PATH [--rows 1000000]`: rows come from a generator (the same
 distribution as bench.history_data's SQL; state changes and search texts made by
-jobsite.jobs.history's `transition` and `search_text` themselves) and go in with
+jobsite.jobs.history.rows's `transition` and `search_text` themselves) and go in with
 `executemany`, one transaction a chunk, the secondary indexes dropped meanwhile (the UNIQUE
 constraints are part of SQLite's tables and stay). No mirror runs here. Writes the
 "history-sqlite" section.
@@ -102,7 +102,7 @@ def _events(
 def job(n: int, rows: int, start_ms: int, rng: random.Random) -> tuple[tuple[Any, ...], list]:
     """Return job `n`'s row and its state changes (as bench.history_data.CHUNK_SQL makes them)."""
     from engine.events import Event
-    from jobsite.jobs.history import search_text, transition
+    from jobsite.jobs.history.rows import search_text, transition
 
     step = SPAN_MS / rows
     sub = start_ms + int(n * step + rng.random() * step)

@@ -99,8 +99,8 @@ def clients() -> tuple[Any, Any]:
     from django.contrib.auth.models import User
     from django.test import Client
 
+    from jobsite.jobs.api.tokens import issue
     from jobsite.jobs.models import ApiToken
-    from jobsite.jobs.tokens import issue
 
     user, _ = User.objects.get_or_create(username="bench-history")
     user.is_staff = user.is_superuser = True
@@ -131,7 +131,7 @@ def probes() -> list[tuple[str, float, Callable[[], object]]]:
     """Return every probe: (name, target ms, function)."""
     from django.utils import timezone
 
-    from jobsite.jobs import live
+    from jobsite.jobs.api import live
 
     api, admin = clients()
     jobs = getter(api, "/api/v1/jobs")

@@ -18,17 +18,18 @@ from typing import Any
 
 
 async def _events(redis_url: str, jobs: int) -> tuple[list[Any], dict[str, dict[str, str]]]:
+    from demo.demo_tasks import resize_image
     from engine import Client, EngineSettings, Worker
     from engine.events import EventReader
-    from jobsite.demo_tasks import resize_image
-    from jobsite.jobs.registry import load_tasks
+    from jobsite.jobs.tasks.registry import load_tasks
 
-    settings = EngineSettings.from_url(redis_url, events_maxlen=max(100_000, jobs * 4))
+    cap = max(100_000, jobs * 4)  # the whole backlog stays, read or not
+    settings = EngineSettings.from_url(redis_url, events_maxlen=cap, events_kept_without_group=cap)
     async with Client(settings) as client:
         for first in range(0, jobs, 1000):
             calls = [resize_image.call(n, 1) for n in range(first, min(first + 1000, jobs))]
             await client.enqueue_many(calls)
-        worker = Worker(settings, load_tasks(["jobsite.demo_tasks"]), concurrency=500, burst=True)
+        worker = Worker(settings, load_tasks(["demo.demo_tasks"]), concurrency=500, burst=True)
         await worker.run()
         reader = EventReader(client.redis, settings, ["default"], consumer="drain")
         await reader.ensure_groups()
@@ -49,14 +50,14 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=5000)
     args = parser.parse_args()
     os.environ["DATABASE_URL"] = args.database_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jobsite.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demo.settings")
     import django
 
     django.setup()
     from django.core.management import call_command
 
     from engine.devserver import RedisServer
-    from jobsite.jobs.mirror import apply_batch
+    from jobsite.jobs.history.mirror import apply_batch
 
     call_command("migrate", verbosity=0)
     with RedisServer() as server:

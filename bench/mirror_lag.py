@@ -29,7 +29,7 @@ def child(db_url: str, redis_url: str, rate: int, seconds: float) -> dict[str, o
     """Run one measurement with DATABASE_URL=db_url (Django is set up here)."""
     os.environ["DATABASE_URL"] = db_url
     os.environ["REDIS_URL"] = redis_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jobsite.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demo.settings")
     # A benchmark's own throw-away key (nothing it signs outlives the run).
     os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
     import django
@@ -38,7 +38,7 @@ def child(db_url: str, redis_url: str, rate: int, seconds: float) -> dict[str, o
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from jobsite.jobs import mirror as mirror_module
+    from jobsite.jobs.history import mirror as mirror_module
     from jobsite.jobs.models import JobRecord, JobSearch, RollupCount
 
     JobRecord.objects.all().delete()
@@ -74,7 +74,7 @@ async def measure(
             "--url",
             redis_url,
             "--tasks",
-            "jobsite.demo_tasks",
+            "demo.demo_tasks",
             "--concurrency",
             "200",
             "--log-level",

@@ -157,7 +157,7 @@ once, and complete) also keep
 attempts, stalls, rate limits, concurrency keys, deadlines, flows, dedup ids, metrics
 histograms and three events per job. The memory left per finished job is its hash
 (kept for the result ttl, a day by default) and its share of the events stream (three
-events a job; the stream is capped at `events_maxlen`, 100,000 events)."""
+events a job; with no mirror the cleaner keeps 100,000 events, `events_kept_without_group`)."""
 
 
 if __name__ == "__main__":

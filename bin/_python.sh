@@ -3,8 +3,19 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
+# find_python [X.Y]: print a Python 3.12+ (exactly X.Y when given: python3.X or a pyenv version).
 find_python() {
-    local cand
+    local want="${1:-}" cand
+    if [ -n "$want" ]; then
+        # (a pyenv shim is on PATH for every version but runs only the selected ones)
+        if "python$want" -c '' >/dev/null 2>&1; then command -v "python$want"; return 0; fi
+        if command -v pyenv >/dev/null 2>&1; then
+            for cand in $(ls -d "$(pyenv root)"/versions/"$want".* 2>/dev/null | sort -rV); do
+                if [ -x "$cand/bin/python3" ]; then echo "$cand/bin/python3"; return 0; fi
+            done
+        fi
+        return 1
+    fi
     for cand in python3.13 python3.12 python3.14; do
         if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
             command -v "$cand"; return 0
@@ -27,24 +38,32 @@ if ! command -v redis-server >/dev/null 2>&1; then
     exit 1
 fi
 
-# ensure_venv DIR EXTRAS [REQUIREMENTS]: make DIR with Python 3.12+; install the project with EXTRAS
-# (and REQUIREMENTS, a pip requirements file) whenever those files changed.
+# ensure_venv DIR EXTRAS [REQUIREMENTS] [DJANGO] [PYTHON]: make DIR with Python 3.12+ (PYTHON,
+# e.g. 3.12, when given); install the project
+# with EXTRAS (and REQUIREMENTS, a pip requirements file), pinned by requirements/lock.txt (with
+# Django==DJANGO instead of the lock's Django when given), whenever those files changed.
 ensure_venv() {
-    local venv="$1" extras="$2" reqs="${3:-}"
+    local venv="$1" extras="$2" reqs="${3:-}" django="${4:-}" python="${5:-}"
     if [ ! -x "$venv/bin/python" ]; then
         local py
-        if ! py="$(find_python)"; then
-            echo "No Python 3.12 or newer found (tried python3.13, python3.12, pyenv versions, python3). Install one, e.g. 'pyenv install 3.13'." >&2
+        if ! py="$(find_python "$python")"; then
+            echo "No Python ${python:-3.12 or newer} found (tried python${python:-3.13, python3.12}, pyenv versions, python3). Install one, e.g. 'pyenv install ${python:-3.13}'." >&2
             exit 1
         fi
         echo "creating $venv with $py ($("$py" --version))"
         "$py" -m venv "$venv"
     fi
+    local lock="requirements/lock.txt"
+    if [ -n "$django" ]; then
+        lock="$venv/lock.txt"
+        sed "s/^Django==.*/Django==$django/" requirements/lock.txt > "$lock"
+    fi
     local stamp="$venv/.installed" want
-    want="$(cat pyproject.toml $reqs | sha256sum | cut -d' ' -f1)-$extras"
+    want="$(cat pyproject.toml "$lock" $reqs | sha256sum | cut -d' ' -f1)-$extras"
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[$extras]" ${reqs:+-r "$reqs"}
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -c "$lock" \
+            -e ".[$extras]" ${reqs:+-r "$reqs"}
         echo "$want" > "$stamp"
     fi
 }

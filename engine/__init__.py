@@ -45,6 +45,7 @@ from .keys import (
 )
 from .limits import Deduplication
 from .metrics import Histogram, Metrics, QueueMetrics
+from .producer import configure
 from .repeat import Repeatable
 from .result import TaskResult
 from .settings import EngineSettings, redact_url
@@ -101,6 +102,7 @@ __all__ = [
     "check_chosen_job_id",
     "check_job_id",
     "collect_tasks",
+    "configure",
     "declared_repeatable",
     "explain",
     "redact_url",

@@ -162,7 +162,7 @@ class ClaimSteps:
             try:
                 ids = await self.scripts.disown(
                     keys,
-                    events_maxlen=self.settings.events_maxlen,
+                    events_maxlen=self.settings.events_emergency_maxlen,
                     worker_id=self.id,
                     held=[token for token in held if token],
                 )
@@ -205,7 +205,7 @@ class ClaimSteps:
             return None
         return claim_argv(
             keys,
-            events_maxlen=self.settings.events_maxlen,
+            events_maxlen=self.settings.events_emergency_maxlen,
             max_jobs=want,
             lease_ms=self.settings.lease_ms,
             worker_id=self.id,

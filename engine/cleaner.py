@@ -1,4 +1,4 @@
-"""The cleaner loop: expired leases (stalls), deadlines, retention and DLQ trimming.
+"""The cleaner loop: expired leases (stalls), deadlines, retention, DLQ and event trimming.
 
 Every step is one atomic script decided on Redis server time, so any number of workers can run
 the cleaner at once without a leader.
@@ -23,6 +23,8 @@ from .scripts import Scripts
 from .settings import EngineSettings
 
 log = logging.getLogger("engine.cleaner")
+# Most entries one trim call removes before the mirror's group read them (trim-3.lua).
+TRIM_PAST_BATCH = 10_000
 
 
 @dataclass(slots=True)
@@ -33,6 +35,8 @@ class Sweep:
     stalled: int = 0
     expired: int = 0
     trimmed: int = 0
+    # Event entries trimmed before the mirror's group read them (the hard cap was reached).
+    gap: int = 0
 
 
 class Cleaner:
@@ -84,13 +88,13 @@ class Cleaner:
         ttl_ms = s.default_result_ttl_s * 1000
         reaped = await self.scripts.reap(
             keys,
-            events_maxlen=s.events_maxlen,
+            events_maxlen=s.events_emergency_maxlen,
             max_jobs=s.cleaner_batch,
             ttl_ms=ttl_ms,
             dead_workers=dead,
         )
         expired = await self.scripts.expire(
-            keys, events_maxlen=s.events_maxlen, max_jobs=s.cleaner_batch, ttl_ms=ttl_ms
+            keys, events_maxlen=s.events_emergency_maxlen, max_jobs=s.cleaner_batch, ttl_ms=ttl_ms
         )
         trimmed = await self.scripts.prune(
             keys,
@@ -98,7 +102,39 @@ class Cleaner:
             dlq_max_age_ms=s.dlq_max_age_s * 1000,
             dlq_max_len=s.dlq_max_len,
         )
-        return Sweep(reaped.released, reaped.stalled, expired, trimmed)
+        gap = await self.trim_events(keys)
+        return Sweep(reaped.released, reaped.stalled, expired, trimmed, gap)
+
+    async def trim_events(self, keys: QueueKeys) -> int:
+        """Trim the event stream below what the mirror acknowledged and to the hard cap.
+
+        Return how many entries went before the mirror's group read them (their jobs are
+        recorded in the queue's missed SET for the mirror to rebuild); each call trims at most
+        TRIM_PAST_BATCH of those, so Redis is never busy for long.
+        """
+        s = self.settings
+        gap = 0
+        while True:
+            done = await self.scripts.trim(
+                keys,
+                hard_cap=s.events_maxlen,
+                max_entries=TRIM_PAST_BATCH,
+                max_missed=max(1, s.events_maxlen // 3),
+                group=s.events_group,
+                max_entries_kept=s.events_kept_without_group,
+            )
+            gap += done.past_group
+            if done.past_group < TRIM_PAST_BATCH:
+                break
+        if gap:
+            log.error(
+                "event stream trimmed past the group queue=%s group=%s entries=%d hard_cap=%d",
+                keys.queue,
+                s.events_group,
+                gap,
+                s.events_maxlen,
+            )
+        return gap
 
     async def tick(self) -> Sweep:
         """Sweep every queue; forget dead workers once their leases have run out too."""

@@ -283,7 +283,7 @@ class Client:
                 chunk = queued[start : start + _CHUNK]
                 codes = await self.scripts.cancel(
                     keys,
-                    events_maxlen=self.settings.events_maxlen,
+                    events_maxlen=self.settings.events_emergency_maxlen,
                     ttl_ms=self.settings.default_result_ttl_s * 1000,
                     job_ids=chunk,
                 )
@@ -396,7 +396,7 @@ class Client:
             chunk = ids[start : start + _CHUNK]
             codes = await self.scripts.resubmit(
                 keys,
-                events_maxlen=self.settings.events_maxlen,
+                events_maxlen=self.settings.events_emergency_maxlen,
                 ttl_ms=self.settings.default_result_ttl_s * 1000,
                 job_ids=chunk,
             )

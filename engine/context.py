@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -81,7 +82,10 @@ class JobContext:
         await asyncio.sleep(0)
 
     async def set_progress(self, pct: float, message: str = "") -> None:
-        """Store progress (0 to 100) and a message on the job, and event it."""
+        """Store progress (0 to 100) and a message on the job, and event it.
+
+        Redis away does not fail the job: the worker holds the write until Redis answers.
+        """
         if self._progress is not None:
             await self._progress(self.job, max(0.0, min(100.0, float(pct))), message[:500])
 
@@ -90,7 +94,8 @@ class JobContext:
         if self._loop is None:
             return
         future = asyncio.run_coroutine_threadsafe(self.set_progress(pct, message), self._loop)
-        future.result(timeout=timeout_s)
+        with contextlib.suppress(TimeoutError):  # slow Redis: it is written (or held) meanwhile
+            future.result(timeout=timeout_s)
 
     async def log(self, message: str) -> None:
         """Append a timestamped line to the job's log (the newest lines are kept), and event it."""
@@ -104,4 +109,5 @@ class JobContext:
         if self._loop is None:
             return
         future = asyncio.run_coroutine_threadsafe(self.log(message), self._loop)
-        future.result(timeout=timeout_s)
+        with contextlib.suppress(TimeoutError):  # slow Redis: it is written (or held) meanwhile
+            future.result(timeout=timeout_s)

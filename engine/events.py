@@ -145,14 +145,18 @@ class EventReader:
         self._reads = per_slot(redis, streams, self._read_group)
         self._groups = slot_groups(streams) if self._reads is not None else [streams]
 
-    async def ensure_groups(self) -> None:
-        """Create the consumer group on every stream (from the start) if it does not exist."""
-        for keys in self.keys.values():
+    async def ensure_groups(self) -> list[str]:
+        """Create the consumer group on every stream (from the start) where it does not exist;
+        return the queues whose group this call created."""
+        created: list[str] = []
+        for queue, keys in self.keys.items():
             try:
                 await self.redis.xgroup_create(keys.events, self.group, id="0", mkstream=True)
+                created.append(queue)
             except ResponseError as exc:
                 if "BUSYGROUP" not in str(exc):
                     raise
+        return created
 
     def _events(self, reply: Any) -> list[Event]:
         """Return the events of an XREADGROUP reply (entries deleted since delivery skipped)."""
@@ -180,6 +184,32 @@ class EventReader:
                 keys.events, self.group, self.consumer, min_idle_ms, "0-0", count=count
             )
             out.extend(Event.from_entry(queue, eid, f) for eid, f in reply[1] if f)
+        return out
+
+    async def consumers(self) -> set[str]:
+        """Return the names of the group's consumers on every stream."""
+        names: set[str] = set()
+        for keys in self.keys.values():
+            names.update(
+                c["name"] for c in await self.redis.xinfo_consumers(keys.events, self.group)
+            )
+        return names
+
+    async def claim_from(self, consumer: str, count: int) -> list[Event]:
+        """Take over and return up to `count` entries per stream `consumer` left unacked, idle
+        or not (the caller knows that consumer is gone: its process died)."""
+        out: list[Event] = []
+        for queue, keys in self.keys.items():
+            rows = await self.redis.xpending_range(
+                keys.events, self.group, "-", "+", count, consumername=consumer
+            )
+            if not rows:
+                continue
+            ids: list[Any] = [row["message_id"] for row in rows]
+            claimed: list[tuple[str, dict[str, str]]] = await self.redis.xclaim(  # type: ignore[assignment]
+                keys.events, self.group, self.consumer, 0, ids
+            )
+            out.extend(Event.from_entry(queue, eid, f) for eid, f in claimed if f)
         return out
 
     async def read(self, count: int, block_ms: int | None) -> list[Event]:
@@ -215,23 +245,77 @@ class EventReader:
                 pipe.xack(self.keys[queue].events, self.group, *ids)
             await pipe.execute()
 
-    async def behind_trim(self, queue: str) -> bool:
-        """Tell whether entries this group had not read may have been trimmed away.
+    async def behind_trim(self, queue: str) -> int:
+        """Return how many entries this group never read were trimmed without being recorded.
 
-        True when the stream was ever trimmed and the group's last delivered id is older than
-        the oldest entry kept (or, for an emptied stream, than the last one generated). A false
-        alarm only costs a resync, which is idempotent.
+        trim-3.lua records what it trims past the group (`gap_entries`, the missed SET); the
+        scripts' emergency cap (twice the hard cap, reached only while no cleaner runs) and
+        anything trimmed before the group existed are not. XINFO GROUPS' `lag` counts every
+        entry added after those the group read, trimmed or not: while the group's last
+        delivered id is older than the oldest entry kept, `lag` minus the stream's length is
+        what it lost, ever (a group that never counted what it read: every entry trimmed). 0
+        when that cannot be told now (entries it read are still kept).
         """
         keys = self.keys[queue]
         info = await self.redis.xinfo_stream(keys.events)
-        if int(info.get("entries-added", 0)) <= int(info.get("length", 0)):
-            return False
+        length = int(info.get("length", 0))
+        if int(info.get("entries-added", 0)) <= length:
+            return 0
         groups = {g["name"]: g for g in await self.redis.xinfo_groups(keys.events)}
-        last = sortable_id(groups.get(self.group, {}).get("last-delivered-id", "0-0"))
+        group = groups.get(self.group)
+        if group is None:
+            return 0
         first = info.get("first-entry")
-        if first:
-            return last < sortable_id(first[0])
-        return last < sortable_id(info.get("last-generated-id") or "0-0")
+        oldest = first[0] if first else (info.get("last-generated-id") or "0-0")
+        if sortable_id(group["last-delivered-id"]) >= sortable_id(oldest) and first:
+            return 0
+        if group.get("entries-read") is None:  # it never counted what it read: all trimmed
+            lost = int(info["entries-added"]) - length
+        elif group.get("lag") is None:
+            return 0
+        else:
+            lost = int(group["lag"]) - length
+        recorded = int(await self.redis.hget(keys.stats, "gap_entries") or 0)
+        return max(0, lost - recorded)
+
+    async def record_gap(self, queue: str, entries: int) -> None:
+        """Count `entries` trimmed before this group read them (stats `gap_entries`)."""
+        await self.redis.hincrby(self.keys[queue].stats, "gap_entries", entries)
+
+    async def missed(self, queue: str) -> list[str]:
+        """Return the jobs of the missed SET (their events were trimmed unread; SSCAN)."""
+        return [job async for job in self.redis.sscan_iter(self.keys[queue].missed, count=1000)]
+
+    async def positions(self, queue: str) -> tuple[str, str]:
+        """Return the group's last delivered id and the stream's newest id (sortable_id)."""
+        keys = self.keys[queue]
+        info = await self.redis.xinfo_stream(keys.events)
+        groups = {g["name"]: g for g in await self.redis.xinfo_groups(keys.events)}
+        read = groups.get(self.group, {}).get("last-delivered-id") or "0-0"
+        return sortable_id(read), sortable_id(info.get("last-generated-id") or "0-0")
+
+    async def forget_missed(
+        self, queue: str, job_ids: Sequence[str], rebuilt: int, lost: int
+    ) -> None:
+        """Remove jobs the history has caught up with from the missed SET; count them."""
+        if not job_ids:
+            return
+        keys = self.keys[queue]
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.srem(keys.missed, *job_ids)
+            pipe.hincrby(keys.stats, "gap_rebuilt", rebuilt)
+            pipe.hincrby(keys.stats, "gap_lost", lost)
+            await pipe.execute()
+
+    async def forget_idle_consumers(self, idle_ms: int) -> int:
+        """Delete the group's consumers idle for `idle_ms` with nothing pending (gone for good)."""
+        gone = 0
+        for keys in self.keys.values():
+            for c in await self.redis.xinfo_consumers(keys.events, self.group):
+                if int(c["pending"]) == 0 and int(c["idle"]) >= idle_ms:
+                    await self.redis.xgroup_delconsumer(keys.events, self.group, c["name"])
+                    gone += 1
+        return gone
 
     async def job_hashes(self, queue: str, job_ids: Sequence[str]) -> dict[str, dict[str, str]]:
         """Return the current hash of each job that still exists in Redis.

@@ -1,8 +1,8 @@
 """Error fingerprints: which failures are "the same error", for dead-letter triage.
 
 A fingerprint is made of three human parts: the exception type, the message with its variable
-bits normalized (UUIDs, hex ids, numbers) and the top application frame (the innermost frame
-that is neither the standard library, an installed package nor the engine itself), as
+bits normalized (quoted strings, UUIDs, hex ids, numbers) and the top application frame (the
+innermost frame that is neither the standard library, an installed package nor the engine), as
 `module:function`, without a line number so an unrelated edit does not split a group. Its
 `hash` is the first 16 hex digits of the SHA-1 of the three parts; errors the Lua scripts make
 themselves carry the hash of their type alone (`fingerprint_hash(kind)`, as `redis.sha1hex`
@@ -29,6 +29,8 @@ _HEX_PREFIXED = re.compile(r"\b0[xX][0-9a-fA-F]+\b")
 # A run of 8+ hex digits with at least one digit and one letter (ids, hashes, addresses);
 # all-digit runs are numbers, all-letter runs are words ("deadbeef" stays as written).
 _HEX_ID = re.compile(r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}\b")
+# A quoted value ('XYZ', "ada@example.com"): quotes not inside a word (an apostrophe is not one).
+_QUOTED = re.compile(r"""(?<![\w'"])(['"])[^'"\n]{1,120}\1(?![\w'"])""")
 _NUMBER = re.compile(r"(?<![A-Za-z_])\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?")
 _SPACES = re.compile(r"\s+")
 
@@ -52,8 +54,9 @@ class Fingerprint:
 
 
 def normalize_message(message: str) -> str:
-    """Return `message` with UUIDs, hex ids and numbers replaced by placeholders."""
-    text = _UUID.sub("<uuid>", message[: MESSAGE_CHARS * 2])
+    """Return `message` with quoted strings, UUIDs, hex ids and numbers replaced by placeholders."""
+    text = _QUOTED.sub(lambda m: f"{m.group(1)}<s>{m.group(1)}", message[: MESSAGE_CHARS * 2])
+    text = _UUID.sub("<uuid>", text)
     text = _HEX_PREFIXED.sub("<hex>", text)
     text = _HEX_ID.sub("<hex>", text)
     text = _NUMBER.sub("<n>", text)

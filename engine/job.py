@@ -220,7 +220,8 @@ class Job:
     fingerprint: str | None = None
     # The graph this job was submitted in (enqueue_flow gives every job of a flow the same id).
     flow_id: str | None = None
-    extra: dict[str, str] = field(default_factory=dict)
+    # Keys this version does not know, with their values as given (JSON text in the hash).
+    extra: dict[str, Any] = field(default_factory=dict)
     # Client side only: wait this long after submission (counted on Redis server time).
     delay_ms: int | None = None
     # Client side only: the engine made this id (keys.new_job_id), so no other job can hold
@@ -284,7 +285,8 @@ class Job:
             value = getattr(self, name)
             if value is not None:
                 out[name] = str(value)
-        out.update(self.extra)
+        for name, value in self.extra.items():
+            out[name] = value if isinstance(value, str) else serializer.dumps(value).decode()
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -299,11 +301,14 @@ class Job:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Job:
-        """Build a Job from `to_dict` output; keys it does not know go to `extra`."""
+        """Build a Job from `to_dict` output, or from AsyncMQ's (`task_id`, `status`,
+        `delay_until` and `created_at` in epoch seconds, `depends_on`); keys it does not know
+        go to `extra` with their values as they are."""
+        data = _from_asyncmq(data)
         names = {f.name for f in dataclasses.fields(cls)} - {"extra", "delay_ms"}
         known = {k: v for k, v in data.items() if k in names}
-        extra = {k: str(v) for k, v in data.items() if k not in names}
-        known["state"] = JobState(known.get("state", JobState.UNSUBMITTED))
+        extra = {k: v for k, v in data.items() if k not in names}
+        known["state"] = JobState(known.get("state") or JobState.UNSUBMITTED)
         return cls(**known, extra=extra)
 
     @classmethod
@@ -349,11 +354,42 @@ class Job:
                 values[name] = _loads_or_raw(raw)
             else:
                 values[name] = raw
-        values["state"] = JobState(values.get("state", JobState.UNSUBMITTED))
+        values["state"] = JobState(values.get("state") or JobState.UNSUBMITTED)  # "" too
         values.setdefault("id", job_id)
         values.setdefault("queue", queue)
         values.setdefault("task", "")
         return cls(**values, extra=extra)
+
+
+# AsyncMQ's statuses, as ours (its `delayed` is a job waiting for its time: scheduled).
+_ASYNCMQ_STATUS = {
+    "waiting": JobState.SUBMITTED,
+    "delayed": JobState.SCHEDULED,
+    "waiting-children": JobState.BLOCKED,
+    "active": JobState.STARTED,
+    "completed": JobState.COMPLETED,
+    "failed": JobState.FAILED,
+    "expired": JobState.EXPIRED,
+}
+
+
+def _from_asyncmq(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Return `data` with AsyncMQ's key names read as ours (ours win where both are given)."""
+    out = dict(data)
+    renames = {"task_id": "task", "depends_on": "parents", "status": "state"}
+    for theirs, ours in renames.items():
+        if theirs in out and ours not in out:
+            out[ours] = out.pop(theirs)
+    state = out.get("state")
+    if isinstance(state, str) and state in _ASYNCMQ_STATUS:
+        out["state"] = _ASYNCMQ_STATUS[state]
+    seconds = {"delay_until": "run_at_ms", "created_at": "sent_at_ms"}
+    for theirs, ours in seconds.items():
+        value = out.get(theirs)
+        if ours not in out and isinstance(value, int | float) and not isinstance(value, bool):
+            out[ours] = int(value * 1000)
+            del out[theirs]
+    return out
 
 
 def _loads_or_raw(raw: str) -> Any:

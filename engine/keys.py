@@ -60,6 +60,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "resubmit": QUEUE_KEYS,
     "declare": ("repeats", "repeat_due", "repeat_last", "declared"),
     "snapshot": ("events",),
+    "trim": ("events", "stats", "missed"),
 }
 
 
@@ -185,6 +186,11 @@ class QueueKeys:
         return f"{self.base}:events"
 
     @property
+    def missed(self) -> str:
+        """SET of job ids whose events were trimmed before the mirror read them (trim-3.lua)."""
+        return f"{self.base}:missed"
+
+    @property
     def deadlines(self) -> str:
         """ZSET of queued job id -> deadline ms (ttl, good_until, queue_timeout)."""
         return f"{self.base}:deadlines"
@@ -208,6 +214,8 @@ class QueueKeys:
 
         Metrics fields (common.lua, engine/metrics.py): `done|<task>|<state>` per task totals,
         and the `run`/`wait` histograms as `<kind>|<task>|<le_ms>` and `<kind>|<task>|sum_ms`.
+        The history's gaps (trim-3.lua, the mirror): `gap_entries`, `gap_jobs`,
+        `gap_unrecorded`, `gap_rebuilt`, `gap_lost`.
         """
         return f"{self.base}:stats"
 

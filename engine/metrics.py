@@ -82,6 +82,12 @@ class QueueMetrics:
     mirror_backlog: int
     # Age of the oldest of those events (0: none).
     mirror_lag_s: float
+    # The history's gaps, ever (trim-3.lua and the mirror): event entries trimmed before the
+    # mirror read them (the hard cap was reached), jobs of those rebuilt from their hashes, and
+    # jobs that could not be (hash gone, or past the missed SET's limit).
+    gap_entries: int = 0
+    gap_rebuilt: int = 0
+    gap_lost: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +230,9 @@ async def queue_metrics(redis: Redis, keys: QueueKeys, group: str, now_ms: int) 
         length,
         backlog,
         lag_ms / 1000,
+        int(stats.get("gap_entries", 0)),
+        int(stats.get("gap_rebuilt", 0)),
+        int(stats.get("gap_lost", 0)) + int(stats.get("gap_unrecorded", 0)),
     )
 
 

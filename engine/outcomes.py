@@ -61,7 +61,10 @@ class OutcomeWriter:
             for o in outcomes
         ]
         codes = await self.scripts.complete(
-            keys, events_maxlen=self.settings.events_maxlen, worker_id=self.worker_id, jobs=jobs
+            keys,
+            events_maxlen=self.settings.events_emergency_maxlen,
+            worker_id=self.worker_id,
+            jobs=jobs,
         )
         for o, code in zip(outcomes, codes, strict=True):
             self.count(o, "completed", code)
@@ -70,7 +73,7 @@ class OutcomeWriter:
         error = o.error or {}
         err = serializer.dumps(error)
         short = f"{error.get('type', '')}: {error.get('message', '')}"[:200]
-        maxlen, me, job_id = self.settings.events_maxlen, self.worker_id, o.job.id
+        maxlen, me, job_id = self.settings.events_emergency_maxlen, self.worker_id, o.job.id
         token = o.job.token or ""
         ttl_ms = o.result_ttl_s * 1000
         if o.kind == Kind.RETRY:

@@ -56,7 +56,18 @@ class Reconnect:
             self.failures = 0
         self.failures += 1
         now = time.monotonic()
-        if now - Reconnect._last_log >= 1.0:
+        if now - Reconnect._last_log >= 1.0 and classify(exc) is Fault.BUG:
+            # One of the caller's own `transient` failures (a database's), not Redis'.
+            Reconnect._last_log = now
+            detail = str(exc).strip().splitlines()
+            log.warning(
+                "loop failing; retrying loop=%s failures=%d error=%s detail=%r",
+                self.loop_name,
+                self.failures,
+                type(exc).__name__,
+                detail[0][:200] if detail else "-",
+            )
+        elif now - Reconnect._last_log >= 1.0:
             Reconnect._last_log = now
             log.warning(
                 "redis %s loop=%s failures=%d error=%s reason=%s",

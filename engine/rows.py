@@ -38,6 +38,14 @@ class Submission(NamedTuple):
     jobs: list[Submitted]
 
 
+class Trimmed(NamedTuple):
+    """What trim-3.lua did: entries trimmed, of them past the group, jobs added to missed."""
+
+    entries: int
+    past_group: int
+    missed: int
+
+
 class Promoted(NamedTuple):
     """What promote-11.lua did: jobs promoted, and ms until the next is due (-1: none)."""
 

@@ -35,7 +35,9 @@ class Scheduler:
     async def promote(self, keys: QueueKeys) -> tuple[int, int]:
         """Promote one batch of due jobs; return (promoted, ms until the next is due or -1)."""
         done = await self.scripts.promote(
-            keys, events_maxlen=self.settings.events_maxlen, max_jobs=self.settings.promote_batch
+            keys,
+            events_maxlen=self.settings.events_emergency_maxlen,
+            max_jobs=self.settings.promote_batch,
         )
         failpoints.hit("after_promote")
         return done.promoted, done.wait_ms

@@ -29,6 +29,7 @@ from .rows import (
     RenewJob,
     Submission,
     Submitted,
+    Trimmed,
 )
 
 # The rows are re-exported: callers import the seam and its types from one place.
@@ -45,6 +46,7 @@ __all__ = [
     "Scripts",
     "Submission",
     "Submitted",
+    "Trimmed",
     "claim_argv",
     "claimed",
     "load_sources",
@@ -163,10 +165,14 @@ class Scripts:
         worker_id: str,
         max_lines: int,
         max_bytes: int,
+        line_id: str = "",
     ) -> int:
-        """Append a line to a running job's log; return 0 or Code.LEASE_LOST."""
+        """Append a line to a running job's log; return 0 or Code.LEASE_LOST.
+
+        A `line_id` equal to that of the last line stored (same token) stores nothing again.
+        """
         argv = [keys.job_prefix, events_maxlen, job_id, token, message, worker_id, max_lines]
-        code: int = await self.raw["log"](keys, [*argv, max_bytes])
+        code: int = await self.raw["log"](keys, [*argv, max_bytes, line_id])
         return code
 
     async def complete(
@@ -299,6 +305,21 @@ class Scripts:
         """Trim the DLQ by age and length (0: no limit); return how many jobs it deleted."""
         argv = [keys.job_prefix, max_jobs, dlq_max_age_ms, dlq_max_len]
         return int(await self.raw["prune"](keys, argv))
+
+    async def trim(
+        self,
+        keys: QueueKeys,
+        *,
+        hard_cap: int,
+        max_entries: int,
+        max_missed: int,
+        group: str,
+        max_entries_kept: int,
+    ) -> Trimmed:
+        """Trim the event stream below what `group` acknowledged, and to `hard_cap` entries."""
+        argv = [hard_cap, max_entries, max_missed, group, max_entries_kept]
+        entries, past_group, missed = await self.raw["trim"](keys, argv)
+        return Trimmed(int(entries), int(past_group), int(missed))
 
     async def purge(self, keys: QueueKeys, *, job_ids: Sequence[str]) -> list[int]:
         """Delete finished jobs; per id 0 purged or a negative Code."""

@@ -60,8 +60,16 @@ class EngineSettings:
     lease_ms: int = 30_000
     # Most jobs one claim script call takes.
     claim_batch: int = 100
-    # Approximate cap of each queue's event stream (XADD MAXLEN ~).
-    events_maxlen: int = 100_000
+    # The hard cap of each queue's event stream, in entries (about 100 bytes each: 1,000,000 is
+    # about 100 MiB; three entries a job). Below it the cleaner trims only what `events_group`
+    # acknowledged; past it, it trims even what that group never read and records the jobs
+    # (trim-3.lua). The scripts' own XADD cap is twice this (events_emergency_maxlen).
+    events_maxlen: int = 1_000_000
+    # The consumer group that must see every event (the mirror's); "" : none, only the cap.
+    events_group: str = "mirror"
+    # Entries a stream keeps while that group does not exist on it (no mirror ever started:
+    # nobody reads them).
+    events_kept_without_group: int = 100_000
     # Longest sleep of the scheduler between promotions.
     scheduler_interval_s: float = 0.5
     promote_batch: int = 1_000
@@ -104,6 +112,7 @@ class EngineSettings:
             "lease_ms",
             "claim_batch",
             "events_maxlen",
+            "events_kept_without_group",
             "cleaner_batch",
             "isolation_processes",
             "job_log_max_lines",
@@ -144,6 +153,11 @@ class EngineSettings:
         if unknown:
             raise ConfigError(f"unknown engine settings: {', '.join(unknown)}")
         return cls(**kwargs)
+
+    @property
+    def events_emergency_maxlen(self) -> int:
+        """Return the cap every script's XADD keeps (MAXLEN ~), reached only if no cleaner runs."""
+        return 2 * self.events_maxlen
 
     @property
     def redacted_url(self) -> str:

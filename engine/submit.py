@@ -95,7 +95,7 @@ async def submit(
     """Run submit-13.lua; return what it did with each job; a refused batch raises."""
     return await scripts.submit(
         keys,
-        events_maxlen=settings.events_maxlen,
+        events_maxlen=settings.events_emergency_maxlen,
         replaced_ttl_ms=settings.default_result_ttl_s * 1000,
         atomic=atomic,
         jobs=specs,

@@ -188,6 +188,19 @@ class Task:
             raise UnknownTask(f"task {self.name!r} has no function in this process")
         return self.fn(*args, **kwargs)
 
+    async def enqueue(self, *args: Any, **kwargs: Any) -> Job:
+        """Submit a call of this task (engine.producer: the configured settings or the
+        application's submit functions)."""
+        from . import producer
+
+        return await producer.asubmit(self.call(*args, **kwargs))
+
+    def delay(self, *args: Any, **kwargs: Any) -> Job:
+        """Submit a call of this task from sync code (see `enqueue`)."""
+        from . import producer
+
+        return producer.submit(self.call(*args, **kwargs))
+
     def using(
         self,
         *,

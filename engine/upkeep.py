@@ -84,7 +84,7 @@ class Upkeep:
         keys = QueueKeys(self.settings.prefix, job.queue)
         return await self.scripts.progress(
             keys,
-            events_maxlen=self.settings.events_maxlen,
+            events_maxlen=self.settings.events_emergency_maxlen,
             job_id=job.id,
             token=job.token or "",
             percent=pct,
@@ -92,18 +92,19 @@ class Upkeep:
             worker_id=self.worker_id,
         )
 
-    async def log(self, job: Job, message: str) -> int:
+    async def log(self, job: Job, message: str, line_id: str = "") -> int:
         """Append a line to a running job's log, fenced by its token; return the script's code."""
         keys = QueueKeys(self.settings.prefix, job.queue)
         return await self.scripts.log(
             keys,
-            events_maxlen=self.settings.events_maxlen,
+            events_maxlen=self.settings.events_emergency_maxlen,
             job_id=job.id,
             token=job.token or "",
             message=message,
             worker_id=self.worker_id,
             max_lines=self.settings.job_log_max_lines,
             max_bytes=self.settings.job_log_max_bytes,
+            line_id=line_id,
         )
 
     async def parent_results(self, job: Job) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -33,6 +34,7 @@ from .scheduler import Scheduler
 from .scripts import Scripts
 from .settings import EngineSettings
 from .shutdown import ShutdownSteps
+from .sidewrites import SideWrites
 from .task import Registry, Task
 from .transitions import TransitionHooks
 from .upkeep import Running, Upkeep
@@ -74,6 +76,8 @@ class Worker(ClaimSteps, ShutdownSteps):
         self.counters: dict[str, int] = defaultdict(int)
         self.writer = OutcomeWriter(settings, self.scripts, self.id, self.counters)
         self.upkeep = Upkeep(settings, self.redis, self.scripts, self.id)
+        self._lines = 0
+        self.side = SideWrites(self._side_code, self._crash_on_bug, settings.job_log_max_lines)
         names = [k.queue for k in self.queues]
         self.scheduler = Scheduler(settings, self.redis, names)
         self.liveness = Liveness(settings, self.id, self._crash_from_thread)
@@ -169,6 +173,7 @@ class Worker(ClaimSteps, ShutdownSteps):
                 task.cancel()
             await asyncio.gather(*loops, return_exceptions=True)
             await asyncio.to_thread(self.liveness.stop)
+            await self.side.close()
             await self._deregister()
             if self._fencing is not None:
                 await self._fencing
@@ -221,6 +226,8 @@ class Worker(ClaimSteps, ShutdownSteps):
             outcome = await self._attempt(rec)
             if outcome is not None and span is not None:
                 tracing.record_outcome(span, outcome.kind, outcome.error)
+        if self.side.holds(rec.job):
+            await self._settle(rec)
         self._finish(rec, outcome)
         if outcome is not None and self.hooks.hooks:
             await self._after_hooks(rec, outcome)
@@ -297,14 +304,22 @@ class Worker(ClaimSteps, ShutdownSteps):
             self._slot_free.set()
 
     async def _write_progress(self, job: Job, pct: float, message: str) -> None:
-        code = await self.upkeep.progress(job, pct, message)
-        if code < 0:
-            self.writer.count(Outcome(job, Kind.FAILED), "progress", code)
+        await self.side.write(job, "progress", partial(self.upkeep.progress, job, pct, message))
 
     async def _write_log(self, job: Job, message: str) -> None:
-        code = await self.upkeep.log(job, message)
+        self._lines += 1  # a line id: a write retried after a timeout is stored once
+        line = partial(self.upkeep.log, job, message, str(self._lines))
+        await self.side.write(job, "log", line)
+
+    def _side_code(self, job: Job, name: str, code: int) -> None:
         if code < 0:
-            self.writer.count(Outcome(job, Kind.FAILED), "log", code)
+            self.writer.count(Outcome(job, Kind.FAILED), name, code)
+
+    async def _settle(self, rec: Running) -> None:
+        """Let the job's held progress and log lines go first (its outcome would fence them)."""
+        # Stopped meanwhile: its outcome is known, queue it all the same.
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.side.settle(rec.job, self.settings.lease_ms / 1000)
 
     async def _drained(self) -> bool:
         if self._active or self._unflushed:

@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.tasks import Task as DjangoTask
 from django.test import override_settings
 
 from engine import Client, Job, Task, Worker
 from engine.devserver import RedisServer
 from jobsite.jobs import conf, services
-from jobsite.jobs.registry import load_tasks
-from jobsite.jobs.signals import WORKER_HOOKS
+from jobsite.jobs.tasks.djtasks import Task as DjangoTask
+from jobsite.jobs.tasks.registry import load_tasks
+from jobsite.jobs.tasks.signals import WORKER_HOOKS
 
 
 def _name(task: Task | DjangoTask) -> str:

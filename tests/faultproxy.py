@@ -26,6 +26,8 @@ class FaultProxy:
         self._closed = threading.Event()
         # While set, nothing is forwarded and new connections are held: packets vanish.
         self.blackholed = threading.Event()
+        # While set, new connections are closed as soon as they are accepted (refused).
+        self.refusing = threading.Event()
         # While set, every byte read is thrown away, each way; connections stay open (a network
         # that loses packets without a reset: nothing that was sent then ever arrives).
         self.dropping = threading.Event()
@@ -106,6 +108,10 @@ class FaultProxy:
             threading.Thread(target=self._open, args=(client,), daemon=True).start()
 
     def _open(self, client: socket.socket) -> None:
+        if self.refusing.is_set():
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            client.close()
+            return
         while self.blackholed.is_set() and not self._closed.is_set():
             time.sleep(0.01)
         try:

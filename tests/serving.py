@@ -1,4 +1,4 @@
-"""Start the README's main command (`python -m jobsite.serve`) for a test and wait for it."""
+"""Start the README's main command (`python -m demo.serve`) for a test and wait for it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def start(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
     """Start the server on `port`, its output in the file `log` (a full pipe would block it)."""
     with log.open("w") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "jobsite.serve", "--port", str(port)],
+            [sys.executable, "-m", "demo.serve", "--port", str(port)],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -9,7 +9,7 @@ import os
 os.environ.setdefault("DJANGO_SECRET_KEY", "tests-only-" + "k" * 50)
 os.environ.setdefault("DJANGO_HTTPS", "0")
 
-from jobsite.settings import *  # noqa: F403
+from demo.settings import *  # noqa: F403
 
 # Static files straight from the app folders (no collectstatic before in-process tests; the
 # browser tests run `bin/run`'s server, which collects them).

@@ -35,7 +35,7 @@ def project_env(**values: str) -> dict[str, str]:
         env["REDIS_URL"] = redis_url["value"]
     return {
         **env,
-        "DJANGO_SETTINGS_MODULE": "jobsite.settings",
+        "DJANGO_SETTINGS_MODULE": "demo.settings",
         "SQLITE_PATH": ":memory:",
         **values,
     }
@@ -105,7 +105,7 @@ def test_deploy_check_without_hsts_preload_only_reports_w021() -> None:
 def test_no_secret_key_without_debug_is_refused() -> None:
     # The server's entry points (what Daphne, Uvicorn or gunicorn load) refuse to start.
     proc = subprocess.run(
-        [sys.executable, "-c", "import jobsite.asgi"],
+        [sys.executable, "-c", "import demo.asgi"],
         capture_output=True,
         text=True,
         timeout=60,

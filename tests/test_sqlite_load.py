@@ -31,7 +31,7 @@ def _make_token(env: dict[str, str]) -> str:
     code = (
         "from django.contrib.auth.models import User\n"
         "from jobsite.jobs.models import ApiToken\n"
-        "from jobsite.jobs.tokens import issue\n"
+        "from jobsite.jobs.api.tokens import issue\n"
         "user = User.objects.create_superuser('loader', 'l@example.com', 'x')\n"
         "row = ApiToken(user=user, name='load')\n"
         "key = issue(row)\n"
@@ -81,7 +81,7 @@ def test_twenty_clients_for_thirty_seconds_get_no_server_error(tmp_path: Path) -
         proc = serving.start(env, port, log)
         try:
             serving.wait_up(proc, log)
-            key = _make_token({**env, "JOBSITE_TASK_MODULES": "jobsite.demo_tasks"})
+            key = _make_token({**env, "JOBSITE_TASK_MODULES": "demo.demo_tasks"})
             statuses: Counter[int] = Counter()
             stop_at = time.monotonic() + DURATION_S
             threads = [

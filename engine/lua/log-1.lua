@@ -4,19 +4,27 @@
   {"at_ms", "attempt", "message"} objects, written only here), so it expires and is deleted
   with the job. `logs_count` holds its number of lines; `logs_dropped` counts the lines dropped
   (oldest first) to stay within ARGV[7] lines and ARGV[8] bytes of JSON text. A line that alone
-  is over the byte cap is not stored and counts as dropped.
+  is over the byte cap is not stored and counts as dropped. A line sent again with the line id
+  of the last one stored (a write that timed out on a stalled Redis, then ran) is not stored
+  twice: `logs_last` keeps the token and line id of the last line.
   KEYS[1] events STREAM
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] job id   ARGV[4] token
   ARGV[5] message          ARGV[6] worker id       ARGV[7] max lines   ARGV[8] max bytes
-  Returns: 0 stored, -2 lease lost.
+  ARGV[9] line id ('' for none)
+  Returns: 0 stored (or stored before), -2 lease lost.
   Events: started -> started with a `log` field (the message).
 ]]
 --@include common
 local prefix, maxlen, id, token, message = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local max_lines, max_bytes = tonumber(ARGV[7]), tonumber(ARGV[8])
 local key = prefix .. id
-local cur = rcall('HMGET', key, 'token', 'attempt', 'logs', 'logs_count')
+local cur = rcall('HMGET', key, 'token', 'attempt', 'logs', 'logs_count', 'logs_last')
 if not cur[1] or cur[1] ~= token then return -2 end
+local last = ''
+if ARGV[9] ~= '' then
+  last = token .. ':' .. ARGV[9]
+  if cur[5] == last then return 0 end
+end
 local now = now_ms()
 local attempt = cur[2] or '0'
 -- The key `at_ms` comes first: `,{"at_ms":` cannot occur inside an encoded message (its quotes
@@ -50,6 +58,7 @@ else
   body, count = body .. ',' .. line, count + 1
 end
 rcall('HSET', key, 'logs', '[' .. body .. ']', 'logs_count', count)
+if last ~= '' then rcall('HSET', key, 'logs_last', last) end
 if dropped > 0 then rcall('HINCRBY', key, 'logs_dropped', dropped) end
 rcall('XADD', KEYS[1], 'MAXLEN', '~', maxlen, '*', 'job', id, 'from', 'started', 'to', 'started',
       'at', fmt(now), 'attempt', attempt, 'worker', ARGV[6], 'error', '', 'log', message)

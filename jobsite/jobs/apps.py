@@ -10,4 +10,14 @@ class JobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401 - registers the system checks
+        from engine import producer
+        from jobsite.jobs import (
+            checks,  # noqa: F401 - registers the system checks
+            services,
+        )
+        from jobsite.jobs.tasks.eager import run_inline
+
+        services.run_eagerly_with(run_inline)
+        # An engine task's own `await task.enqueue()` and `task.delay()` go through the services
+        # (the queue check, eager mode, the outbox inside a transaction), as enqueue() does.
+        producer.install(services.asubmit, lambda job: services.submit(job, outbox=True))

@@ -15,7 +15,7 @@ from django.contrib.admin.models import CHANGE, DELETION, LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.db.models import Model
 
-from .models import JobRecord
+from jobsite.jobs.models import JobRecord
 
 # Actions that remove what they act on are logged as deletions; the rest as changes.
 REMOVING = {"purge", "delete"}

@@ -9,14 +9,14 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 
 from engine import ConfigError, RedisUnavailable, redact_url, validate_queue_name
-
-from . import conf, schedules
-from .retention import Horizon
+from jobsite.jobs import conf
+from jobsite.jobs.history.retention import Horizon
+from jobsite.jobs.tasks import schedules
 
 TAG = "jobsite"
 # The check that talks to Redis also has a tag of its own, to run (or skip) it alone.
 REDIS_TAG = "jobsite_redis"
-BACKEND = "jobsite.jobs.backends.JobsiteBackend"
+BACKEND = "jobsite.jobs.tasks.backend.JobsiteBackend"
 
 
 @register(TAG)
@@ -150,7 +150,7 @@ def check_redis(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
         engine = conf.engine_settings()
     except (ConfigError, TypeError, ValueError):
         return []  # reported by check_engine
-    from . import services
+    from jobsite.jobs import services
 
     try:
         services.ping(timeout_s=1.0)

@@ -22,6 +22,8 @@ CANCELLABLE = VOCABULARY["cancellable"]
 RETRYABLE = VOCABULARY["retryable"]
 # Ended without success: what "recent failures" lists (and its partial index covers).
 DEAD = VOCABULARY["dead"]
+# The word an operator reads for a state where it differs from the engine's (pages only).
+STATE_LABELS = {"started": "running"}
 
 
 class JobRecord(models.Model):
@@ -249,6 +251,10 @@ class OutboxEntry(models.Model):
     job = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
     pushed_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    class Meta:
+        verbose_name = "outbox entry"
+        verbose_name_plural = "outbox entries"
 
     def __str__(self) -> str:
         return f"outbox {self.job_id}"

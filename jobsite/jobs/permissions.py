@@ -17,7 +17,7 @@ from django.http import HttpRequest
 from ninja.errors import HttpError
 
 if TYPE_CHECKING:
-    from .models import ApiToken
+    from jobsite.jobs.models import ApiToken
 
 APP_LABEL = "jobsite"
 

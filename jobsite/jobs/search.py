@@ -12,7 +12,7 @@ from django.db import connection, models
 from django.db.models import BooleanField
 from django.db.models.expressions import RawSQL
 
-from .models import JobRecord, JobSearch
+from jobsite.jobs.models import JobRecord, JobSearch
 
 # Below this many characters a search matches whole ids and task names only.
 SEARCH_MIN_CHARS = 3

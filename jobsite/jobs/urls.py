@@ -9,9 +9,9 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
-from .apiroot import api
-from .metrics import scrape
-from .views import dashboard, dead_letters, job, queues, schedules
+from jobsite.jobs.api.root import api
+from jobsite.jobs.web.metrics import scrape
+from jobsite.jobs.web.views import dashboard, dead_letters, job, queues, schedules
 
 app_name = "jobsite"
 

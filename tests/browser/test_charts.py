@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from demo.demo_tasks import charge_card, poll_upstream, resize_image
 from engine import EngineSettings
-from jobsite.demo_tasks import charge_card, poll_upstream, resize_image
 
 from .test_dashboard import DOCS, engine, launch, login, site
 

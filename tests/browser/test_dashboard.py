@@ -1,6 +1,6 @@
 """The dashboard in real headless Chromium (Debian's package) driven by Playwright.
 
-Runs the README's main command (`python -m jobsite.serve`) against a private Redis and a
+Runs the README's main command (`python -m demo.serve`) against a private Redis and a
 temporary SQLite file, logs in as the admin it creates, and saves screenshots under docs/.
 """
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from demo.demo_tasks import charge_card, import_rows, resize_image
 from engine import Client, ConfigError, EngineSettings, JobState
 from engine.devserver import RedisServer, free_port
-from jobsite.demo_tasks import charge_card, import_rows, resize_image
 from tests import serving
 
 pytestmark = pytest.mark.browser
@@ -88,6 +88,15 @@ def login(page, base: str, password: str) -> None:  # type: ignore[no-untyped-de
     page.wait_for_selector("#status:text('live')", timeout=10_000)
 
 
+def confirm(page, answer: bool = True) -> str:  # type: ignore[no-untyped-def]
+    """Answer the page's own confirmation dialog (no native confirm()); return its question."""
+    dialog = "dialog.ask[open]"
+    page.wait_for_selector(dialog, timeout=10_000)
+    question = page.text_content(f"{dialog} .question") or ""
+    page.click(f"{dialog} button[value={'yes' if answer else 'no'}]")
+    return question
+
+
 def test_dashboard_end_to_end(site: tuple[str, str, EngineSettings]) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -116,39 +125,37 @@ def test_dashboard_end_to_end(site: tuple[str, str, EngineSettings]) -> None:
         page.wait_for_selector(f"#failures li[data-id='{failing.id}']", timeout=15_000)
         page.screenshot(path=str(DOCS / "dashboard.png"), full_page=True)
 
-        # cancel the scheduled job from the history list
-        def accept(dialog) -> None:  # type: ignore[no-untyped-def]
-            dialog.accept()
-
-        page.on("dialog", accept)
+        # cancel the scheduled job from the history list: confirmed in the page, then said
         page.fill("#filter input[name=q]", later.id)
         page.click("#filter button")
         page.click(f"tr[data-id='{later.id}'] button[data-action=cancel]", timeout=10_000)
+        assert confirm(page) == f"Cancel job {later.id}?"
+        page.wait_for_selector(f".toast:has-text('Cancelled job {later.id}')", timeout=10_000)
         deadline = time.monotonic() + 10
         while engine(settings, lambda c: c.get(later.id)).state is not JobState.CANCELLED:
             assert time.monotonic() < deadline, "not cancelled"
             page.wait_for_timeout(200)  # lets Playwright handle the page's dialogs meanwhile
         # everything matching a filter: the confirmation shows the count first
-        messages: list[str] = []
-        page.remove_listener("dialog", accept)
-        page.on("dialog", lambda d: (messages.append(d.message), d.accept()))
         page.fill("#filter input[name=q]", "777000")
         page.click("#filter button")
         page.wait_for_timeout(500)
         page.click("button[data-bulk=cancel][data-scope=matching]")
+        messages = [confirm(page)]
+        page.wait_for_selector(".toast:has-text('cancel: 3 of 3 jobs changed')", timeout=10_000)
         deadline = time.monotonic() + 10
         while {engine(settings, lambda c, j=j: c.get(j.id)).state for j in parked} != {
             JobState.CANCELLED
         }:
             assert time.monotonic() < deadline, f"matching jobs not cancelled: {messages}"
             page.wait_for_timeout(200)  # lets Playwright handle the page's dialogs meanwhile
-        assert "cancel 3 jobs?" in messages
+        assert "Cancel 3 jobs?" in messages
         # resubmit the failed job from the failures list
         page.fill("#filter input[name=q]", "")
         page.click("#filter button")
         page.click(
             f"#failures li[data-id='{failing.id}'] button[data-action=retry]", timeout=10_000
         )
+        confirm(page)
         deadline = time.monotonic() + 10
         while len(engine(settings, lambda c: c.get(failing.id)).errors) < 2:
             assert time.monotonic() < deadline, "not retried"
@@ -190,28 +197,21 @@ def test_tricky_job_id_is_one_url_segment(site: tuple[str, str, EngineSettings])
     with sync_playwright() as pw:
         browser = launch(pw)
         page = browser.new_page(viewport={"width": 1366, "height": 900})
-        messages: list[str] = []
-        page.on("dialog", lambda d: (messages.append(d.message), d.accept()))
         errors: list[str] = []
-        page.on(
-            "console",
-            lambda m: (
-                m.type == "error"
-                and not m.location.get("url", "").endswith("/favicon.ico")  # no favicon: 404
-                and errors.append(f"{m.text} {m.location}")
-            ),
-        )
+        page.on("console", lambda m: m.type == "error" and errors.append(f"{m.text} {m.location}"))
         login(page, base, password)
         item = f"#failures li[data-id='{tricky}']"
         page.wait_for_selector(item, timeout=20_000)
         assert engine(settings, lambda c: c.get(tricky)).state is JobState.FAILED
         page.click(f"{item} button[data-action=retry]", timeout=10_000)
+        messages = [confirm(page)]
+        page.wait_for_selector(".toast-ok:has-text('queued again')", timeout=10_000)
         deadline = time.monotonic() + 15
         while len(engine(settings, lambda c: c.get(tricky)).errors) < 2:
             assert time.monotonic() < deadline, f"not retried: {messages}"
             page.wait_for_timeout(200)  # lets Playwright handle the page's dialogs meanwhile
-        assert f"Retry 1 job ({tricky})?" in messages
-        assert not [m for m in messages if m.startswith("failed")], messages
+        assert f"Retry job {tricky}?" in messages
+        assert not page.query_selector_all(".toast-error")
         assert engine(settings, lambda c: c.is_paused("default")) is False
         assert "(paused)" not in (page.text_content("#queues tbody") or "")
         assert not errors, errors  # nothing the Content-Security-Policy blocked, no script error

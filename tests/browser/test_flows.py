@@ -8,8 +8,8 @@ import time
 
 import pytest
 
+from demo.demo_tasks import resize_image
 from engine import EngineSettings
-from jobsite.demo_tasks import resize_image
 
 from . import test_dashboard as dash
 from .test_dashboard import DOCS, engine, launch, login
@@ -120,6 +120,7 @@ def test_the_queues_page_sets_a_rate_limit(site: tuple[str, str, EngineSettings]
         assert engine(settings, lambda c: c.rate_limit_ms("default")) == 200.0
         page.screenshot(path=str(SHOTS / "queues.png"), full_page=True)
         page.click(f"{card} button[data-action=resume]")
+        assert dash.confirm(page) == "Resume queue default?"
         deadline = time.monotonic() + 10
         while engine(settings, lambda c: c.is_paused("default")):
             assert time.monotonic() < deadline, "not resumed"

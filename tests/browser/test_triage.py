@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import time
 
+from demo.demo_tasks import charge_card, convert_price
 from engine import EngineSettings, JobState
-from jobsite.demo_tasks import charge_card, convert_price
 
-from .test_dashboard import DOCS, engine, launch, login, site  # noqa: F401 (the fixture)
+from .test_dashboard import DOCS, confirm, engine, launch, login, site  # noqa: F401 (the fixture)
 
 SHOTS = DOCS / "screenshots"
 
@@ -52,9 +52,23 @@ def test_dead_letters_resubmitted_and_a_replay_completing(
         SHOTS.mkdir(exist_ok=True)
         page.screenshot(path=str(SHOTS / "dead-letters.png"), full_page=True)
 
-        messages: list[str] = []
-        page.on("dialog", lambda d: (messages.append(d.message), d.accept()))
+        # drill down: the group's jobs in the job list, the group kept in the URL
+        page.click(f"{card} a:text('its jobs')")
+        page.wait_for_url("**fingerprint=**", timeout=10_000)
+
+        def listed() -> set[str]:
+            rows = page.query_selector_all("#search tbody tr[data-id]")
+            return {r.get_attribute("data-id") or "" for r in rows}
+
+        wait_until(lambda: {j.id for j in declined} <= listed(), "group jobs not listed", page)
+        tasks = set(page.locator("#search tbody tr[data-id] td:nth-child(3)").all_text_contents())
+        assert tasks == {"demo.charge_card"}, tasks
+        assert wrong.id not in listed()
+        page.go_back()
+        page.wait_for_selector(card, timeout=15_000)
+
         page.click(f"{card} button[data-act=resubmit]")
+        messages = [confirm(page)]
 
         def resubmitted() -> bool:
             jobs = [engine(settings, lambda c, j=j: c.get(j.id)) for j in declined]

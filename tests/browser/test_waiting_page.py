@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from demo.demo_tasks import resize_image
 from engine import EngineSettings
-from jobsite.demo_tasks import resize_image
 
 from . import test_dashboard as dash
 from .test_dashboard import engine, launch, login

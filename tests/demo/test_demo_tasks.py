@@ -12,7 +12,7 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from jobsite import demo_tasks
+from demo import demo_tasks
 from jobsite.jobs import services
 from jobsite.testing import assert_enqueued, enqueued_jobs, run_jobs
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture(autouse=True)
 def demo_modules() -> Iterator[None]:
-    with override_settings(JOBSITE={**settings.JOBSITE, "TASK_MODULES": ["jobsite.demo_tasks"]}):
+    with override_settings(JOBSITE={**settings.JOBSITE, "TASK_MODULES": ["demo.demo_tasks"]}):
         yield
 
 

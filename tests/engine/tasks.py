@@ -187,3 +187,23 @@ async def lookup_elsewhere(record_id: str) -> None:
 async def divide(a: int, b: int) -> float:
     """Divide: fails with b=0 (replay with edited arguments)."""
     return a / b
+
+
+@task(name="steady_reporter", takes_context=True)
+async def steady_reporter(job: JobContext, steps: int, step_s: float) -> int:
+    for i in range(steps):
+        await job.log(f"step {i}")
+        await job.set_progress(100 * (i + 1) / steps, f"step {i}")
+        await job.heartbeat()
+        await asyncio.sleep(step_s)
+    return steps
+
+
+@task(name="steady_reporter_sync", takes_context=True)
+def steady_reporter_sync(job: JobContext, steps: int, step_s: float) -> int:
+    for i in range(steps):
+        job.log_sync(f"step {i}")
+        job.set_progress_sync(100 * (i + 1) / steps, f"step {i}")
+        job.touch()
+        time.sleep(step_s)
+    return steps

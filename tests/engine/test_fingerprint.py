@@ -126,3 +126,10 @@ async def test_a_script_made_error_is_fingerprinted_by_its_type(settings: Engine
     with sync_redis(settings.redis_url, decode_responses=True) as r:
         key = client.keys("default").job(child.id)
         assert r.hget(key, "fingerprint") == got.errors[-1]["fingerprint"]
+
+
+def test_quoted_strings_are_normalized_apostrophes_are_not() -> None:
+    xyz = normalize_message("no rate for currency 'XYZ'")
+    assert xyz == normalize_message("no rate for currency 'QQQ'") == "no rate for currency '<s>'"
+    assert normalize_message('unknown key "a b" in {"x": 1}') == 'unknown key "<s>" in {"<s>": <n>}'
+    assert normalize_message("can't find the user's file") == "can't find the user's file"

@@ -73,9 +73,43 @@ def test_hash_round_trip_keeps_unknown_keys() -> None:
 
 def test_dict_round_trip_keeps_unknown_keys() -> None:
     data = Job(id="j2", task="t", state=JobState.FAILED).to_dict()
-    data["custom"] = "yes"
+    data.update(custom="yes", nested={"a": 1}, count=5, flags=[True, None])
     back = Job.from_dict(data)
-    assert back.state is JobState.FAILED and back.to_dict()["custom"] == "yes"
+    assert back.state is JobState.FAILED
+    again = back.to_dict()
+    assert (again["custom"], again["nested"], again["count"], again["flags"]) == (
+        "yes",
+        {"a": 1},
+        5,
+        [True, None],
+    )
+    # In the hash an unknown value is JSON text; read back, it stays that text.
+    assert back.to_hash()["nested"] == '{"a":1}' and back.to_hash()["count"] == "5"
+
+
+def test_asyncmq_dicts_are_read_with_their_own_key_names() -> None:
+    job = Job.from_dict(
+        {
+            "id": "a1",
+            "task_id": "etl.extract",
+            "args": [1],
+            "kwargs": {},
+            "status": "delayed",
+            "delay_until": 1_767_225_600.5,
+            "created_at": 1_767_225_000,
+            "depends_on": ["p1"],
+            "last_error": "boom",
+        }
+    )
+    assert (job.task, job.state, job.parents) == ("etl.extract", JobState.SCHEDULED, ["p1"])
+    assert (job.run_at_ms, job.sent_at_ms) == (1_767_225_600_500, 1_767_225_000_000)
+    assert job.extra == {"last_error": "boom"}
+    assert Job.from_dict({"id": "a2", "task": "t", "status": "active"}).state is JobState.STARTED
+
+
+def test_an_empty_state_reads_as_unsubmitted() -> None:
+    assert Job.from_hash({"task": "t", "state": ""}, "j3").state is JobState.UNSUBMITTED
+    assert Job.from_dict({"id": "j4", "task": "t", "state": ""}).state is JobState.UNSUBMITTED
 
 
 # Every secret below is made of "s3c" and "r3t", which appear nowhere else.

@@ -8,20 +8,20 @@ import pytest
 import redis
 from channels.layers import channel_layers
 from django.contrib.auth.models import Group, Permission, User
-from django.tasks import task_backends
 from django.test import override_settings
 
 from engine import EngineSettings, Worker
 from engine.devserver import RedisServer
 from jobsite.jobs import conf
-from jobsite.jobs.mirror import Mirror
+from jobsite.jobs.api.tokens import issue
+from jobsite.jobs.history.mirror import Mirror
 from jobsite.jobs.models import ApiToken
 from jobsite.jobs.permissions import APP_LABEL, GROUPS, OPERATORS
-from jobsite.jobs.registry import load_tasks
-from jobsite.jobs.signals import WORKER_HOOKS
-from jobsite.jobs.tokens import issue
+from jobsite.jobs.tasks.djtasks import task_backends
+from jobsite.jobs.tasks.registry import load_tasks
+from jobsite.jobs.tasks.signals import WORKER_HOOKS
 
-MODULES = ["jobsite.demo_tasks", "tests.jobsite.dj_tasks", "tests.engine.tasks"]
+MODULES = ["demo.demo_tasks", "tests.jobsite.dj_tasks", "tests.engine.tasks"]
 
 
 @pytest.fixture

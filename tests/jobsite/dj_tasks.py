@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
-from django.tasks import TaskContext, task
 
-from jobsite.jobs.options import engine_options
+from jobsite.jobs.tasks.djtasks import TaskContext, task
+from jobsite.jobs.tasks.engine_options import engine_options
 
 
 @task

@@ -191,8 +191,8 @@ def test_staff_without_permission_cannot_act(engine: EngineSettings) -> None:
 
 
 def test_queue_pause_and_resume(engine: EngineSettings, admin_user: User) -> None:
+    from jobsite.jobs.history.reconcile import sync_queues
     from jobsite.jobs.models import QueueRecord
-    from jobsite.jobs.reconcile import sync_queues
 
     services.enqueue(t.add, 1, 1)
     assert sync_queues() == 1

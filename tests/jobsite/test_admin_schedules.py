@@ -10,9 +10,9 @@ from django.test import Client as WebClient
 from django.test import override_settings
 
 from engine import EngineSettings
-from jobsite.jobs import schedules
 from jobsite.jobs.permissions import OPERATORS, VIEWERS
-from jobsite.jobs.schedule_services import schedule
+from jobsite.jobs.services.schedules import schedule
+from jobsite.jobs.tasks import schedules
 
 from .conftest import staff_user
 

@@ -17,7 +17,7 @@ from django.urls import get_resolver
 from engine import EngineSettings
 from engine.devserver import free_port
 from jobsite.jobs import conf, services
-from jobsite.jobs.apiroot import api
+from jobsite.jobs.api.root import api
 from jobsite.jobs.models import ApiToken, JobRecord
 from jobsite.jobs.permissions import OPERATORS
 from tests.engine import tasks as t
@@ -186,18 +186,18 @@ def test_bulk_actions_by_ids_or_filter(engine: EngineSettings, token: str) -> No
     dry = call(
         web, "post", "/bulk/cancel", token, data={"state": "scheduled", "dry_run": True}
     ).json()
-    assert dry == {"matched": 4, "changed": 0}
+    assert dry == {"matched": 4, "changed": 0, "skipped": {}}
     assert call(web, "get", f"/jobs/{ids[0]}", token).json()["state"] == "scheduled"
     one = call(web, "post", "/bulk/cancel", token, data={"ids": ids[:1]}).json()
-    assert one == {"matched": 1, "changed": 1}
+    assert one == {"matched": 1, "changed": 1, "skipped": {}}
     async_to_sync(mirror_all)()
     rest = call(
         web, "post", "/bulk/cancel", token, data={"state": "scheduled", "task": "add"}
     ).json()
-    assert rest == {"matched": 3, "changed": 3}
+    assert rest == {"matched": 3, "changed": 3, "skipped": {}}
     async_to_sync(mirror_all)()
     again = call(web, "post", "/bulk/retry", token, data={"state": "cancelled"}).json()
-    assert again == {"matched": 4, "changed": 4}
+    assert again == {"matched": 4, "changed": 4, "skipped": {}}
 
 
 def test_cursor_pagination_walks_the_whole_history(engine: EngineSettings, token: str) -> None:
@@ -250,18 +250,18 @@ def test_bulk_is_capped_and_audited(engine: EngineSettings, token: str) -> None:
     async_to_sync(mirror_all)()
     with override_settings(JOBSITE={**settings.JOBSITE, "BULK_MAX": 2}):
         dry = call(web, "post", "/bulk/cancel", token, data={"all": True, "dry_run": True})
-        assert dry.json() == {"matched": 3, "changed": 0}
+        assert dry.json() == {"matched": 3, "changed": 0, "skipped": {}}
         over = call(web, "post", "/bulk/cancel", token, data={"state": "scheduled"})
         assert over.status_code == 422 and "at most 2" in over.json()["detail"]
         assert set(JobRecord.objects.values_list("state", flat=True)) == {"scheduled"}
         by_ids = call(web, "post", "/bulk/cancel", token, data={"ids": ids[:2]})
-        assert by_ids.json() == {"matched": 2, "changed": 2}
+        assert by_ids.json() == {"matched": 2, "changed": 2, "skipped": {}}
     per_job = LogEntry.objects.filter(object_id__in=ids[:2])
     assert per_job.count() == 2
     assert all("cancel via API token 'robot-token'" in e.change_message for e in per_job)
     async_to_sync(mirror_all)()
     rest = call(web, "post", "/bulk/cancel", token, data={"all": True})
-    assert rest.json() == {"matched": 1, "changed": 1}
+    assert rest.json() == {"matched": 1, "changed": 1, "skipped": {}}
     [summary] = LogEntry.objects.filter(object_id__isnull=True)
     assert "1 jobs matching {}" in summary.change_message
 
@@ -311,3 +311,68 @@ def test_job_detail_returns_the_log_lines_to_viewers_of_its_queue(
     elsewhere = make_token(User.objects.get(username="robot"), queues=["billing"])
     refused = call(web, "get", f"/jobs/{job_id}", elsewhere)
     assert refused.status_code == 403 and "logs" not in refused.json()
+
+
+def test_job_list_sorts_pages_counts_and_finds_part_of_a_task_name(
+    engine: EngineSettings, token: str
+) -> None:
+    web = WebClient()
+    for i in range(5):
+        services.enqueue(t.add, i, 1)
+    services.enqueue(t.boom)
+    async_to_sync(run_worker)(services.engine_settings())
+    waiting = services.enqueue(t.add.using(delay_s=600), 9, 9)
+    async_to_sync(mirror_all)()
+    counts = call(web, "get", "/job-counts", token).json()
+    assert counts == {"total": 7, "states": {"completed": 5, "failed": 1, "scheduled": 1}}
+    assert call(web, "get", "/job-counts?task_like=BO", token).json()["total"] == 1
+    found = call(web, "get", "/jobs?task_like=dd", token).json()["items"]
+    assert {j["task"] for j in found} == {"add"} and len(found) == 6
+    # every order pages the whole set once, in order; started/finished list jobs that have one
+    for sort, field, want in [
+        ("-submitted_at", "submitted_at", 7),
+        ("submitted_at", "submitted_at", 7),
+        ("-completed_at", "completed_at", 6),
+        ("started_at", "started_at", 6),
+    ]:
+        seen: list[dict[str, Any]] = []
+        cursor = ""
+        while True:
+            query = f"/jobs?limit=2&sort={sort}{'&cursor=' + cursor if cursor else ''}"
+            page = call(web, "get", query, token).json()
+            seen += page["items"]
+            if not page["next_cursor"]:
+                break
+            cursor = page["next_cursor"]
+        ids = [j["id"] for j in seen]
+        assert len(ids) == len(set(ids)) == want, (sort, ids)
+        stamps = [j[field] for j in seen]
+        assert stamps == sorted(stamps, reverse=sort.startswith("-")), (sort, stamps)
+        if sort == "-completed_at":
+            assert waiting.id not in ids
+    # a cursor belongs to its order
+    first = call(web, "get", "/jobs?limit=2", token).json()
+    other = call(web, "get", f"/jobs?sort=started_at&cursor={first['next_cursor']}", token)
+    assert other.status_code == 422 and "pages the order" in other.json()["detail"]
+    assert call(web, "get", "/jobs?sort=id", token).status_code == 422
+    # a dead-letter group's jobs
+    failed = JobRecord.objects.get(task="boom")
+    assert failed.fingerprint
+    group = call(web, "get", f"/jobs?fingerprint={failed.fingerprint}", token).json()["items"]
+    assert [j["id"] for j in group] == [failed.id]
+    counted = call(web, "get", f"/job-counts?fingerprint={failed.fingerprint}", token).json()
+    assert counted == {"total": 1, "states": {"failed": 1}}
+
+
+def test_bulk_says_what_it_skipped_and_why(engine: EngineSettings, token: str) -> None:
+    web = WebClient()
+    done = services.enqueue(t.add, 1, 1)
+    async_to_sync(run_worker)(services.engine_settings())
+    later = services.enqueue(t.add.using(delay_s=600), 2, 2)
+    async_to_sync(mirror_all)()
+    answer = call(web, "post", "/bulk/cancel", token, data={"ids": [done.id, later.id]}).json()
+    assert answer == {
+        "matched": 1,
+        "changed": 1,
+        "skipped": {"not cancellable (state or permission)": 1},
+    }

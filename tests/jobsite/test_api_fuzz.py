@@ -15,9 +15,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from demo.wsgi import application
 from engine import EngineSettings
-from jobsite.jobs.apiroot import api
-from jobsite.wsgi import application
+from jobsite.jobs.api.root import api
 
 schema = schemathesis.openapi.from_dict(api.get_openapi_schema())
 # derandomize: CI runs the same examples every time (a new finding never blocks a landing).

@@ -13,14 +13,15 @@ from django.contrib.admin.models import DELETION, LogEntry
 from django.test import Client as WebClient
 from django.test import override_settings
 
+from demo.asgi import application as asgi_app
+from demo.wsgi import application as wsgi_app
 from engine import Client, EngineSettings
 from engine.scheduler import Scheduler
-from jobsite.asgi import application as asgi_app
 from jobsite.client import AsyncJobsiteClient, Conflict, InvalidRequest, JobsiteClient, NotFound
-from jobsite.jobs import schedules, services
+from jobsite.jobs import services
 from jobsite.jobs.models import JobRecord
 from jobsite.jobs.permissions import OPERATORS, VIEWERS
-from jobsite.wsgi import application as wsgi_app
+from jobsite.jobs.tasks import schedules
 
 from .conftest import make_token, mirror_all, run_worker, staff_user
 

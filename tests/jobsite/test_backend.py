@@ -6,11 +6,10 @@ from datetime import timedelta
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.tasks import TaskResultStatus, task_backends
-from django.tasks.exceptions import TaskResultDoesNotExist
 from django.utils import timezone
 
 from engine import EngineSettings, InvalidArguments
+from jobsite.jobs.tasks.djtasks import TaskResultDoesNotExist, TaskResultStatus, task_backends
 
 from . import dj_tasks
 from .conftest import run_worker

@@ -7,8 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import transaction
 
-from jobsite.jobs import bulkwrite, history
-from jobsite.jobs.history import ALL_BUT_ID
+from jobsite.jobs.history import bulkwrite
+from jobsite.jobs.history import rows as history
+from jobsite.jobs.history.rows import ALL_BUT_ID
 from jobsite.jobs.models import JobRecord
 
 pytestmark = pytest.mark.django_db(transaction=True)

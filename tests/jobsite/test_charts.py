@@ -16,12 +16,10 @@ from django.utils import timezone
 from engine import EngineSettings
 from engine.events import Event, sortable_id
 from jobsite.jobs import services
-from jobsite.jobs.charts import sample_depth
-from jobsite.jobs.mirror import apply_batch
-from jobsite.jobs.models import QueueDepth, RollupCount
-from jobsite.jobs.permissions import VIEWERS
-from jobsite.jobs.retention import prune
-from jobsite.jobs.rollup import (
+from jobsite.jobs.history.charts import sample_depth
+from jobsite.jobs.history.mirror import apply_batch
+from jobsite.jobs.history.retention import prune
+from jobsite.jobs.history.rollup import (
     SPANS_S,
     TOTAL,
     add_totals,
@@ -29,6 +27,8 @@ from jobsite.jobs.rollup import (
     bucket_of,
     percentile,
 )
+from jobsite.jobs.models import QueueDepth, RollupCount
+from jobsite.jobs.permissions import VIEWERS
 from tests.engine import tasks as t
 
 from .conftest import make_token, staff_user
@@ -270,3 +270,31 @@ def test_totals_rows_hold_the_sum_of_every_queue_and_are_remade_from_them() -> N
     RollupCount.objects.filter(queue=TOTAL).delete()
     add_totals()  # what migration 0012 runs on a rollup counted before totals existed
     assert by_slot(queue=TOTAL, task=TOTAL) == made
+
+
+def test_task_stats_count_failure_rate_and_run_percentiles_per_task(
+    engine: EngineSettings, token: str
+) -> None:
+    base = minutes_ago(20)
+    events: list[Event] = []
+    hashes: dict[str, dict[str, str]] = {}
+    for i in range(8):  # app.e: 6 complete after 200 ms, 2 fail; app.f (queue other): 1 completes
+        end = "failed" if i < 2 else "completed"
+        events += life(f"e{i}", base + i, wait_ms=10, run_ms=200, end=end)
+        hashes[f"e{i}"] = hash_of(f"e{i}", "app.e")
+    events += life("f1", base, wait_ms=10, run_ms=3000, queue="other")
+    hashes["f1"] = hash_of("f1", "app.f", queue="other")
+    apply_batch(events, hashes)
+    web = WebClient()
+    got = web.get("/api/v1/task-stats?range=hour", HTTP_AUTHORIZATION=f"Bearer {token}").json()
+    assert [s["task"] for s in got] == ["app.e", "app.f"]  # the busiest first
+    e, f = got
+    assert (e["completed"], e["failed"], e["failure_rate"]) == (6, 2, 0.25)
+    assert abs(e["run_p50_ms"] - 200) / 200 < 0.19 and abs(e["run_p95_ms"] - 200) / 200 < 0.19
+    assert (f["completed"], f["failed"], f["failure_rate"]) == (1, 0, 0.0)
+    assert abs(f["run_p95_ms"] - 3000) / 3000 < 0.19
+    scoped = make_token(staff_user("scoped", VIEWERS), queues=["default"])
+    mine = web.get("/api/v1/task-stats", HTTP_AUTHORIZATION=f"Bearer {scoped}").json()
+    assert [s["task"] for s in mine] == ["app.e"]
+    denied = web.get("/api/v1/task-stats?queue=other", HTTP_AUTHORIZATION=f"Bearer {scoped}")
+    assert denied.status_code == 403

@@ -65,7 +65,7 @@ def test_the_project_settings_pass() -> None:
             {
                 "TASKS": {
                     "default": {
-                        "BACKEND": "jobsite.jobs.backends.JobsiteBackend",
+                        "BACKEND": "jobsite.jobs.tasks.backend.JobsiteBackend",
                         "QUEUES": ["default", "reports"],
                     }
                 }

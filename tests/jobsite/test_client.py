@@ -9,8 +9,9 @@ import httpx
 import pytest
 from asgiref.sync import async_to_sync
 
+from demo.asgi import application as asgi_app
+from demo.wsgi import application as wsgi_app
 from engine import Client, EngineSettings
-from jobsite.asgi import application as asgi_app
 from jobsite.client import (
     AsyncJobsiteClient,
     Conflict,
@@ -20,7 +21,6 @@ from jobsite.client import (
     PayloadTooLarge,
     Unauthorized,
 )
-from jobsite.wsgi import application as wsgi_app
 
 from .conftest import run_worker
 

@@ -14,9 +14,9 @@ from engine import Client, EngineSettings, Worker
 from engine.devcluster import ClusterServer
 from engine.events import EventReader
 from jobsite.jobs import conf
-from jobsite.jobs.mirror import Mirror
+from jobsite.jobs.history.mirror import Mirror
 from jobsite.jobs.models import JobRecord
-from jobsite.jobs.registry import load_tasks
+from jobsite.jobs.tasks.registry import load_tasks
 from tests.engine import tasks as t
 
 from .conftest import MODULES

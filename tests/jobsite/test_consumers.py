@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import django
 import pytest
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
@@ -14,8 +15,8 @@ from django.contrib.auth.models import User
 from django.contrib.sessions.models import Session
 from django.test import Client as WebClient
 
+from demo.asgi import application
 from engine import EngineSettings
-from jobsite.asgi import application
 from jobsite.jobs import services
 from jobsite.jobs.permissions import VIEWERS
 from tests.engine import tasks as t
@@ -135,8 +136,9 @@ def test_dashboard_page_needs_the_view_permission(engine: EngineSettings) -> Non
     web.force_login(staff_user("staff", VIEWERS))
     page = web.get("/dashboard/")
     assert page.status_code == 200 and b"dashboard.js" in page.content
-    nonce = page["Content-Security-Policy"].split("'nonce-")[1].split("'")[0]
-    assert f'nonce="{nonce}"'.encode() in page.content
+    if django.VERSION >= (6, 0):  # Django 5.2 has no CSP: the demo settings go without
+        nonce = page["Content-Security-Policy"].split("'nonce-")[1].split("'")[0]
+        assert f'nonce="{nonce}"'.encode() in page.content
     assert b"<script>" not in page.content  # no inline script without the nonce
 
 

@@ -84,7 +84,7 @@ def test_unknown_url_is_a_plain_404() -> None:
     response = HttpClient().get("/no/such/page/")
     assert response.status_code == 404
     body = response.content.decode()
-    assert "URLconf" not in body and "jobsite.urls" not in body
+    assert "URLconf" not in body and "demo.urls" not in body
     assert "Traceback" not in body
 
 
@@ -94,7 +94,7 @@ def test_api_unexpected_error_is_json_500(engine: EngineSettings) -> None:
     key = make_token(staff_user("root", is_superuser=True))
     auth = {"HTTP_AUTHORIZATION": f"Bearer {key}"}
     assert client.get("/api/v1/stats", **auth).status_code == 200  # the token works
-    with mock.patch("jobsite.jobs.api.throughput", side_effect=RuntimeError("s3cret detail")):
+    with mock.patch("jobsite.jobs.api.jobs.throughput", side_effect=RuntimeError("s3cret detail")):
         response = client.get("/api/v1/stats", **auth)
     assert response.status_code == 500
     assert response["Content-Type"].startswith("application/json")

@@ -7,12 +7,11 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.tasks import TaskResultStatus, task_backends
-from django.tasks.exceptions import InvalidTask
 
 from engine import Client, EngineSettings
-from jobsite.jobs.backends import JobsiteBackend, engine_ref
-from jobsite.jobs.dtask import JobsiteTask
+from jobsite.jobs.tasks.backend import JobsiteBackend, engine_ref
+from jobsite.jobs.tasks.djtasks import InvalidTask, TaskResultStatus, task_backends
+from jobsite.jobs.tasks.taskclass import JobsiteTask
 
 from . import dj_tasks
 from .conftest import run_worker

@@ -15,13 +15,18 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 from django.db import transaction
-from django.tasks import TaskResultStatus
-from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
-from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.test import override_settings
 
 from engine import Client, EngineSettings
-from jobsite.jobs.backends import JobsiteBackend
+from jobsite.jobs.tasks.backend import JobsiteBackend
+from jobsite.jobs.tasks.djtasks import (
+    InvalidTask,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    task_enqueued,
+    task_finished,
+    task_started,
+)
 
 from . import dj_tasks
 from .conftest import run_worker
@@ -112,7 +117,7 @@ def test_the_outbox_option_defers_to_commit(engine: EngineSettings) -> None:
     with override_settings(
         TASKS={
             "default": {
-                "BACKEND": "jobsite.jobs.backends.JobsiteBackend",
+                "BACKEND": "jobsite.jobs.tasks.backend.JobsiteBackend",
                 "QUEUES": [],
                 "OPTIONS": {"TRANSACTIONAL_OUTBOX": True},
             }
@@ -172,7 +177,7 @@ def test_engine_options_reach_a_django_task(engine: EngineSettings) -> None:
     async_to_sync(run_worker)(engine)
     assert len(dj_tasks.fails_twice.get_result(twice.id).errors) == 2  # max_retries=1
     assert len(dj_tasks.fails_once.get_result(once.id).errors) == 1  # max_retries=0
-    from jobsite.jobs.options import engine_options
+    from jobsite.jobs.tasks.engine_options import engine_options
 
     with pytest.raises(TypeError, match="@task"):
         engine_options(queue="x")
@@ -191,7 +196,7 @@ def test_worker_ids_has_one_entry_per_attempt(engine: EngineSettings) -> None:
 
 
 def test_job_signals_reach_django_receivers(engine: EngineSettings) -> None:
-    from jobsite.jobs.signals import job_dead_lettered, job_finished, job_started
+    from jobsite.jobs.tasks.signals import job_dead_lettered, job_finished, job_started
 
     seen: list[tuple[str, str, Any]] = []
 

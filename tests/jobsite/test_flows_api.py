@@ -13,7 +13,7 @@ from asgiref.sync import async_to_sync
 from django.contrib.admin.models import LogEntry
 from django.test import Client as WebClient
 
-from engine import Client, EngineSettings
+from engine import Client, EngineSettings, QueueKeys
 from engine.cleaner import Cleaner
 from jobsite.jobs.models import JobRecord
 
@@ -260,6 +260,19 @@ def test_a_flow_needs_submit_on_its_queue(engine: EngineSettings) -> None:
     scoped = make_token(staff_user("scoped", OPERATORS), queues=["elsewhere"])
     answer = call(WebClient(), "post", "/flows", scoped, data=flow_body())
     assert answer.status_code == 403 and "queue 'default'" in answer.json()["detail"]
+
+
+def test_queue_shows_the_history_gaps(engine: EngineSettings, token: str) -> None:
+    web = WebClient()
+    submit(web, token, task="add", args=[1, 1])
+    got = call(web, "get", "/queues/default", token).json()
+    assert got["history_gap"] == {"entries": 0, "rebuilt": 0, "lost": 0}
+    stats = QueueKeys(engine.prefix, "default").stats
+    with redis.Redis.from_url(engine.redis_url) as r:  # as trim-3.lua and the mirror count
+        r.hset(stats, mapping={"gap_entries": 9, "gap_rebuilt": 2, "gap_lost": 1})
+        r.hset(stats, "gap_unrecorded", 1)
+    got = call(web, "get", "/queues/default", token).json()
+    assert got["history_gap"] == {"entries": 9, "rebuilt": 2, "lost": 2}
 
 
 def test_queue_limits_are_set_and_read(engine: EngineSettings, token: str) -> None:

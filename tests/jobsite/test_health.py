@@ -19,8 +19,8 @@ from django.test import override_settings
 
 from engine import Client, EngineSettings, Worker
 from engine.devserver import free_port
-from jobsite.jobs import alerts, health
-from jobsite.jobs.signals import queue_health_changed, schedule_health_changed
+from jobsite.jobs.history import alerts, health
+from jobsite.jobs.tasks.signals import queue_health_changed, schedule_health_changed
 from tests.engine import tasks as t
 
 from .conftest import mirror_all, run_worker
@@ -146,7 +146,8 @@ def test_the_webhook_is_signed_and_retried_while_the_worker_goes_on(
                 "state": "failing",
                 "previous": "ok",
                 "reasons": ["no live worker"],
-            }
+            },
+            health.settings(),
         )
         await Worker(engine, [t.add], burst=True).run()  # the receiver is still down
         pending_after_worker = not delivery.done()

@@ -9,8 +9,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from engine import EngineSettings
-from jobsite.jobs.heap import FULL_EVERY, worker_heap
-from jobsite.jobs.mirror import Mirror
+from jobsite.jobs.heap import FROZEN_AT_START, FULL_EVERY, worker_heap
+from jobsite.jobs.history.mirror import Mirror
 
 
 def _walked(obj: object) -> bool:
@@ -21,14 +21,14 @@ def _walked(obj: object) -> bool:
 def test_objects_alive_at_entry_are_frozen_and_full_walks_rarer_for_the_block_only() -> None:
     thresholds = gc.get_threshold()
     before: list[int] = [1]
-    assert gc.get_freeze_count() == 0 and _walked(before)
+    assert gc.get_freeze_count() <= FROZEN_AT_START and _walked(before)
     with worker_heap():
         during: list[int] = [2]
-        assert gc.get_freeze_count() > 0
+        assert gc.get_freeze_count() > FROZEN_AT_START
         assert not _walked(before)
         assert _walked(during)  # made inside: collected as usual
         assert gc.get_threshold() == (*thresholds[:2], max(thresholds[2], FULL_EVERY))
-    assert gc.get_freeze_count() == 0
+    assert gc.get_freeze_count() == 0  # gc.unfreeze() empties the permanent generation
     assert _walked(before)
     assert gc.get_threshold() == thresholds
 
@@ -57,5 +57,5 @@ def test_runworker_runs_its_loops_in_the_worker_heap_and_leaves_it_even_when_one
     thresholds = gc.get_threshold()
     with pytest.raises(CommandError, match="loop mirror crashed"):
         call_command("runworker", "--only", "mirror")
-    assert seen and seen[0][0] > 0 and seen[0][1] >= FULL_EVERY
+    assert seen and seen[0][0] > FROZEN_AT_START and seen[0][1] >= FULL_EVERY
     assert gc.get_freeze_count() == 0 and gc.get_threshold() == thresholds

@@ -21,11 +21,12 @@ from django.utils import timezone
 from engine import Client, EngineSettings, QueueKeys
 from engine.events import Event
 from engine.keys import queues_key
-from jobsite.jobs import history, live
-from jobsite.jobs.mirror import apply_batch
+from jobsite.jobs.api import live
+from jobsite.jobs.history import rows as history
+from jobsite.jobs.history.mirror import apply_batch
+from jobsite.jobs.history.retention import prune
 from jobsite.jobs.models import JobRecord, JobSearch, RollupCount
 from jobsite.jobs.permissions import VIEWERS
-from jobsite.jobs.retention import prune
 from jobsite.jobs.search import SEARCH_TRIGRAMS, text_search
 from tests.engine import tasks as t
 

@@ -20,10 +20,10 @@ from django.test import override_settings
 from engine import EngineSettings, Job, JobIdTaken, Worker
 from engine.keys import id_owner_key
 from jobsite.jobs import conf, services
-from jobsite.jobs.mirror import Mirror
+from jobsite.jobs.history.mirror import Mirror
 from jobsite.jobs.models import JobRecord
 from jobsite.jobs.permissions import OPERATORS, VIEWERS
-from jobsite.jobs.registry import load_tasks
+from jobsite.jobs.tasks.registry import load_tasks
 from tests.engine import tasks as t
 
 from .conftest import MODULES, make_token, staff_user

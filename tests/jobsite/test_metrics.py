@@ -15,7 +15,8 @@ from django.urls import reverse
 from prometheus_client.parser import text_string_to_metric_families
 
 from engine import EngineSettings
-from jobsite.jobs import services
+from engine.devserver import free_port
+from jobsite.jobs import conf, services
 from jobsite.jobs.models import OutboxEntry
 from jobsite.jobs.permissions import VIEWERS
 from tests.engine import tasks as t
@@ -140,3 +141,22 @@ def test_openmetrics_on_request(metrics_token: str) -> None:
     assert response.status_code == 200
     assert response["Content-Type"].startswith("application/openmetrics-text")
     assert response.content.rstrip().endswith(b"# EOF")
+
+
+def test_scrape_with_redis_away_answers_up_zero(metrics_token: str) -> None:
+    """Nothing listens on Redis's port: a 200 with jobsite_redis_up 0 and the outbox, no 500."""
+    OutboxEntry.objects.create(job_id="not-pushed", queue="default", job={})
+    response = scrape(WebClient(), metrics_token)
+    assert samples(response.content)["jobsite_redis_up"] == [({}, 1.0)]
+    gone = {**settings.JOBSITE, "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"}
+    with override_settings(JOBSITE=gone):
+        conf.engine_settings.cache_clear()
+        try:
+            response = scrape(WebClient(), metrics_token)
+        finally:
+            conf.engine_settings.cache_clear()
+    assert response.status_code == 200, response.content
+    got = samples(response.content)
+    assert got["jobsite_redis_up"] == [({}, 0.0)]
+    assert got["jobsite_outbox_size"] == [({}, 1.0)]
+    assert "jobsite_queue_jobs" not in got

@@ -15,10 +15,11 @@ from django.db import DatabaseError, connection, transaction
 
 from engine import Client, EngineSettings, QueueKeys
 from engine.events import Event
-from jobsite.jobs import bulkwrite
-from jobsite.jobs import mirror as mirror_module
-from jobsite.jobs.history import ALL_BUT_ID
-from jobsite.jobs.mirror import Mirror, apply_batch
+from jobsite.jobs.history import bulkwrite
+from jobsite.jobs.history import mirror as mirror_module
+from jobsite.jobs.history.mirror import Mirror, apply_batch
+from jobsite.jobs.history.reconcile import find_unmirrored
+from jobsite.jobs.history.rows import ALL_BUT_ID
 from jobsite.jobs.models import JobRecord, JobSearch
 from tests.engine import tasks as t
 
@@ -291,6 +292,19 @@ def test_resync_when_the_stream_was_trimmed_past_the_mirror(engine: EngineSettin
     async_to_sync(mirror_all)()
     assert JobRecord.objects.filter(id__in=ids).count() == 22
     assert JobRecord.objects.filter(state="completed").count() == 20
+
+
+def test_reconcile_hands_jobs_without_a_row_to_the_mirror(engine: EngineSettings) -> None:
+    ids = async_to_sync(make_history)(engine)
+    async_to_sync(mirror_all)()
+    JobRecord.objects.filter(id__in=ids[:5]).delete()  # rows lost in the database
+    assert find_unmirrored(["default"]) == 0  # once: it may be on its way
+    assert find_unmirrored(["default"]) == 5  # twice, a pass apart: handed to the mirror
+    with redis.Redis.from_url(engine.redis_url, decode_responses=True) as r:
+        assert r.smembers(QueueKeys(engine.prefix, "default").missed) == set(ids[:5])
+    async_to_sync(mirror_all)()  # the mirror rebuilds them from their hashes
+    assert JobRecord.objects.filter(id__in=ids).count() == 22
+    assert find_unmirrored(["default"]) == 0
 
 
 def test_poison_payloads_are_mirrored_as_text(engine: EngineSettings) -> None:

@@ -15,12 +15,12 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import User
 from django.test import Client as WebClient
 
+from demo.asgi import application
 from engine import EngineSettings
 from engine.fingerprint import fingerprint
-from jobsite.asgi import application
 from jobsite.jobs import services
+from jobsite.jobs.history.reconcile import sync_queues
 from jobsite.jobs.permissions import OPERATORS, VIEWERS, Perm
-from jobsite.jobs.reconcile import sync_queues
 from tests.engine import tasks as t
 
 from .conftest import make_token, mirror_all, run_worker, staff_user
@@ -83,6 +83,8 @@ def api_table(jobs: Fixture) -> list[tuple[str, str, Any, Perm]]:
         ("get", "/stats", None, Perm.VIEW),
         ("get", "/charts", None, Perm.VIEW),
         ("get", "/tasks", None, Perm.VIEW),
+        ("get", "/job-counts", None, Perm.VIEW),
+        ("get", "/task-stats", None, Perm.VIEW),
         ("get", "/dlq", None, Perm.VIEW),
         ("get", "/health", None, Perm.VIEW),
         ("post", "/jobs", {"task": "add", "args": [1, 2]}, Perm.SUBMIT),

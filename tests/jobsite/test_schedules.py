@@ -21,8 +21,8 @@ from django.test import override_settings
 
 from engine import ConfigError, EngineSettings, QueueKeys
 from engine.repeat import template
-from jobsite.jobs import schedules
-from jobsite.jobs.backends import engine_ref
+from jobsite.jobs.tasks import schedules
+from jobsite.jobs.tasks.backend import engine_ref
 from tests.engine import tasks as t
 
 from . import dj_tasks

@@ -6,12 +6,11 @@ from typing import Any
 
 import pytest
 from django.conf import settings
-from django.tasks import TaskResultStatus
-from django.tasks.signals import task_finished
 from django.test import override_settings
 
 from engine.devserver import free_port
 from jobsite.jobs import conf, services
+from jobsite.jobs.tasks.djtasks import TaskResultStatus, task_finished
 from jobsite.testing import assert_enqueued, enqueued_jobs, run_jobs
 from tests.engine import tasks as t
 

@@ -12,9 +12,9 @@ from django.utils import timezone
 
 from engine import EngineSettings
 from jobsite.jobs import services
+from jobsite.jobs.api.tokens import digest
 from jobsite.jobs.models import ApiToken
 from jobsite.jobs.permissions import OPERATORS, Perm
-from jobsite.jobs.tokens import digest
 from tests.engine import tasks as t
 
 from .conftest import make_token, mirror_all, staff_user

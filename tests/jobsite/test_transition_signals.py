@@ -14,8 +14,8 @@ from asgiref.sync import async_to_sync
 from django.dispatch import Signal
 
 from engine import Client, EngineSettings, Worker
-from jobsite.jobs import signals
-from jobsite.jobs.registry import load_tasks
+from jobsite.jobs.tasks import signals
+from jobsite.jobs.tasks.registry import load_tasks
 from tests.engine import chaos_tasks
 from tests.engine import tasks as t
 from tests.engine.harness import WorkerProc

@@ -72,11 +72,11 @@ def test_a_group_is_resubmitted_whole_after_a_dry_run(engine: EngineSettings, to
     made = fail_some(engine)
     fp = JobRecord.objects.get(id=made["lookup"][0]).fingerprint
     dry = call(token, "post", "/dead-letters/resubmit", {"fingerprint": fp, "dry_run": True})
-    assert dry.json() == {"matched": 3, "changed": 0}
+    assert dry.json() == {"matched": 3, "changed": 0, "skipped": {}}
     assert JobRecord.objects.filter(state="failed").count() == 6
     assert not LogEntry.objects.exists()
     done = call(token, "post", "/dead-letters/resubmit", {"fingerprint": fp})
-    assert done.json() == {"matched": 3, "changed": 3}
+    assert done.json() == {"matched": 3, "changed": 3, "skipped": {}}
     states = {i: str(services.get_job(i).state) for ids in made.values() for i in ids}
     assert {states[i] for i in made["lookup"]} == {"submitted"}
     assert {states[i] for i in made["elsewhere"] + made["boom"]} == {"failed"}
@@ -89,7 +89,7 @@ def test_a_group_is_purged_from_redis_and_the_history(engine: EngineSettings, to
     made = fail_some(engine)
     fp = JobRecord.objects.get(id=made["elsewhere"][0]).fingerprint
     done = call(token, "post", "/dead-letters/purge", {"fingerprint": fp})
-    assert done.json() == {"matched": 2, "changed": 2}
+    assert done.json() == {"matched": 2, "changed": 2, "skipped": {}}
     assert not JobRecord.objects.filter(id__in=made["elsewhere"]).exists()
     assert JobRecord.objects.filter(id__in=made["lookup"]).count() == 3
     assert services.missing([(i, "default") for i in made["elsewhere"]]) == set(made["elsewhere"])
@@ -112,7 +112,7 @@ def test_a_token_narrowed_to_a_queue_sees_and_changes_only_that_queue(
     refused = call(other, "post", "/dead-letters/resubmit", {"fingerprint": fp, "queue": "default"})
     assert refused.status_code == 403
     answer = call(other, "post", "/dead-letters/resubmit", {"fingerprint": fp})
-    assert answer.json() == {"matched": 0, "changed": 0}
+    assert answer.json() == {"matched": 0, "changed": 0, "skipped": {}}
     viewer = make_token(staff_user("viewer", OPERATORS), permissions=[Perm.VIEW.value])
     assert call(viewer, "post", "/dead-letters/purge", {"fingerprint": fp}).status_code == 403
 

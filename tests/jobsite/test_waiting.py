@@ -6,9 +6,9 @@ import httpx
 import pytest
 from asgiref.sync import async_to_sync
 
+from demo.wsgi import application as wsgi_app
 from engine import Client, EngineSettings
 from jobsite.client import JobsiteClient
-from jobsite.wsgi import application as wsgi_app
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,7 +13,7 @@ import orjson
 from django.db import migrations, models
 from django.db.models.functions import TruncMinute
 
-from jobsite.jobs.history import search_text
+from jobsite.jobs.history.rows import search_text
 
 CHUNK = 1000
 

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 
 def add_totals(apps, schema_editor):
-    from jobsite.jobs.rollup import add_totals
+    from jobsite.jobs.history.rollup import add_totals
 
     add_totals(schema_editor.connection)
 

@@ -56,7 +56,7 @@ JOBSITE = {
 }
 TASKS = {
     "default": {
-        "BACKEND": "jobsite.jobs.backends.JobsiteBackend",
+        "BACKEND": "jobsite.jobs.tasks.backend.JobsiteBackend",
         "QUEUES": ["default", "mail"],
     }
 }

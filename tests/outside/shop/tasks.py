@@ -1,6 +1,9 @@
 """The shop's tasks: one django.tasks function, one engine task with engine options."""
 
-from django.tasks import task
+try:
+    from django.tasks import task
+except ImportError:  # Django 5.2: the django-tasks backport
+    from django_tasks import task
 
 import engine
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from ...reconcile import reconcile
+from jobsite.jobs.history.reconcile import reconcile
 
 
 class Command(BaseCommand):

@@ -15,18 +15,18 @@ from django.db import InterfaceError, OperationalError, connections
 from engine import ConfigError, LoopCrashed, Repeatable, Worker
 from engine.cli import parse_queues
 from engine.reconnect import Reconnect, run_periodic
-
-from ... import conf, schedules
-from ...charts import sample_depth
-from ...health import acheck
-from ...heap import worker_heap
-from ...isolation import isolation
-from ...mirror import Mirror
-from ...reconcile import reconcile, sync_queues, sync_workers
-from ...registry import load_tasks
-from ...retention import prune
-from ...services import relay_once
-from ...signals import WORKER_HOOKS
+from jobsite.jobs import conf
+from jobsite.jobs.heap import worker_heap
+from jobsite.jobs.history.charts import sample_depth
+from jobsite.jobs.history.health import acheck
+from jobsite.jobs.history.mirror import Mirror
+from jobsite.jobs.history.reconcile import find_unmirrored, reconcile, sync_queues, sync_workers
+from jobsite.jobs.history.retention import prune
+from jobsite.jobs.services import relay_once
+from jobsite.jobs.tasks import schedules
+from jobsite.jobs.tasks.isolation import isolation
+from jobsite.jobs.tasks.registry import load_tasks
+from jobsite.jobs.tasks.signals import WORKER_HOOKS
 
 log = logging.getLogger("jobsite.runworker")
 LOOPS = ("worker", "mirror", "relay", "reconcile", "retention", "depth", "health")
@@ -126,7 +126,7 @@ class Command(BaseCommand):
                 run_periodic("relay", self._relay, stopping, DB_TRANSIENT)
             )
         if "reconcile" in loops:
-            step = self._reconcile(interval_s)
+            step = self._reconcile(interval_s, queues)
             background["reconcile"] = asyncio.create_task(
                 run_periodic("reconcile", step, stopping, DB_TRANSIENT)
             )
@@ -193,11 +193,12 @@ class Command(BaseCommand):
         return 1.0 if deleted >= batch * batches else 60.0
 
     @staticmethod
-    def _reconcile(interval_s: float) -> Any:
+    def _reconcile(interval_s: float, queues: list[str]) -> Any:
         async def step() -> float:
             await sync_to_async(sync_workers, thread_sensitive=True)()
             await sync_to_async(sync_queues, thread_sensitive=True)()
             await sync_to_async(reconcile, thread_sensitive=True)()
+            await sync_to_async(find_unmirrored, thread_sensitive=True)(queues)
             return interval_s
 
         return step

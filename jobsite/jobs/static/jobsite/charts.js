@@ -74,7 +74,7 @@
       const chart = charts[name];
       if (chart && chart.jobsiteRange === answer.range) { chart.setData(data); continue; }
       if (chart) chart.destroy();
-      charts[name] = new uPlot(options(name, spec, Math.max(300, plot.clientWidth || 420), answer.step_s), data, plot);
+      charts[name] = new uPlot(options(name, spec, Math.max(200, plot.clientWidth || 420), answer.step_s), data, plot);
       charts[name].jobsiteRange = answer.range;
     }
   }
@@ -113,7 +113,7 @@
   window.addEventListener("resize", () => {
     for (const [name, chart] of Object.entries(charts)) {
       const plot = $(`figure[data-chart="${name}"] .plot`);
-      chart.setSize({width: Math.max(300, plot.clientWidth), height: 200});
+      chart.setSize({width: Math.max(200, plot.clientWidth), height: 200});
     }
   });
   refresh();

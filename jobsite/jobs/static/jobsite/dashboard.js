@@ -1,84 +1,76 @@
-// Jobsite dashboard: a websocket for live data (coalesced by the server), the API for actions.
+// Jobsite overview: a websocket for live data (coalesced by the server), the API for actions.
+// The job list (History) is joblist.js; this file draws queues, workers, running and failures.
 (() => {
   "use strict";
-  const {$, esc, seg, config, may, jobPage} = window.jobsite;
-  const csrf = config.csrf;
+  const {$, esc, seg, config, may, jobPage, api, redis, toast, ask} = window.jobsite;
+  const FAILURES_SHOWN = 8;
   let socket;
-  let filter = {};
 
   function connect() {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     socket = new WebSocket(`${scheme}://${location.host}${config.socket}`);
-    socket.onopen = () => { $("#status").textContent = "live"; socket.send(JSON.stringify({filter})); };
-    socket.onclose = () => { $("#status").textContent = "reconnecting…"; setTimeout(connect, 1000); };
+    socket.onopen = () => { $("#status").textContent = "live"; };
+    socket.onclose = () => { $("#status").textContent = "reconnecting…"; probe(); setTimeout(connect, 1000); };
     socket.onmessage = (event) => {
       const data = JSON.parse(event.data);
-      if (data.type === "error") { $("#status").textContent = `error: ${data.detail}`; return; }
+      if (data.type === "error") {
+        if (data.redis === "down") { redis(false); $("#status").textContent = "Redis unreachable"; }
+        else toast(data.detail, "error");
+        return;
+      }
+      redis(true);
+      $("#status").textContent = "live";
       render(data);
     };
   }
 
+  // The socket closed: ask the API whether Redis (503) or the server itself is away.
+  async function probe() {
+    try { await api("/queues"); } catch (error) {
+      if (error instanceof TypeError) redis(false, "", "The server is not answering");
+    }
+  }
+
+  // The line that says what went wrong: "ValueError: card declined", never the engine's frames.
+  function errorLine(error) {
+    const kind = (error.exception || error.type || "").split(".").pop();
+    const message = (error.message || "").split("\n")[0];
+    return kind && message ? `${kind}: ${message}` : kind || message || "no error recorded";
+  }
+
   function render(data) {
     const queues = Object.entries(data.queues || {});
-    $("#queues tbody").innerHTML = queues.map(([name, c]) => `<tr><td>${esc(name)}${data.paused[name] ? " (paused)" : ""}</td>
+    $("#queues tbody").innerHTML = queues.map(([name, c]) => `<tr><td>${esc(name)}${data.paused[name] ? " <small>(paused)</small>" : ""}</td>
       <td>${c.submitted}</td><td>${c.scheduled}</td><td>${c.started}</td><td>${c.dlq}</td><td>${c.completed_total}</td><td>${c.failed_total}</td>
       <td>${data.oldest_waiting_s && data.oldest_waiting_s[name] != null ? Math.round(data.oldest_waiting_s[name]) + " s" : "–"}</td>
-      <td>${may("change_queue") ? `<button data-queue="${esc(name)}" data-action="${data.paused[name] ? "resume" : "pause"}">${data.paused[name] ? "resume" : "pause"}</button>` : ""}</td></tr>`).join("");
-    $("#workers ul").innerHTML = (data.workers || []).map((w) => `<li><b>${esc(w.id)}</b> ${esc(w.queues)} · ${w.current_jobs.length}/${w.concurrency} busy · seen ${Math.round((Date.now() - w.heartbeat_at_ms) / 1000)}s ago</li>`).join("") || "<li>none</li>";
-    $("#running ul").innerHTML = (data.running || []).map((j) => `<li>${esc(j.task)} <small>${esc(j.id)}</small>
+      <td>${may("change_queue") ? `<button data-queue="${esc(name)}" data-action="${data.paused[name] ? "resume" : "pause"}">${data.paused[name] ? "resume" : "pause"}</button>` : ""}</td></tr>`).join("")
+      || `<tr><td colspan="9" class="empty">no queue configured</td></tr>`;
+    $("#workers ul").innerHTML = (data.workers || []).map((w) => `<li><b>${esc(w.id)}</b> ${esc(w.queues)} · ${w.current_jobs.length}/${w.concurrency} busy · seen ${Math.max(0, Math.round((Date.now() - w.heartbeat_at_ms) / 1000))} s ago</li>`).join("") || "<li>none</li>";
+    $("#running ul").innerHTML = (data.running || []).map((j) => `<li data-id="${esc(j.id)}"><a href="${esc(jobPage(j.id))}">${esc(j.task)}</a> <small>${esc(j.id)}</small>
+      ${may("cancel") ? `<button data-job="${esc(j.id)}" data-action="cancel">cancel</button>` : ""}
       <div class="bar"><span style="width:${Math.max(0, Math.min(100, j.progress || 0))}%"></span></div><small>${esc(j.progress_message)}</small></li>`).join("") || "<li>nothing running</li>";
-    $("#failures ul").innerHTML = (data.failures || []).map((f) => `<li data-id="${esc(f.id)}"><b>${esc(f.task)}</b> <span class="state-${esc(f.state)}">${esc(f.state)}</span> <a href="${esc(jobPage(f.id))}"><small>${esc(f.id)}</small></a>
-      ${may("retry") ? `<button data-job="${esc(f.id)}" data-action="retry">retry</button>` : ""}<pre>${esc(f.error.traceback || f.error.message || "")}</pre></li>`).join("") || "<li>none</li>";
-    const ticked = new Set([...document.querySelectorAll("#search tbody input:checked")].map((i) => i.value));
-    $("#search tbody").innerHTML = (data.jobs || []).map((j) => `<tr data-id="${esc(j.id)}"><td><input type="checkbox" value="${esc(j.id)}" ${ticked.has(j.id) ? "checked" : ""}></td><td><a href="${esc(jobPage(j.id))}"><small>${esc(j.id)}</small></a></td><td>${esc(j.task)}</td><td>${esc(j.queue)}</td>
-      <td class="state-${esc(j.state)}">${esc(j.state)}</td><td>${j.attempt}</td>
-      <td>${may("cancel") && (data.vocabulary || config.vocabulary).cancellable.includes(j.state) ? `<button data-job="${esc(j.id)}" data-action="cancel">cancel</button>` : ""}</td></tr>`).join("");
+    const failures = data.failures || [];
+    $("#failures ul").innerHTML = failures.slice(0, FAILURES_SHOWN).map((f) => `<li data-id="${esc(f.id)}"><b>${esc(f.task)}</b> <span class="state-${esc(f.state)}">${esc(f.state)}</span> <a href="${esc(jobPage(f.id))}"><small>${esc(f.id)}</small></a>
+      ${may("retry") ? `<button data-job="${esc(f.id)}" data-action="retry">retry</button>` : ""}<pre class="error-line">${esc(errorLine(f.error || {}))}</pre>
+      ${f.error?.traceback ? `<details><summary>traceback</summary><pre>${esc(f.error.traceback)}</pre></details>` : ""}</li>`).join("") || "<li>none</li>";
+    $("#failures .more").hidden = failures.length <= FAILURES_SHOWN;
   }
 
-  async function act(path, method, question) {
-    if (!confirm(question)) return;
-    const response = await fetch(`${config.api}${path}`, {method, headers: {"X-CSRFToken": csrf}, credentials: "same-origin"});
-    if (!response.ok) alert(`failed: ${response.status} ${(await response.json()).detail}`);
-  }
-
-  async function bulk(action, scope) {
-    const ids = [...document.querySelectorAll("#search tbody input:checked")].map((i) => i.value);
-    if (scope === "selected" && !ids.length) { alert("Tick some jobs first."); return; }
-    const chosen = Object.fromEntries(Object.entries(filter).filter(([, v]) => v !== ""));
-    // "All matching" with no filter at all is said explicitly: the API never guesses "everything".
-    const body = scope === "selected" ? {ids} : (Object.keys(chosen).length ? chosen : {all: true});
-    const call = async (dry) => {
-      const response = await fetch(`${config.api}/bulk/${seg(action)}`, {method: "POST", credentials: "same-origin",
-        headers: {"X-CSRFToken": csrf, "Content-Type": "application/json"},
-        body: JSON.stringify({...body, dry_run: dry})});
-      const answer = await response.json();
-      if (!response.ok) throw new Error(`${response.status} ${JSON.stringify(answer.detail)}`);
-      return answer;
-    };
-    let matched;
-    try { ({matched} = await call(true)); } catch (error) { alert(`failed: ${error.message}`); return; }
-    if (!matched) { alert(`No job to ${action}.`); return; }
-    if (!confirm(`${action} ${matched} job${matched === 1 ? "" : "s"}?`)) return;
+  async function act(path, method, question, done) {
+    if (!await ask(question, {confirm: "Yes", danger: method === "DELETE"})) return;
     try {
-      const {changed} = await call(false);
-      $("#status").textContent = `${action}: ${changed} of ${matched}`;
-    } catch (error) { alert(`failed: ${error.message}`); }
+      toast(done(await api(path, {method})), "ok");
+      document.dispatchEvent(new CustomEvent("jobsite:acted"));
+    } catch (error) { toast(`Failed: ${error.message}`, "error"); }
   }
 
   document.addEventListener("click", (event) => {
-    const b2 = event.target.closest("button[data-bulk]");
-    if (b2) { bulk(b2.dataset.bulk, b2.dataset.scope); return; }
     const b = event.target.closest("button[data-action]");
-    if (!b) return;
+    if (!b || !b.closest("main")) return;
     const {action, job, queue} = b.dataset;
-    if (action === "cancel") act(`/jobs/${seg(job)}`, "DELETE", `Cancel 1 job (${job})?`);
-    if (action === "retry") act(`/jobs/${seg(job)}/retry`, "POST", `Retry 1 job (${job})?`);
-    if (action === "pause" || action === "resume") act(`/queues/${seg(queue)}/${action}`, "POST", `${action} queue ${queue}?`);
-  });
-  $("#filter").addEventListener("submit", (event) => {
-    event.preventDefault();
-    filter = Object.fromEntries(new FormData(event.target));
-    socket.send(JSON.stringify({filter}));
+    if (action === "cancel") act(`/jobs/${seg(job)}`, "DELETE", `Cancel job ${job}?`, (j) => `Cancelled job ${job} (${j?.outcome ?? "cancelled"}).`);
+    if (action === "retry") act(`/jobs/${seg(job)}/retry`, "POST", `Retry job ${job}?`, (j) => `Job ${job} queued again (now ${j?.state ?? "submitted"}).`);
+    if (action === "pause" || action === "resume") act(`/queues/${seg(queue)}/${action}`, "POST", `${action[0].toUpperCase()}${action.slice(1)} queue ${queue}?`, () => `Queue ${queue} ${action === "pause" ? "paused" : "resumed"}.`);
   });
   document.addEventListener("visibilitychange", () => socket && socket.readyState === 1 && socket.send(JSON.stringify({visible: !document.hidden})));
   window.jobsite.hideForbidden();

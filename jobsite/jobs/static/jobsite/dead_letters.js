@@ -1,11 +1,15 @@
 // Dead letters grouped by error fingerprint, with resubmit and purge of a whole group.
 (() => {
   "use strict";
-  const {$, esc, api, jobPage, hideForbidden} = window.jobsite;
+  const {$, esc, api, jobPage, hideForbidden, ask, toast, plural, config} = window.jobsite;
   const time = (at) => (at ? new Date(at).toLocaleString() : "–");
   const VERBS = {resubmit: "Resubmit", purge: "Purge"};
   let groups = [];
   let timer;
+  let known = null;  // the task names workers know (/tasks): a group of others is not resubmitted
+
+  // A group whose jobs name a task no worker knows (UnknownTask) would only be dropped again.
+  const undeployed = (g) => known !== null && Object.keys(g.tasks).some((t) => !known.has(t));
 
   function filters() {
     const params = new URLSearchParams();
@@ -20,18 +24,21 @@
     const s = g.sample || {};
     const tasks = Object.entries(g.tasks).map(([t, n]) => `${esc(t)} <small>×${n}</small>`).join("<br>");
     const error = g.fingerprint ? `<b>${esc(s.exception)}</b>: ${esc(s.pattern || s.message)}` : `<b>no error recorded</b> (${esc(s.type)}): ${esc(s.message)}`;
-    return `<tr data-index="${i}"><td class="count">${g.count}</td>
+    const jobs = g.fingerprint ? `<br><a href="${esc(config.dashboard)}?fingerprint=${encodeURIComponent(g.fingerprint)}#search"><small>its jobs</small></a>` : "";
+    return `<tr data-index="${i}"><td class="count">${g.count}${jobs}</td>
       <td>${error}${s.frame ? `<br><small>at <code>${esc(s.frame)}</code></small>` : ""}
         <br><small>fingerprint <code>${esc(g.fingerprint || "–")}</code>; newest: ${s.job_id ? `<a href="${esc(jobPage(s.job_id))}">${esc(s.job_id)}</a>` : "–"}
         ${g.fingerprint && s.pattern !== s.message ? `<q>${esc(s.message)}</q>` : ""}</small></td>
       <td>${tasks}</td><td>${g.queues.map(esc).join(", ")}</td><td>${esc(time(g.first_seen))}</td><td>${esc(time(g.last_seen))}</td>
-      <td><button data-act="resubmit" data-needs="retry">Resubmit</button> <button data-act="purge" data-needs="purge">Purge</button></td></tr>`;
+      <td>${undeployed(g) ? `<small title="deploy the task, then resubmit">task not deployed</small>` : `<button data-act="resubmit" data-needs="retry">Resubmit</button>`}
+        <button data-act="purge" data-needs="purge">Purge</button></td></tr>`;
   }
 
   async function load() {
     clearTimeout(timer);
     try {
       const query = filters().toString();
+      if (known === null) known = new Set((await api("/tasks")).map((t) => t.name));
       groups = await api(`/dead-letters${query ? `?${query}` : ""}`);
       $("#groups tbody").innerHTML = groups.map(row).join("") || `<tr><td colspan="7">no dead letters</td></tr>`;
       hideForbidden($("#groups"));
@@ -48,11 +55,16 @@
     const message = $("#message");
     try {
       const {matched} = await api(`/dead-letters/${action}`, {method: "POST", body: {...body, dry_run: true}});
-      if (!confirm(`${VERBS[action]} ${matched} dead letters of this group?`)) return;
+      if (!matched) { toast(`No dead letter of this group left to ${action}.`); load(); return; }
+      const detail = action === "purge" ? "Purged jobs are deleted from Redis for good." : "Each runs again as a new attempt series.";
+      if (!await ask(`${VERBS[action]} ${plural(matched, "dead letter")} of this group?`, {confirm: VERBS[action], danger: action === "purge", detail})) return;
       const {changed} = await api(`/dead-letters/${action}`, {method: "POST", body});
-      message.textContent = `${VERBS[action]}: ${changed} of ${matched} jobs`;
+      const skipped = matched - changed;
+      message.textContent = `${VERBS[action]}: ${changed} of ${plural(matched, "job")}`;
+      toast(`${VERBS[action]}: ${changed} of ${plural(matched, "job")}${skipped ? `; ${skipped} skipped (no longer in the dead-letter queue: resubmitted, purged or expired meanwhile)` : ""}.`, "ok", 12000);
     } catch (error) {
       message.textContent = `${VERBS[action]} failed: ${error.message}`;
+      toast(`${VERBS[action]} failed: ${error.message}`, "error");
     }
     load();
   }

@@ -1,12 +1,44 @@
-// One job's page: fetched from the API, refreshed every second while the job is live.
+// One job's page: fetched from the API, refreshed every second while the job is live and every
+// few seconds once it ended (a retry from here, another tab or the API brings it back to life).
+// Attempts are numbered as the engine numbers them: 1, 2... within a series; a manual retry
+// (resubmit) starts a new series at 1, and the page says which series each attempt belongs to.
 (() => {
   "use strict";
-  const {$, esc, seg, config, api, may} = window.jobsite;
+  const {$, esc, seg, config, api, may, ask, toast} = window.jobsite;
   const vocabulary = config.vocabulary;
   const FOLD_CHARS = 2000;  // JSON longer than this is folded behind a <details>
   const time = (at) => (at ? new Date(at).toLocaleString() : "–");
-  const span = (from, to) => (from && to ? `${((Date.parse(to) - Date.parse(from)) / 1000).toFixed(3)} s` : "–");
+  // A duration; "–" when either end is missing or the end is before the start (not known yet).
+  const span = (from, to) => {
+    if (!from || !to) return "–";
+    const ms = Date.parse(to) - Date.parse(from);
+    return ms >= 0 ? `${(ms / 1000).toFixed(3)} s` : "–";
+  };
+  const latest = (...times) => times.filter(Boolean).sort((a, b) => Date.parse(b) - Date.parse(a))[0];
+  const ENDED_POLL_MS = 4000;
   let timer;
+
+  // The series of each state change: a resubmission (a terminal state back to submitted or
+  // blocked at attempt 0) starts the next one.
+  function series(history) {
+    let n = 1;
+    return history.map((e) => {
+      if (e.attempt === 0 && vocabulary.terminal.includes(e.from_state) && ["submitted", "blocked"].includes(e.to_state)) n += 1;
+      return n;
+    });
+  }
+  // The series of each error: an attempt number not above the previous one starts a new series.
+  function errorSeries(errors) {
+    let n = 1;
+    let last = 0;
+    return errors.map((e) => {
+      const attempt = Number(e.attempt ?? 0);
+      if (attempt <= last) n += 1;
+      last = attempt;
+      return n;
+    });
+  }
+  const attemptLabel = (attempt, s, many) => (many ? `attempt ${attempt} of run ${s}` : `attempt ${attempt}`);
 
   // Pretty JSON; a large value is folded, with its size in the summary.
   function json(value) {
@@ -16,24 +48,38 @@
   }
 
   function renderSummary(job) {
+    const runs = Math.max(series(job.history).at(-1) ?? 1, errorSeries(job.errors || []).at(-1) ?? 1);
+    const shown = vocabulary.labels?.[job.state] ?? job.state;
+    const attempt = job.attempt ? `, ${attemptLabel(job.attempt, runs, runs > 1)}` : (runs > 1 ? `, run ${runs} (manual retry)` : "");
     $("#headline").innerHTML = `<b>${esc(job.task)}</b> on <b>${esc(job.queue)}</b> is
-      <span class="state state-${esc(job.state)}">${esc(job.state)}</span>, attempt ${job.attempt}`;
+      <span class="state state-${esc(job.state)}">${esc(shown)}</span>${esc(attempt)}`;
     $("#progress").style.width = `${Math.max(0, Math.min(100, job.progress || 0))}%`;
     $("#progress-message").textContent = job.progress_message || "";
-    const facts = {priority: job.priority, worker: job.worker || "–", submitted: time(job.submitted_at),
-      "run at": time(job.run_at), started: time(job.started_at), ended: time(job.completed_at),
-      waited: span(job.run_at && job.run_at > job.submitted_at ? job.run_at : job.submitted_at, job.started_at),
-      ran: span(job.started_at, job.completed_at)};
+    // The latest attempt: queued (ready) at submitted_at, started at the latest start.
+    const start = latest(job.started_at, job.retried_at);
+    const ready = latest(job.submitted_at, job.run_at);
+    const current = start && (!ready || Date.parse(start) >= Date.parse(ready)) ? start : null;
+    const facts = {priority: job.priority, worker: job.worker || "–", "queued (latest)": time(job.submitted_at),
+      "run at": time(job.run_at), "first started": time(job.started_at),
+      "latest attempt started": job.retried_at ? time(job.retried_at) : "–",
+      ended: time(job.completed_at && current && Date.parse(job.completed_at) >= Date.parse(current) ? job.completed_at : null),
+      waited: current ? span(ready, current) : (vocabulary.live.includes(job.state) ? "waiting…" : "–"),
+      ran: current ? span(current, job.completed_at) : "–"};
     $("#facts").innerHTML = Object.entries(facts).map(([k, v]) => `<dt>${esc(k)}</dt><dd>${esc(v)}</dd>`).join("");
     $("#actions [data-action=cancel]").hidden = !(may("cancel") && vocabulary.cancellable.includes(job.state));
     $("#actions [data-action=retry]").hidden = !(may("retry") && vocabulary.retryable.includes(job.state));
   }
 
   function renderHistory(job) {
-    $("#timeline tbody").innerHTML = job.history.map((e) => `<tr><td>${esc(time(e.at))}</td>
-      <td class="state-${esc(e.from_state)}">${esc(e.from_state || "–")}</td><td class="state-${esc(e.to_state)}">${esc(e.to_state)}</td>
-      <td>${e.attempt}</td><td>${esc(e.worker)}</td><td>${esc(e.error)}</td></tr>`).join("") || `<tr><td colspan="6">not in the history yet</td></tr>`;
-    $("#attempts ol").innerHTML = (job.errors || []).map((e) => `<li><b>attempt ${esc(e.attempt ?? "?")}</b>
+    const ss = series(job.history);
+    const many = (ss.at(-1) ?? 1) > 1;
+    const word = (s) => vocabulary.labels?.[s] ?? s;
+    $("#timeline tbody").innerHTML = job.history.map((e, i) => `<tr><td>${esc(time(e.at))}</td>
+      <td class="state-${esc(e.from_state)}">${esc(e.from_state ? word(e.from_state) : "–")}</td><td class="state-${esc(e.to_state)}">${esc(word(e.to_state))}</td>
+      <td>${e.attempt ? esc(attemptLabel(e.attempt, ss[i], many)) : (ss[i] > 1 && i && ss[i] !== ss[i - 1] ? "manual retry" : "–")}</td><td>${esc(e.worker)}</td><td>${esc(e.error)}</td></tr>`).join("") || `<tr><td colspan="6">not in the history yet</td></tr>`;
+    const es = errorSeries(job.errors || []);
+    const manyErrors = (es.at(-1) ?? 1) > 1;
+    $("#attempts ol").innerHTML = (job.errors || []).map((e, i) => `<li><b>${esc(attemptLabel(e.attempt ?? "?", es[i], manyErrors))}</b>
       ${esc(e.exception || e.type || "")}: ${esc(e.message || "")} <small>${esc(e.at_ms ? new Date(e.at_ms).toLocaleString() : "")}</small><pre>${esc(e.traceback || "")}</pre></li>`).join("") || '<li class="empty">no errors</li>';
     $("#logs ol").innerHTML = (job.logs || []).map((l) => `<li><time>${esc(new Date(l.at_ms).toLocaleTimeString())}</time>
       <small>#${l.attempt}</small> ${esc(l.message)}</li>`).join("") || '<li class="empty">no log lines</li>';
@@ -58,13 +104,17 @@
     renderHistory(job);
     document.dispatchEvent(new CustomEvent("jobsite:job", {detail: job}));
     $("#status").textContent = vocabulary.live.includes(job.state) ? "live" : "ended";
-    if (vocabulary.live.includes(job.state) || !job.history.length) timer = setTimeout(load, 1000);
+    // Live: every second. Ended: keep following at a slower pace (a retry brings it back).
+    timer = setTimeout(load, vocabulary.live.includes(job.state) || !job.history.length ? 1000 : ENDED_POLL_MS);
   }
 
   async function act(action) {
     const [path, method] = action === "cancel" ? [`/jobs/${seg(config.job_id)}`, "DELETE"] : [`/jobs/${seg(config.job_id)}/retry`, "POST"];
-    if (!confirm(`${action} job ${config.job_id}?`)) return;
-    try { await api(path, {method}); } catch (error) { alert(`failed: ${error.message}`); }
+    if (!await ask(`${action === "cancel" ? "Cancel" : "Retry"} job ${config.job_id}?`, {confirm: action === "cancel" ? "Cancel job" : "Retry", danger: action === "cancel"})) return;
+    try {
+      const answer = await api(path, {method});
+      toast(action === "cancel" ? `Cancel sent: the job is ${answer?.outcome ?? answer?.state ?? "cancelling"}.` : `Retried: the job is ${answer?.state ?? "queued"} again.`, "ok");
+    } catch (error) { toast(`${action} failed: ${error.message}`, "error"); }
     load();
   }
 

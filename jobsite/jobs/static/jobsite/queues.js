@@ -2,7 +2,7 @@
 // every 3 seconds; pause, resume and the rate limit are set through the API.
 (() => {
   "use strict";
-  const {$, $$, esc, seg, api, config, hideForbidden} = window.jobsite;
+  const {$, $$, esc, seg, api, config, hideForbidden, ask, toast} = window.jobsite;
   const vocabulary = config.vocabulary;
   // Columns from the one vocabulary: live states, then waiting turn and DLQ, then totals ended.
   const columns = [
@@ -68,8 +68,11 @@
     const node = card(name);
     try {
       if (action === "lift") return await setRate(name, null);
+      const detail = action === "pause" ? "Workers start no new job from it until it is resumed; running jobs go on." : "";
+      if (!await ask(`${action === "pause" ? "Pause" : "Resume"} queue ${name}?`, {confirm: action === "pause" ? "Pause" : "Resume", detail})) return;
       render(await api(`/queues/${seg(name)}/${action}`, {method: "POST"}).then(() => api(`/queues/${seg(name)}`)));
       $(".error", node).textContent = "";
+      toast(`Queue ${name} ${action === "pause" ? "paused" : "resumed"}.`, "ok");
     } catch (error) {
       $(".error", node).textContent = error.message;
     }

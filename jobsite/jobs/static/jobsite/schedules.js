@@ -2,7 +2,7 @@
 // users who may change schedules (config.may.change_queue).
 (() => {
   "use strict";
-  const {$, $$, esc, seg, api, may, jobPage, hideForbidden} = window.jobsite;
+  const {$, $$, esc, seg, api, may, jobPage, hideForbidden, ask, toast} = window.jobsite;
   const REFRESH_MS = 2000;
   const form = $("#schedule-form");
   let editing = null;  // {queue, name} while the form edits a schedule
@@ -11,7 +11,9 @@
 
   const time = (at) => new Date(at).toLocaleString();
   const path = (s, action = "") => `/schedules/${seg(s.queue)}/${seg(s.name)}${action}`;
-  const say = (text, error = false) => { $("#message").textContent = text; $("#message").className = error ? "error" : ""; };
+  const say = (text, error = false) => { $("#message").textContent = text; $("#message").className = error ? "error" : ""; toast(text, error ? "error" : "ok"); };
+  // New schedules default to the browser's own time zone (cron ticks are read in it).
+  const browserZone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
 
   function when(s) {
     const base = s.cron ? `cron <code>${esc(s.cron)}</code> (${esc(s.tz)})` : `every ${esc(s.every_s)} s`;
@@ -71,6 +73,14 @@
     timer = setTimeout(load, REFRESH_MS);
   }
 
+  // The chosen task's signature from /api/v1/tasks, shown under the arguments.
+  let taskList = [];
+  function hint(name) {
+    const t = taskList.find((x) => x.name === name);
+    const props = t?.arguments?.properties;
+    $("#args-hint").textContent = props ? `arguments of ${name}: ${Object.entries(props).map(([k, v]) => `${k}${v.type ? `: ${v.type}` : ""}`).join(", ")}` : "";
+  }
+
   function showKind(kind) {
     for (const el of $$("[data-kind]", form)) el.hidden = el.dataset.kind !== kind;
   }
@@ -95,6 +105,7 @@
     editing = null;
     form.reset();
     form.name.disabled = form.queue.disabled = false;
+    form.tz.value = browserZone;
     showKind("every");
     $("#editor h2").textContent = "New schedule";
     $("#schedule-form button[type=submit]").textContent = "Create";
@@ -138,7 +149,7 @@
 
   async function act(action, s) {
     if (action === "edit") return startEdit(s);
-    if (action === "delete" && !confirm(`Delete schedule ${s.queue}/${s.name}? Jobs it submitted stay.`)) return;
+    if (action === "delete" && !await ask(`Delete schedule ${s.queue}/${s.name}?`, {confirm: "Delete", danger: true, detail: "Jobs it submitted stay."})) return;
     const [method, suffix] = {pause: ["POST", "/pause"], resume: ["POST", "/resume"], run: ["POST", "/run"], delete: ["DELETE", ""]}[action];
     try {
       const answer = await api(path(s, suffix), {method});
@@ -158,13 +169,17 @@
   });
   form.addEventListener("submit", save);
   form.kind.addEventListener("change", () => showKind(form.kind.value));
+  form.tz.value = browserZone;
+  form.task.addEventListener("change", () => hint(form.task.value));
   $("[data-action=cancel-edit]", form).addEventListener("click", stopEdit);
 
   hideForbidden();
   if (may("change_queue")) {
     $("#editor").hidden = false;
     api("/tasks").then((tasks) => {
+      taskList = tasks;
       form.task.innerHTML = tasks.map((t) => `<option value="${esc(t.name)}">${esc(t.name)}</option>`).join("");
+      hint(form.task.value);
     }).catch((error) => { $("#form-error").textContent = `could not load tasks: ${error.message}`; });
   }
   load();

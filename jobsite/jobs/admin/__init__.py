@@ -1,0 +1,416 @@
+"""Admin: the job history with filters and search, a timeline per job, and bulk actions.
+
+Actions go through the engine (services); the admin never edits mirrored rows. With "select all
+N", Django passes every row matching the current filter, not only the ticked page.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.contrib.auth import get_user_model
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext as _
+
+from jobsite.jobs import audit, services
+from jobsite.jobs.admin.listing import BoundedPaginator, QueueFilter, TaskFilter
+from jobsite.jobs.api import tokens
+from jobsite.jobs.api.schemas import QUEUE_NAME
+from jobsite.jobs.models import (
+    CANCELLABLE,
+    RETRYABLE,
+    TERMINAL,
+    ApiToken,
+    JobRecord,
+    JobSearch,
+    OutboxEntry,
+    QueueRecord,
+    WorkerRecord,
+)
+from jobsite.jobs.permissions import Perm, user_allows
+from jobsite.jobs.search import text_search
+
+
+def _confirm(
+    modeladmin: JobAdmin,
+    request: HttpRequest,
+    queryset: QuerySet[JobRecord],
+    verb: str,
+    eligible: QuerySet[JobRecord],
+    run: Callable[[list[tuple[str, str]]], Any],
+) -> HttpResponse | None:
+    """Show a confirmation page with the count; on "yes", run the action and audit it."""
+    count = eligible.count()
+    select_across = request.POST.get("select_across") == "1"
+    if request.POST.get("post") != "yes":
+        return TemplateResponse(
+            request,
+            "admin/jobsite/confirm_action.html",
+            {
+                **modeladmin.admin_site.each_context(request),
+                "title": f"{verb.capitalize()} jobs",
+                "verb": verb,
+                "count": count,
+                "skipped": queryset.count() - count,
+                "queryset": queryset,
+                "action": request.POST.get("action", ""),
+                "select_across": select_across,
+            },
+        )
+    pairs = list(eligible.values_list("id", "queue"))
+    outcome = run(pairs)
+    if select_across:
+        selector = {k: v for k, v in request.GET.items() if k not in ("p", "o")}
+        audit.record_bulk(request.user, verb, selector, len(pairs), "admin")
+    else:
+        audit.record(request.user, verb, [i for i, _ in pairs], "admin", outcome=outcome)
+    modeladmin.message_user(
+        request, f"{verb}: {count} job(s) sent to the engine ({outcome}).", messages.SUCCESS
+    )
+    return None
+
+
+@admin.register(JobRecord)
+class JobAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "task",
+        "queue",
+        "state",
+        "attempt",
+        "submitted_at",
+        "completed_at",
+        "worker",
+    )
+    # Cheap at millions of rows: no DISTINCT for choices, no date drill-down, a bounded count,
+    # and the API's text search (id, task, arguments, errors) through its index.
+    list_filter = ("state", QueueFilter, TaskFilter, "submitted_at")
+    search_fields = ("search",)
+    list_per_page = 100
+    paginator = BoundedPaginator
+    show_full_result_count = False
+    actions = ["cancel_jobs", "retry_jobs", "resubmit_dlq", "purge_jobs"]
+    readonly_fields = (
+        "id",
+        "dashboard_link",
+        "task",
+        "version",
+        "queue",
+        "state",
+        "priority",
+        "attempt",
+        "progress",
+        "progress_message",
+        "worker",
+        "sent_at",
+        "submitted_at",
+        "started_at",
+        "retried_at",
+        "completed_at",
+        "run_at",
+        "args_json",
+        "result_json",
+        "timeline",
+        "tracebacks",
+    )
+    # The raw JSON of the transitions stays out: `timeline` shows them as a table.
+    exclude = (
+        "args",
+        "kwargs",
+        "result",
+        "errors",
+        "last_event_id",
+        "claimed_at",
+        "heartbeat_at",
+        "transitions",
+    )
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[JobRecord], search_term: str
+    ) -> tuple[QuerySet[JobRecord], bool]:
+        """Search as the API's `q` does (the whole term, through the search index), once: the
+        count and the page then read the ids it found."""
+        if not search_term.strip():
+            return queryset, False
+        return text_search(queryset, search_term, ids_up_to=BoundedPaginator.cap), False
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
+    ) -> HttpResponse:
+        """Show a job without save buttons: rows change only through events."""
+        context = {
+            **(extra_context or {}),
+            "show_save": False,
+            "show_save_and_continue": False,
+            "show_save_and_add_another": False,
+        }
+        return super().change_view(request, object_id, form_url, extra_context=context)
+
+    def action_checkbox(self, obj: JobRecord) -> str:
+        """Render the row's checkbox as Django does, without a template per row (faster)."""
+        label = format_html(_("Select this object for an action - {}"), str(obj))
+        html = '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">'
+        return format_html(html, helpers.ACTION_CHECKBOX_NAME, obj.pk, label)
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        return user_allows(request.user, Perm.CANCEL)
+
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        return user_allows(request.user, Perm.RETRY)
+
+    def has_purge_permission(self, request: HttpRequest) -> bool:
+        return user_allows(request.user, Perm.PURGE)
+
+    @admin.display(description="dashboard")
+    def dashboard_link(self, obj: JobRecord) -> str:
+        url = reverse("jobsite:job", args=[obj.pk])
+        return format_html('<a href="{}">open this job in the dashboard</a>', url)
+
+    @admin.display(description="arguments")
+    def args_json(self, obj: JobRecord) -> str:
+        return format_html(
+            "<pre>{}</pre>", json.dumps({"args": obj.args, "kwargs": obj.kwargs}, indent=2)
+        )
+
+    @admin.display(description="result")
+    def result_json(self, obj: JobRecord) -> str:
+        return format_html("<pre>{}</pre>", json.dumps(obj.result, indent=2))
+
+    @admin.display(description="history")
+    def timeline(self, obj: JobRecord) -> str:
+        rows = obj.timeline()
+        return format_html(
+            "<table><tr><th>time</th><th>from</th><th>to</th><th>attempt</th><th>worker</th>"
+            "<th>error</th></tr>{}</table>",
+            format_html_join(
+                "",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                (
+                    (
+                        t["at"],
+                        t.get("from"),
+                        t.get("to"),
+                        t.get("attempt"),
+                        t.get("worker"),
+                        t.get("error"),
+                    )
+                    for t in rows
+                ),
+            ),
+        )
+
+    @admin.display(description="errors per attempt")
+    def tracebacks(self, obj: JobRecord) -> str:
+        return format_html_join(
+            "",
+            "<p><strong>attempt {}: {}</strong> {}</p><pre>{}</pre>",
+            (
+                (e.get("attempt"), e.get("type"), e.get("message"), e.get("traceback", ""))
+                for e in obj.errors
+                if isinstance(e, dict)
+            ),
+        )
+
+    @admin.action(description="Cancel selected jobs", permissions=["cancel"])
+    def cancel_jobs(
+        self, request: HttpRequest, queryset: QuerySet[JobRecord]
+    ) -> HttpResponse | None:
+        eligible = queryset.filter(state__in=CANCELLABLE)
+        return _confirm(self, request, queryset, "cancel", eligible, services.cancel)
+
+    @admin.action(description="Retry selected jobs (new attempt series)", permissions=["retry"])
+    def retry_jobs(
+        self, request: HttpRequest, queryset: QuerySet[JobRecord]
+    ) -> HttpResponse | None:
+        eligible = queryset.filter(state__in=RETRYABLE)
+        return _confirm(self, request, queryset, "retry", eligible, services.resubmit)
+
+    @admin.action(description="Resubmit selected jobs from the DLQ", permissions=["retry"])
+    def resubmit_dlq(
+        self, request: HttpRequest, queryset: QuerySet[JobRecord]
+    ) -> HttpResponse | None:
+        eligible = queryset.filter(state__in=["failed", "stalled", "expired", "dropped"])
+        return _confirm(self, request, queryset, "resubmit", eligible, services.resubmit)
+
+    @admin.action(description="Purge selected finished jobs", permissions=["purge"])
+    def purge_jobs(
+        self, request: HttpRequest, queryset: QuerySet[JobRecord]
+    ) -> HttpResponse | None:
+        eligible = queryset.filter(state__in=TERMINAL)
+
+        def run(pairs: list[tuple[str, str]]) -> int:
+            purged = services.purge(pairs)
+            ids = [job_id for job_id, _ in pairs]
+            JobSearch.objects.filter(job_id__in=ids).delete()
+            JobRecord.objects.filter(id__in=ids).delete()
+            return purged
+
+        return _confirm(self, request, queryset, "purge", eligible, run)
+
+
+@admin.register(QueueRecord)
+class QueueAdmin(admin.ModelAdmin):
+    list_display = ("name", "paused", "submitted", "scheduled", "started", "dlq", "updated_at")
+    actions = ["pause", "resume"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [f.name for f in QueueRecord._meta.fields]
+
+    def _set(self, request: HttpRequest, queryset: QuerySet[QueueRecord], paused: bool) -> None:
+        names = list(queryset.values_list("name", flat=True))
+        services.set_paused(names, paused)
+        queryset.update(paused=paused)
+        audit.record(
+            request.user, "pause" if paused else "resume", names, "admin", model=QueueRecord
+        )
+        verb = "paused" if paused else "resumed"
+        self.message_user(request, f"{verb} {len(names)} queue(s)", messages.SUCCESS)
+
+    @admin.action(description="Pause selected queues", permissions=["change"])
+    def pause(self, request: HttpRequest, queryset: QuerySet[QueueRecord]) -> None:
+        self._set(request, queryset, True)
+
+    @admin.action(description="Resume selected queues", permissions=["change"])
+    def resume(self, request: HttpRequest, queryset: QuerySet[QueueRecord]) -> None:
+        self._set(request, queryset, False)
+
+
+class ViewOnlyAdmin(admin.ModelAdmin):
+    """Rows written by Jobsite's loops: people look, they do not edit."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(WorkerRecord)
+class WorkerAdmin(ViewOnlyAdmin):
+    list_display = ("id", "host", "pid", "queues", "concurrency", "heartbeat_at", "started_at")
+
+
+@admin.register(OutboxEntry)
+class OutboxAdmin(ViewOnlyAdmin):
+    list_display = ("job_id", "queue", "created_at", "pushed_at")
+    list_filter = ("pushed_at",)
+
+
+class TokenForm(forms.ModelForm):  # type: ignore[type-arg]
+    """A token's name, expiry and scope; its owner is never a field of the form."""
+
+    permissions = forms.MultipleChoiceField(
+        choices=[(p.value, p.full) for p in Perm],
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Leave all unticked to act with every permission of the owner.",
+    )
+    queues = forms.CharField(
+        required=False, help_text="Comma-separated queue names; empty for every queue."
+    )
+
+    class Meta:
+        model = ApiToken
+        fields = ("name", "expires_at", "permissions", "queues", "revoked_at")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.initial["queues"] = ", ".join(self.instance.queues or [])
+
+    def clean_queues(self) -> list[str]:
+        names = [q.strip() for q in self.cleaned_data["queues"].split(",") if q.strip()]
+        bad = [q for q in names if not QUEUE_NAME.fullmatch(q)]
+        if bad:
+            raise forms.ValidationError(f"not a queue name: {', '.join(bad)}")
+        return names
+
+
+class OwnedTokenForm(TokenForm):
+    """The form a superuser adds a token with: it may be made for another staff user."""
+
+    owner = forms.ModelChoiceField(
+        queryset=get_user_model().objects.filter(is_active=True, is_staff=True),
+        help_text="The token acts as this user; it can never be moved to another.",
+    )
+
+    class Meta(TokenForm.Meta):
+        fields = ("owner", *TokenForm.Meta.fields)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Tokens belong to whoever made them; only a superuser makes one for someone else.
+
+    The key is shown once, on the page that answers the "save" (never in a message cookie).
+    """
+
+    form = TokenForm
+    list_display = ("name", "user", "prefix", "created_at", "expires_at", "last_used_at")
+    list_filter = ("revoked_at",)
+    actions = ["revoke"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ApiToken]:
+        rows = super().get_queryset(request).select_related("user")
+        return rows if request.user.is_superuser else rows.filter(user=request.user)
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kw: Any
+    ) -> Any:
+        if obj is None and request.user.is_superuser:
+            kw["form"] = OwnedTokenForm
+        return super().get_form(request, obj, change=change, **kw)
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        return {"owner": request.user.pk}
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return ["user", "prefix"] if obj is not None else []
+
+    def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
+        if not change:
+            obj.user = form.cleaned_data.get("owner") or request.user
+            request.jobsite_token_key = tokens.issue(obj)  # type: ignore[attr-defined]
+        super().save_model(request, obj, form, change)
+
+    def response_add(self, request: HttpRequest, obj: ApiToken, post_url: Any = None) -> Any:
+        """Answer the new token's page with its key, once."""
+        return TemplateResponse(
+            request,
+            "jobsite/token_key.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": f"API token {obj.name}",
+                "token": obj,
+                "key": request.jobsite_token_key,  # type: ignore[attr-defined]
+            },
+        )
+
+    @admin.action(description="Revoke selected tokens", permissions=["change"])
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        self.message_user(request, f"revoked {count} token(s)", messages.SUCCESS)
+
+
+from jobsite.jobs.admin import schedules as admin_schedules  # noqa: E402,F401  (schedules: admin pages of their own)

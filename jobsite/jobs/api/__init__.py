@@ -1,0 +1,1 @@
+"""The JSON API (django-ninja): its routers, schemas, tokens and the resources behind them."""

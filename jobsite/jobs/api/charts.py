@@ -1,0 +1,111 @@
+"""GET /api/v1/charts: the dashboard's charts over the last hour, day or week (see charts.py)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from django.http import HttpRequest
+from ninja import Query, Router
+from pydantic import Field
+
+from jobsite.jobs.api.schemas import QUEUE, ErrorOut, Out
+from jobsite.jobs.history.charts import chart_data, choices, task_stats
+from jobsite.jobs.history.rollup import pick
+from jobsite.jobs.models import QueueDepth, RollupCount
+from jobsite.jobs.permissions import Perm, need
+
+router = Router(tags=["charts"])
+
+
+class Percentiles(Out):
+    """Per point and over the whole range: p50 and p95 in milliseconds (null: no job)."""
+
+    p50: list[float | None]
+    p95: list[float | None]
+    count: int = Field(description="jobs observed over the range")
+    overall: dict[str, float | None]
+
+
+class Throughput(Out):
+    """Jobs per point: completed, failed (for good) and retried attempts."""
+
+    completed: list[int]
+    failed: list[int]
+    retried: list[int]
+
+
+class Depth(Out):
+    """The deepest queue sample of each point (queues summed; null: no sample)."""
+
+    waiting: list[int | None]
+    scheduled: list[int | None]
+    running: list[int | None]
+
+
+class ChartsOut(Out):
+    """The charts of one range; `t` holds each point's start (Unix seconds, UTC)."""
+
+    range: str
+    step_s: int
+    t: list[int]
+    throughput: Throughput
+    wait: Percentiles
+    run: Percentiles
+    depth: Depth
+    queues: list[str] = Field(description="queues with data this week, for a picker")
+    tasks: list[str] = Field(description="tasks with data this week, for a picker")
+
+
+class TaskStatsOut(Out):
+    """One task over a range: jobs ended, the share that failed, run time of completed jobs."""
+
+    task: str
+    completed: int
+    failed: int
+    failure_rate: float = Field(description="failed / (completed + failed), 0 when none ended")
+    run_p50_ms: float | None
+    run_p95_ms: float | None
+
+
+ERRORS: dict[int, Any] = {401: ErrorOut, 403: ErrorOut, 422: ErrorOut}
+
+
+@router.get("/task-stats", response={200: list[TaskStatsOut], **ERRORS})
+def stats_per_task(
+    request: HttpRequest,
+    range: Literal["hour", "day", "week"] = "day",
+    queue: str | None = Query(None, pattern=QUEUE),  # type: ignore[type-arg]
+) -> list[dict[str, Any]]:
+    """Per task: completed and failed jobs, failure rate, run time p50/p95 over the range.
+
+    From the rollup (a row per point, task and histogram bucket): counts only the queues the
+    caller may see; naming one it may not see is refused (403).
+    """
+    rights = need(request, Perm.VIEW, queue or None)
+    rollup = RollupCount.objects.all()
+    if rights.queues is not None:
+        rollup = rollup.filter(queue__in=rights.queues)
+    if queue:
+        rollup = rollup.filter(queue=queue)
+    return task_stats(range, rollup)
+
+
+@router.get("/charts", response={200: ChartsOut, **ERRORS})
+def charts(
+    request: HttpRequest,
+    range: Literal["hour", "day", "week"] = "hour",
+    queue: str | None = Query(None, pattern=QUEUE),  # type: ignore[type-arg]
+    task: str | None = Query(None, max_length=255),  # type: ignore[type-arg]
+) -> dict[str, Any]:
+    """Throughput, queue wait and run time p50/p95, and queue depth, per queue and task.
+
+    The hour has 1-minute points, the day 15-minute points, the week hourly points. Only the
+    queues the caller may see are counted; naming one it may not see is refused (403).
+    """
+    rights = need(request, Perm.VIEW, queue or None)
+    rollup = RollupCount.objects.all()
+    depth = rights.narrow(QueueDepth.objects.all())
+    picks = choices(rights.narrow(rollup), depth)
+    if queue:
+        depth = depth.filter(queue=queue)
+    return {**chart_data(range, pick(rollup, rights.queues, queue, task), depth), **picks}

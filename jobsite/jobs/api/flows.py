@@ -1,0 +1,138 @@
+"""POST /flows: a graph of jobs linked by `depends_on`, submitted all or nothing.
+
+Every job is checked (task, permission on its queue, arguments, options) and the graph too
+(unique refs, no cycle, one queue) before anything reaches Redis; the engine then writes the
+whole flow in one script call, or nothing (an unknown parent, an id that exists).
+"""
+
+from __future__ import annotations
+
+import graphlib
+from typing import Literal
+
+from django.http import HttpRequest
+from ninja import Field, Router, Schema, Status
+from ninja.errors import HttpError
+from pydantic import ConfigDict
+
+from engine import ConfigError, InvalidArguments, Job, UnknownParent
+from jobsite.jobs import audit, services
+from jobsite.jobs.api import options as taskoptions
+from jobsite.jobs.api.jobs import ERRORS, _task
+from jobsite.jobs.api.options import REF_PATTERN
+from jobsite.jobs.api.schemas import JobIn, Out
+from jobsite.jobs.arguments import check_types
+from jobsite.jobs.permissions import Grant, Perm, aneed
+
+router = Router(tags=["flows"])
+
+
+class FlowJobIn(JobIn):
+    """One job of a flow: `ref` names it inside the flow; `depends_on` lists refs of this
+    flow (or ids of jobs already in the queue)."""
+
+    ref: str = Field(..., pattern=REF_PATTERN)
+
+
+class FlowIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    jobs: list[FlowJobIn] = Field(..., min_length=1, max_length=1000)
+    # What a parent's failure does to jobs that do not say (wait: stay blocked, inspectable).
+    on_parent_failure: Literal["wait", "fail", "cancel"] | None = None
+
+
+class FlowJobOut(Out):
+    ref: str
+    id: str
+    task: str
+    queue: str
+    state: str
+    parents: list[str]
+
+
+class FlowOut(Out):
+    flow_id: str | None
+    jobs: list[FlowJobOut]
+
+
+def _order(jobs: list[FlowJobIn]) -> list[FlowJobIn]:
+    """Return the jobs parents first; 422 for a ref used twice, a self-reference or a cycle."""
+    by_ref: dict[str, FlowJobIn] = {}
+    for job in jobs:
+        if job.ref in by_ref:
+            raise HttpError(422, f"ref {job.ref!r} names two jobs of the flow")
+        by_ref[job.ref] = job
+        if job.ref in (job.depends_on or []):
+            raise HttpError(422, f"job {job.ref!r} depends on itself")
+    graph = {j.ref: [p for p in j.depends_on or [] if p in by_ref] for j in jobs}
+    try:
+        order = list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as exc:
+        raise HttpError(422, f"depends_on forms a cycle: {' -> '.join(exc.args[1])}") from None
+    return [by_ref[ref] for ref in order]
+
+
+async def _build(rights: Grant, body: FlowIn) -> tuple[list[Job], dict[int, str]]:
+    """Return the flow's unsubmitted jobs (parents first) and the ref of each (by identity:
+    a deduplicated job takes its holder's id)."""
+    ids: dict[str, str] = {}
+    refs: dict[int, str] = {}
+    allowed: set[str] = set()
+    jobs: list[Job] = []
+    for spec in _order(body.jobs):
+        where = f"job {spec.ref!r}"
+        try:
+            task = _task(spec.task)
+        except HttpError as exc:
+            raise HttpError(exc.status_code, f"{where}: {exc}") from None
+        queue = spec.queue or task.options.queue
+        if queue not in allowed:  # once per queue, not once per job
+            await rights.arequire(Perm.SUBMIT, queue)
+            allowed.add(queue)
+        if spec.on_parent_failure is None and body.on_parent_failure is not None:
+            spec = spec.model_copy(update={"on_parent_failure": body.on_parent_failure})
+        parents = [ids.get(p, p) for p in spec.depends_on or []]
+        try:
+            check_types(task, spec.args, spec.kwargs)
+            job = taskoptions.apply(task, spec, parents).call(*spec.args, **spec.kwargs)
+        except HttpError as exc:
+            raise HttpError(exc.status_code, f"{where}: {exc}") from None
+        except (ConfigError, InvalidArguments, taskoptions.BadOptions) as exc:
+            raise HttpError(422, f"{where}: {exc}") from None
+        ids[spec.ref] = job.id
+        refs[id(job)] = spec.ref
+        jobs.append(job)
+    if len({job.queue for job in jobs}) > 1:
+        raise HttpError(422, "a flow stays in one queue: give every job the same queue")
+    return jobs, refs
+
+
+@router.post("/flows", response={201: FlowOut, **ERRORS})
+async def submit_flow(request: HttpRequest, body: FlowIn) -> Status[FlowOut]:
+    """Submit a graph of jobs atomically: all are written, or none (422/409 say why)."""
+    rights = await aneed(request, Perm.SUBMIT)
+    jobs, refs = await _build(rights, body)
+    try:
+        done = await services.aenqueue_flow(jobs)
+    except UnknownParent as exc:
+        raise HttpError(
+            422, f"{exc}: depends_on takes refs of this flow or ids of queued jobs"
+        ) from None
+    await audit.arecord(
+        rights.user, "submit", [j.id for j in done], rights.via, outcome=f"flow {done[0].flow_id}"
+    )
+    out = [
+        FlowJobOut(
+            ref=refs[id(j)],
+            id=j.id,
+            task=j.task,
+            queue=j.queue,
+            state=str(j.state),
+            parents=j.parents,
+        )
+        for j in done
+    ]
+    position = {spec.ref: i for i, spec in enumerate(body.jobs)}
+    out.sort(key=lambda j: position[j.ref])  # in the order the caller gave
+    return Status(201, FlowOut(flow_id=done[0].flow_id, jobs=out))

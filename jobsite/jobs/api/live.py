@@ -1,0 +1,132 @@
+"""What the dashboard shows: one snapshot function over Redis (live) and the history (DB)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.db.models import F, Q, Sum
+from django.utils import timezone
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from jobsite.jobs import services
+from jobsite.jobs.api.schemas import QUEUE
+from jobsite.jobs.history import rollup
+from jobsite.jobs.models import (
+    STATE_CHOICES,
+    VOCABULARY,
+    JobRecord,
+    RollupCount,
+    dead,
+    oldest_waiting,
+)
+from jobsite.jobs.search import text_search
+
+STATES = frozenset(value for value, _ in STATE_CHOICES)
+
+
+class Filter(BaseModel):
+    """What a dashboard tab watches; blank fields are no filter."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    state: str | None = None
+    queue: str | None = Field(None, pattern=QUEUE)
+    task: str | None = Field(None, max_length=255)
+    q: str | None = Field(None, max_length=200)
+    since: datetime | None = None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: Any) -> Any:
+        return None if value == "" else value
+
+    @field_validator("state")
+    @classmethod
+    def _known_state(cls, value: str | None) -> str | None:
+        if value is not None and value not in STATES:
+            raise ValueError(f"unknown state; one of {', '.join(sorted(STATES))}")
+        return value
+
+    @field_validator("since")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        return timezone.make_aware(value) if value and timezone.is_naive(value) else value
+
+    def shown(self) -> dict[str, str]:
+        """Return the filter as the client sent it back (JSON, blanks left out)."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class Message(BaseModel):
+    """A message from a dashboard tab: a new filter, or whether the tab is visible."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    filter: Filter | None = None
+    visible: bool | None = None
+
+
+def throughput(minutes: int, scope: list[str] | None = None) -> list[dict[str, Any]]:
+    """Return completed and failed jobs per minute over the last `minutes` (from the rollup),
+    of the queues in `scope` (None: every queue)."""
+    since = (timezone.now() - timedelta(minutes=minutes)).replace(second=0, microsecond=0)
+    rows = rollup.pick(RollupCount.objects.all(), scope, None, None)
+    return list(
+        rows.filter(span_s=60, start__gte=since, series__in=["completed", "failed"], bucket=0)
+        .values(minute=F("start"))
+        .annotate(
+            completed=Sum("count", filter=Q(series="completed"), default=0),
+            failed=Sum("count", filter=Q(series="failed"), default=0),
+        )
+        .order_by("minute")
+    )
+
+
+def _history(chosen: Filter, queues: Sequence[str]) -> dict[str, Any]:
+    rows = JobRecord.objects.all()
+    for key in ("state", "queue", "task"):
+        if getattr(chosen, key) is not None:
+            rows = rows.filter(**{key: getattr(chosen, key)})
+    if chosen.q:
+        rows = text_search(rows, chosen.q)
+    if chosen.since is not None:
+        rows = rows.filter(submitted_at__gte=chosen.since)
+    oldest = oldest_waiting(queues)
+    now = timezone.now()
+    fields = ("id", "task", "queue", "state", "attempt", "progress", "progress_message", "worker")
+    return {
+        "oldest_waiting_s": {q: (now - at).total_seconds() for q, at in oldest.items() if at},
+        "jobs": [
+            {
+                **{f: getattr(j, f) for f in fields},
+                "submitted_at": j.submitted_at.isoformat() if j.submitted_at else None,
+            }
+            for j in rows.order_by("-submitted_at")[:50]
+        ],
+        "running": [
+            {f: getattr(j, f) for f in fields}
+            for j in JobRecord.objects.filter(state="started").order_by("-started_at")[:50]
+        ],
+        "failures": [
+            {"id": j.id, "task": j.task, "state": j.state, "error": (j.errors or [{}])[-1]}
+            for j in dead(JobRecord.objects.all()).order_by("-completed_at")[:20]
+        ],
+    }
+
+
+async def snapshot(chosen: Filter) -> dict[str, Any]:
+    """Return counts per queue, workers, and the history views for the filter `chosen`."""
+    queues = await services.aqueue_states()
+    workers = await services.aworkers()
+    history = await database_sync_to_async(_history)(chosen, [q.name for q in queues])
+    return {
+        "filter": chosen.shown(),
+        "vocabulary": VOCABULARY,
+        "queues": {q.name: q.counts for q in queues},
+        "paused": {q.name: q.paused for q in queues},
+        "workers": workers,
+        **history,
+    }

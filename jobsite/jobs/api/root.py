@@ -1,0 +1,141 @@
+"""The NinjaAPI, mounted at api/v1/ by the app's urls.
+
+Staff session (CSRF on changes) or API token; every failure is answered as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import orjson
+from django.contrib.admin.views.decorators import staff_member_required
+from django.core.exceptions import RequestDataTooBig
+from django.db import DataError
+from django.http import HttpRequest, HttpResponse
+from ninja import NinjaAPI
+from ninja.errors import HttpError
+from ninja.parser import Parser
+
+from engine import (
+    DuplicateJob,
+    JobIdTaken,
+    PayloadTooLarge,
+    RedisUnavailable,
+    SerializationError,
+)
+from engine.errors import ConfigError
+from jobsite.jobs.api.charts import router as charts_router
+from jobsite.jobs.api.flows import router as flows
+from jobsite.jobs.api.health import router as health_router
+from jobsite.jobs.api.jobs import router
+from jobsite.jobs.api.queues import router as queues
+from jobsite.jobs.api.schedules import router as schedules_router
+from jobsite.jobs.api.tokens import AUTH
+from jobsite.jobs.api.triage import router as triage_router
+
+log = logging.getLogger("jobsite.api")
+
+
+class DuplicateKey(ValueError):
+    """A JSON object of a request body names one key twice."""
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise DuplicateKey(f"duplicate key {key!r} in the JSON body")
+        found[key] = value
+    return found
+
+
+class StrictJson(Parser):
+    """Parse bodies as strict JSON: NaN, Infinity and an object naming a key twice are refused
+    (a 400 that names the key; otherwise the last value would silently win)."""
+
+    def parse_body(self, request: HttpRequest) -> Any:
+        data = orjson.loads(request.body)  # the strict, fast check first
+        if isinstance(data, dict | list):
+            json.loads(request.body, object_pairs_hook=_no_duplicates)
+        return data
+
+
+api = NinjaAPI(
+    title="Jobsite API",
+    version="1",
+    urls_namespace="jobsite:api",  # nested in the app's namespace
+    auth=AUTH,
+    docs_decorator=staff_member_required,
+    parser=StrictJson(),
+)
+api.add_router("/", router)
+api.add_router("/", schedules_router)
+api.add_router("/", triage_router)
+api.add_router("/", charts_router)
+api.add_router("/", flows)
+api.add_router("/", queues)
+api.add_router("/", health_router)
+
+
+@api.exception_handler(RedisUnavailable)
+def redis_down(request: HttpRequest, exc: RedisUnavailable) -> HttpResponse:
+    response = api.create_response(
+        request, {"detail": "Redis is unavailable; retry shortly"}, status=503
+    )
+    response["Retry-After"] = "1"
+    return response
+
+
+@api.exception_handler(PayloadTooLarge)
+def too_large(request: HttpRequest, exc: PayloadTooLarge) -> HttpResponse:
+    return api.create_response(request, {"detail": str(exc)}, status=413)
+
+
+@api.exception_handler(SerializationError)
+def not_json(request: HttpRequest, exc: SerializationError) -> HttpResponse:
+    return api.create_response(request, {"detail": str(exc)}, status=422)
+
+
+@api.exception_handler(ConfigError)
+def bad_option(request: HttpRequest, exc: ConfigError) -> HttpResponse:
+    return api.create_response(request, {"detail": str(exc)}, status=422)
+
+
+@api.exception_handler(DataError)
+def bad_characters(request: HttpRequest, exc: DataError) -> HttpResponse:
+    # e.g. PostgreSQL refuses NUL characters in text: the input is invalid, not the server.
+    return api.create_response(request, {"detail": f"invalid input: {exc}"}, status=422)
+
+
+@api.exception_handler(DuplicateJob)
+def duplicate(request: HttpRequest, exc: DuplicateJob) -> HttpResponse:
+    return api.create_response(request, {"detail": str(exc)}, status=409)
+
+
+@api.exception_handler(JobIdTaken)
+def id_taken(request: HttpRequest, exc: JobIdTaken) -> HttpResponse:
+    return api.create_response(request, {"detail": str(exc)}, status=409)
+
+
+@api.exception_handler(HttpError)
+def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    # django-ninja words every parser error "Cannot parse request body": say which key.
+    cause = exc.__cause__
+    detail = str(cause) if isinstance(cause, DuplicateKey) else str(exc)
+    return api.create_response(request, {"detail": detail}, status=exc.status_code)
+
+
+@api.exception_handler(RequestDataTooBig)
+def body_too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    return api.create_response(
+        request, {"detail": "request body too large (DATA_UPLOAD_MAX_MEMORY_SIZE)"}, status=413
+    )
+
+
+@api.exception_handler(Exception)
+def server_error(request: HttpRequest, exc: Exception) -> HttpResponse:
+    # Logged with its traceback for the operator; the caller learns nothing about the server.
+    log.exception("api error method=%s path=%s", request.method, request.path)
+    return api.create_response(request, {"detail": "internal server error"}, status=500)

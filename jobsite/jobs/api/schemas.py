@@ -1,0 +1,231 @@
+"""Request and response schemas of the JSON API."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any
+
+from ninja import Field, Schema
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from engine import JOB_ID_PATTERN
+from jobsite.jobs.api.options import TaskOptionsIn
+
+QUEUE = r"^[A-Za-z0-9._-]{1,100}$"
+QUEUE_NAME = re.compile(QUEUE)
+
+
+class Out(BaseModel):
+    """A response schema: validated by pydantic-core alone, from dicts or attributes.
+
+    ninja's Schema routes every attribute of every object through a Python getter (about a
+    third of a 50-row list's time); what the API returns needs none of its resolvers.
+    """
+
+    model_config = ConfigDict(from_attributes=True)
+
+
+class JobIn(TaskOptionsIn):
+    """A call of a task with any of its per-call options (taskoptions.TaskOptionsIn)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field(..., min_length=1, max_length=255)
+    args: list[Any] = Field(default_factory=list)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+
+class EventOut(Out):
+    at: datetime
+    from_state: str
+    to_state: str
+    attempt: int
+    worker: str
+    error: str
+
+
+class JobOut(Out):
+    id: str
+    task: str
+    queue: str
+    state: str
+    priority: int
+    attempt: int
+    args: Any
+    kwargs: Any
+    result: Any = None
+    errors: list[Any] = []
+    progress: float | None = None
+    progress_message: str = ""
+    worker: str = ""
+    submitted_at: datetime | None = None
+    started_at: datetime | None = None
+    # Start of the latest attempt when it was not the first (retries, manual retries).
+    retried_at: datetime | None = None
+    completed_at: datetime | None = None
+    run_at: datetime | None = None
+    history: list[EventOut] = []
+
+
+class LogLineOut(Out):
+    at_ms: int
+    attempt: int
+    message: str
+
+
+class RelatedOut(Out):
+    """A job of the same flow: its id, task and state, and the ids of its parents."""
+
+    id: str
+    task: str
+    state: str
+    parents: list[str] = []
+
+
+class WaitingOut(Out):
+    """Why a job has not started (engine.explain): a code, a sentence, when it ends (where it
+    is known), the jobs it names, where to change it (`link`) and each job's page (`links`)."""
+
+    code: str
+    message: str
+    target: str
+    until_ms: int | None = None
+    jobs: list[str] = []
+    link: str = ""
+    links: list[str] = []
+
+
+class JobDetailOut(JobOut):
+    """One job with its newest log lines (and how many older ones were dropped), its replay
+    links, and its graph: parents and children with their states, and every job of its flow
+    (`flow`, capped)."""
+
+    logs: list[LogLineOut] = []
+    logs_dropped: int = 0
+    # The newest error's fingerprint (dead-letter group), the job this one replays, and the
+    # jobs that replay this one (POST /jobs/{id}/replay).
+    fingerprint: str = ""
+    replay_of: str = ""
+    replays: list[str] = []
+    flow_id: str | None = None
+    parents: list[RelatedOut] = []
+    children: list[RelatedOut] = []
+    flow: list[RelatedOut] = []
+    # Why it has not started, in order ([] once it started or ended).
+    waiting: list[WaitingOut] = []
+
+
+class JobPage(Out):
+    items: list[JobOut]
+    next_cursor: str | None
+
+
+class JobCountsOut(Out):
+    """How many jobs of the history match, in all and per state."""
+
+    total: int
+    states: dict[str, int]
+
+
+class CancelOut(Out):
+    id: str
+    outcome: str
+
+
+class CountOut(Out):
+    count: int
+
+
+class ResubmitIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    queue: str = Field("default", pattern=QUEUE)
+    ids: list[Annotated[str, Field(pattern=JOB_ID_PATTERN)]] | None = Field(
+        None, min_length=1, max_length=10_000
+    )
+    task: str | None = Field(None, min_length=1, max_length=255)
+
+
+class QueueOut(Out):
+    name: str
+    paused: bool
+    counts: dict[str, int]
+    oldest_waiting_s: float | None
+
+
+class WorkerOut(Out):
+    id: str
+    host: str
+    pid: int
+    queues: str
+    concurrency: int
+    current_jobs: list[dict[str, Any]]
+    started_at_ms: int
+    heartbeat_at_ms: int
+
+
+class StatsPoint(Out):
+    minute: datetime
+    completed: int
+    failed: int
+
+
+class TaskOut(Out):
+    name: str
+    version: int
+    queue: str
+    priority: int
+    max_retries: int
+    timeout_s: float | None
+    arguments: dict[str, Any]
+
+
+class ErrorOut(Out):
+    detail: Any
+
+
+class BulkIn(Schema):
+    """Act on ids, or on every job of the history matching a filter; dry_run only counts.
+
+    Something must be chosen: ids, at least one filter, or `"all": true` for every job.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    ids: list[Annotated[str, Field(pattern=JOB_ID_PATTERN)]] | None = Field(
+        None, min_length=1, max_length=10_000
+    )
+    all: bool = False
+    state: str | None = Field(None, min_length=1, max_length=16)
+    queue: str | None = Field(None, pattern=QUEUE)
+    task: str | None = Field(None, min_length=1, max_length=255)
+    # Part of the task name, any case (the job list's task search).
+    task_like: str | None = Field(None, min_length=1, max_length=255)
+    q: str | None = Field(None, min_length=1, max_length=200)
+    since: datetime | None = None
+    dry_run: bool = False
+
+    @model_validator(mode="after")
+    def _chosen(self) -> BulkIn:
+        if self.ids is None and not self.all and not self.selector():
+            raise ValueError(
+                'choose the jobs: "ids", at least one of "state", "queue", "task", "task_like", '
+                '"q", "since", or "all": true'
+            )
+        return self
+
+    def selector(self) -> dict[str, Any]:
+        """Return the filter this body chose, as JSON (empty for ids or "all")."""
+        return self.model_dump(
+            mode="json",
+            exclude_none=True,
+            include={"state", "queue", "task", "task_like", "q", "since"},
+        )
+
+
+class BulkOut(Out):
+    matched: int
+    changed: int
+    # Why the jobs not changed were skipped: reason -> how many (empty when none was).
+    skipped: dict[str, int] = {}

@@ -1,0 +1,380 @@
+"""Idempotent bulk writes of the mirror: one statement per batch and table.
+
+On PostgreSQL a batch is first copied (COPY, formatted by psycopg's C code) into a temporary
+staging table of this session, then moved with set-based statements (`UPDATE ... FROM`, then
+`INSERT ... SELECT ... ON CONFLICT`); on SQLite it is an `executemany` that the driver runs
+in C. Every guarded column is written only by a newer event (`last_event_id`), so "an older
+event changes nothing" is a property of the statement itself; `transitions` is the merge the
+caller made under `lock_queues`.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Callable, Container, Iterable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import orjson
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Model
+from django.utils import timezone
+
+from jobsite.jobs.history.rows import JOB_COLUMNS, JSON_FIELDS, TIMES, row_values
+from jobsite.jobs.models import JobRecord, JobSearch
+
+# Columns written whatever the guard says: the merged list of state changes.
+UNGUARDED = frozenset(("transitions",))
+_TIME_INDEXES = [JOB_COLUMNS.index(c) for c in TIMES]
+
+
+def _postgres() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def _q(name: str) -> str:
+    return connection.ops.quote_name(name)
+
+
+def lock_queues(queues: Iterable[str]) -> None:
+    """Make concurrent mirrors of the same queues write one after the other (PostgreSQL).
+
+    Held to the end of the transaction; taken in sorted order, so two mirrors cannot deadlock.
+    SQLite needs nothing: its writers are serial already.
+    """
+    if not _postgres():
+        return
+    with connection.cursor() as cursor:
+        for queue in sorted(set(queues)):
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"jobsite:{queue}"])
+
+
+def stored(ids: Sequence[str]) -> dict[str, tuple[str, list[dict[str, Any]], str, str]]:
+    """Return the last event id, the transitions, the task and the queue of the rows among
+    `ids` that exist."""
+    if not ids:
+        return {}
+    table = _q(JobRecord._meta.db_table)
+    columns = ", ".join(_q(c) for c in ("id", "last_event_id", "transitions", "task", "queue"))
+    head = f"SELECT {columns} FROM {table} WHERE "
+    found: dict[str, tuple[str, list[dict[str, Any]], str, str]] = {}
+    with connection.cursor() as cursor:
+        if _postgres():
+            sql, param = _ids_param(ids)
+            cursor.execute(head + f"{_q('id')} = ANY({sql})", [param])
+            rows = cursor.fetchall()
+        else:
+            rows = []
+            for start in range(0, len(ids), 10_000):
+                chunk = ids[start : start + 10_000]
+                cursor.execute(head + f"{_q('id')} IN ({', '.join(['%s'] * len(chunk))})", chunk)
+                rows.extend(cursor.fetchall())
+    for job_id, last, transitions, task, queue in rows:
+        kept = orjson.loads(transitions) if isinstance(transitions, str | bytes) else transitions
+        found[job_id] = (last, kept if isinstance(kept, list) else [], task, queue)
+    return found
+
+
+# A character no job id holds (engine.keys.JOB_ID_PATTERN).
+_ID_SEP = "\x1f"
+
+
+def _ids_param(ids: Sequence[str]) -> tuple[str, Any]:
+    """Return the SQL of a text[] of `ids` and its one parameter (PostgreSQL).
+
+    The ids go as one text joined by _ID_SEP, which the driver quotes in one call, not as an
+    array it dumps element by element in Python; as that array only when an id holds the
+    separator (a hand-written stream entry).
+    """
+    joined = _ID_SEP.join(ids)
+    if joined.count(_ID_SEP) == len(ids) - 1:
+        return "string_to_array(%s, E'\\x1f')", joined
+    return "%s", list(ids)
+
+
+# The staging tables made in each session (a temporary table lives as long as its session).
+_made: dict[str, weakref.WeakSet[Any]] = {}
+
+
+def _empty_stage(cursor: Any, name: str, definition: str) -> None:
+    """Make this session's temporary table `name` (`definition`: its columns) empty, once made."""
+    made = _made.setdefault(name, weakref.WeakSet())
+    session = connection.connection
+    if session not in made:
+        cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {name} {definition}")
+        # A rollback drops a table made in its transaction: it counts as made once committed.
+        transaction.on_commit(lambda: made.add(session))
+    cursor.execute(f"TRUNCATE {name}")
+
+
+def _stage(cursor: Any, model: type[Model], columns: Sequence[str], rows: list[Any]) -> str:
+    """Copy rows into this session's staging table for `model`; return the SELECT of them."""
+    table = _q(model._meta.db_table)
+    stage = _q(f"{model._meta.db_table}_stage")
+    names = ", ".join(_q(c) for c in columns)
+    _empty_stage(cursor, stage, f"AS SELECT {names} FROM {table} WITH NO DATA")
+    with cursor.cursor.copy(f"COPY {stage} ({names}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
+    return f"SELECT {names} FROM {stage}"
+
+
+def _insert(
+    model: type[Model], columns: Sequence[str], rows: list[tuple[Any, ...]], tail: str
+) -> None:
+    """Run `INSERT INTO model (columns) <rows> <tail>` for many rows in one go."""
+    table = _q(model._meta.db_table)
+    names = ", ".join(_q(c) for c in columns)
+    with connection.cursor() as cursor:
+        if _postgres():
+            source = _stage(cursor, model, columns, rows)
+            cursor.execute(f"INSERT INTO {table} ({names}) {source}{tail}")
+        else:
+            one = "(" + ", ".join(["%s"] * len(columns)) + ")"
+            cursor.executemany(f"INSERT INTO {table} ({names}) VALUES {one}{tail}", rows)
+
+
+def _sets(update: Iterable[str], guard: bool, new: str) -> str:
+    """Return the SET list taking `update` columns from the row alias `new` (guarded: if newer)."""
+    table = _q(JobRecord._meta.db_table)
+    newer = f"{table}.{_q('last_event_id')} < {new}.{_q('last_event_id')}"
+    sets = []
+    for column in update:
+        c = _q(column)
+        if guard and column not in UNGUARDED:
+            sets.append(f"{c} = CASE WHEN {newer} THEN {new}.{c} ELSE {table}.{c} END")
+        else:
+            sets.append(f"{c} = {new}.{c}")
+    return ", ".join(sets)
+
+
+@dataclass(frozen=True, slots=True)
+class Staged:
+    """One job row to write: its hash fields (cleaned), newest event id and transitions."""
+
+    id: str
+    last_event_id: str
+    transitions: str  # JSON text of the merged list
+    fields: dict[str, str]
+    values: list[Any] | None = None  # row_values(fields), when the caller made them already
+
+
+def _from_hash() -> dict[str, str]:
+    """Return, per job column, the SQL that makes its value from a staged hash `h` (PostgreSQL).
+
+    The same values as history.row_values, made by the server: the mirror hands over the
+    hash as one JSON document instead of converting two dozen fields per job in Python.
+    """
+    sql = {c: f"coalesce(h->>'{c}', '')" for c in ("queue", "task", "state")}
+    sql |= {c: f"coalesce(h->>'{c}', '')" for c in ("progress_message", "worker")}
+    sql |= {c: f"coalesce(h->>'{c}', '')" for c in ("fingerprint", "replay_of")}
+    sql |= {c: f"coalesce(nullif(h->>'{c}', '')::int, {d})" for c, d in INTS.items()}
+    sql |= {c: f"coalesce((h->>'{c}')::jsonb, '{d}'::jsonb)" for c, d in JSON_FIELDS.items()}
+    sql["result"] = "(h->>'result')::jsonb"
+    sql["progress"] = "nullif(h->>'progress', '')::float8"
+    sql["flow_id"] = "nullif(h->>'flow_id', '')"
+    for c in TIMES:
+        sql[c] = f"to_timestamp(nullif(nullif(h->>'{c}_ms', ''), '0')::bigint / 1000.0)"
+    sql |= {"id": "id", "last_event_id": "last_event_id", "transitions": "transitions"}
+    sql["updated_at"] = "now()"
+    return {c: sql[c] for c in JOB_COLUMNS}
+
+
+INTS = {"version": 1, "priority": 0, "attempt": 0, "logs_dropped": 0}
+FROM_HASH = _from_hash()
+_STAGE = "jobsite_jobrecord_load"
+
+
+_LAST, _TRANSITIONS, _UPDATED = (
+    JOB_COLUMNS.index(c) for c in ("last_event_id", "transitions", "updated_at")
+)
+
+
+def upsert(
+    rows: Sequence[Staged],
+    update: Iterable[str],
+    guard: bool = True,
+    stored_ids: Container[str] | None = None,
+) -> None:
+    """Insert rows or update `update` columns of existing ones (newer events only when `guard`).
+
+    `stored_ids`: the rows known to exist, read under lock_queues (None: not known). On
+    PostgreSQL the known rows are changed by an `UPDATE ... FROM` a staging table (no row-lock
+    record before each update, unlike `ON CONFLICT DO UPDATE`) and the others copied straight
+    into the table; a row that exists after all (written by someone not holding the lock)
+    makes the copy fail and the rows go through `INSERT ... ON CONFLICT` instead, as all rows
+    do when `stored_ids` is None. SQLite: one `executemany` upsert.
+    """
+    if not rows:
+        return
+    rows = sorted(rows, key=lambda r: r.id)  # one lock order for concurrent writers
+    if not _postgres():
+        _upsert_sqlite(rows, update, guard)
+        return
+    update = list(update)
+    if stored_ids is None:
+        _upsert_staged(rows, update, guard, stored=False)
+        return
+    known = [r for r in rows if r.id in stored_ids]
+    fresh = [r for r in rows if r.id not in stored_ids]
+    if known:
+        _upsert_staged(known, update, guard, stored=True)
+    if fresh:
+        now = str(timezone.now())
+        made = [_written(r, now, "+00") for r in fresh]
+        _copy_new(
+            JobRecord, JOB_COLUMNS, made, lambda: _upsert_staged(fresh, update, guard, stored=False)
+        )
+
+
+def _written(r: Staged, now: str, zone: str) -> list[Any]:
+    """Return the values written for row `r`: its times as UTC text ending in `zone`, its
+    last event id and transitions, `now` as updated_at."""
+    values = list(r.values) if r.values is not None else row_values(r.fields)
+    values[_LAST], values[_TRANSITIONS], values[_UPDATED] = r.last_event_id, r.transitions, now
+    for i in _TIME_INDEXES:
+        ms = values[i]
+        if ms is not None:
+            values[i] = time_text(ms, zone)
+    return values
+
+
+_EPOCH = datetime(1970, 1, 1)
+
+
+@functools.lru_cache(maxsize=4096)
+def _second_text(second: int) -> str:
+    return (_EPOCH + timedelta(seconds=second)).isoformat(" ")  # years zero-padded to 4
+
+
+def time_text(ms: int, zone: str = "") -> str:
+    """Return a time in ms since the epoch as UTC text, as Django writes a datetime to SQLite
+    (no fraction when it is 0); `zone` ("+00") makes it PostgreSQL's timestamptz input.
+
+    The jobs of a batch end within a few seconds of each other, so the seconds come from a
+    cache: cheaper than a datetime per time that the driver formats again.
+    """
+    second, milli = divmod(ms, 1000)
+    if milli:
+        return f"{_second_text(second)}.{milli * 1000:06d}{zone}"
+    return _second_text(second) + zone
+
+
+def _copy_new(
+    model: type[Model],
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    fallback: Callable[[], None],
+) -> None:
+    """Copy rows known to be new straight into the table of `model` (PostgreSQL); when one is
+    there after all (written by someone not holding lock_queues), undo the copy and run
+    `fallback`, the upsert, instead."""
+    table = _q(model._meta.db_table)
+    names = ", ".join(_q(c) for c in columns)
+    try:
+        with (
+            transaction.atomic(),  # a savepoint: a failed copy leaves the batch usable
+            connection.wrap_database_errors,  # the driver's errors as Django's
+            connection.cursor() as cursor,
+            cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy,
+        ):
+            for row in rows:
+                copy.write_row(row)
+    except IntegrityError:
+        fallback()
+
+
+def _upsert_staged(rows: Sequence[Staged], update: list[str], guard: bool, stored: bool) -> None:
+    """Stage rows as (id, last event, transitions, hash JSON); update them if `stored`, else
+    insert them with `ON CONFLICT` (both making the columns with FROM_HASH)."""
+    table = _q(JobRecord._meta.db_table)
+    made = ", ".join(f"{sql} AS {_q(c)}" for c, sql in FROM_HASH.items())
+    source = f"SELECT {made} FROM {_STAGE}"
+    with connection.cursor() as cursor:
+        _empty_stage(cursor, _STAGE, "(id text, last_event_id text, transitions jsonb, h jsonb)")
+        with cursor.cursor.copy(f"COPY {_STAGE} FROM STDIN") as copy:
+            for r in rows:
+                h = orjson.dumps(r.fields).decode()
+                copy.write_row((r.id, r.last_event_id, r.transitions, h))
+        if stored:
+            cursor.execute(
+                f"UPDATE {table} SET {_sets(update, guard, 'new')} FROM ({source}) AS new"
+                f" WHERE {table}.{_q('id')} = new.{_q('id')}"
+            )
+        else:
+            names = ", ".join(_q(c) for c in JOB_COLUMNS)
+            cursor.execute(
+                f"INSERT INTO {table} ({names}) {source}"
+                f" ON CONFLICT ({_q('id')}) DO UPDATE SET {_sets(update, guard, 'excluded')}"
+            )
+
+
+def _upsert_sqlite(rows: Sequence[Staged], update: Iterable[str], guard: bool) -> None:
+    now = str(timezone.now().replace(tzinfo=None))  # SQLite keeps naive UTC text
+    prepped = [tuple(_written(r, now, "")) for r in rows]
+    tail = f" ON CONFLICT ({_q('id')}) DO UPDATE SET {_sets(update, guard, 'excluded')}"
+    _insert(JobRecord, JOB_COLUMNS, prepped, tail)
+
+
+def upsert_search(
+    texts: Sequence[tuple[str, str]], stored_ids: Container[str] | None = None
+) -> None:
+    """Store the search text of jobs; an unchanged text writes nothing.
+
+    `stored_ids`: the jobs known to have a row, read under lock_queues (None: not known). On
+    PostgreSQL the texts of the others are copied straight in, as upsert does with their rows.
+    """
+    texts = sorted(texts)
+    if stored_ids is not None and _postgres():
+        fresh = [t for t in texts if t[0] not in stored_ids]
+        texts = [t for t in texts if t[0] in stored_ids]
+        if fresh:
+            _copy_new(JobSearch, ("job_id", "text"), fresh, lambda: _upsert_texts(fresh))
+    _upsert_texts(texts)
+
+
+def _upsert_texts(texts: Sequence[tuple[str, str]]) -> None:
+    if not texts:
+        return
+    table = _q(JobSearch._meta.db_table)
+    text = _q("text")
+    tail = (
+        f" ON CONFLICT ({_q('job_id')}) DO UPDATE SET {text} = excluded.{text}"
+        f" WHERE {table}.{text} <> excluded.{text}"
+    )
+    _insert(JobSearch, ("job_id", "text"), texts, tail)
+
+
+# Fewest search texts a batch writes on its `aside` connection (fewer: in line, no hand-over).
+ASIDE_MIN_TEXTS = 1000
+
+
+def search_aside(
+    aside: Executor | None, texts: list[tuple[str, str]], stored_ids: Container[str]
+) -> Callable[[], None]:
+    """Start writing search texts; return the wait for them (raising their error).
+
+    With `aside` (PostgreSQL) they go in a transaction of their own on that executor's
+    connection, at the same time as the rows: the server writes the two tables on two cores.
+    The caller waits before its own commit, so rows never commit without their texts; texts
+    committed without their rows are written again, idempotently, with the batch's retry.
+    """
+    if aside is None or len(texts) < ASIDE_MIN_TEXTS:
+        upsert_search(texts, stored_ids=stored_ids)
+        return lambda: None
+    return aside.submit(write_texts, texts, stored_ids).result
+
+
+def write_texts(texts: list[tuple[str, str]], stored_ids: Container[str]) -> None:
+    """Write search texts in a transaction of this thread's connection (search_aside)."""
+    connection.close_if_unusable_or_obsolete()  # after an error: a fresh connection
+    with transaction.atomic():
+        upsert_search(texts, stored_ids=stored_ids)
+
+
+def close_connection() -> None:
+    """Close this thread's connection (the search executor's, when the mirror closes)."""
+    connection.close()  # this thread's

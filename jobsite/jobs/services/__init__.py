@@ -1,0 +1,457 @@
+"""The one way into the engine: each operation as a sync function and its async twin.
+
+The twin is `a`-prefixed (`cancel` / `acancel`), as Django names them. The API, the admin, the
+dashboard's socket, the django.tasks backend and reconciliation reach Redis through these alone;
+only the mirror (the event-stream reader) talks to the engine itself. Each operation is written
+once, as an async function of a client (`twins`, services/engineloop.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import timedelta
+from typing import Any, NamedTuple
+
+from asgiref.sync import sync_to_async
+from django.db import transaction
+from django.utils import timezone
+
+from engine import (
+    Client,
+    ConfigError,
+    DuplicateJob,
+    Job,
+    JobIdTaken,
+    Metrics,
+    Reason,
+    Repeatable,
+    SyncReport,
+    Task,
+    explain,
+    sync_declared,
+)
+from engine.cluster import is_cluster
+from engine.keys import health_key
+from engine.schedule_health import ScheduleHealth, schedule_health, swap_state
+from jobsite.jobs.conf import check_queue, engine_settings, option
+from jobsite.jobs.conf import queues as configured_queues
+from jobsite.jobs.models import JobRecord, OutboxEntry
+from jobsite.jobs.services import engineloop
+from jobsite.jobs.services.engineloop import session as session  # the websocket consumer opens one
+from jobsite.jobs.services.engineloop import twins
+
+# How JOBSITE["EAGER"] runs a job here and now: jobsite.jobs.tasks.eager.run_inline, handed over
+# by the app's ready() (the tasks wing sits above this one and needs the registry).
+_inline_runners: list[Callable[[Job], Job]] = []
+
+
+def run_eagerly_with(runner: Callable[[Job], Job]) -> None:
+    """Set the function that runs a job inline when JOBSITE["EAGER"] is on."""
+    _inline_runners[:] = [runner]
+
+
+def _eager() -> bool:
+    return bool(option("EAGER"))
+
+
+def _run_inline(job: Job) -> Job:
+    if not _inline_runners:
+        raise ConfigError("JOBSITE['EAGER'] needs the jobsite.jobs app loaded (INSTALLED_APPS)")
+    return _inline_runners[0](job)
+
+
+log = logging.getLogger("jobsite.services")
+
+
+async def _run_engine[T](client: Client, fn: Callable[[Client], Awaitable[T]]) -> T:
+    """Run `fn(client)`: for an engine call that has no operation here (scripts, tests)."""
+    return await fn(client)
+
+
+run_engine, arun_engine = twins(_run_engine)
+
+
+def ping(timeout_s: float = 1.0) -> None:
+    """Raise RedisUnavailable unless the engine's Redis answers within `timeout_s`."""
+    settings = dataclasses.replace(
+        engine_settings(), client_timeout_s=timeout_s, connect_timeout_s=timeout_s
+    )
+
+    async def call(client: Client) -> None:
+        await client.redis.ping()
+
+    engineloop.call(settings, call)
+
+
+# Reading jobs, queues and workers.
+
+
+async def _get_job(client: Client, job_id: str, queue: str | None = None) -> Job:
+    """Return a job from Redis (searched in every queue unless `queue`); JobNotFound if absent."""
+    return await client.get(job_id, queue)
+
+
+async def _dlq(client: Client, queue: str, offset: int = 0, limit: int = 100) -> list[Job]:
+    """Return jobs in the dead-letter queue of `queue`, oldest first."""
+    return await client.dlq(queue, offset, limit)
+
+
+async def _known_queues(client: Client) -> list[str]:
+    """Return every queue jobs were ever submitted to, and every configured one (JOBSITE
+    ["QUEUES"]: listed, paused or limited before its first job), sorted."""
+    return sorted({*await client.queues(), *configured_queues()})
+
+
+class QueueState(NamedTuple):
+    """A queue's paused flag and its live counts per state."""
+
+    name: str
+    paused: bool
+    counts: dict[str, int]
+
+
+async def _queue_states(client: Client, names: Iterable[str] | None = None) -> list[QueueState]:
+    """Return the state of the queues `names`, or of every known queue."""
+    chosen = await _known_queues(client) if names is None else list(names)
+    states = zip(chosen, await client.queue_states(chosen), strict=True)
+    return [QueueState(q, paused, counts) for q, (paused, counts) in states]
+
+
+async def _workers(client: Client) -> list[dict[str, Any]]:
+    """Return the live workers: id, host, pid, queues, concurrency, current jobs, heartbeat."""
+    return await client.workers()
+
+
+async def _missing(client: Client, jobs: Iterable[tuple[str, str]]) -> set[str]:
+    """Return the ids of the (job id, queue) pairs whose job Redis does not hold."""
+    pairs = list(jobs)
+    async with client.redis.pipeline(transaction=False) as pipe:
+        for job_id, queue in pairs:
+            pipe.exists(client.keys(queue).job(job_id))
+        found = await pipe.execute()
+    return {job_id for (job_id, _), hit in zip(pairs, found, strict=True) if not hit}
+
+
+async def _scan_jobs(client: Client, queue: str, cursor: int, count: int) -> tuple[int, list[str]]:
+    """Return the next SCAN cursor over `queue`'s job hashes and the ids of one step (0: done)."""
+    prefix = client.keys(queue).job_prefix
+    pattern = prefix.replace("{", "\\{").replace("}", "\\}") + "*"
+    if is_cluster(client.redis):  # the queue's slot lives on one master: scan that one
+        await client.redis.initialize()
+        node = client.redis.get_node_from_key(prefix)  # type: ignore[attr-defined]
+        reply = await client.redis.scan(cursor, match=pattern, count=count, target_nodes=node)  # type: ignore[call-arg]
+        cursor, keys = next(iter(reply.values())) if isinstance(reply, dict) else reply
+    else:
+        cursor, keys = await client.redis.scan(cursor, match=pattern, count=count)
+    return int(cursor), [key[len(prefix) :] for key in keys]
+
+
+async def _history_gaps(client: Client, queue: str) -> dict[str, int]:
+    """Return the queue's history gaps, ever: event entries trimmed before the mirror read them,
+    jobs of those rebuilt from their hashes, and jobs that could not be (trim-3.lua, mirror)."""
+    entries, rebuilt, lost, unrecorded = await client.redis.hmget(
+        client.keys(queue).stats, ["gap_entries", "gap_rebuilt", "gap_lost", "gap_unrecorded"]
+    )
+    return {
+        "entries": int(entries or 0),
+        "rebuilt": int(rebuilt or 0),
+        "lost": int(lost or 0) + int(unrecorded or 0),
+    }
+
+
+async def _mark_missed(client: Client, queue: str, ids: list[str]) -> None:
+    """Put jobs in `queue`'s missed SET: the mirror rebuilds their rows from their hashes."""
+    if ids:
+        await client.redis.sadd(client.keys(queue).missed, *ids)
+
+
+async def _job_fields(
+    client: Client, queue: str, ids: list[str], fields: Iterable[str]
+) -> list[dict[str, Any]]:
+    """Return `fields` of each job of `queue` Redis holds ({} for one it does not); JSON fields
+    (parents) decoded."""
+    names = list(fields)
+    async with client.redis.pipeline(transaction=False) as pipe:
+        for job_id in ids:
+            pipe.hmget(client.keys(queue).job(job_id), names)
+        rows = await pipe.execute()
+    out = []
+    for row in rows:
+        found = {n: v for n, v in zip(names, row, strict=True) if v is not None}
+        if found and "parents" in found:
+            found["parents"] = Job.from_hash({"parents": found["parents"]}).parents
+        out.append(found)
+    return out
+
+
+class QueueLimits(NamedTuple):
+    """What the queue page sets and reads beside the counts."""
+
+    paused: bool
+    rate_interval_ms: float | None
+    concurrency_keys: list[dict[str, Any]]
+
+
+async def _queue_limits(client: Client, queue: str, keys_limit: int = 100) -> QueueLimits:
+    """Return a queue's pause flag, rate limit and the concurrency keys with jobs waiting."""
+    return QueueLimits(
+        paused=await client.is_paused(queue),
+        rate_interval_ms=await client.rate_limit_ms(queue),
+        concurrency_keys=await client.concurrency_keys(queue, keys_limit),
+    )
+
+
+async def _set_rate_limit(client: Client, queue: str, rate: str | None) -> None:
+    """Limit starts from `queue` for every worker ("10/s", "600/m"); None lifts the limit."""
+    await client.set_rate_limit(queue, rate)
+
+
+async def _enqueue_flow(client: Client, jobs: list[Job]) -> list[Job]:
+    """Submit a graph of jobs all or nothing (engine Client.enqueue_flow)."""
+    for job in jobs:
+        check_queue(job.queue)
+    if _eager():
+        raise ConfigError("flows need Redis: JOBSITE['EAGER'] runs single jobs only")
+    return await client.enqueue_flow(jobs)
+
+
+get_job, aget_job = twins(_get_job)
+
+
+async def _explain_job(client: Client, job_id: str, queue: str | None = None) -> list[Reason]:
+    """Return why a job has not started, in order (engine.explain); [] once it started."""
+    return await explain(client, job_id, queue)
+
+
+explain_job, aexplain_job = twins(_explain_job)
+
+
+async def _schedules_health(
+    client: Client, queues: list[str], default_tolerance_s: float
+) -> list[ScheduleHealth]:
+    """Return each schedule's dead-man's-switch state (engine/schedule_health.py)."""
+    return await schedule_health(client, queues, default_tolerance_s)
+
+
+async def _swap_health(client: Client, kind: str, name: str, state: str) -> str | None:
+    """Record a schedule's or queue's health state; return the one recorded before."""
+    return await swap_state(client, kind, name, state)
+
+
+async def _dlq_sample(client: Client, queue: str, size: int, window_s: float, record: bool) -> int:
+    """Return the queue's DLQ size at the start of the current window (`size` when none); with
+    `record`, start a new window once this one is `window_s` old."""
+    key = health_key(client.settings.prefix, "dlq", queue)
+    raw = await client.redis.get(key)
+    now_ms = int(time.time() * 1000)
+    then, _, at = (raw or "").partition("|")
+    if record and (not raw or now_ms - int(at) >= window_s * 1000):
+        await client.redis.set(key, f"{size}|{now_ms}")
+    return int(then) if raw else size
+
+
+schedules_health, aschedules_health = twins(_schedules_health)
+swap_health, aswap_health = twins(_swap_health)
+dlq_sample, adlq_sample = twins(_dlq_sample)
+job_fields, ajob_fields = twins(_job_fields)
+queue_limits, aqueue_limits = twins(_queue_limits)
+set_rate_limit, aset_rate_limit = twins(_set_rate_limit)
+enqueue_flow, aenqueue_flow = twins(_enqueue_flow)
+dlq, adlq = twins(_dlq)
+known_queues, aknown_queues = twins(_known_queues)
+
+
+async def _queue_names(client: Client) -> list[str]:
+    """Return the names of the queues Redis knows."""
+    return await client.queues()
+
+
+queue_states, aqueue_states = twins(_queue_states)
+queue_names, aqueue_names = twins(_queue_names)
+workers, aworkers = twins(_workers)
+missing, amissing = twins(_missing)
+scan_jobs, ascan_jobs = twins(_scan_jobs)
+mark_missed, amark_missed = twins(_mark_missed)
+history_gaps, ahistory_gaps = twins(_history_gaps)
+
+
+async def _declare_schedules(
+    client: Client, reps: list[Repeatable], queues: Iterable[str]
+) -> SyncReport:
+    """Make Redis hold exactly the declared repeatables `reps` (engine.sync_declared)."""
+    return await sync_declared(client.settings, client.redis, reps, queues=list(queues))
+
+
+declare_schedules, adeclare_schedules = twins(_declare_schedules)
+
+
+# Submitting jobs, with the transactional outbox.
+
+
+async def _push(client: Client, jobs: list[Job]) -> None:
+    """Submit jobs; ids that already reached Redis count as submitted (pushing is idempotent)."""
+    try:
+        await client.enqueue_many(jobs)
+    except DuplicateJob:
+        log.info("outbox push found jobs already submitted count=%d", len(jobs))
+
+
+push, apush = twins(_push)
+
+
+def _outbox_payload(job: Job) -> dict[str, Any]:
+    return {"job": job.to_dict(), "delay_ms": job.delay_ms}
+
+
+def _from_outbox(payload: dict[str, Any]) -> Job:
+    job = Job.from_dict(payload["job"])
+    job.delay_ms = payload.get("delay_ms")
+    return job
+
+
+def enqueue(task: Task, *args: Any, **kwargs: Any) -> Job:
+    """Enqueue a call of `task`. Inside transaction.atomic() it reaches Redis after commit."""
+    return submit(task.call(*args, **kwargs), outbox=True)
+
+
+def _taken_rows(job: Job) -> Any:
+    """Return the history rows of other queues holding the id a caller chose for `job`."""
+    return JobRecord.objects.filter(id=job.id).exclude(queue=job.queue)
+
+
+def _id_taken(job: Job) -> JobIdTaken:
+    return JobIdTaken(f"job id {job.id!r} belongs to a job of another queue")
+
+
+def submit(job: Job, outbox: bool) -> Job:
+    """Submit a prepared job: at once, or with `outbox` inside a transaction, after commit.
+
+    With JOBSITE["EAGER"] on, it runs here and now instead (see jobsite.jobs.tasks.eager). A
+    chosen id that the history holds for a job of another queue raises JobIdTaken (Redis may
+    have forgotten that job; the history has not), as the engine does for the jobs it holds.
+    """
+    check_queue(job.queue)
+    if not job.generated_id and _taken_rows(job).exists():
+        raise _id_taken(job)
+    if _eager():
+        return _run_inline(job)
+    if outbox and transaction.get_connection().in_atomic_block:
+        OutboxEntry.objects.create(job_id=job.id, queue=job.queue, job=_outbox_payload(job))
+        transaction.on_commit(lambda: push_outbox([job.id]), robust=True)
+        return job
+    push([job])
+    return job
+
+
+async def asubmit(job: Job) -> Job:
+    """Async twin of `submit` (no transaction: it reaches Redis at once)."""
+    check_queue(job.queue)
+    if not job.generated_id and await _taken_rows(job).aexists():
+        raise _id_taken(job)
+    if _eager():
+        return await sync_to_async(_run_inline)(job)
+    await apush([job])
+    return job
+
+
+async def aenqueue(task: Task, *args: Any, **kwargs: Any) -> Job:
+    """Async twin of `enqueue` (no transaction: it reaches Redis at once)."""
+    return await asubmit(task.call(*args, **kwargs))
+
+
+def outboxed(job_id: str) -> Job | None:
+    """Return a job still waiting in the outbox (its transaction committed, not yet pushed)."""
+    row = OutboxEntry.objects.filter(job_id=job_id, pushed_at__isnull=True).first()
+    return None if row is None else _from_outbox(row.job)
+
+
+def push_outbox(job_ids: Iterable[str] | None = None, older_than_s: float = 0.0) -> int:
+    """Push committed outbox rows that have not reached Redis; return how many were pushed."""
+    rows = OutboxEntry.objects.filter(pushed_at__isnull=True)
+    if job_ids is not None:
+        rows = rows.filter(job_id__in=list(job_ids))
+    if older_than_s:
+        rows = rows.filter(created_at__lte=timezone.now() - timedelta(seconds=older_than_s))
+    entries = list(rows.order_by("id")[:1000])
+    if not entries:
+        return 0
+    push([_from_outbox(e.job) for e in entries])
+    OutboxEntry.objects.filter(id__in=[e.id for e in entries]).update(pushed_at=timezone.now())
+    return len(entries)
+
+
+def relay_once(older_than_s: float = 2.0, keep_pushed_s: float = 86_400) -> int:
+    """Push outbox rows whose on_commit push never happened (a crash); drop old pushed rows."""
+    pushed = push_outbox(older_than_s=older_than_s)
+    cutoff = timezone.now() - timedelta(seconds=keep_pushed_s)
+    OutboxEntry.objects.filter(pushed_at__lt=cutoff).delete()
+    if pushed:
+        log.info("relay pushed=%d", pushed)
+    return pushed
+
+
+arelay_once = sync_to_async(relay_once, thread_sensitive=True)
+
+
+# Acting on jobs and queues.
+
+
+def _by_queue(jobs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = defaultdict(list)
+    for job_id, queue in jobs:
+        out[queue].append(job_id)
+    return out
+
+
+async def _cancel(client: Client, jobs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Cancel (job id, queue) pairs; return id -> outcome (cancelled, cancelling, finished...)."""
+    result: dict[str, str] = {}
+    for queue, ids in _by_queue(jobs).items():
+        result.update(await client.cancel(ids, queue=queue))
+    return result
+
+
+async def _resubmit(client: Client, jobs: Iterable[tuple[str, str]]) -> int:
+    """Retry finished jobs (failed, stalled, expired, dropped, cancelled) as new attempt series."""
+    return sum([await client.resubmit(q, ids) for q, ids in _by_queue(jobs).items()])
+
+
+async def _resubmit_dlq(
+    client: Client, queue: str, ids: list[str] | None = None, task: str | None = None
+) -> int:
+    """Resubmit jobs from the DLQ of `queue`: these ids, else every one of `task`, else all."""
+    if ids is not None:
+        return await client.resubmit(queue, ids)
+    return await client.resubmit_dlq(queue, task=task)
+
+
+async def _purge(client: Client, jobs: Iterable[tuple[str, str]]) -> int:
+    """Delete finished jobs from Redis; return how many were deleted there."""
+    return sum([await client.purge(q, ids) for q, ids in _by_queue(jobs).items()])
+
+
+async def _set_paused(client: Client, queues: Iterable[str], paused: bool) -> int:
+    """Pause or resume queues; return how many."""
+    names = list(queues)
+    for name in names:
+        await (client.pause(name) if paused else client.resume(name))
+    return len(names)
+
+
+cancel, acancel = twins(_cancel)
+resubmit, aresubmit = twins(_resubmit)
+resubmit_dlq, aresubmit_dlq = twins(_resubmit_dlq)
+purge, apurge = twins(_purge)
+set_paused, aset_paused = twins(_set_paused)
+
+
+async def _metrics_snapshot(client: Client, names: Iterable[str] | None = None) -> Metrics:
+    """Return the engine's metrics of queues `names` (default: JOBSITE["QUEUES"])."""
+    return await client.metrics(list(configured_queues() if names is None else names))
+
+
+metrics_snapshot, ametrics_snapshot = twins(_metrics_snapshot)

@@ -1,0 +1,244 @@
+"""A django.tasks backend that runs @django.tasks.task functions on the engine."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from datetime import UTC, datetime
+from typing import Any
+
+from engine import (
+    PER_CALL_OPTIONS,
+    ConfigError,
+    InvalidArguments,
+    JobNotFound,
+    JobState,
+    Task,
+    task_ref,
+    validate_queue_name,
+)
+from engine import Job as EngineJob
+from jobsite.jobs import services
+from jobsite.jobs.conf import check_queue, task_modules
+from jobsite.jobs.models import JobRecord
+from jobsite.jobs.tasks.djtasks import (
+    BaseTaskBackend,
+    InvalidTask,
+    TaskError,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    task_backends,
+    task_enqueued,
+)
+from jobsite.jobs.tasks.djtasks import Task as DjangoTask
+from jobsite.jobs.tasks.taskclass import JobsiteTask, engine_options_of
+
+STATUS = {
+    JobState.UNSUBMITTED: TaskResultStatus.READY,  # waiting in the outbox for its commit
+    JobState.SCHEDULED: TaskResultStatus.READY,
+    JobState.BLOCKED: TaskResultStatus.READY,
+    JobState.SUBMITTED: TaskResultStatus.READY,
+    JobState.STARTED: TaskResultStatus.RUNNING,
+    JobState.COMPLETED: TaskResultStatus.SUCCESSFUL,
+}
+
+
+def django_tasks_in(module_names: list[str]) -> dict[str, DjangoTask]:
+    """Return the django.tasks Task objects defined in the configured modules, by module path."""
+    found: dict[str, DjangoTask] = {}
+    for name in module_names:
+        for value in vars(importlib.import_module(name)).values():
+            if isinstance(value, DjangoTask):
+                found[value.module_path] = value
+    return found
+
+
+def engine_ref(task: DjangoTask) -> Task:
+    """Return the engine task a django Task is enqueued as (its module path is the name).
+
+    Options that may change per call go through `using()`, so they travel with the job (the
+    worker applies them); the rest are the task's declaration, as on the worker.
+    """
+    options = engine_options_of(task, task_defaults(task.backend))
+    options.update(queue=task.queue_name, priority=task.priority)
+    per_call = {
+        k: options.pop(k)
+        for k in list(options)
+        if k in PER_CALL_OPTIONS and not (k == "backoff" and callable(options[k]))
+    }
+    ref = task_ref(task.module_path, **options)
+    return ref.using(run_at=task.run_after, **per_call) if per_call or task.run_after else ref
+
+
+def task_defaults(alias: str) -> dict[str, Any]:
+    """Return the engine options every task of a backend gets (OPTIONS["TASK_OPTIONS"])."""
+    backend = task_backends[alias]
+    return dict(backend.options.get("TASK_OPTIONS", {})) if backend.options else {}
+
+
+def _dt(ms: int | None) -> datetime | None:
+    return None if not ms else datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+class JobsiteBackend(BaseTaskBackend):
+    """`TASKS = {"default": {"BACKEND": "jobsite.jobs.tasks.backend.JobsiteBackend"}}`.
+
+    Enqueue reaches Redis at once, as Django's contract says; with
+    `"OPTIONS": {"TRANSACTIONAL_OUTBOX": True}` a call inside `transaction.atomic()` is kept in
+    the outbox and pushed after commit (never after a rollback), and `get_result` answers READY
+    for it meanwhile.
+    """
+
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+    # @task(...) and .using(...) take the engine's options too (Django's extension point).
+    task_class = JobsiteTask
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        super().__init__(alias, params)
+        self._tasks: dict[str, DjangoTask] | None = None
+        self.outbox = bool(self.options.get("TRANSACTIONAL_OUTBOX", False))
+
+    @property
+    def tasks(self) -> dict[str, DjangoTask]:
+        """Return the known django Tasks (from JOBSITE["TASK_MODULES"] and those enqueued here)."""
+        if self._tasks is None:
+            self._tasks = django_tasks_in(task_modules())
+        return self._tasks
+
+    def validate_task(self, task: DjangoTask) -> None:
+        """Django's checks, then the engine's: a queue name it accepts and serves."""
+        self._checked_ref(task)
+
+    def _checked_ref(self, task: DjangoTask) -> Task:
+        """Validate `task` (see validate_task); return the engine task it is enqueued as."""
+        super().validate_task(task)
+        try:
+            validate_queue_name(task.queue_name)
+            check_queue(task.queue_name)
+            return engine_ref(task)  # the engine's options, checked here
+        except ConfigError as exc:
+            raise InvalidTask(str(exc)) from None
+
+    def _prepare(self, task: DjangoTask, args: Any, kwargs: Any) -> tuple[EngineJob, TaskResult]:
+        """Check the call and build its job and result; nothing reaches Redis yet."""
+        ref = self._checked_ref(task)
+        lead = (None,) if task.takes_context else ()
+        try:
+            inspect.signature(task.func).bind(*lead, *args, **kwargs)
+        except TypeError as exc:
+            raise InvalidArguments(f"task {task.module_path!r}: {exc}") from None
+        job = ref.call(*args, **kwargs)
+        # TaskResult checks the arguments are JSON (TypeError "Unsupported type"): before the push.
+        result = TaskResult(
+            task=task,
+            id=job.id,
+            status=TaskResultStatus.READY,
+            enqueued_at=_dt(job.sent_at_ms),
+            started_at=None,
+            finished_at=None,
+            last_attempted_at=None,
+            args=list(args),
+            kwargs=dict(kwargs),
+            backend=self.alias,
+            errors=[],
+            worker_ids=[],
+        )
+        self.tasks[task.module_path] = task
+        return job, result
+
+    def enqueue(self, task: DjangoTask, args: Any, kwargs: Any) -> TaskResult:
+        """Enqueue at once (or through the outbox when that option is on); send task_enqueued."""
+        job, result = self._prepare(task, args, kwargs)
+        task_enqueued.send(type(self), task_result=result)
+        done = services.submit(job, outbox=self.outbox)
+        if done.id != result.id:  # deduplicated: the result is the job holding the id
+            return self.get_result(done.id)
+        return self.to_result(done) if done.state.is_terminal else result
+
+    async def aenqueue(self, task: DjangoTask, args: Any, kwargs: Any) -> TaskResult:
+        """Enqueue on the engine's async path (no outbox: there is no transaction here)."""
+        job, result = self._prepare(task, args, kwargs)
+        await task_enqueued.asend(type(self), task_result=result)
+        done = await services.asubmit(job)
+        if done.id != result.id:  # deduplicated: the result is the job holding the id
+            return await self.aget_result(done.id)
+        return self.to_result(done) if done.state.is_terminal else result
+
+    def get_result(self, result_id: str) -> TaskResult:
+        """Read the job from Redis, or from the mirrored history once Redis forgot it."""
+        job: EngineJob | None
+        try:
+            job = services.get_job(result_id)
+        except JobNotFound:
+            job = services.outboxed(result_id)
+        if job is None:
+            row = JobRecord.objects.filter(id=result_id).first()
+            if row is None:
+                raise TaskResultDoesNotExist(result_id)
+            job = EngineJob.from_dict(
+                {
+                    f: getattr(row, f)
+                    for f in (
+                        "id",
+                        "task",
+                        "queue",
+                        "version",
+                        "args",
+                        "kwargs",
+                        "result",
+                        "errors",
+                        "attempt",
+                        "worker",
+                    )
+                }
+                | {
+                    "state": row.state,
+                    "sent_at_ms": int(row.sent_at.timestamp() * 1000) if row.sent_at else None,
+                }
+            )
+        return self.to_result(job)
+
+    def to_result(self, job: EngineJob) -> TaskResult:
+        """Map an engine job onto a django.tasks TaskResult."""
+        task = self.tasks.get(job.task)
+        if task is None:
+            raise TaskResultDoesNotExist(f"{job.id}: task {job.task!r} is not in TASK_MODULES")
+        errors = [
+            TaskError(
+                exception_class_path=e.get("exception") or "builtins.Exception",
+                traceback=e.get("traceback") or f"{e.get('type', '')}: {e.get('message', '')}",
+            )
+            for e in job.errors
+            if isinstance(e, dict)
+        ]
+        result = TaskResult(
+            task=task,
+            id=job.id,
+            status=STATUS.get(job.state, TaskResultStatus.FAILED),
+            enqueued_at=_dt(job.sent_at_ms),
+            started_at=_dt(job.started_at_ms),
+            finished_at=_dt(job.completed_at_ms),
+            last_attempted_at=_dt(job.retried_at_ms or job.started_at_ms),
+            args=job.args if isinstance(job.args, list) else [],
+            kwargs=job.kwargs if isinstance(job.kwargs, dict) else {},
+            backend=self.alias,
+            errors=errors,
+            worker_ids=_worker_ids(job),
+        )
+        object.__setattr__(result, "_return_value", job.result)
+        return result
+
+
+def _worker_ids(job: EngineJob) -> list[str]:
+    """Return the worker of each attempt: from the mirrored history, the last one from Redis."""
+    if not job.attempt:
+        return []
+    row = JobRecord.objects.filter(id=job.id).only("transitions").first()
+    timeline = row.timeline() if row is not None else []
+    started = [t.get("worker", "") for t in timeline if t.get("to") == "started"][: job.attempt]
+    # Attempts the mirror has not written yet ran on the worker Redis names last.
+    return started + [job.worker or ""] * (job.attempt - len(started))

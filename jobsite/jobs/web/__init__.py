@@ -1,0 +1,1 @@
+"""The dashboard: its pages, its websocket consumer and the Prometheus endpoint."""

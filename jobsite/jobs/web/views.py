@@ -1,0 +1,67 @@
+"""Dashboard pages; live data comes over the websocket, actions over the API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.admin.views.decorators import staff_member_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.middleware.csrf import get_token
+from django.shortcuts import render
+from django.urls import reverse
+
+from jobsite.jobs.models import STATE_LABELS, VOCABULARY
+from jobsite.jobs.permissions import Perm, user_allows
+from jobsite.jobs.web.routing import WEBSOCKET_PATH
+
+
+def page(request: HttpRequest, template: str, **context: Any) -> HttpResponse:
+    """Render a dashboard page with the config every page's scripts read (common.js).
+
+    The user must hold the view permission; `config.may` says which actions they may take.
+    """
+    if not user_allows(request.user, Perm.VIEW):
+        raise PermissionDenied(f"the dashboard needs the permission {Perm.VIEW.full}")
+    config = {
+        "csrf": get_token(request),
+        "api": reverse("jobsite:api:api-root").rstrip("/"),
+        "socket": "/" + WEBSOCKET_PATH,
+        "job_page": reverse("jobsite:job", args=["JOB_ID"]),
+        "dashboard": reverse("jobsite:dashboard"),
+        "may": {p.name.lower(): user_allows(request.user, p) for p in Perm},
+        "vocabulary": {**VOCABULARY, "labels": STATE_LABELS},
+        **context.pop("config", {}),
+    }
+    return render(request, template, {"config": config, **context})
+
+
+@staff_member_required
+def dashboard(request: HttpRequest) -> HttpResponse:
+    """Render the live overview: queues, workers, running jobs, failures, the history."""
+    states = [(s, STATE_LABELS.get(s, s)) for s in VOCABULARY["states"]]
+    return page(request, "jobsite/dashboard.html", states=states)
+
+
+@staff_member_required
+def job(request: HttpRequest, job_id: str) -> HttpResponse:
+    """Render one job's page: its state, timeline, attempts, arguments, result and logs, live."""
+    return page(request, "jobsite/job.html", job_id=job_id, config={"job_id": job_id})
+
+
+@staff_member_required
+def schedules(request: HttpRequest) -> HttpResponse:
+    """Render the schedules: next fire times, last runs, and forms to change them."""
+    return page(request, "jobsite/schedules.html")
+
+
+@staff_member_required
+def dead_letters(request: HttpRequest) -> HttpResponse:
+    """Render the dead letters grouped by error, with resubmit and purge per group."""
+    return page(request, "jobsite/dead_letters.html")
+
+
+@staff_member_required
+def queues(request: HttpRequest) -> HttpResponse:
+    """Render the queues: counts, pause state, rate limit and concurrency keys, settable."""
+    return page(request, "jobsite/queues.html")
