@@ -69,6 +69,10 @@ def start_worker(settings: EngineSettings) -> subprocess.Popen[bytes]:
         "demo.demo_tasks",
         "--concurrency",
         "20",
+        # A job of a task no worker has waits for one (a rolling deploy) for an hour by
+        # default; the demo drops it after a second.
+        "--set",
+        "unserved_drop_after_s=1",
     ]
     return subprocess.Popen(cmd, start_new_session=True)
 

@@ -42,6 +42,7 @@ from .keys import (
     check_chosen_job_id,
     check_job_id,
     validate_queue_name,
+    version_tag,
 )
 from .limits import Deduplication
 from .metrics import Histogram, Metrics, QueueMetrics
@@ -111,4 +112,5 @@ __all__ = [
     "task",
     "task_ref",
     "validate_queue_name",
+    "version_tag",
 ]

@@ -20,11 +20,13 @@ from .job import Job
 from .keys import QueueKeys
 from .outcomes import OutcomeWriter
 from .reconnect import Reconnect
+from .recycle import Recycler
 from .runner import Kind, Outcome, options_for
 from .scripts import BeginJob, Claimed, Scripts, claim_argv, claimed
 from .settings import EngineSettings
 from .task import Registry
 from .upkeep import Running, Upkeep
+from .versions import Versions
 
 log = logging.getLogger("engine.worker")
 
@@ -56,7 +58,11 @@ class ClaimSteps:
     writer: OutcomeWriter
     _slot_free: asyncio.Event
     _stopping: asyncio.Event
+    _claiming: asyncio.Event
     _claim_retry: Reconnect
+    recycler: Recycler
+    versions: Versions
+    claims: int
     # A claim sent before the jobs of the last one ran (`_claim_ahead`), not read yet.
     _ahead: asyncio.Task[tuple[list[Running], RedisUnavailable | None]] | None
 
@@ -65,6 +71,7 @@ class ClaimSteps:
         async def _run_one(self, rec: Running) -> None: ...
         def _cancelled_before_start(self, rec: Running, handle: asyncio.Task[None]) -> None: ...
         def _forget(self, rec: Running) -> None: ...
+        def _check_recycle(self) -> None: ...
         def _crash_on_bug(self, task: asyncio.Task[None]) -> None: ...
         async def _drained(self) -> bool: ...
         async def _write_progress(self, job: Job, pct: float, message: str) -> None: ...
@@ -73,6 +80,10 @@ class ClaimSteps:
     async def _claim_loop(self) -> None:
         woke_with_jobs = False
         while not self._stopping.is_set():
+            # Quiet (engine/control.py): wait for resume or stop (a claim sent ahead starts first).
+            if not self._claiming.is_set() and self._ahead is None:
+                await self._claiming.wait()
+                continue
             free = self.concurrency - len(self._active)
             # Outcomes not yet written hold claims back past `concurrency` of them: a worker
             # that dies re-runs at most that many ended jobs, besides those it was running.
@@ -81,7 +92,7 @@ class ClaimSteps:
                 self._slot_free.clear()
                 await self._slot_free.wait()
                 continue
-            # A claim on wake leaves the marker set while jobs remain (claim-11.lua), so the
+            # A claim on wake leaves the marker set while jobs remain (claim-12.lua), so the
             # next wait returns at once: a plain claim first would only come back empty. A
             # burst worker claims first all the same: it stops when a claim finds nothing.
             if self._ahead is not None or self.burst or self._lost or not woke_with_jobs:
@@ -198,6 +209,8 @@ class ClaimSteps:
     def _claim_argv(self, keys: QueueKeys, free: int, out: list[Running]) -> list[Any] | None:
         """Return the ARGV of a claim in `keys` for the slots left, or None for no claim."""
         want = min(free - len(out), self.settings.claim_batch)
+        if self.settings.max_jobs:  # recycling: never claim past max_jobs
+            want = min(want, self.settings.max_jobs - self.claims)
         limit = self.queue_limits.get(keys.queue)
         if limit is not None:
             want = min(want, limit - sum(1 for r in self._active.values() if r.keys == keys))
@@ -212,6 +225,7 @@ class ClaimSteps:
             result_ttl_ms=self.settings.default_result_ttl_s * 1000,
             most_suspects=self._suspects_wanted(out),
             begin=True,
+            build=self.versions.build_keys[keys],
             held=self.held,
         )
 
@@ -238,6 +252,9 @@ class ClaimSteps:
             rec = Running(job, keys, task, opts, ctx, poison=poison, begun=bool(row.begun))
             self._active[job.token or job.id] = rec
             out.append(rec)
+        self.claims += len(rows)
+        if rows and self.settings.max_jobs:
+            self._check_recycle()
         return out
 
     async def _wait_for_work(self, free: int) -> list[Running]:

@@ -37,6 +37,7 @@ class Sweep:
     trimmed: int = 0
     # Event entries trimmed before the mirror's group read them (the hard cap was reached).
     gap: int = 0
+    dropped: int = 0  # set aside for a task version no worker served for too long
 
 
 class Cleaner:
@@ -102,8 +103,15 @@ class Cleaner:
             dlq_max_age_ms=s.dlq_max_age_s * 1000,
             dlq_max_len=s.dlq_max_len,
         )
+        dropped = await self.scripts.unserved(
+            keys,
+            events_maxlen=s.events_emergency_maxlen,
+            ttl_ms=ttl_ms,
+            drop_after_ms=int(s.unserved_drop_after_s * 1000),
+            max_jobs=s.cleaner_batch,
+        )
         gap = await self.trim_events(keys)
-        return Sweep(reaped.released, reaped.stalled, expired, trimmed, gap)
+        return Sweep(reaped.released, reaped.stalled, expired, trimmed, gap, dropped)
 
     async def trim_events(self, keys: QueueKeys) -> int:
         """Trim the event stream below what the mirror acknowledged and to the hard cap.
@@ -153,13 +161,14 @@ class Cleaner:
         forget_ms = self.settings.lease_ms + int(self.settings.liveness_window_s * 1000)
         cutoff_ms = await server_ms(self.redis) - forget_ms
         await self.redis.zremrangebyscore(workers_key(self.settings.prefix), "-inf", cutoff_ms)
-        if total.released or total.stalled or total.expired:
+        if total.released or total.stalled or total.expired or total.dropped:
             log.info(
-                "cleaner released=%d stalled=%d expired=%d trimmed=%d",
+                "cleaner released=%d stalled=%d expired=%d trimmed=%d dropped=%d",
                 total.released,
                 total.stalled,
                 total.expired,
                 total.trimmed,
+                total.dropped,
             )
         return total
 

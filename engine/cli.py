@@ -15,6 +15,7 @@ from typing import Any
 
 from .errors import LoopCrashed, RedisUnavailable
 from .preflight import check_redis
+from .probe import probe, status_dir
 from .settings import EngineSettings
 from .task import Task, collect_tasks
 from .worker import Worker
@@ -49,8 +50,42 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     worker.add_argument("--concurrency", type=int, default=10)
     worker.add_argument("--burst", action="store_true", help="exit when the queues are empty")
+    worker.add_argument(
+        "--max-jobs", type=int, default=None, help="retire after claiming this many jobs"
+    )
+    worker.add_argument(
+        "--max-rss-mib", type=float, default=None, help="retire above this resident memory"
+    )
+    worker.add_argument(
+        "--max-age-s", type=float, default=None, help="retire after running this long"
+    )
     worker.add_argument("--log-level", default="INFO")
+    probe = sub.add_parser("probe", help="probe this host's workers (exit 0: passed)")
+    add_probe_arguments(probe)
+    probe.add_argument("--prefix", default="jobsite")
     return parser.parse_args(argv)
+
+
+def add_probe_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the probe's flags (shared with `manage.py jobsite probe`)."""
+    kind = parser.add_mutually_exclusive_group(required=True)
+    kind.add_argument("--live", action="store_true", help="the worker process is not frozen")
+    kind.add_argument("--ready", action="store_true", help="live, Redis answers, it claims")
+    parser.add_argument("--status-dir", default="", help="where workers write their status")
+    parser.add_argument("--pid", type=int, default=None, help="probe only this worker process")
+
+
+def run_probe(settings: EngineSettings, ready: bool, pid: int | None) -> int:
+    """Print the probe's one-line reason; return its exit status (0 passed, 1 failed)."""
+    passed, reason = probe(status_dir(settings), ready, pid)
+    print(reason)
+    return 0 if passed else 1
+
+
+def recycling(args: argparse.Namespace) -> dict[str, Any]:
+    """Return the recycling settings the flags set (the others keep their values)."""
+    names = ("max_jobs", "max_rss_mib", "max_age_s")
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
@@ -89,7 +124,8 @@ def load_tasks(modules: str) -> list[Task]:
 
 async def run_worker(args: argparse.Namespace) -> int:
     """Run one worker until a signal (or, in burst mode, until the queues are empty)."""
-    settings = EngineSettings.from_url(args.url, prefix=args.prefix, **parse_overrides(args.set))
+    overrides = {**parse_overrides(args.set), **recycling(args)}
+    settings = EngineSettings.from_url(args.url, prefix=args.prefix, **overrides)
     queues, limits = parse_queues(args.queues)
     worker = Worker(
         settings,
@@ -118,6 +154,9 @@ async def run_worker(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `python -m engine`."""
     args = parse(argv)
+    if args.command == "probe":
+        settings = EngineSettings(prefix=args.prefix, status_dir=args.status_dir)
+        return run_probe(settings, args.ready, args.pid)
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )

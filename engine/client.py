@@ -10,7 +10,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from . import serializer, tracing
+from . import control, serializer, tracing
 from .connection import connect
 from .errors import Code, ConfigError, DuplicateJob, JobIdTaken, JobNotFound, JobTimeout
 from .job import TERMINAL_STATES, Job, JobState
@@ -237,16 +237,18 @@ class Client:
                 pipe.scard(keys.blocked)
                 pipe.zcard(keys.started)
                 pipe.zcard(keys.dlq)
-                pipe.hmget(keys.stats, ["waiting_turn", *_TERMINAL])
+                pipe.hmget(keys.stats, ["waiting_turn", "waiting_version", *_TERMINAL])
             replies = await pipe.execute()
         states = []
         each = len(replies) // len(queues) if queues else 0  # replies per queue
         for at in range(0, len(replies), each or 1):
-            paused, *sizes, (waiting_turn, *totals) = replies[at : at + each]
+            paused, *sizes, (waiting_turn, waiting_version, *totals) = replies[at : at + each]
             out = dict(zip(_LIVE, sizes, strict=True))
-            # Submitted jobs waiting for their concurrency key's turn are not in the ready ZSET.
+            # Submitted jobs waiting for their concurrency key's turn, or for a worker with their
+            # task version (claim-12.lua), are not in the ready ZSET.
             out["waiting_turn"] = int(waiting_turn or 0)
-            out["submitted"] += out["waiting_turn"]
+            out["waiting_version"] = int(waiting_version or 0)
+            out["submitted"] += out["waiting_turn"] + out["waiting_version"]
             for state, total in zip(_TERMINAL, totals, strict=True):
                 out[f"{state}_total"] = int(total or 0)
             states.append((paused == "1", out))
@@ -365,6 +367,21 @@ class Client:
                     info[name] = int(row.get(name, 0))
                 out.append(info)
         return out
+
+    async def control(
+        self,
+        what: str,
+        worker: str | None = None,
+        host: str | None = None,
+        queue: str | None = None,
+    ) -> list[str]:
+        """Tell one worker, every worker of a host or of a queue to quiet (stop claiming, finish
+        what runs), resume or stop (gracefully); return the ids of the workers told.
+
+        Claims stop on the server at once; the worker obeys within heartbeat_interval_s.
+        """
+        chosen = control.select(await self.workers(), worker=worker, host=host, queue=queue)
+        return await control.send(self.redis, self.settings.prefix, control.order(what), chosen)
 
     async def dlq(self, queue: str, offset: int = 0, limit: int = 100) -> list[Job]:
         """Return jobs in the DLQ of `queue`, oldest first."""

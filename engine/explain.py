@@ -8,8 +8,9 @@ reads, never a script, never on the hot path) and returns a `Reason` per obstacl
 3. `concurrency`: its concurrency key is at its limit; `jobs` are the ids holding it.
 4. `parents`: parents that have not completed; `jobs` are their ids.
 5. `scheduled`: its `run_at` is ahead; `until_ms` is when.
-6. `no_worker`: no live worker serves its queue. Workers advertise the queues they serve, not
-   the tasks or versions they hold, so a worker lacking the job's task version is not detected.
+6. `no_worker`: no live worker serves its queue; or `no_version`: workers serve it, but none
+   with the job's task@version (the claim set it aside, or no worker stamped that version in
+   the queue's `served` HASH lately: engine/versions.py).
 7. `expired`: its deadline passed; the next claim or the cleaner ends it `expired`.
 
 A started or finished job has no reasons. Each reason names what to change (`target`: the
@@ -24,11 +25,16 @@ from typing import Any
 
 from .client import Client
 from .job import JobState
+from .keys import version_tag
+from .versions import ADVERTISE_S
 
 # The states of a job that has not started yet.
 WAITING_STATES = frozenset(
     {JobState.SCHEDULED, JobState.BLOCKED, JobState.SUBMITTED, JobState.UNSUBMITTED}
 )
+# A task@version stamped in `served` longer ago than this has no live worker (they stamp every
+# ADVERTISE_S).
+VERSION_STALE_MS = int(3 * ADVERTISE_S * 1000)
 # The most job ids a reason lists (holders of a concurrency key, parents).
 MAX_LISTED = 20
 
@@ -125,6 +131,19 @@ async def explain(client: Client, job_id: str, queue: str | None = None) -> list
         )
     if not any(job.queue in str(w.get("queues", "")).split(",") for w in await client.workers()):
         out.append(Reason("no_worker", f"no live worker serves queue {job.queue!r}", "workers"))
+    else:
+        tag = version_tag(job.task, job.version)
+        seen = await redis.hget(keys.served, tag)
+        aside = job.extra.get("unserved_at_ms")
+        if aside or not seen or now_ms - int(seen) > VERSION_STALE_MS:
+            since = f" (set aside at {_when(int(aside))})" if aside else ""
+            out.append(
+                Reason(
+                    "no_version",
+                    f"no live worker serving queue {job.queue!r} runs {tag}{since}",
+                    "workers",
+                )
+            )
     if job.deadline_ms is not None and job.deadline_ms <= now_ms:
         out.append(
             Reason(

@@ -40,7 +40,7 @@ QUEUE_KEYS: tuple[str, ...] = (
 # The KEYS of each Lua script, in order (engine/lua/<verb>-N.lua, N = len).
 SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "submit": (*QUEUE_KEYS, "repeat_due", "repeat_last"),
-    "claim": QUEUE_KEYS,
+    "claim": (*QUEUE_KEYS, "unserved"),
     "begin": ("started", "stats"),
     "heartbeat": ("started",),
     "progress": ("events",),
@@ -61,6 +61,8 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "declare": ("repeats", "repeat_due", "repeat_last", "declared"),
     "snapshot": ("events",),
     "trim": ("events", "stats", "missed"),
+    "unserved": (*QUEUE_KEYS, "unserved", "served"),
+    "drain": QUEUE_KEYS,
 }
 
 
@@ -138,8 +140,19 @@ def alive_key(prefix: str, worker_id: str) -> str:
     return f"{prefix}:alive:{worker_id}"
 
 
+def control_key(prefix: str, worker_id: str) -> str:
+    """Return the key of an order to one worker ("quiet", "stop"; absent: claim), which it
+    reads with its registry renewal (engine/control.py)."""
+    return f"{prefix}:control:{worker_id}"
+
+
+def version_tag(task: str, version: int | str) -> str:
+    """Return how a task version is named in the unserved and build SETs: `task@version`."""
+    return f"{task}@{version}"
+
+
 def stop_field(worker_id: str) -> str:
-    """Return the meta field that fences a stopping worker's claims (claim-11.lua reads it)."""
+    """Return the meta field that fences a stopping worker's claims (claim-12.lua reads it)."""
     return f"stop:{worker_id}"
 
 
@@ -209,6 +222,8 @@ class QueueKeys:
     def stats(self) -> str:
         """HASH of terminal state -> jobs that reached it (totals), plus metrics fields.
 
+        `waiting_version` counts the jobs set aside for a task version no claiming worker had
+        (claim-12.lua; the `unserved` SET and ZSETs hold them).
         `waiting_turn` counts the jobs waiting for their concurrency key's turn, and
         `turn|<waiting ZSET key>` those of one key (deleted at zero; common.lua's turn).
 
@@ -224,6 +239,36 @@ class QueueKeys:
         """HASH of queue settings (paused, rate_interval_ms), rate limiter state (tat fields) and
         `stop:<worker id>` while that worker stops (stop_field)."""
         return f"{self.base}:meta"
+
+    @property
+    def unserved(self) -> str:
+        """SET of the task@versions (version_tag) of the jobs set aside because the worker that
+        popped them lacks that version (claim-12.lua); each has a ZSET, `unserved_jobs`."""
+        return f"{self.base}:unserved"
+
+    @property
+    def unserved_prefix(self) -> str:
+        """Prefix of the ZSETs of jobs set aside per task@version; scripts append the tag."""
+        return f"{self.base}:unserved:"
+
+    def unserved_jobs(self, tag: str) -> str:
+        """Return the key of the ZSET of jobs waiting for a worker with task@version `tag`."""
+        return f"{self.unserved_prefix}{tag}"
+
+    @property
+    def served(self) -> str:
+        """HASH of task@version -> when a worker serving this queue with it was last seen (ms)."""
+        return f"{self.base}:served"
+
+    def build(self, digest: str) -> str:
+        """Return the key of the SET of task@versions a worker build runs (expires unless
+        renewed); `digest` names the set (engine/versions.py)."""
+        return f"{self.base}:build:{digest}"
+
+    @property
+    def draining(self) -> str:
+        """HASH of the queue's last drain (engine/drain.py): its progress and outcome."""
+        return f"{self.base}:draining"
 
     @property
     def job_prefix(self) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from .connection import connect
 from .keys import alive_key, workers_key
+from .probe import StatusFile
 from .reconnect import Reconnect
 from .settings import EngineSettings
 
@@ -38,9 +39,15 @@ class Liveness:
         # the thread, read by the worker's cleaner.
         self._ok_since: float | None = None
         self._thread = threading.Thread(target=self._main, name="liveness", daemon=True)
+        # What a probe on this host reads (engine/probe.py); `state` is set by the worker.
+        self.status_file = StatusFile(settings, worker_id)
+        self.status = self.status_file.status
+        # The worker's event loop: each beat asks it to stamp `status.loop_at`.
+        self.worker_loop: asyncio.AbstractEventLoop | None = None
 
-    def start(self) -> None:
+    def start(self, worker_loop: asyncio.AbstractEventLoop | None = None) -> None:
         """Start renewing; wait (at most the connect timeout) for the first renewal."""
+        self.worker_loop = worker_loop
         self._thread.start()
         self.ready.wait(self.settings.connect_timeout_s + 1)
 
@@ -50,6 +57,7 @@ class Liveness:
             with contextlib.suppress(RuntimeError):  # the thread's loop already ended
                 self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(timeout=self.settings.socket_timeout_s + 1)
+        self.status_file.remove()
 
     def steady_s(self) -> float | None:
         """Return how long renewals have succeeded without a failure (None: the last failed).
@@ -58,6 +66,17 @@ class Liveness:
         """
         ok_since = self._ok_since
         return None if ok_since is None else time.monotonic() - ok_since
+
+    def _stamp(self) -> None:
+        """Write the status file with this beat, and ask the worker's loop to stamp itself."""
+        self.status.beat_at = time.time()
+        self.status_file.write()
+        if self.worker_loop is not None:
+            with contextlib.suppress(RuntimeError):  # the worker's loop closed
+                self.worker_loop.call_soon_threadsafe(self._loop_ran)
+
+    def _loop_ran(self) -> None:
+        self.status.loop_at = time.time()
 
     def _main(self) -> None:
         try:
@@ -76,6 +95,7 @@ class Liveness:
         retry = Reconnect("liveness")
         try:
             while not self._stop.is_set():
+                self._stamp()
                 try:
                     now_ms = int(time.time() * 1000)
                     async with redis.pipeline(transaction=False) as pipe:
@@ -84,6 +104,7 @@ class Liveness:
                         await pipe.execute()
                     retry.ok()
                     self._ok_since = self._ok_since or time.monotonic()
+                    self.status.renewed_at = time.time()
                     self.ready.set()
                 except Exception as exc:
                     self._ok_since = None

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from .connection import server_ms
-from .keys import QueueKeys, alive_key, workers_key
+from .keys import QueueKeys, alive_key, worker_key, workers_key
 
 # Upper bounds (ms, ascending) of the buckets of the run time and queue wait histograms; the
 # scripts get them as BUCKETS_ARG. Counts kept under a bound no longer listed are read into the
@@ -88,6 +88,21 @@ class QueueMetrics:
     gap_entries: int = 0
     gap_rebuilt: int = 0
     gap_lost: int = 0
+    # Autoscaling: jobs a worker could claim now (ready, the queue not paused; not scheduled,
+    # blocked, waiting for a concurrency key's turn or for their task version), the age of the
+    # oldest of them, and the slots (concurrency) of the live workers serving the queue that
+    # claim (not quiet, not stopping or retiring).
+    runnable: int = 0
+    oldest_runnable_s: float = 0.0
+    worker_slots: int = 0
+    # task@version -> jobs waiting for a worker with that version (claim-12.lua).
+    waiting_for_version: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def runnable_per_slot(self) -> float:
+        """Return the runnable backlog per live worker slot (with no slot: per one slot, so a
+        queue with work and no worker asks for one)."""
+        return self.runnable / max(self.worker_slots, 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,8 +219,10 @@ async def mirror_lag(
     return length, undelivered + pending, age
 
 
-async def queue_metrics(redis: Redis, keys: QueueKeys, group: str, now_ms: int) -> QueueMetrics:
-    """Return the metrics of one queue."""
+async def queue_metrics(
+    redis: Redis, keys: QueueKeys, group: str, now_ms: int, slots: int = 0
+) -> QueueMetrics:
+    """Return the metrics of one queue (`slots`: of the live workers serving it)."""
     async with redis.pipeline(transaction=False) as pipe:
         pipe.hgetall(keys.stats)
         pipe.zcard(keys.submitted)
@@ -213,10 +230,13 @@ async def queue_metrics(redis: Redis, keys: QueueKeys, group: str, now_ms: int) 
         pipe.scard(keys.blocked)
         pipe.zcard(keys.started)
         pipe.zcard(keys.dlq)
-        stats, *sizes, dlq = await pipe.execute()
+        pipe.hget(keys.meta, "paused")
+        pipe.smembers(keys.unserved)
+        stats, *sizes, dlq, paused, unserved = await pipe.execute()
     jobs, run, wait = parse_stats(stats)
     depth = dict(zip(DEPTH_STATES, (int(n) for n in sizes), strict=True))
-    depth["submitted"] += int(stats.get("waiting_turn", 0))
+    runnable = 0 if paused == "1" else depth["submitted"]
+    depth["submitted"] += int(stats.get("waiting_turn", 0)) + int(stats.get("waiting_version", 0))
     oldest_ms = await oldest_waiting_ms(redis, keys, now_ms)
     length, backlog, lag_ms = await mirror_lag(redis, keys, group, now_ms)
     return QueueMetrics(
@@ -230,10 +250,44 @@ async def queue_metrics(redis: Redis, keys: QueueKeys, group: str, now_ms: int) 
         length,
         backlog,
         lag_ms / 1000,
-        int(stats.get("gap_entries", 0)),
-        int(stats.get("gap_rebuilt", 0)),
-        int(stats.get("gap_lost", 0)) + int(stats.get("gap_unrecorded", 0)),
+        gap_entries=int(stats.get("gap_entries", 0)),
+        gap_rebuilt=int(stats.get("gap_rebuilt", 0)),
+        gap_lost=int(stats.get("gap_lost", 0)) + int(stats.get("gap_unrecorded", 0)),
+        runnable=runnable,
+        oldest_runnable_s=oldest_ms / 1000 if runnable else 0.0,
+        worker_slots=slots,
+        waiting_for_version=await _waiting_for_version(redis, keys, sorted(unserved)),
     )
+
+
+async def _waiting_for_version(redis: Redis, keys: QueueKeys, tags: list[str]) -> dict[str, int]:
+    """Return task@version -> jobs set aside for it (none listed at zero)."""
+    if not tags:
+        return {}
+    async with redis.pipeline(transaction=False) as pipe:
+        for tag in tags:
+            pipe.zcard(keys.unserved_jobs(tag))
+        sizes = await pipe.execute()
+    return {tag: int(n) for tag, n in zip(tags, sizes, strict=True) if n}
+
+
+async def worker_slots(redis: Redis, prefix: str) -> dict[str, int]:
+    """Return queue -> slots (concurrency) of the live workers that claim from it."""
+    ids: list[str] = await redis.zrange(workers_key(prefix), 0, -1)  # type: ignore[assignment]
+    if not ids:
+        return {}
+    async with redis.pipeline(transaction=False) as pipe:
+        for worker_id in ids:
+            pipe.hmget(worker_key(prefix, worker_id), ["queues", "concurrency", "state"])
+            pipe.exists(alive_key(prefix, worker_id))
+        replies = await pipe.execute()
+    slots: dict[str, int] = {}
+    for (queues, concurrency, state), alive in zip(replies[::2], replies[1::2], strict=True):
+        if not alive or not queues or state not in (None, "claiming"):
+            continue
+        for queue in queues.split(","):
+            slots[queue] = slots.get(queue, 0) + int(concurrency or 0)
+    return slots
 
 
 async def read_metrics(
@@ -241,5 +295,9 @@ async def read_metrics(
 ) -> Metrics:
     """Return the metrics of `queues` and the workers alive; `group` is the mirror's."""
     now_ms = await server_ms(redis)
-    out = [await queue_metrics(redis, QueueKeys(prefix, q), group, now_ms) for q in queues]
+    slots = await worker_slots(redis, prefix)
+    out = [
+        await queue_metrics(redis, QueueKeys(prefix, q), group, now_ms, slots.get(q, 0))
+        for q in queues
+    ]
     return Metrics(tuple(out), await workers_alive(redis, prefix))

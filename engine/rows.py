@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 
 class Claimed(NamedTuple):
-    """One job claim-11.lua moved to `started` (options, parents, trace_context: None if none)."""
+    """One job claim-12.lua moved to `started` (options, parents, trace_context: None if none)."""
 
     id: str
     task: str

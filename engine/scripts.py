@@ -58,7 +58,7 @@ def _flag(value: bool) -> str:
 
 
 class ClaimOptions(TypedDict, total=False):
-    """claim-11.lua's ARGV after the job key prefix, in its header's order (Scripts.claim)."""
+    """claim-12.lua's ARGV after the job key prefix, in its header's order (Scripts.claim)."""
 
     events_maxlen: Required[int]
     max_jobs: Required[int]
@@ -67,11 +67,12 @@ class ClaimOptions(TypedDict, total=False):
     result_ttl_ms: Required[int]
     most_suspects: int  # -1 (the default): any number of suspects
     begin: bool
+    build: str  # the worker's build SET key ("": it runs every version)
     held: Sequence[str]
 
 
 def claim_argv(keys: QueueKeys, **options: Unpack[ClaimOptions]) -> list[Any]:
-    """Return claim-11.lua's ARGV (Scripts.claim).
+    """Return claim-12.lua's ARGV (Scripts.claim).
 
     The worker builds it itself to send a claim in a pipeline (its claim on wake-up) through
     `raw["claim"]`, and reads the reply with `claimed`.
@@ -79,11 +80,12 @@ def claim_argv(keys: QueueKeys, **options: Unpack[ClaimOptions]) -> list[Any]:
     o = options
     argv: list[Any] = [keys.job_prefix, o["events_maxlen"], o["max_jobs"], o["lease_ms"]]
     argv += [o["worker_id"], o["result_ttl_ms"], o.get("most_suspects", -1)]
-    return [*argv, BUCKETS_ARG if o.get("begin") else "", *o.get("held", ())]
+    argv += [BUCKETS_ARG if o.get("begin") else "", o.get("build", ""), keys.unserved_prefix]
+    return [*argv, *o.get("held", ())]
 
 
 def claimed(rows: list[list[Any]]) -> list[Claimed]:
-    """Read claim-11.lua's reply."""
+    """Read claim-12.lua's reply."""
     return [Claimed._make(row) for row in rows]
 
 
@@ -341,6 +343,31 @@ class Scripts:
             argv += (name, definition, "" if first_ms is None else first_ms)
         _, created, updated, removed, kept, conflicts = await self.raw["declare"](keys, argv)
         return Declared(int(created), int(updated), int(removed), int(kept), tuple(conflicts))
+
+    async def unserved(
+        self, keys: QueueKeys, *, events_maxlen: int, ttl_ms: int, drop_after_ms: int, max_jobs: int
+    ) -> int:
+        """Drop jobs set aside for a task version unserved for drop_after_ms; return how many."""
+        argv = [keys.job_prefix, events_maxlen, ttl_ms, keys.unserved_prefix, drop_after_ms]
+        return int(await self.raw["unserved"](keys, [*argv, max_jobs]))
+
+    async def drain(
+        self,
+        keys: QueueKeys,
+        *,
+        events_maxlen: int,
+        ttl_ms: int,
+        cutoff_ms: int,
+        source_key: str,
+        source_kind: str,
+        cursor: str,
+        max_jobs: int,
+    ) -> tuple[str, int, int]:
+        """Cancel one chunk of a waiting structure's jobs older than the cutoff; return the next
+        cursor ("": done), how many were cancelled and how many looked at."""
+        argv = [keys.job_prefix, events_maxlen, ttl_ms, cutoff_ms, source_key, source_kind]
+        nxt, cancelled, seen = await self.raw["drain"](keys, [*argv, cursor, max_jobs])
+        return str(nxt), int(cancelled), int(seen)
 
     async def snapshot(
         self, keys: QueueKeys, *, field: str = "", job_ids: Sequence[str]

@@ -103,6 +103,18 @@ class EngineSettings:
     # Per-job log lines (`job.log`): the newest lines kept, by count and by bytes of JSON text.
     job_log_max_lines: int = 200
     job_log_max_bytes: int = 64 * 1024
+    # Where workers write the status files probes read (engine/probe.py); "": a directory per
+    # prefix under the system's temporary directory.
+    status_dir: str = ""
+    # Recycling (0: no limit): a worker retires after claiming this many jobs, above this
+    # resident memory, or after this long; it stops claiming, lets its jobs finish within
+    # shutdown_grace_s and exits 0, for its supervisor to start a fresh one.
+    max_jobs: int = 0
+    max_rss_mib: float = 0.0
+    max_age_s: float = 0.0
+    # A job whose task version no worker serving its queue has is kept waiting for one; it is
+    # dropped when no worker with that version was seen for this long (and it waited as long).
+    unserved_drop_after_s: float = 3600.0
 
     def __post_init__(self) -> None:
         if not self.prefix or any(c in self.prefix for c in "{}"):
@@ -125,6 +137,9 @@ class EngineSettings:
             raise ConfigError(
                 f"min_repeat_interval_s must be >= 0, got {self.min_repeat_interval_s!r}"
             )
+        for name in ("max_jobs", "max_rss_mib", "max_age_s", "unserved_drop_after_s"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be 0 or more, got {getattr(self, name)!r}")
         if self.heartbeat_interval_s * 1000 >= self.lease_ms:
             raise ConfigError("heartbeat_interval_s must be shorter than lease_ms")
         if not 0.2 <= self.liveness_window_s <= self.lease_ms / 1000:

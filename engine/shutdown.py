@@ -12,6 +12,7 @@ from redis.asyncio import Redis
 from . import failpoints
 from .errors import RedisUnavailable
 from .keys import QueueKeys, stop_field
+from .liveness import Liveness
 from .runner import Kind, Outcome, StopReason
 from .settings import EngineSettings
 from .upkeep import Running, Upkeep
@@ -36,6 +37,7 @@ class ShutdownSteps:
     _forced: asyncio.Event
     _stopping: asyncio.Event
     _fencing: asyncio.Task[None] | None
+    liveness: Liveness
 
     if TYPE_CHECKING:  # Worker's own step, which these call
 
@@ -63,6 +65,8 @@ class ShutdownSteps:
         if self._stopping.is_set():
             return
         self._stopping.set()
+        if self.liveness.status.state == "claiming":
+            self.liveness.status.state = "stopping"
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # stopped before it ran: nothing was queued on the server

@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 from . import serializer
 from .context import JobContext
 from .job import Job
-from .keys import QueueKeys, worker_key, workers_key
+from .keys import QueueKeys, control_key, worker_key, workers_key
 from .runner import StopReason
 from .scripts import RenewJob, Scripts
 from .settings import EngineSettings
@@ -39,7 +39,7 @@ class Running:
     poison: str | None = None
     # Runs alone in the worker's child process (a suspect: an earlier run's process died).
     isolated: bool = False
-    # The claim began it (claim-11.lua): it starts without begin-2.lua.
+    # The claim began it (claim-12.lua): it starts without begin-2.lua.
     begun: bool = False
 
     def lease_ms(self, lease_ms: int) -> int:
@@ -120,9 +120,14 @@ class Upkeep:
         }
 
     async def register(
-        self, queues: Sequence[str], concurrency: int, records: Sequence[Running]
-    ) -> None:
-        """Write this worker's registry entry; it expires unless renewed."""
+        self,
+        queues: Sequence[str],
+        concurrency: int,
+        records: Sequence[Running],
+        state: str = "claiming",
+    ) -> str | None:
+        """Write this worker's registry entry (it expires unless renewed); return the order
+        waiting for it ("quiet", "stop"; None: claim; engine/control.py)."""
         now_ms = int(time.time() * 1000)
         ttl_ms = max(int(self.settings.heartbeat_interval_s * 1000 * 6), 3000)
         current = [
@@ -137,17 +142,22 @@ class Upkeep:
             "started_at_ms": str(self.started_at_ms),
             "heartbeat_at_ms": str(now_ms),
             "current_jobs": serializer.dumps(current).decode(),
+            # claiming, quiet, stopping or retiring (engine/probe.py's Status.state)
+            "state": state,
         }
         key = worker_key(self.settings.prefix, self.worker_id)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.hset(key, mapping=info)  # type: ignore[arg-type]
             pipe.pexpire(key, ttl_ms)
             pipe.zadd(workers_key(self.settings.prefix), {self.worker_id: now_ms})
-            await pipe.execute()
+            pipe.get(control_key(self.settings.prefix, self.worker_id))
+            *_, order = await pipe.execute()
+        return str(order) if order is not None else None
 
     async def deregister(self) -> None:
         """Remove this worker from the registry."""
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.delete(worker_key(self.settings.prefix, self.worker_id))
+            pipe.delete(control_key(self.settings.prefix, self.worker_id))
             pipe.zrem(workers_key(self.settings.prefix), self.worker_id)
             await pipe.execute()

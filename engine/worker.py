@@ -29,6 +29,7 @@ from .keys import QueueKeys
 from .liveness import Liveness
 from .outcomes import OutcomeWriter
 from .reconnect import Reconnect
+from .recycle import Recycler
 from .runner import Kind, Outcome, Runner, StopReason, error_info, stopped_outcome
 from .scheduler import Scheduler
 from .scripts import Scripts
@@ -38,6 +39,7 @@ from .sidewrites import SideWrites
 from .task import Registry, Task
 from .transitions import TransitionHooks
 from .upkeep import Running, Upkeep
+from .versions import Versions
 
 log = logging.getLogger("engine.worker")
 
@@ -78,6 +80,7 @@ class Worker(ClaimSteps, ShutdownSteps):
         self.upkeep = Upkeep(settings, self.redis, self.scripts, self.id)
         self._lines = 0
         self.side = SideWrites(self._side_code, self._crash_on_bug, settings.job_log_max_lines)
+        self.versions = Versions(settings, self.registry, self.queues)
         names = [k.queue for k in self.queues]
         self.scheduler = Scheduler(settings, self.redis, names)
         self.liveness = Liveness(settings, self.id, self._crash_from_thread)
@@ -96,9 +99,15 @@ class Worker(ClaimSteps, ShutdownSteps):
         self._slot_free = asyncio.Event()
         self._flush_wanted = asyncio.Event()
         self._stopping = asyncio.Event()
+        # Cleared while the worker is quiet (engine/control.py): it claims nothing, runs on.
+        self._claiming = asyncio.Event()
+        self._claiming.set()
         self._forced = asyncio.Event()
         self._fencing: asyncio.Task[None] | None = None  # Worker.stop's fence (shutdown.py)
         self._claim_retry = Reconnect("claim")
+        self.recycler = Recycler(settings)
+        self.claims = 0  # jobs claimed so far (max_jobs)
+        self.retired: str | None = None  # why it retired (recycling), as key=value text
         self._ahead = None
         # The first exception that killed one of the worker's loops (a bug): the process stops.
         self.crashed: BaseException | None = None
@@ -123,6 +132,36 @@ class Worker(ClaimSteps, ShutdownSteps):
             self._forced.set()
         self._fence()
         self._slot_free.set()
+        self._claiming.set()  # a quiet worker's claim loop wakes to see the stop
+
+    def retire(self, reason: str) -> None:
+        """Stop claiming for good, let running jobs finish, exit 0: a fresh worker follows."""
+        if self.retired is not None or self._stopping.is_set():
+            return
+        self.retired = reason
+        self.liveness.status.state = "retiring"
+        log.info("worker retiring id=%s %s", self.id, reason)
+        self.stop()
+
+    def _obey(self, order: str | None) -> None:
+        """Follow an order of engine/control.py: quiet, resume (no order) or stop."""
+        if self._stopping.is_set():
+            return
+        if order == "stop":
+            log.info("worker stopping id=%s by=control", self.id)
+            self.stop()
+        elif order == "quiet" and self._claiming.is_set():
+            self._claiming.clear()
+            self.liveness.status.state = "quiet"
+            log.info("worker quiet id=%s claims=off by=control", self.id)
+        elif order is None and not self._claiming.is_set():
+            self._claiming.set()
+            self.liveness.status.state = "claiming"
+            log.info("worker resumed id=%s claims=on by=control", self.id)
+
+    def _check_recycle(self) -> None:
+        if self.retired is None and (reason := self.recycler.reason(self.claims)) is not None:
+            self.retire(reason)
 
     async def run(self) -> None:
         """Run until stopped, or until the queues are empty in burst mode."""
@@ -135,7 +174,7 @@ class Worker(ClaimSteps, ShutdownSteps):
             self.settings.redacted_url,
         )
         self._loop = asyncio.get_running_loop()
-        await asyncio.to_thread(self.liveness.start)
+        await asyncio.to_thread(self.liveness.start, self._loop)
         if self.lane is not None:
             self.lane.warm()
         # Transitions made anywhere (cleaner, clients, other workers) reach the hooks from the
@@ -158,6 +197,7 @@ class Worker(ClaimSteps, ShutdownSteps):
         if transitions is not None:
             loops.append(asyncio.create_task(self._guard("hooks", transitions.run(flushed))))
         try:
+            await self._advertise_versions()
             await self._guard("claim", self._claim_loop())
             await self._shutdown()
         finally:
@@ -189,6 +229,17 @@ class Worker(ClaimSteps, ShutdownSteps):
             log.info("worker stopped id=%s %s", self.id, stats)
         if self.crashed is not None:
             raise LoopCrashed(f"worker {self.id}: a loop crashed") from self.crashed
+
+    async def _advertise_versions(self) -> None:
+        """Name this worker's task versions before its first claim (else it would claim jobs of
+        versions it lacks); wait while Redis is away."""
+        retry = Reconnect("versions")
+        while not self._stopping.is_set():
+            try:
+                await self.versions.advertise(self.redis, force=True)
+                return
+            except Exception as exc:
+                await retry.failed(exc)
 
     async def _guard(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
         """Run one loop; a bug in it stops the whole worker (it must not live on without it)."""
@@ -371,10 +422,16 @@ class Worker(ClaimSteps, ShutdownSteps):
                     elif code < 0:
                         self.writer.count(Outcome(rec.job, Kind.FAILED), "heartbeat", code)
                         self._stop_job(rec, StopReason.LEASE_LOST)
-                await self.upkeep.register(
-                    [k.queue for k in self.queues], self.concurrency, records
+                order = await self.upkeep.register(
+                    [k.queue for k in self.queues],
+                    self.concurrency,
+                    records,
+                    self.liveness.status.state,
                 )
+                self._obey(order)
+                await self.versions.advertise(self.redis)
                 retry.ok()
+                self._check_recycle()
             except Exception as exc:
                 await retry.failed(exc)
                 continue

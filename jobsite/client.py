@@ -120,6 +120,12 @@ def _flow(jobs: Iterable[Mapping[str, Any]], on_parent_failure: str | None) -> d
     return body
 
 
+def _order(action: str, worker: str | None, host: str | None, queue: str | None) -> dict[str, Any]:
+    """Return the body of POST /workers/control (selectors left out when not given)."""
+    chosen = {"worker": worker, "host": host, "queue": queue}
+    return {"action": action, **{k: v for k, v in chosen.items() if v is not None}}
+
+
 def _answer(response: httpx.Response) -> Any:
     """Return `_check`'s answer; None for 204 No Content."""
     return None if response.status_code == 204 else _check(response)
@@ -237,6 +243,22 @@ class JobsiteClient(ScheduleCalls):
         """Set a queue's rate limit ("10/s"; None lifts it), and pause or resume it."""
         body = {"rate_limit": rate_limit, **({} if paused is None else {"paused": paused})}
         return _check(self.http.put(f"/queues/{_segment(name)}/limits", json=body))  # type: ignore[no-any-return]
+
+    def workers(self) -> list[dict[str, Any]]:
+        """Return the live workers: queues, concurrency, current jobs, state."""
+        return _check(self.http.get("/workers"))  # type: ignore[no-any-return]
+
+    def control_workers(
+        self,
+        action: str,
+        worker: str | None = None,
+        host: str | None = None,
+        queue: str | None = None,
+    ) -> list[str]:
+        """Quiet, resume or stop one worker, every worker of a host or of a queue (exactly one
+        of them); return the ids of the workers told. They obey within a second."""
+        body = _order(action, worker, host, queue)
+        return _check(self.http.post("/workers/control", json=body))["workers"]  # type: ignore[no-any-return]
 
     def get(self, job_id: str) -> dict[str, Any]:
         """Return a job: state, progress, result, errors per attempt, history."""
@@ -358,6 +380,22 @@ class AsyncJobsiteClient(ScheduleCalls):
         body = {"rate_limit": rate_limit, **({} if paused is None else {"paused": paused})}
         path = f"/queues/{_segment(name)}/limits"
         return _check(await self.http.put(path, json=body))  # type: ignore[no-any-return]
+
+    async def workers(self) -> list[dict[str, Any]]:
+        """Return the live workers: queues, concurrency, current jobs, state."""
+        return _check(await self.http.get("/workers"))  # type: ignore[no-any-return]
+
+    async def control_workers(
+        self,
+        action: str,
+        worker: str | None = None,
+        host: str | None = None,
+        queue: str | None = None,
+    ) -> list[str]:
+        """Quiet, resume or stop workers (see JobsiteClient.control_workers)."""
+        body = _order(action, worker, host, queue)
+        answer = _check(await self.http.post("/workers/control", json=body))
+        return answer["workers"]  # type: ignore[no-any-return]
 
     async def get(self, job_id: str) -> dict[str, Any]:
         """Return a job."""

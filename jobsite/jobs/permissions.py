@@ -31,6 +31,7 @@ class Perm(StrEnum):
     RETRY = "retry_job"  # retry, bulk retry, DLQ resubmit, replay
     PURGE = "purge_job"
     CHANGE_QUEUE = "change_queuerecord"  # pause, resume, limits, schedules (SPEC: change_queue)
+    CONTROL_WORKER = "change_workerrecord"  # quiet, resume, stop workers
 
     @property
     def full(self) -> str:
@@ -52,6 +53,7 @@ GROUPS: dict[str, list[str]] = {
         Perm.RETRY,
         Perm.PURGE,
         Perm.CHANGE_QUEUE,
+        Perm.CONTROL_WORKER,
     ],
 }
 

@@ -1,7 +1,8 @@
 """The app's URLs: a project mounts them with `path("jobs/", include("jobsite.jobs.urls"))`.
 
 The dashboard is under `dashboard/`, the JSON API under `api/v1/` (its docs at `api/v1/docs`),
-Prometheus metrics at `metrics`.
+Prometheus metrics at `metrics`, probes at `healthz` and `readyz` (engine/probe.py's twins
+for the web app).
 Reverse them as `jobsite:dashboard` and `jobsite:api:<name>`.
 """
 
@@ -11,6 +12,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from jobsite.jobs.api.root import api
 from jobsite.jobs.web.metrics import scrape
+from jobsite.jobs.web.probes import healthz, readyz
 from jobsite.jobs.web.views import dashboard, dead_letters, job, queues, schedules
 
 app_name = "jobsite"
@@ -32,4 +34,6 @@ urlpatterns = [
     path("api/v1/", api.urls),
     re_path(r"^api/v1/(?P<rest>.*)$", api_not_found),
     path("metrics", scrape, name="metrics"),
+    path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
 ]

@@ -1,6 +1,6 @@
 """What an operator relies on, in headless Chromium: Redis away said and survived, the job list.
 
-Runs the README's main command (`python -m jobsite.serve`) on a private Redis this test owns
+Runs the README's main command (`python -m demo.serve`) on a private Redis this test owns
 (so it can pause and kill it) and a temporary SQLite file.
 """
 
@@ -20,8 +20,8 @@ from urllib.parse import parse_qs, urlsplit
 from zoneinfo import ZoneInfo
 
 import pytest
-from jobsite.demo_tasks import charge_card, convert_price, resize_image, send_email
 
+from demo.demo_tasks import charge_card, convert_price, resize_image, send_email
 from engine import EngineSettings, JobState
 from engine.devserver import RedisServer, free_port
 from tests import serving

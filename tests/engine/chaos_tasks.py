@@ -213,3 +213,16 @@ async def give_up(job: JobContext) -> None:
     ledger("start", job)
     ledger("raise", job)
     raise ValueError("never works")
+
+
+# What chaos.leak keeps alive: 5 MiB more each run, never freed.
+_LEAKED: list[bytes] = []
+
+
+@task(name="chaos.leak", takes_context=True)
+async def leak(job: JobContext) -> None:
+    """Leak 5 MiB a run (touched, so it is resident): recycling by max_rss_mib must catch it."""
+    ledger("start", job)
+    _LEAKED.append(os.urandom(5 << 20))
+    await asyncio.sleep(0.05)
+    ledger("end", job)

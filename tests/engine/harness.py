@@ -45,6 +45,8 @@ class WorkerProc:
         queues: str = "default",
         env: dict[str, str] | None = None,
         tunables: bool = True,
+        tasks: str = "tests.engine.chaos_tasks",
+        extra: tuple[str, ...] = (),
         **overrides: Any,
     ) -> None:
         settings = {**(TUNABLES if tunables else {}), **overrides}
@@ -56,7 +58,7 @@ class WorkerProc:
             "--url",
             url,
             "--tasks",
-            "tests.engine.chaos_tasks",
+            tasks,
             "--queues",
             queues,
             "--concurrency",
@@ -64,6 +66,7 @@ class WorkerProc:
         ]
         for name, value in settings.items():
             self.cmd += ["--set", f"{name}={value}"]
+        self.cmd += extra
         self.env = {
             **os.environ,
             "PYTHONPATH": os.getcwd(),

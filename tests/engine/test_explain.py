@@ -38,6 +38,7 @@ async def test_each_waiting_job_says_why_it_waits(settings: EngineSettings, clie
         await client.wait(first.id, timeout_s=5)
         rated = await client.enqueue(t.add.using(queue="rated"), 1, 2)
         await _until_state(client, rated.id, "scheduled")
+        unbuilt = await client.enqueue(t.versioned_v2.using(queue="ex"))  # no worker has it
         lonely = await client.enqueue(t.add.using(queue="lonely"), 1, 2)
         stale = await client.enqueue(t.add.using(queue="lonely", ttl_s=0.05), 1, 2)
         await asyncio.sleep(0.1)
@@ -50,6 +51,8 @@ async def test_each_waiting_job_says_why_it_waits(settings: EngineSettings, clie
         assert await why(child.id) == [("parents", "job", [holder.id])]
         assert await why(later.id) == [("scheduled", "job", [later.id])]
         assert await why(lonely.id) == [("no_worker", "workers", [])]
+        [version] = await explain(client, unbuilt.id)
+        assert version.code == "no_version" and "runs versioned@2" in version.message
         assert await why(stale.id) == [("no_worker", "workers", []), ("expired", "job", [stale.id])]
         assert await why(holder.id) == []  # started: nothing to explain
         [limit] = await explain(client, rated.id)

@@ -18,7 +18,8 @@ from typing import Any
 import redis
 from redis.crc import key_slot
 
-from engine import Client, EngineSettings, JobState, QueueKeys, declared_repeatable
+from engine import Client, EngineSettings, JobState, QueueKeys, declared_repeatable, task_ref
+from engine import drain as engine_drain
 from engine.cleaner import Cleaner
 from engine.declared import sync_declared
 from engine.devserver import RedisServer
@@ -105,6 +106,13 @@ async def _workload(settings: EngineSettings) -> None:
             result_ttl_ms=60_000,
         )
         assert await scripts.disown(slow, events_maxlen=1000, worker_id="w1", held=[]) == [lost.id]
+        # A job of a version no worker has is set aside (claim), then a drain cancels it.
+        aside = await c.enqueue(task_ref("nobody.home", version=9))
+        await drain(settings, [t.add])
+        assert (await c.counts("default"))["waiting_version"] >= 1
+        assert await engine_drain.begin(c, "default", by="test") is not None
+        assert await engine_drain.run(c, "default") >= 1
+        assert (await c.get(aside.id)).state is JobState.CANCELLED
 
 
 def _keys_of(r: redis.Redis, command: str) -> list[str]:

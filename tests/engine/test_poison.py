@@ -77,7 +77,9 @@ async def test_poison_payloads(
             )
             r.zadd(keys.submitted, {name: 0})
         r.zadd(keys.marker, {"0": 0})
-    worker = WorkerProc(settings.redis_url, tmp_path / "ledger.jsonl", concurrency=20).start()
+    worker = WorkerProc(
+        settings.redis_url, tmp_path / "ledger.jsonl", concurrency=20, unserved_drop_after_s=0.5
+    ).start()
     procs.append(worker)
     start = time.monotonic()
     await wait_terminal(client, list(POISON), 5)

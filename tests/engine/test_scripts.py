@@ -80,6 +80,7 @@ _DERIVED = (
     "children set key prefix",
     "number of",
     "histogram bucket bounds",
+    "unserved zset key prefix",
 )
 
 
@@ -134,7 +135,7 @@ def test_each_typed_method_takes_its_headers_argv_in_order() -> None:
 
 
 async def test_key_count_is_checked(client: Client) -> None:
-    with pytest.raises(ValueError, match="claim takes 11 keys"):
+    with pytest.raises(ValueError, match="claim takes 12 keys"):
         await client.scripts.raw["claim"](["only-one"], [])
 
 

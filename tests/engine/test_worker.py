@@ -156,15 +156,34 @@ async def test_dead_letter_policy_none_skips_the_dlq(
         assert 0 < r.pttl(client.keys("default").job(job.id)) <= 60_000
 
 
-async def test_unknown_name_or_version_is_dropped(client: Client, settings: EngineSettings) -> None:
+async def test_unknown_name_or_version_waits_then_is_dropped(
+    client: Client, settings: EngineSettings
+) -> None:
+    """A job whose task version the worker lacks waits for a worker that has it (set aside,
+    still `submitted`); with none seen for unserved_drop_after_s, the cleaner drops it."""
     unknown = await client.enqueue(task_ref("nobody.home"))
     wrong_version = await client.enqueue(task_ref("versioned", version=1))
     right_version = await client.enqueue(task_ref("versioned", version=2))
     await drain(settings, ALL)
-    assert (await client.get(unknown.id)).state is JobState.DROPPED
-    assert (await client.get(wrong_version.id)).state is JobState.DROPPED
     assert (await client.get(right_version.id)).result == "v2"
+    for job in (unknown, wrong_version):
+        got = await client.get(job.id)
+        assert got.state is JobState.SUBMITTED and "unserved_at_ms" in got.extra
+    counts = (await client.queue_states(["default"]))[0][1]
+    assert counts["submitted"] == 2 and counts["waiting_version"] == 2
+    brief = dataclasses.replace(settings, unserved_drop_after_s=0.2, cleaner_interval_s=0.05)
+    await asyncio.sleep(0.3)
+    await drain(brief, ALL)
+    deadline = asyncio.get_running_loop().time() + 5
+    while (await client.get(unknown.id)).state is not JobState.DROPPED:
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.05)
+        await drain(brief, ALL)
+    assert (await client.get(wrong_version.id)).state is JobState.DROPPED
+    dropped = await client.get(unknown.id)
+    assert dropped.errors[-1]["type"] == "UnknownTask" and "nobody.home@1" in str(dropped.errors)
     assert {j.id for j in await client.dlq("default")} == {unknown.id, wrong_version.id}
+    assert (await client.queue_states(["default"]))[0][1]["waiting_version"] == 0
 
 
 async def test_resubmit_from_dlq(client: Client, settings: EngineSettings) -> None:

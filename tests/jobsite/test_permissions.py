@@ -119,6 +119,10 @@ def api_table(jobs: Fixture) -> list[tuple[str, str, Any, Perm]]:
         ("post", "/dead-letters/purge", {"fingerprint": BOOM, "dry_run": True}, Perm.PURGE),
         ("get", "/queues/default", None, Perm.VIEW),
         ("put", "/queues/default/limits", {"rate_limit": "100/s"}, Perm.CHANGE_QUEUE),
+        ("get", "/scaling", None, Perm.VIEW),
+        ("get", "/queues/default/drain", None, Perm.VIEW),
+        # A host without workers: the order reaches nobody, the permission is checked all the same.
+        ("post", "/workers/control", {"action": "quiet", "host": "no-such"}, Perm.CONTROL_WORKER),
         (
             "post",
             "/flows",
@@ -130,6 +134,8 @@ def api_table(jobs: Fixture) -> list[tuple[str, str, Any, Perm]]:
             },
             Perm.SUBMIT,
         ),
+        # Last: it cancels the waiting jobs of the queue (in the background).
+        ("post", "/queues/default/drain", None, Perm.CANCEL),
     ]
 
 

@@ -29,7 +29,8 @@
   end it, and in turn its own children).
   unblock_children(Q, children): count a completed parent off each waiting child; a child with
   no unfinished parent left becomes `submitted` (or `scheduled` when its run_at is ahead).
-  unqueue(Q, id): remove a queued job from every queue structure.
+  unqueue(Q, id): remove a queued job from every queue structure (a job set aside for its task
+  version too: its `unserved` ZSET, stats' waiting_version; claim-12.lua).
   attach_parents(Q, id, parents): register the job with each parent (ids) that exists and has
   not completed (Q.children: the children SET key prefix); return how many, and one that
   already ended without completing as {id, state} (or nil).
@@ -60,7 +61,7 @@
   (in chunks of 1,000, below Lua's unpack limit) instead of once a job.
   begin_fields(t, started_before, now_s, isolated): put the fields that begin a claimed job into
   `t` (begun, its start stamp: started_at_ms, or retried_at_ms when it started before, the
-  heartbeat, and isolated when '1': release and retry delete it); claim-11.lua and begin-2.lua
+  heartbeat, and isolated when '1': release and retry delete it); claim-12.lua and begin-2.lua
   both write these.
 ]]
 local rcall = redis.call
@@ -222,6 +223,11 @@ local function finish(Q, key, id)
 end
 
 local function unqueue(Q, id)
+  local aside = rcall('HGET', Q.prefix .. id, 'unserved')
+  if aside then
+    if rcall('ZREM', aside, id) == 1 then rcall('HINCRBY', Q.stats, 'waiting_version', -1) end
+    rcall('HDEL', Q.prefix .. id, 'unserved', 'unserved_at_ms')
+  end
   rcall('ZREM', Q.submitted, id)
   rcall('ZREM', Q.scheduled, id)
   rcall('SREM', Q.blocked, id)

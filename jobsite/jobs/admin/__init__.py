@@ -310,6 +310,32 @@ class ViewOnlyAdmin(admin.ModelAdmin):
 @admin.register(WorkerRecord)
 class WorkerAdmin(ViewOnlyAdmin):
     list_display = ("id", "host", "pid", "queues", "concurrency", "heartbeat_at", "started_at")
+    actions = ("quiet_workers", "resume_workers", "stop_workers")
+
+    def has_control_permission(self, request: HttpRequest) -> bool:
+        return user_allows(request.user, Perm.CONTROL_WORKER)
+
+    def _order(self, request: HttpRequest, queryset: QuerySet[WorkerRecord], what: str) -> None:
+        """Give the selected workers that are still live an order; audit and report it."""
+        wanted = set(queryset.values_list("id", flat=True))
+        live = [w for w in services.workers() if w["id"] in wanted]
+        told = services.control(what, live)
+        audit.record(request.user, f"worker {what}", told, "admin", model=WorkerRecord)
+        gone = len(wanted) - len(told)
+        note = f" ({gone} no longer live)" if gone else ""
+        self.message_user(request, f"{what}: {len(told)} workers told{note}")
+
+    @admin.action(description="Quiet: stop claiming, finish what runs", permissions=["control"])
+    def quiet_workers(self, request: HttpRequest, queryset: QuerySet[WorkerRecord]) -> None:
+        self._order(request, queryset, "quiet")
+
+    @admin.action(description="Resume claiming", permissions=["control"])
+    def resume_workers(self, request: HttpRequest, queryset: QuerySet[WorkerRecord]) -> None:
+        self._order(request, queryset, "resume")
+
+    @admin.action(description="Stop gracefully", permissions=["control"])
+    def stop_workers(self, request: HttpRequest, queryset: QuerySet[WorkerRecord]) -> None:
+        self._order(request, queryset, "stop")
 
 
 @admin.register(OutboxEntry)

@@ -17,7 +17,7 @@ from django.utils import timezone
 from ninja import Query, Router, Status
 from ninja.errors import HttpError
 
-from engine import InvalidArguments, JobNotFound, Task
+from engine import InvalidArguments, JobNotFound, Task, version_tag
 from engine import Job as EngineJob
 from engine.explain import WAITING_STATES
 from jobsite.jobs import audit, services
@@ -108,6 +108,12 @@ def _engine_values(job: EngineJob) -> dict[str, Any]:
     )
     values.update(logs=job.logs, logs_dropped=job.logs_dropped or 0)
     values.update(fingerprint=job.fingerprint or "", replay_of=job.replay_of or "")
+    aside_ms = job.extra.get("unserved_at_ms")
+    if aside_ms:  # waits for a worker with its task version (engine/versions.py)
+        values.update(
+            waiting_for_version=version_tag(job.task, job.version),
+            waiting_for_version_since=_dt(int(aside_ms)),
+        )
     for name in ("submitted_at", "started_at", "retried_at", "completed_at", "run_at"):
         values[name] = _dt(getattr(job, f"{name}_ms"))
     return values
@@ -418,7 +424,7 @@ async def workers(request: HttpRequest) -> list[WorkerOut]:
     """Live workers and what each runs."""
     rights = await aneed(request, Perm.VIEW)
     return [
-        WorkerOut(**{k: w[k] for k in WorkerOut.model_fields})
+        WorkerOut(**{k: w[k] for k in WorkerOut.model_fields if k in w})
         for w in rights.narrow_workers(await services.aworkers())
     ]
 

@@ -27,13 +27,16 @@ from engine import (
 )
 from engine.errors import ConfigError
 from jobsite.jobs.api.charts import router as charts_router
+from jobsite.jobs.api.drain import router as drains
 from jobsite.jobs.api.flows import router as flows
 from jobsite.jobs.api.health import router as health_router
 from jobsite.jobs.api.jobs import router
 from jobsite.jobs.api.queues import router as queues
+from jobsite.jobs.api.scaling import router as scaling
 from jobsite.jobs.api.schedules import router as schedules_router
 from jobsite.jobs.api.tokens import AUTH
 from jobsite.jobs.api.triage import router as triage_router
+from jobsite.jobs.api.workers import router as workers
 
 log = logging.getLogger("jobsite.api")
 
@@ -76,6 +79,9 @@ api.add_router("/", triage_router)
 api.add_router("/", charts_router)
 api.add_router("/", flows)
 api.add_router("/", queues)
+api.add_router("/", scaling)
+api.add_router("/", workers)
+api.add_router("/", drains)
 api.add_router("/", health_router)
 
 

@@ -112,6 +112,10 @@ class JobDetailOut(JobOut):
     parents: list[RelatedOut] = []
     children: list[RelatedOut] = []
     flow: list[RelatedOut] = []
+    # Set while the job waits for a worker with its task version (a rolling deploy): its
+    # task@version, and since when no claiming worker had it (claim-12.lua).
+    waiting_for_version: str = ""
+    waiting_for_version_since: datetime | None = None
     # Why it has not started, in order ([] once it started or ended).
     waiting: list[WaitingOut] = []
 
@@ -163,6 +167,8 @@ class WorkerOut(Out):
     current_jobs: list[dict[str, Any]]
     started_at_ms: int
     heartbeat_at_ms: int
+    # claiming, quiet (told to stop claiming), stopping or retiring (recycling)
+    state: str = "claiming"
 
 
 class StatsPoint(Out):

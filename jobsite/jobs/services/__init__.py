@@ -12,7 +12,8 @@ import dataclasses
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from datetime import timedelta
 from typing import Any, NamedTuple
 
@@ -34,6 +35,8 @@ from engine import (
     explain,
     sync_declared,
 )
+from engine import control as engine_control
+from engine import drain as engine_drain
 from engine.cluster import is_cluster
 from engine.keys import health_key
 from engine.schedule_health import ScheduleHealth, schedule_health, swap_state
@@ -447,6 +450,44 @@ resubmit, aresubmit = twins(_resubmit)
 resubmit_dlq, aresubmit_dlq = twins(_resubmit_dlq)
 purge, apurge = twins(_purge)
 set_paused, aset_paused = twins(_set_paused)
+
+
+async def _control(client: Client, what: str, workers: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Give workers (registry entries, engine/control.py's select) an order: quiet, resume or
+    stop; return the ids told."""
+    return await engine_control.send(
+        client.redis, client.settings.prefix, engine_control.order(what), workers
+    )
+
+
+control, acontrol = twins(_control)
+
+
+async def _drain_begin(client: Client, queue: str, by: str) -> dict[str, str] | None:
+    """Mark a drain of `queue` running (engine/drain.py); None when one already runs."""
+    return await engine_drain.begin(client, queue, by)
+
+
+async def _drain_run(client: Client, queue: str) -> int:
+    """Drain `queue` as begun; return how many jobs were cancelled."""
+    return await engine_drain.run(client, queue)
+
+
+async def _drain_status(client: Client, queue: str) -> dict[str, str]:
+    """Return the queue's last drain record ({}: never drained)."""
+    return await engine_drain.status(client, queue)
+
+
+drain_begin, adrain_begin = twins(_drain_begin)
+drain_run, adrain_run = twins(_drain_run)
+drain_status, adrain_status = twins(_drain_status)
+
+
+def drain_in_background(queue: str) -> Future[int]:
+    """Run a begun drain of `queue` on the engine loop, not waiting for it; return its future."""
+    return engineloop.engine_loop().submit(
+        engine_settings(), lambda client: engine_drain.run(client, queue)
+    )
 
 
 async def _metrics_snapshot(client: Client, names: Iterable[str] | None = None) -> Metrics:

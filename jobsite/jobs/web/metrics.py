@@ -166,12 +166,43 @@ class EngineCollector(Collector):
                 "Jobs whose trimmed events could not be rebuilt (hash gone), ever.",
                 "gap_lost",
             ),
+            (
+                "jobsite_queue_runnable_jobs",
+                "Jobs a worker could claim now (ready, queue not paused; not scheduled, blocked,"
+                " waiting for a concurrency key's turn or for their task version).",
+                "runnable",
+            ),
+            (
+                "jobsite_queue_oldest_runnable_seconds",
+                "Age of the oldest runnable job; 0 when none (scale on this and the next).",
+                "oldest_runnable_s",
+            ),
+            (
+                "jobsite_queue_worker_slots",
+                "Concurrency of the live workers claiming from the queue.",
+                "worker_slots",
+            ),
+            (
+                "jobsite_queue_runnable_per_slot",
+                "Runnable jobs per live worker slot (per one slot when there is none).",
+                "runnable_per_slot",
+            ),
         )
         for name, doc, attr in rows:
             family = GaugeMetricFamily(name, doc, labels=["queue"])
             for q in snapshot.queues:
                 family.add_metric([q.queue], float(getattr(q, attr)))
             yield family
+        versions = GaugeMetricFamily(
+            "jobsite_queue_waiting_for_version",
+            "Jobs waiting for a worker with their task version (a rolling deploy).",
+            labels=["queue", "task", "version"],
+        )
+        for q in self.snapshot.queues:
+            for tag, n in sorted(q.waiting_for_version.items()):
+                task, _, version = tag.rpartition("@")
+                versions.add_metric([q.queue, task, version], n)
+        yield versions
 
 
 def _refused(verdict: Access) -> HttpResponse:

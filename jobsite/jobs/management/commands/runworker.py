@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal
 import time
@@ -20,7 +21,12 @@ from jobsite.jobs.heap import worker_heap
 from jobsite.jobs.history.charts import sample_depth
 from jobsite.jobs.history.health import acheck
 from jobsite.jobs.history.mirror import Mirror
-from jobsite.jobs.history.reconcile import find_unmirrored, reconcile, sync_queues, sync_workers
+from jobsite.jobs.history.reconcile import (
+    find_unmirrored,
+    reconcile,
+    sync_queues,
+    sync_workers,
+)
 from jobsite.jobs.history.retention import prune
 from jobsite.jobs.services import relay_once
 from jobsite.jobs.tasks import schedules
@@ -45,6 +51,11 @@ class Command(BaseCommand):
             "--only", default=",".join(LOOPS), help=f"comma-separated loops to run, of {LOOPS}"
         )
         parser.add_argument("--reconcile-interval", type=float, default=60.0)
+        parser.add_argument("--max-jobs", type=int, default=None, help="retire after N jobs")
+        parser.add_argument(
+            "--max-rss-mib", type=float, default=None, help="retire above this resident memory"
+        )
+        parser.add_argument("--max-age-s", type=float, default=None, help="retire after this")
 
     def handle(self, *args: Any, **options: Any) -> None:
         loops = {name.strip() for name in options["only"].split(",") if name.strip()}
@@ -94,7 +105,8 @@ class Command(BaseCommand):
                 await worker.run()
                 if options["burst"] and not crashed:
                     await self._drain(mirror)
-                    stopping.set()
+                # Burst done, or retired (recycling): the process exits, its loops with it.
+                stopping.set()
             await stopping.wait()
             await asyncio.gather(*background.values(), return_exceptions=True)
         except LoopCrashed as exc:
@@ -157,7 +169,7 @@ class Command(BaseCommand):
     def _worker(queues: list[str], limits: dict[str, int], options: dict[str, Any]) -> Worker:
         """Return the engine worker, with the project's tasks and its Django signals."""
         return Worker(
-            conf.engine_settings(),
+            dataclasses.replace(conf.engine_settings(), **recycling_flags(options)),
             load_tasks(conf.task_modules()),
             isolation=isolation(conf.task_modules()),
             queues=queues,
@@ -211,3 +223,9 @@ class Command(BaseCommand):
         await mirror.start()
         while await mirror.step(block_ms=200):
             pass
+
+
+def recycling_flags(options: dict[str, Any]) -> dict[str, Any]:
+    """Return the recycling settings given as flags (the rest keep JOBSITE's values)."""
+    names = ("max_jobs", "max_rss_mib", "max_age_s")
+    return {name: options[name] for name in names if options.get(name) is not None}

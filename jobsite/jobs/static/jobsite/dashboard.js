@@ -43,11 +43,19 @@
     $("#queues tbody").innerHTML = queues.map(([name, c]) => `<tr><td>${esc(name)}${data.paused[name] ? " <small>(paused)</small>" : ""}</td>
       <td>${c.submitted}</td><td>${c.scheduled}</td><td>${c.started}</td><td>${c.dlq}</td><td>${c.completed_total}</td><td>${c.failed_total}</td>
       <td>${data.oldest_waiting_s && data.oldest_waiting_s[name] != null ? Math.round(data.oldest_waiting_s[name]) + " s" : "–"}</td>
+<<<<<<< HEAD
       <td>${may("change_queue") ? `<button data-queue="${esc(name)}" data-action="${data.paused[name] ? "resume" : "pause"}">${data.paused[name] ? "resume" : "pause"}</button>` : ""}</td></tr>`).join("")
       || `<tr><td colspan="9" class="empty">no queue configured</td></tr>`;
     $("#workers ul").innerHTML = (data.workers || []).map((w) => `<li><b>${esc(w.id)}</b> ${esc(w.queues)} · ${w.current_jobs.length}/${w.concurrency} busy · seen ${Math.max(0, Math.round((Date.now() - w.heartbeat_at_ms) / 1000))} s ago</li>`).join("") || "<li>none</li>";
     $("#running ul").innerHTML = (data.running || []).map((j) => `<li data-id="${esc(j.id)}"><a href="${esc(jobPage(j.id))}">${esc(j.task)}</a> <small>${esc(j.id)}</small>
       ${may("cancel") ? `<button data-job="${esc(j.id)}" data-action="cancel">cancel</button>` : ""}
+=======
+      <td>${may("change_queue") ? `<button data-queue="${esc(name)}" data-action="${data.paused[name] ? "resume" : "pause"}">${data.paused[name] ? "resume" : "pause"}</button>` : ""}</td></tr>`).join("");
+    $("#workers ul").innerHTML = (data.workers || []).map((w) => `<li data-worker="${esc(w.id)}"><b>${esc(w.id)}</b> ${esc(w.queues)} · ${w.current_jobs.length}/${w.concurrency} busy · seen ${Math.round((Date.now() - w.heartbeat_at_ms) / 1000)}s ago
+      · <span class="worker-state state-${esc(w.state || "claiming")}">${esc(w.state || "claiming")}</span>
+      ${may("control_worker") ? workerButtons(w) : ""}</li>`).join("") || "<li>none</li>";
+    $("#running ul").innerHTML = (data.running || []).map((j) => `<li>${esc(j.task)} <small>${esc(j.id)}</small>
+>>>>>>> wt38
       <div class="bar"><span style="width:${Math.max(0, Math.min(100, j.progress || 0))}%"></span></div><small>${esc(j.progress_message)}</small></li>`).join("") || "<li>nothing running</li>";
     const failures = data.failures || [];
     $("#failures ul").innerHTML = failures.slice(0, FAILURES_SHOWN).map((f) => `<li data-id="${esc(f.id)}"><b>${esc(f.task)}</b> <span class="state-${esc(f.state)}">${esc(f.state)}</span> <a href="${esc(jobPage(f.id))}"><small>${esc(f.id)}</small></a>
@@ -56,8 +64,52 @@
     $("#failures .more").hidden = failures.length <= FAILURES_SHOWN;
   }
 
+<<<<<<< HEAD
   async function act(path, method, question, done) {
     if (!await ask(question, {confirm: "Yes", danger: method === "DELETE"})) return;
+=======
+  // Quiet, resume and stop for one worker, and for every worker of its host (engine/control.py).
+  function workerButtons(w) {
+    const state = w.state || "claiming";
+    const orders = state === "quiet" ? ["resume", "stop"] : state === "claiming" ? ["quiet", "stop"] : [];
+    const one = orders.map((o) => `<button data-order="${o}" data-worker="${esc(w.id)}">${o}</button>`).join(" ");
+    const host = ["quiet", "resume"].map((o) => `<button data-order="${o}" data-host="${esc(w.host)}">${o} host</button>`).join(" ");
+    return `${one} ${host}`;
+  }
+
+  async function order(action, selector) {
+    const [[kind, name]] = Object.entries(selector);
+    if (!confirm(`${action} ${kind} ${name}?`)) return;
+    const response = await fetch(`${config.api}/workers/control`, {method: "POST", credentials: "same-origin",
+      headers: {"X-CSRFToken": csrf, "Content-Type": "application/json"}, body: JSON.stringify({action, ...selector})});
+    if (!response.ok) alert(`failed: ${response.status} ${JSON.stringify((await response.json()).detail)}`);
+  }
+
+  async function act(path, method, question) {
+    if (!confirm(question)) return;
+    const response = await fetch(`${config.api}${path}`, {method, headers: {"X-CSRFToken": csrf}, credentials: "same-origin"});
+    if (!response.ok) alert(`failed: ${response.status} ${(await response.json()).detail}`);
+  }
+
+  async function bulk(action, scope) {
+    const ids = [...document.querySelectorAll("#search tbody input:checked")].map((i) => i.value);
+    if (scope === "selected" && !ids.length) { alert("Tick some jobs first."); return; }
+    const chosen = Object.fromEntries(Object.entries(filter).filter(([, v]) => v !== ""));
+    // "All matching" with no filter at all is said explicitly: the API never guesses "everything".
+    const body = scope === "selected" ? {ids} : (Object.keys(chosen).length ? chosen : {all: true});
+    const call = async (dry) => {
+      const response = await fetch(`${config.api}/bulk/${seg(action)}`, {method: "POST", credentials: "same-origin",
+        headers: {"X-CSRFToken": csrf, "Content-Type": "application/json"},
+        body: JSON.stringify({...body, dry_run: dry})});
+      const answer = await response.json();
+      if (!response.ok) throw new Error(`${response.status} ${JSON.stringify(answer.detail)}`);
+      return answer;
+    };
+    let matched;
+    try { ({matched} = await call(true)); } catch (error) { alert(`failed: ${error.message}`); return; }
+    if (!matched) { alert(`No job to ${action}.`); return; }
+    if (!confirm(`${action} ${matched} job${matched === 1 ? "" : "s"}?`)) return;
+>>>>>>> wt38
     try {
       toast(done(await api(path, {method})), "ok");
       document.dispatchEvent(new CustomEvent("jobsite:acted"));
@@ -65,6 +117,13 @@
   }
 
   document.addEventListener("click", (event) => {
+<<<<<<< HEAD
+=======
+    const b2 = event.target.closest("button[data-bulk]");
+    if (b2) { bulk(b2.dataset.bulk, b2.dataset.scope); return; }
+    const b3 = event.target.closest("button[data-order]");
+    if (b3) { order(b3.dataset.order, b3.dataset.worker ? {worker: b3.dataset.worker} : {host: b3.dataset.host}); return; }
+>>>>>>> wt38
     const b = event.target.closest("button[data-action]");
     if (!b || !b.closest("main")) return;
     const {action, job, queue} = b.dataset;

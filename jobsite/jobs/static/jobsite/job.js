@@ -55,6 +55,7 @@
       <span class="state state-${esc(job.state)}">${esc(shown)}</span>${esc(attempt)}`;
     $("#progress").style.width = `${Math.max(0, Math.min(100, job.progress || 0))}%`;
     $("#progress-message").textContent = job.progress_message || "";
+<<<<<<< HEAD
     // The latest attempt: queued (ready) at submitted_at, started at the latest start.
     const start = latest(job.started_at, job.retried_at);
     const ready = latest(job.submitted_at, job.run_at);
@@ -65,6 +66,17 @@
       ended: time(job.completed_at && current && Date.parse(job.completed_at) >= Date.parse(current) ? job.completed_at : null),
       waited: current ? span(ready, current) : (vocabulary.live.includes(job.state) ? "waiting…" : "–"),
       ran: current ? span(current, job.completed_at) : "–"};
+=======
+    const aside = $("#waiting-version");
+    aside.hidden = !job.waiting_for_version;
+    aside.textContent = job.waiting_for_version
+      ? `Waiting for a worker with task version ${job.waiting_for_version} (none that claimed it had it since ${time(job.waiting_for_version_since)}).`
+      : "";
+    const facts = {priority: job.priority, worker: job.worker || "–", submitted: time(job.submitted_at),
+      "run at": time(job.run_at), started: time(job.started_at), ended: time(job.completed_at),
+      waited: span(job.run_at && job.run_at > job.submitted_at ? job.run_at : job.submitted_at, job.started_at),
+      ran: span(job.started_at, job.completed_at)};
+>>>>>>> wt38
     $("#facts").innerHTML = Object.entries(facts).map(([k, v]) => `<dt>${esc(k)}</dt><dd>${esc(v)}</dd>`).join("");
     $("#actions [data-action=cancel]").hidden = !(may("cancel") && vocabulary.cancellable.includes(job.state));
     $("#actions [data-action=retry]").hidden = !(may("retry") && vocabulary.retryable.includes(job.state));

@@ -8,6 +8,7 @@
   const columns = [
     ...vocabulary.live.map((s) => [s, s]),
     ["waiting turn", "waiting_turn"],
+    ["waiting version", "waiting_version"],
     ["dlq", "dlq"],
     ...vocabulary.terminal.map((s) => [`${s} (total)`, `${s}_total`]),
   ];
@@ -46,9 +47,19 @@
     $(".counts tbody tr", node).innerHTML = columns.map(([, key]) => `<td>${queue.counts[key] ?? 0}</td>`).join("");
     const rate = queue.rate_limit;
     $(".rate-now", node).textContent = rate ? `${rate.per_s} per second (one start every ${rate.interval_ms} ms)` : "none";
+    renderDrain(node, queue.drain);
     $(".keys tbody", node).innerHTML = queue.concurrency_keys.map((k) => `<tr data-key="${esc(k.key)}">
       <td><code>${esc(k.key)}</code></td><td>${k.waiting}</td><td>${k.active}</td></tr>`).join("")
       || `<tr><td colspan="3">no job waits for its key's turn</td></tr>`;
+  }
+
+  // The queue's last drain (engine/drain.py): running with its progress, or how it ended.
+  function renderDrain(node, drain) {
+    const line = $(".drain-state", node);
+    if (!drain || drain.state === "none") { line.textContent = ""; return; }
+    const when = drain.finished_at_ms ? ` at ${new Date(drain.finished_at_ms).toLocaleTimeString()}` : "";
+    line.textContent = `drain ${drain.state}${when}: ${drain.cancelled} of ${drain.waiting} waiting jobs cancelled (by ${drain.by})${drain.error ? " " + drain.error : ""}`;
+    $("[data-action=drain]", node).disabled = drain.state === "running";
   }
 
   async function load() {
@@ -56,7 +67,10 @@
     try {
       const names = (await api("/queues")).map((q) => q.name);
       $("#queue-list .empty").hidden = names.length > 0;
-      for (const name of names) render(await api(`/queues/${seg(name)}`));
+      for (const name of names) {
+        const [queue, drain] = await Promise.all([api(`/queues/${seg(name)}`), api(`/queues/${seg(name)}/drain`)]);
+        render({...queue, drain});
+      }
       $("#status").textContent = `updated ${new Date().toLocaleTimeString()}`;
     } catch (error) {
       $("#status").textContent = `could not load: ${error.message}`;
@@ -68,8 +82,16 @@
     const node = card(name);
     try {
       if (action === "lift") return await setRate(name, null);
+<<<<<<< HEAD
       const detail = action === "pause" ? "Workers start no new job from it until it is resumed; running jobs go on." : "";
       if (!await ask(`${action === "pause" ? "Pause" : "Resume"} queue ${name}?`, {confirm: action === "pause" ? "Pause" : "Resume", detail})) return;
+=======
+      if (action === "drain") {
+        if (!confirm(`Cancel every job waiting in queue ${name}? Jobs enqueued from now on stay.`)) return;
+        renderDrain(node, await api(`/queues/${seg(name)}/drain`, {method: "POST"}));
+        return;
+      }
+>>>>>>> wt38
       render(await api(`/queues/${seg(name)}/${action}`, {method: "POST"}).then(() => api(`/queues/${seg(name)}`)));
       $(".error", node).textContent = "";
       toast(`Queue ${name} ${action === "pause" ? "paused" : "resumed"}.`, "ok");

@@ -10,20 +10,31 @@
   Rate limits (the queue's meta rate_interval_ms, the job's rate_interval_ms for its task) are
   kept as theoretical arrival times in meta (`tat`, `tat:<task>`): a job whose slot is ahead is
   not started but `scheduled` at its slot, which it keeps (rate_slot_ms), so it waits only once.
+  Task versions (rolling deploys): a worker names the SET of the `task@version`s it runs (its
+  build, keys.QueueKeys.build). A ready job whose task@version is not in it is not claimed but
+  set aside, unserved: into the ZSET `<unserved prefix><task>@<version>` (same score, so its
+  order is kept), its task@version into the unserved SET, its hash fields `unserved` (that
+  ZSET's key) and `unserved_at_ms` set, stats' `waiting_version` counting it; its state stays
+  `submitted`. A worker whose build has a version of the unserved SET takes those jobs first.
+  Each task@version is looked up once a call; with no build named, or its SET gone (it expires
+  unless renewed), every job is claimed (the runner drops what it lacks, as before versions).
   KEYS[1..11] the queue keys (keys.QUEUE_KEYS; meta paused = '1' gives nothing, and so does
   meta `stop:<worker id>`: that worker is stopping, and a claim it queued earlier claims nothing)
+  KEYS[12] the unserved SET (task@version of the jobs set aside)
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] max jobs   ARGV[4] lease_ms
   ARGV[5] worker id        ARGV[6] result ttl ms for expired jobs kept outside the DLQ
   ARGV[7] most suspects (stalls > 0) to take, or -1 for any: the rest stay where they were
   ARGV[8] begin: the histogram bucket bounds in ms ("5,10,...") to begin jobs here, or ''
-  ARGV[9..] held: tasks whose jobs are only claimed
+  ARGV[9] the worker's build SET key, or '' (it runs every version)
+  ARGV[10] unserved ZSET key prefix (keys.QueueKeys.unserved_prefix)
+  ARGV[11..] held: tasks whose jobs are only claimed
   Returns: a list of jobs, each {id, task, version, args, kwargs, attempt it will run as, token,
   options, parents, stalls, trace_context, begun} (options, parents and trace_context are false
   when the job has none; stalls > 0 marks a suspect, which the worker runs alone; begun is 1
   when this call began the job, else 0).
   Ids whose hash is gone or not `submitted` are removed and skipped.
-  Events: submitted -> started | expired | scheduled (rate limited). Re-adds the marker while
-  jobs remain.
+  Events: submitted -> started | expired | scheduled (rate limited); none when set aside.
+  Re-adds the marker while jobs remain.
 ]]
 --@include common
 local Q = queue(ARGV[1], ARGV[2], ARGV[6])
@@ -31,7 +42,37 @@ local limit, lease_ms, worker = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local meta = rcall('HMGET', Q.meta, 'paused', 'rate_interval_ms', 'stop:' .. worker)
 if meta[1] == '1' or meta[3] then return {} end
 local suspects_left = tonumber(ARGV[7])
-local popped = rcall('ZPOPMIN', Q.submitted, limit)
+local unserved, uprefix = KEYS[12], ARGV[10]
+local build = ARGV[9] ~= '' and rcall('EXISTS', ARGV[9]) == 1 and ARGV[9] or nil
+local runs = {}  -- task@version -> true when this worker's build has it
+local function can_run(tv)
+  if not build then return true end
+  if runs[tv] == nil then runs[tv] = rcall('SISMEMBER', build, tv) == 1 end
+  return runs[tv]
+end
+-- Jobs set aside for a version this worker has come first (they waited for such a worker).
+local popped = {}
+local from_unserved = {}
+if build and rcall('SCARD', unserved) > 0 then
+  for _, tv in ipairs(rcall('SMEMBERS', unserved)) do
+    local want = limit - #popped / 2
+    if want <= 0 then break end
+    if can_run(tv) then
+      local zkey = uprefix .. tv
+      local got = rcall('ZPOPMIN', zkey, want)
+      for i = 1, #got, 2 do
+        popped[#popped + 1], popped[#popped + 2] = got[i], got[i + 1]
+        from_unserved[got[i]] = true
+      end
+      if #got > 0 then rcall('HINCRBY', Q.stats, 'waiting_version', -#got / 2) end
+      if rcall('EXISTS', zkey) == 0 then rcall('SREM', unserved, tv) end
+    end
+  end
+end
+if #popped / 2 < limit then
+  local got = rcall('ZPOPMIN', Q.submitted, limit - #popped / 2)
+  for i = 1, #got do popped[#popped + 1] = got[i] end
+end
 if #popped == 0 then return {} end
 local now = Q.now
 local queue_interval = tonumber(meta[2])
@@ -40,12 +81,13 @@ local token = rcall('INCRBY', Q.seq, #popped / 2) - #popped / 2
 local out = {}
 local b = ARGV[8] ~= '' and bounds(ARGV[8]) or nil
 local held = {}
-for i = 9, #ARGV do held[ARGV[i]] = true end
+for i = 11, #ARGV do held[ARGV[i]] = true end
 -- task -> the queue wait of each job begun here (as begin-2.lua observes it).
 local wait = {}
 -- lease, id pairs of the jobs claimed: one ZADD to `started` after the loop.
 local leased = {}
 local now_s = Q.now_s
+local set_aside = false  -- a worker with that version may be waiting: wake one
 
 -- Return the time this job may start at, reserving it on every limiter that applies.
 local function rate_slot(task, task_interval)
@@ -70,7 +112,16 @@ for j = 1, #popped, 2 do
                   'deadline_ms', 'rate_interval_ms', 'rate_slot_ms', 'parents', 'stalls',
                   'trace_context', 'started_at_ms', 'submitted_at_ms')
   local suspect = tonumber(f[12] or '0') > 0
-  if f[1] == 'submitted' and suspect and suspects_left == 0 then
+  -- A job without a task name no worker could ever run: claimed, and the runner drops it.
+  local tv = f[2] and (f[2] .. '@' .. (f[3] or '1'))
+  if from_unserved[id] then rcall('HDEL', key, 'unserved', 'unserved_at_ms') end
+  if f[1] == 'submitted' and tv and not can_run(tv) then
+    rcall('ZADD', uprefix .. tv, popped[j + 1], id)
+    rcall('SADD', unserved, tv)
+    rcall('HSET', key, 'unserved', uprefix .. tv, 'unserved_at_ms', now_s)
+    rcall('HINCRBY', Q.stats, 'waiting_version', 1)
+    set_aside = true
+  elseif f[1] == 'submitted' and suspect and suspects_left == 0 then
     rcall('ZADD', Q.submitted, popped[j + 1], id)  -- for a worker with a free isolation child
   elseif f[1] == 'submitted' then
     if suspect then suspects_left = suspects_left - 1 end
@@ -111,5 +162,5 @@ for j = 1, #popped, 2 do
 end
 many('ZADD', Q.started, leased)
 if b then add_tally(Q.stats, 'wait', wait, b) end
-if rcall('ZCARD', Q.submitted) > 0 then rcall('ZADD', Q.marker, 0, '0') end
+if set_aside or rcall('ZCARD', Q.submitted) > 0 then rcall('ZADD', Q.marker, 0, '0') end
 return out

@@ -1,0 +1,63 @@
+"""POST /workers/control: quiet, resume or stop one worker, or every worker of a host or queue.
+
+Behind Perm.CONTROL_WORKER; a token limited to queues may order only workers that serve none
+but those queues. Audited: one entry per worker told.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest
+from ninja import Field, Router
+from ninja.errors import HttpError
+
+from engine import ConfigError, control
+from jobsite.jobs import audit, services
+from jobsite.jobs.api.jobs import ERRORS
+from jobsite.jobs.api.schemas import QUEUE, Out
+from jobsite.jobs.models import WorkerRecord
+from jobsite.jobs.permissions import Grant, Perm, aneed
+
+router = Router(tags=["workers"])
+
+
+class ControlIn(Out):
+    """An order and exactly one of: a worker id, a host, a queue."""
+
+    action: Literal["quiet", "resume", "stop"]
+    worker: str | None = None
+    host: str | None = None
+    queue: str | None = Field(None, pattern=QUEUE)
+
+
+class ControlOut(Out):
+    action: str
+    workers: list[str]
+
+
+def _check_scope(rights: Grant, chosen: list[dict[str, object]]) -> None:
+    """Refuse (403) when a chosen worker serves a queue outside the request's scope."""
+    for w in chosen:
+        for queue in str(w.get("queues", "")).split(","):
+            if queue and not rights.allows(Perm.CONTROL_WORKER, queue):
+                raise HttpError(403, f"worker {w['id']} serves queue {queue!r}, out of scope")
+
+
+@router.post("/workers/control", response={200: ControlOut, **ERRORS})
+async def control_workers(request: HttpRequest, body: ControlIn) -> ControlOut:
+    """Quiet (stop claiming, finish what runs), resume or stop (gracefully) workers."""
+    rights = await aneed(request, Perm.CONTROL_WORKER, body.queue)
+    try:
+        chosen = control.select(
+            await services.aworkers(), worker=body.worker, host=body.host, queue=body.queue
+        )
+    except ConfigError as exc:
+        raise HttpError(422, str(exc)) from None
+    if body.worker is not None and not chosen:
+        raise HttpError(404, f"no live worker {body.worker!r}")
+    await sync_to_async(_check_scope)(rights, chosen)
+    told = await services.acontrol(body.action, chosen)
+    await audit.arecord(rights.user, f"worker {body.action}", told, rights.via, model=WorkerRecord)
+    return ControlOut(action=body.action, workers=told)
