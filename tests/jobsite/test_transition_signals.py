@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import signal as os_signal
 from collections import Counter
 from collections.abc import Iterator
@@ -75,7 +76,9 @@ def test_every_transition_sends_its_signal_once(
 ) -> None:
     async def scenario() -> dict[str, str]:
         async with Client(engine) as client:
-            worker = Worker(engine, load_tasks(MODULES), hooks=signals.WORKER_HOOKS)
+            # A job of a task no worker has is set aside, then dropped by the cleaner.
+            quick = dataclasses.replace(engine, unserved_drop_after_s=0.5)
+            worker = Worker(quick, load_tasks(MODULES), hooks=signals.WORKER_HOOKS)
             run = asyncio.create_task(worker.run())
             try:
                 queued = await client.enqueue(t.add.using(delay_s=600), 1, 2)
