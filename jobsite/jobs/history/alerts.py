@@ -18,9 +18,10 @@ import hashlib
 import hmac
 import logging
 import time
+import urllib.error
+import urllib.request
 from typing import Any
 
-import httpx
 import orjson
 from asgiref.sync import sync_to_async
 from django.core.mail import mail_admins
@@ -55,6 +56,16 @@ def _subject(alert: dict[str, Any]) -> str:
     return f"{alert['kind']} {what} is {alert['state']} (was {alert['previous']})"
 
 
+def _send(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> int:
+    """POST `body` (in a thread: urllib blocks); return the status."""
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
 async def post(
     url: str,
     secret: str,
@@ -66,27 +77,24 @@ async def post(
     """POST `alert`, signed, retrying with backoff; return whether a receiver took it."""
     body = orjson.dumps(alert)
     delay_s = backoff_s
-    async with httpx.AsyncClient(timeout=timeout_s) as http:
-        for attempt in range(1, attempts + 1):
-            now = int(time.time())
-            headers = {
-                "Content-Type": "application/json",
-                "X-Jobsite-Timestamp": str(now),
-                "X-Jobsite-Signature": sign(body, secret, now),
-            }
-            try:
-                response = await http.post(url, content=body, headers=headers)
-                if 200 <= response.status_code < 300:
-                    return True
-                error = f"status {response.status_code}"
-            except httpx.HTTPError as exc:
-                error = repr(exc)
-            log.warning(
-                "webhook delivery failed attempt=%d of=%d error=%s", attempt, attempts, error
-            )
-            if attempt < attempts:
-                await asyncio.sleep(delay_s)
-                delay_s *= 2
+    for attempt in range(1, attempts + 1):
+        now = int(time.time())
+        headers = {
+            "Content-Type": "application/json",
+            "X-Jobsite-Timestamp": str(now),
+            "X-Jobsite-Signature": sign(body, secret, now),
+        }
+        try:
+            status = await asyncio.to_thread(_send, url, body, headers, timeout_s)
+            if 200 <= status < 300:
+                return True
+            error = f"status {status}"
+        except (OSError, ValueError) as exc:  # refused, timed out, unreachable, a bad URL
+            error = repr(exc)
+        log.warning("webhook delivery failed attempt=%d of=%d error=%s", attempt, attempts, error)
+        if attempt < attempts:
+            await asyncio.sleep(delay_s)
+            delay_s *= 2
     log.error("webhook alert dropped subject=%r", _subject(alert))
     return False
 
