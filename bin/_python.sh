@@ -54,9 +54,19 @@ ensure_venv() {
         "$py" -m venv "$venv"
     fi
     local lock="requirements/lock.txt"
-    if [ -n "$django" ]; then
+    if [ -n "$django" ] || [ -n "$reqs" ]; then
         lock="$venv/lock.txt"
-        sed "s/^Django==.*/Django==$django/" requirements/lock.txt > "$lock"
+        if [ -n "$django" ]; then
+            sed "s/^Django==.*/Django==$django/" requirements/lock.txt > "$lock"
+        else
+            cp requirements/lock.txt "$lock"
+        fi
+        if [ -n "$reqs" ]; then
+            # Beside other projects' pins (the benchmark's peers), only the project's own
+            # dependencies keep the lock's versions; the rest resolve as those pins need.
+            grep -iE '^(django|django[-_]ninja|channels|channels[-_]redis|redis|hiredis|orjson|croniter|prometheus[-_]client|uvloop|httpx)==' "$lock" > "$lock.direct"
+            mv "$lock.direct" "$lock"
+        fi
     fi
     local stamp="$venv/.installed" want
     want="$(cat pyproject.toml "$lock" $reqs | sha256sum | cut -d' ' -f1)-$extras"

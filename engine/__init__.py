@@ -1,8 +1,13 @@
 """Jobsite's job engine: asyncio workers on Redis. Never imports Django."""
 
+from . import control, drain, producer, serializer
+from .cli import add_probe_arguments, parse_queues, run_probe
 from .client import Client
+from .cluster import is_cluster
+from .connection import connect, server_ms
 from .context import JobContext
 from .declared import SyncReport, declared_repeatable, sync_declared
+from .devserver import RedisServer
 from .errors import (
     ConfigError,
     DuplicateJob,
@@ -23,8 +28,10 @@ from .errors import (
     UnknownTask,
     WrongState,
 )
-from .explain import Reason, explain
+from .events import IDLE_MS, SNAPSHOT_IDS, Event, EventReader
+from .explain import WAITING_STATES, Reason, explain
 from .hooks import Hook, HookEvent
+from .isolate import Isolation
 from .job import (
     DEAD_STATES,
     ENDED_STATES,
@@ -41,14 +48,19 @@ from .keys import (
     QueueKeys,
     check_chosen_job_id,
     check_job_id,
+    health_key,
     validate_queue_name,
     version_tag,
 )
 from .limits import Deduplication
 from .metrics import Histogram, Metrics, QueueMetrics
 from .producer import configure
+from .reconnect import Reconnect, run_periodic
 from .repeat import Repeatable
 from .result import TaskResult
+from .runner import error_info
+from .schedule_health import STATES as SCHEDULE_STATES
+from .schedule_health import ScheduleHealth, schedule_health, swap_state
 from .settings import EngineSettings, redact_url
 from .task import PER_CALL_OPTIONS, Registry, Task, TaskOptions, collect_tasks, task, task_ref
 from .worker import Worker
@@ -57,21 +69,28 @@ __all__ = [
     "CHOSEN_JOB_ID_PATTERN",
     "DEAD_STATES",
     "ENDED_STATES",
+    "IDLE_MS",
     "JOB_ID_PATTERN",
     "LIVE_STATES",
     "PER_CALL_OPTIONS",
     "RETRYABLE_STATES",
+    "SCHEDULE_STATES",
+    "SNAPSHOT_IDS",
     "TERMINAL_STATES",
+    "WAITING_STATES",
     "Client",
     "ConfigError",
     "Deduplication",
     "DuplicateJob",
     "EngineError",
     "EngineSettings",
+    "Event",
+    "EventReader",
     "Histogram",
     "Hook",
     "HookEvent",
     "InvalidArguments",
+    "Isolation",
     "Job",
     "JobContext",
     "JobIdTaken",
@@ -85,12 +104,15 @@ __all__ = [
     "QueueKeys",
     "QueueMetrics",
     "Reason",
+    "Reconnect",
     "RedisRefused",
+    "RedisServer",
     "RedisUnavailable",
     "Registry",
     "Repeatable",
     "Retry",
     "RetryableError",
+    "ScheduleHealth",
     "SerializationError",
     "SyncReport",
     "Task",
@@ -100,14 +122,29 @@ __all__ = [
     "UnknownTask",
     "Worker",
     "WrongState",
+    "add_probe_arguments",
     "check_chosen_job_id",
     "check_job_id",
     "collect_tasks",
     "configure",
+    "connect",
+    "control",
     "declared_repeatable",
+    "drain",
+    "error_info",
     "explain",
+    "health_key",
+    "is_cluster",
+    "parse_queues",
+    "producer",
     "redact_url",
+    "run_periodic",
+    "run_probe",
+    "schedule_health",
+    "serializer",
+    "server_ms",
     "state_vocabulary",
+    "swap_state",
     "sync_declared",
     "task",
     "task_ref",

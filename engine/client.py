@@ -11,7 +11,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from . import control, serializer, tracing
-from .connection import connect
+from .connection import connect, server_ms
 from .errors import Code, ConfigError, DuplicateJob, JobIdTaken, JobNotFound, JobTimeout
 from .job import TERMINAL_STATES, Job, JobState
 from .keys import (
@@ -183,6 +183,42 @@ class Client:
             self._known_queues.discard(queue)  # if this fails, the next submit registers first
             await self._register(queue)
         return done.jobs
+
+    async def run_repeatable_now(self, queue: str, name: str, suffix: str = "m") -> Job | None:
+        """Submit one job of repeatable `name` now (id `name@<server ms><suffix>`), made its
+        last run by the same script; None when there is no such repeatable."""
+        rep = await self.repeats.get(queue, name)
+        if rep is None:
+            return None
+        now_ms = await server_ms(self.redis)
+        job = rep.job_for(now_ms)
+        job.id = f"{name}@{now_ms}{suffix}"
+        check_job_id(job.id)
+        spec = job_spec(job, self.keys(queue), self.settings.max_payload_bytes, last_of=name)
+        (done,) = await self._submit(queue, [spec], atomic=False)
+        if done.outcome == Code.DUPLICATE_ID:
+            raise DuplicateJob(f"job ids already exist: {job.id}")
+        job.id, job.state = done.id, JobState(done.state or JobState.COMPLETED)
+        return job
+
+    async def missing(self, jobs: Iterable[tuple[str, str]]) -> set[str]:
+        """Return the ids of the (job id, queue) pairs whose job Redis does not hold."""
+        pairs = list(jobs)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_id, queue in pairs:
+                pipe.exists(self.keys(queue).job(job_id))
+            found = await pipe.execute()
+        return {job_id for (job_id, _), hit in zip(pairs, found, strict=True) if not hit}
+
+    async def job_fields(
+        self, queue: str, ids: Sequence[str], names: Sequence[str]
+    ) -> list[dict[str, str]]:
+        """Return fields `names` of each job of `queue` ({} for one Redis does not hold)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hmget(self.keys(queue).job(job_id), list(names))
+            rows = await pipe.execute()
+        return [{n: v for n, v in zip(names, row, strict=True) if v is not None} for row in rows]
 
     async def _register(self, queue: str) -> None:
         """Add `queue` to the registry of queues (what queues() lists and dashboards show)."""
@@ -383,11 +419,55 @@ class Client:
         chosen = control.select(await self.workers(), worker=worker, host=host, queue=queue)
         return await control.send(self.redis, self.settings.prefix, control.order(what), chosen)
 
-    async def dlq(self, queue: str, offset: int = 0, limit: int = 100) -> list[Job]:
-        """Return jobs in the DLQ of `queue`, oldest first."""
+    async def dlq(
+        self,
+        queue: str,
+        offset: int = 0,
+        limit: int = 100,
+        task: str | None = None,
+        version: int | None = None,
+    ) -> list[Job]:
+        """Return jobs in the DLQ of `queue`, oldest first: `limit` of them after `offset`,
+        counting only those of `task` (and its `version`) when given (Jobbers' filters)."""
         keys = self.keys(queue)
-        ids: list[str] = await self.redis.zrange(keys.dlq, offset, offset + limit - 1)  # type: ignore[assignment]
-        return await self._jobs(queue, ids)
+        if task is None and version is None:
+            ids: list[str] = await self.redis.zrange(keys.dlq, offset, offset + limit - 1)  # type: ignore[assignment]
+            return await self._jobs(queue, ids)
+        found: list[Job] = []
+        skip, start = offset, 0
+        while len(found) < limit:  # a page of the DLQ at a time, its matches kept
+            page: list[str] = await self.redis.zrange(keys.dlq, start, start + _CHUNK - 1)  # type: ignore[assignment]
+            if not page:
+                break
+            start += len(page)
+            for job in await self._jobs(queue, page):
+                if (task is None or job.task == task) and (
+                    version is None or job.version == version
+                ):
+                    if skip:
+                        skip -= 1
+                    elif len(found) < limit:
+                        found.append(job)
+        return found
+
+    async def get_deduplication_job_id(self, queue: str, dedup_id: str) -> str | None:
+        """Return the id of the job that holds deduplication id `dedup_id`, or None (AsyncMQ)."""
+        held = await self.redis.get(self.keys(queue).dedup(dedup_id))
+        return None if held is None else str(held)
+
+    async def remove_deduplication_key(self, queue: str, dedup_id: str) -> bool:
+        """Free deduplication id `dedup_id` (the next job with it is submitted, whatever holds
+        it now); return whether it was held."""
+        return bool(await self.redis.delete(self.keys(queue).dedup(dedup_id)))
+
+    async def in_dlq(self, queue: str, job_ids: Iterable[str]) -> set[str]:
+        """Return the ids among `job_ids` that the dead-letter queue of `queue` holds."""
+        ids, key = list(job_ids), self.keys(queue).dlq
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.zscore(key, job_id)
+            scores = await pipe.execute()
+        return {i for i, score in zip(ids, scores, strict=True) if score is not None}
 
     async def waiting(self, queue: str, limit: int = 1000) -> list[Job]:
         """Return jobs of `queue` not started yet: submitted (next first), then scheduled."""

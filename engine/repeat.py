@@ -12,12 +12,13 @@ marked `overridden`; syncing the declaration keeps it as changed.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import itertools
 import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -319,6 +320,23 @@ class Repeats:
             (Repeatable.from_json(v), int(due[k]) if k in due else None)
             for k, v in sorted(raw.items())
         ]
+
+    async def last_runs(
+        self, queue: str, names: Sequence[str]
+    ) -> builtins.list[tuple[str | None, str | None]]:
+        """Return, per repeatable of `names`, its last run's job id and that job's state (None
+        where there was no run, or Redis no longer holds the job)."""
+        if not names:
+            return []
+        keys = QueueKeys(self.settings.prefix, queue)
+        ids: builtins.list[str | None] = await self.redis.hmget(  # type: ignore[assignment]
+            keys.repeat_last, builtins.list(names)
+        )
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hget(keys.job(job_id or "-"), "state")
+            states: builtins.list[str | None] = await pipe.execute()
+        return [(i, st if i else None) for i, st in zip(ids, states, strict=True)]
 
     async def _set_paused(self, queue: str, name: str, paused: bool) -> None:
         def change(rep: Repeatable | None) -> Repeatable:

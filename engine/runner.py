@@ -20,6 +20,9 @@ from .job import Job
 from .result import TaskResult
 from .task import Registry, Task, TaskOptions
 
+# The error code of an attempt that ran past its timeout_s.
+TIMEOUT = "TIMEOUT"
+
 
 class Kind(StrEnum):
     """What the worker writes for a job: the script it runs (and the dead state, for fail)."""
@@ -173,9 +176,12 @@ class Runner:
     ) -> Outcome:
         job = outcome.job
         name = type(exc).__name__
-        if timed_out:
-            outcome.error = error_info(job, None, "Timeout", f"timed out after {opts.timeout_s}s")
-            retryable = True
+        if timed_out:  # code TIMEOUT: retry_on / no_retry_on decide as for any code
+            message = f"timed out after {opts.timeout_s}s"
+            outcome.error = error_info(job, None, "Timeout", message, code=TIMEOUT)
+            retryable = (not opts.retry_on or TIMEOUT in opts.retry_on) and (
+                TIMEOUT not in opts.no_retry_on
+            )
         elif isinstance(exc, TypeError) and self._unbindable(task, job):
             outcome.error = error_info(job, exc, "InvalidArguments", str(exc))
             return outcome

@@ -51,8 +51,15 @@ def flow_order(jobs: Sequence[Job]) -> list[Job]:
     return [by_id[i] for i in order if i in by_id]
 
 
-def job_spec(job: Job, keys: QueueKeys, limit_bytes: int, tick: Tick | None = None) -> bytes:
-    """Return one job's submit-13.lua argument (checks the payload size)."""
+def job_spec(
+    job: Job,
+    keys: QueueKeys,
+    limit_bytes: int,
+    tick: Tick | None = None,
+    last_of: str | None = None,
+) -> bytes:
+    """Return one job's submit-13.lua argument (checks the payload size); `last_of` names the
+    repeatable whose last run the job becomes (a run made by hand)."""
     args, kwargs = json_args(job, limit_bytes)
     fields = job.to_hash(payload=False)
     fields["args"], fields["kwargs"] = args.decode(), kwargs.decode()
@@ -72,6 +79,8 @@ def job_spec(job: Job, keys: QueueKeys, limit_bytes: int, tick: Tick | None = No
             tick.next_ms,
             "1" if tick.skip_if_running else "0",
         ]
+    if last_of is not None:
+        extras["last_of"] = last_of
     spec: list[Any] = [
         job.id,
         "" if job.delay_ms is None else str(job.delay_ms),

@@ -7,7 +7,7 @@ import functools
 import inspect
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import ModuleType
@@ -62,6 +62,9 @@ class TaskOptions:
     # limit may also be computed from the arguments (a bigger one for some keys).
     concurrency_key: FromArgs | None = None
     concurrency_limit: int | Callable[..., int] = 1
+    # At most this many jobs of this task run at once across every worker (horsies' cap): a
+    # concurrency key of the task's own, so it cannot go with a concurrency_key.
+    max_running: int | None = None
 
     def __post_init__(self) -> None:
         validate_queue_name(self.queue)
@@ -81,6 +84,10 @@ class TaskOptions:
                 raise ConfigError(f"{name} must be positive, got {value}")
         if self.max_stalls < 0:
             raise ConfigError(f"max_stalls must be >= 0, got {self.max_stalls}")
+        if self.max_running is not None:
+            check_limit(self.max_running)
+            if self.concurrency_key is not None:
+                raise ConfigError("max_running is a concurrency key of the task's own: give one")
         if self.max_concurrent is not None and self.max_concurrent < 1:
             raise ConfigError(f"max_concurrent must be >= 1, got {self.max_concurrent}")
         if self.on_shutdown not in ("stop", "resubmit", "continue"):
@@ -125,6 +132,7 @@ _PRODUCER_OPTIONS = (
     "rate_limit",
     "concurrency_key",
     "concurrency_limit",
+    "max_running",
 )
 
 
@@ -211,6 +219,7 @@ class Task:
         **options: Any,
     ) -> Task:
         """Return a copy with per-call options, a delay or run time, a job id, or parents."""
+        options = _aliases(options)
         unknown = set(options) - PER_CALL_OPTIONS
         if unknown:
             raise ConfigError(f"unknown task options: {', '.join(sorted(unknown))}")
@@ -275,7 +284,9 @@ class Task:
             job.dedup_id = from_args(dedup.id, "deduplication id", args, kwargs)
             job.dedup_mode = dedup.mode
             job.dedup_ttl_ms = 0 if dedup.ttl_s is None else max(1, math.ceil(dedup.ttl_s * 1000))
-        if opts.concurrency_key is not None:
+        if opts.max_running is not None:
+            job.concurrency_key, job.concurrency_limit = f"task:{self.name}", opts.max_running
+        elif opts.concurrency_key is not None:
             job.concurrency_key = from_args(opts.concurrency_key, "concurrency_key", args, kwargs)
             limit = opts.concurrency_limit
             job.concurrency_limit = check_limit(
@@ -284,6 +295,20 @@ class Task:
         if opts.rate_limit is not None:
             job.rate_interval_ms = rate_interval_ms(opts.rate_limit)
         return job
+
+
+def _aliases(options: dict[str, Any]) -> dict[str, Any]:
+    """Return `options` with AsyncMQ's shorthand spelled out: `debounce={id, ttl}` is
+    `deduplication={id, ttl, mode: "debounce"}`."""
+    if "debounce" not in options:
+        return options
+    if "deduplication" in options:
+        raise ConfigError("give debounce or deduplication, not both")
+    value = options["debounce"]
+    if not isinstance(value, Mapping) or value.get("mode", "debounce") != "debounce":
+        raise ConfigError("debounce takes {id, ttl}: deduplication with mode 'debounce'")
+    rest = {k: v for k, v in options.items() if k != "debounce"}
+    return {**rest, "deduplication": {**value, "mode": "debounce"}}
 
 
 def _parent_ids(parents: Iterable[Job | str]) -> tuple[str, ...]:
@@ -307,7 +332,7 @@ def task(
         return Task(
             name=name or f"{f.__module__}.{f.__qualname__}",
             version=version,
-            options=TaskOptions(**options),
+            options=TaskOptions(**_aliases(options)),
             fn=f,
         )
 
@@ -316,7 +341,7 @@ def task(
 
 def task_ref(name: str, version: int = 1, **options: Any) -> Task:
     """Return a Task for a function that lives in another process (enqueue by name)."""
-    return Task(name=name, version=version, options=TaskOptions(**options))
+    return Task(name=name, version=version, options=TaskOptions(**_aliases(options)))
 
 
 class Registry:

@@ -1,4 +1,6 @@
-"""A Python client for Jobsite's JSON API, sync and async (httpx). It never imports Django.
+"""A Python client for Jobsite's JSON API (httpx): one set of calls, a sync and an async face.
+
+It never imports Django.
 
 with JobsiteClient("http://127.0.0.1:8000", token="js_...") as api:
     job = api.submit("reports.build", 2026, queue="reports")
@@ -164,8 +166,113 @@ class _Watch:
         return False
 
 
-class JobsiteClient(ScheduleCalls):
-    """Synchronous client."""
+class _Calls(ScheduleCalls):
+    """Every request of the API, written once; a face supplies `_send(method, path, body,
+    params)`: the sync one returns the answer, the async one an awaitable of it."""
+
+    def submit(
+        self,
+        task: str,
+        *args: Any,
+        queue: str | None = None,
+        priority: int | None = None,
+        delay_s: float | None = None,
+        run_at: datetime | None = None,
+        ttl_s: float | None = None,
+        job_id: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Submit a job; returns it as the API shows it.
+
+        `options` takes any other task option of POST /jobs (max_retries, timeout_s,
+        deduplication, concurrency_key, depends_on ...; docs/api.md).
+        """
+        named = {"queue": queue, "priority": priority, "delay_s": delay_s, "run_at": run_at}
+        body = _body(task, args, kwargs, options, ttl_s=ttl_s, job_id=job_id, **named)
+        return self._send("POST", "/jobs", body, None)
+
+    def submit_flow(
+        self, jobs: Iterable[Mapping[str, Any]], on_parent_failure: str | None = None
+    ) -> Any:
+        """Submit a graph of jobs (see `flow_job`) all or nothing; returns the flow's jobs."""
+        return self._send("POST", "/flows", _flow(jobs, on_parent_failure), None)
+
+    def queue(self, name: str) -> Any:
+        """Return a queue: counts, paused, rate limit, concurrency keys with jobs waiting."""
+        return self._send("GET", f"/queues/{_segment(name)}", None, None)
+
+    def set_queue_limits(
+        self, name: str, rate_limit: str | None, paused: bool | None = None
+    ) -> Any:
+        """Set a queue's rate limit ("10/s"; None lifts it), and pause or resume it."""
+        body = {"rate_limit": rate_limit, **({} if paused is None else {"paused": paused})}
+        return self._send("PUT", f"/queues/{_segment(name)}/limits", body, None)
+
+    def get(self, job_id: str) -> Any:
+        """Return a job: state, progress, result, errors per attempt, history."""
+        return self._send("GET", f"/jobs/{_segment(job_id)}", None, None)
+
+    def cancel(self, job_id: str) -> Any:
+        """Cancel a queued or running job."""
+        return self._send("DELETE", f"/jobs/{_segment(job_id)}", None, None)
+
+    def retry(self, job_id: str) -> Any:
+        """Retry a finished job as a new attempt series."""
+        return self._send("POST", f"/jobs/{_segment(job_id)}/retry", None, None)
+
+    def workers(self) -> Any:
+        """Return the live workers: queues, concurrency, current jobs, state."""
+        return self._send("GET", "/workers", None, None)
+
+    def control_workers(
+        self,
+        action: str,
+        worker: str | None = None,
+        host: str | None = None,
+        queue: str | None = None,
+    ) -> Any:
+        """Quiet, resume or stop one worker, every worker of a host or of a queue (exactly one
+        of them); return `{"action", "workers": [ids told]}`. They obey within a second."""
+        return self._send("POST", "/workers/control", _order(action, worker, host, queue), None)
+
+    def dlq(
+        self,
+        queue: str = "default",
+        task: str | None = None,
+        version: int | None = None,
+        offset: int = 0,
+        limit: int = 100,
+    ) -> Any:
+        """Return dead letters of a queue, oldest first; only of `task` (and `version`)."""
+        params = {"queue": queue, "offset": str(offset), "limit": str(limit)}
+        params |= {"task": task} if task else {}
+        params |= {"version": str(version)} if version else {}
+        return self._send("GET", "/dlq", None, params)
+
+    def resubmit_dlq(
+        self, queue: str = "default", ids: list[str] | None = None, task: str | None = None
+    ) -> Any:
+        """Resubmit dead letters by ids, or every one of a task (or all); `{"count": n}`."""
+        body = {"queue": queue, **({"ids": ids} if ids else {}), **({"task": task} if task else {})}
+        return self._send("POST", "/dlq/resubmit", body, None)
+
+    def purge_dlq(self, queue: str, ids: list[str]) -> Any:
+        """Delete dead letters of a queue by id; `{"count": n}`."""
+        return self._send("POST", "/dlq/purge", {"queue": queue, "ids": ids}, None)
+
+    def flows(self, queue: str | None = None, limit: int = 50) -> Any:
+        """Return the newest flows with their jobs per state."""
+        params = {"limit": str(limit), **({"queue": queue} if queue else {})}
+        return self._send("GET", "/flows", None, params)
+
+    def flow(self, flow_id: str) -> Any:
+        """Return one flow with every job's state."""
+        return self._send("GET", f"/flows/{_segment(flow_id)}", None, None)
+
+
+class JobsiteClient(_Calls):
+    """The client's synchronous face."""
 
     def __init__(
         self,
@@ -195,87 +302,6 @@ class JobsiteClient(ScheduleCalls):
     def _send(self, method: str, path: str, body: Any, params: dict[str, str] | None) -> Any:
         return _answer(self.http.request(method, path, json=body, params=params))
 
-    def submit(
-        self,
-        task: str,
-        *args: Any,
-        queue: str | None = None,
-        priority: int | None = None,
-        delay_s: float | None = None,
-        run_at: datetime | None = None,
-        ttl_s: float | None = None,
-        job_id: str | None = None,
-        options: Mapping[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> dict[str, Any]:
-        """Submit a job; returns it as the API shows it.
-
-        `options` takes any other task option of POST /jobs (max_retries, timeout_s,
-        deduplication, concurrency_key, depends_on ...; docs/api.md).
-        """
-        body = _body(
-            task,
-            args,
-            kwargs,
-            options,
-            queue=queue,
-            priority=priority,
-            delay_s=delay_s,
-            run_at=run_at,
-            ttl_s=ttl_s,
-            job_id=job_id,
-        )
-        return _check(self.http.post("/jobs", json=body))  # type: ignore[no-any-return]
-
-    def submit_flow(
-        self, jobs: Iterable[Mapping[str, Any]], on_parent_failure: str | None = None
-    ) -> dict[str, Any]:
-        """Submit a graph of jobs (see `flow_job`) all or nothing; returns the flow's jobs."""
-        return _check(self.http.post("/flows", json=_flow(jobs, on_parent_failure)))  # type: ignore[no-any-return]
-
-    def queue(self, name: str) -> dict[str, Any]:
-        """Return a queue: counts, paused, rate limit, concurrency keys with jobs waiting."""
-        return _check(self.http.get(f"/queues/{_segment(name)}"))  # type: ignore[no-any-return]
-
-    def set_queue_limits(
-        self, name: str, rate_limit: str | None, paused: bool | None = None
-    ) -> dict[str, Any]:
-        """Set a queue's rate limit ("10/s"; None lifts it), and pause or resume it."""
-        body = {"rate_limit": rate_limit, **({} if paused is None else {"paused": paused})}
-        return _check(self.http.put(f"/queues/{_segment(name)}/limits", json=body))  # type: ignore[no-any-return]
-
-    def workers(self) -> list[dict[str, Any]]:
-        """Return the live workers: queues, concurrency, current jobs, state."""
-        return _check(self.http.get("/workers"))  # type: ignore[no-any-return]
-
-    def control_workers(
-        self,
-        action: str,
-        worker: str | None = None,
-        host: str | None = None,
-        queue: str | None = None,
-    ) -> list[str]:
-        """Quiet, resume or stop one worker, every worker of a host or of a queue (exactly one
-        of them); return the ids of the workers told. They obey within a second."""
-        body = _order(action, worker, host, queue)
-        return _check(self.http.post("/workers/control", json=body))["workers"]  # type: ignore[no-any-return]
-
-    def get(self, job_id: str) -> dict[str, Any]:
-        """Return a job: state, progress, result, errors per attempt, history."""
-        return _check(self.http.get(f"/jobs/{_segment(job_id)}"))  # type: ignore[no-any-return]
-
-    def why(self, job_id: str) -> list[dict[str, Any]]:
-        """Return why a job has not started, in order (code, message, link...); [] once it has."""
-        return self.get(job_id).get("waiting", [])  # type: ignore[no-any-return]
-
-    def cancel(self, job_id: str) -> dict[str, Any]:
-        """Cancel a queued or running job."""
-        return _check(self.http.delete(f"/jobs/{_segment(job_id)}"))  # type: ignore[no-any-return]
-
-    def retry(self, job_id: str) -> dict[str, Any]:
-        """Retry a finished job as a new attempt series."""
-        return _check(self.http.post(f"/jobs/{_segment(job_id)}/retry"))  # type: ignore[no-any-return]
-
     def progress(
         self, job_id: str, poll_s: float = 0.5, timeout_s: float | None = None
     ) -> Iterator[dict[str, Any]]:
@@ -297,8 +323,8 @@ class JobsiteClient(ScheduleCalls):
         return last
 
 
-class AsyncJobsiteClient(ScheduleCalls):
-    """Asynchronous client, the same methods awaited."""
+class AsyncJobsiteClient(_Calls):
+    """The client's asynchronous face: the same methods, awaited."""
 
     def __init__(
         self,
@@ -329,89 +355,6 @@ class AsyncJobsiteClient(ScheduleCalls):
         self, method: str, path: str, body: Any, params: dict[str, str] | None
     ) -> Any:
         return _answer(await self.http.request(method, path, json=body, params=params))
-
-    async def submit(
-        self,
-        task: str,
-        *args: Any,
-        queue: str | None = None,
-        priority: int | None = None,
-        delay_s: float | None = None,
-        run_at: datetime | None = None,
-        ttl_s: float | None = None,
-        job_id: str | None = None,
-        options: Mapping[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> dict[str, Any]:
-        """Submit a job; returns it as the API shows it.
-
-        `options` takes any other task option of POST /jobs (max_retries, timeout_s,
-        deduplication, concurrency_key, depends_on ...; docs/api.md).
-        """
-        body = _body(
-            task,
-            args,
-            kwargs,
-            options,
-            queue=queue,
-            priority=priority,
-            delay_s=delay_s,
-            run_at=run_at,
-            ttl_s=ttl_s,
-            job_id=job_id,
-        )
-        return _check(await self.http.post("/jobs", json=body))  # type: ignore[no-any-return]
-
-    async def submit_flow(
-        self, jobs: Iterable[Mapping[str, Any]], on_parent_failure: str | None = None
-    ) -> dict[str, Any]:
-        """Submit a graph of jobs (see `flow_job`) all or nothing; returns the flow's jobs."""
-        body = _flow(jobs, on_parent_failure)
-        return _check(await self.http.post("/flows", json=body))  # type: ignore[no-any-return]
-
-    async def queue(self, name: str) -> dict[str, Any]:
-        """Return a queue: counts, paused, rate limit, concurrency keys with jobs waiting."""
-        return _check(await self.http.get(f"/queues/{_segment(name)}"))  # type: ignore[no-any-return]
-
-    async def set_queue_limits(
-        self, name: str, rate_limit: str | None, paused: bool | None = None
-    ) -> dict[str, Any]:
-        """Set a queue's rate limit ("10/s"; None lifts it), and pause or resume it."""
-        body = {"rate_limit": rate_limit, **({} if paused is None else {"paused": paused})}
-        path = f"/queues/{_segment(name)}/limits"
-        return _check(await self.http.put(path, json=body))  # type: ignore[no-any-return]
-
-    async def workers(self) -> list[dict[str, Any]]:
-        """Return the live workers: queues, concurrency, current jobs, state."""
-        return _check(await self.http.get("/workers"))  # type: ignore[no-any-return]
-
-    async def control_workers(
-        self,
-        action: str,
-        worker: str | None = None,
-        host: str | None = None,
-        queue: str | None = None,
-    ) -> list[str]:
-        """Quiet, resume or stop workers (see JobsiteClient.control_workers)."""
-        body = _order(action, worker, host, queue)
-        answer = _check(await self.http.post("/workers/control", json=body))
-        return answer["workers"]  # type: ignore[no-any-return]
-
-    async def get(self, job_id: str) -> dict[str, Any]:
-        """Return a job."""
-        return _check(await self.http.get(f"/jobs/{_segment(job_id)}"))  # type: ignore[no-any-return]
-
-    async def why(self, job_id: str) -> list[dict[str, Any]]:
-        """Return why a job has not started, in order (code, message, link...); [] once it has."""
-        return (await self.get(job_id)).get("waiting", [])  # type: ignore[no-any-return]
-
-    async def cancel(self, job_id: str) -> dict[str, Any]:
-        """Cancel a queued or running job."""
-        return _check(await self.http.delete(f"/jobs/{_segment(job_id)}"))  # type: ignore[no-any-return]
-
-    async def retry(self, job_id: str) -> dict[str, Any]:
-        """Retry a finished job as a new attempt series."""
-        return _check(await self.http.post(f"/jobs/{_segment(job_id)}/retry"))  # type: ignore[no-any-return]
 
     async def progress(
         self, job_id: str, poll_s: float = 0.5, timeout_s: float | None = None

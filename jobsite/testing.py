@@ -19,8 +19,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import override_settings
 
-from engine import Client, Job, Task, Worker
-from engine.devserver import RedisServer
+from engine import Client, Job, RedisServer, Task, Worker
 from jobsite.jobs import conf, services
 from jobsite.jobs.tasks.djtasks import Task as DjangoTask
 from jobsite.jobs.tasks.registry import load_tasks

@@ -18,7 +18,8 @@
   ARGV[5] children SET key prefix   ARGV[6] number of jobs
   then one JSON array per job: [id, delay_ms or '', run_at_ms or '', priority, extras, field,
   value, ...]; extras: {parents = [id, ...], keyed = bool,
-  dedup = [key, mode, ttl_ms], ['repeat'] = [name, due_ms, next_ms, skip_if_running]}.
+  dedup = [key, mode, ttl_ms], ['repeat'] = [name, due_ms, next_ms, skip_if_running],
+  last_of = name (a run made by hand: the job becomes repeatable `name`'s last run, no tick taken)}.
   Returns: a flat list: the queue's sequence before this batch (0: its first batch since its keys
   were made, so the client registers the queue), then per job an outcome, an id and a state: 'submitted' | 'scheduled' |
   'blocked' | 'failed' | 'cancelled' (created, with that state; failed and cancelled when a
@@ -104,6 +105,7 @@ for j = 1, count do
     emit(Q, id, 'unsubmitted', state, 0)
     if x.dedup then hold_dedup(x.dedup, id) end
     if x['repeat'] then record_tick(repeat_last, x['repeat'], id) end
+    if x.last_of then rcall('HSET', repeat_last, x.last_of, id) end
     if dead then
       fail_child(Q, id, dead[1], dead[2])
       state = rcall('HGET', key, 'state')

@@ -13,8 +13,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from engine import EngineSettings
-from engine.errors import ConfigError
+from engine import ConfigError, EngineSettings
 
 # Django-side keys of settings.JOBSITE and their defaults; the rest are EngineSettings fields.
 DJANGO_KEYS: dict[str, Any] = {
@@ -27,7 +26,7 @@ DJANGO_KEYS: dict[str, Any] = {
     "RECONCILE": "lost",
     "METRICS_TOKEN": "",
     # The history in the database: days kept after a job ended (None: forever), per state.
-    "JOB_RETENTION_DAYS": 30,
+    "JOB_RETENTION_DAYS": 7,
     "JOB_RETENTION_DAYS_BY_STATE": {"failed": 90},
     # Schedule and queue health, alerts (jobsite/jobs/history/health.py: DEFAULTS).
     "HEALTH": {},

@@ -41,7 +41,7 @@ def site(tmp_path: Path) -> Iterator[tuple[str, str, EngineSettings]]:
         env.pop("DJANGO_SETTINGS_MODULE", None)
         log = tmp_path / "serve.log"
         proc = serving.start(env, port, log)
-        password = serving.wait_up(proc, log, timeout_s=60)
+        password = serving.wait_up(proc, log, timeout_s=120)
         try:
             yield (
                 f"http://127.0.0.1:{port}",

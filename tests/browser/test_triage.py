@@ -53,7 +53,7 @@ def test_dead_letters_resubmitted_and_a_replay_completing(
         page.screenshot(path=str(SHOTS / "dead-letters.png"), full_page=True)
 
         # drill down: the group's jobs in the job list, the group kept in the URL
-        page.click(f"{card} a:text('its jobs')")
+        page.click(f"{card} a:has-text('its jobs')")
         page.wait_for_url("**fingerprint=**", timeout=10_000)
 
         def listed() -> set[str]:

@@ -112,3 +112,36 @@ def test_bad_deduplication_is_refused() -> None:
         t.add.using(deduplication={"key": "x"})
     with pytest.raises(ConfigError, match="non-empty string"):
         t.add.using(deduplication={"id": lambda a, b: None}).call(1, 2)
+
+
+async def test_debounce_is_the_shorthand_and_the_key_can_be_read_and_freed(
+    client: Client,
+) -> None:
+    debounced = t.add.using(debounce={"id": "report-7"}, delay_s=60)
+    first = await client.enqueue(debounced, 1, 1)
+    second = await client.enqueue(debounced, 2, 2)
+    assert (await client.get(first.id)).state is JobState.CANCELLED  # replaced, as debounce
+    assert await client.get_deduplication_job_id("default", "report-7") == second.id
+    assert await client.remove_deduplication_key("default", "report-7") is True
+    assert await client.get_deduplication_job_id("default", "report-7") is None
+    third = await client.enqueue(debounced, 3, 3)  # nothing holds the id: a job of its own
+    assert (await client.get(second.id)).state is JobState.SCHEDULED
+    assert (await client.get(third.id)).state is JobState.SCHEDULED
+    assert await client.remove_deduplication_key("default", "nobody") is False
+    with pytest.raises(ConfigError, match="not both"):
+        t.add.using(debounce={"id": "x"}, deduplication={"id": "y"})
+
+
+async def test_max_running_caps_a_task_across_workers(
+    client: Client, settings: EngineSettings
+) -> None:
+    capped = t.tracked.using(max_running=2)
+    jobs = await client.enqueue_many([capped.call() for _ in range(12)])
+    assert {(j.concurrency_key, j.concurrency_limit) for j in jobs} == {("task:tracked", 2)}
+    t.PEAK.update(now=0, max=0)
+    # Two workers of 10 slots each: the task's own key lets 2 run at once, never more.
+    await asyncio.gather(*(drain(settings, [t.tracked], concurrency=10) for _ in range(2)))
+    assert t.PEAK["max"] == 2
+    assert {(await client.get(j.id)).state for j in jobs} == {JobState.COMPLETED}
+    with pytest.raises(ConfigError, match="max_running"):
+        t.tenant_work.using(max_running=1).call("a", 1)

@@ -197,3 +197,21 @@ async def test_a_corrupt_definition_is_set_aside_and_the_others_still_fire(
     assert len(await repeat_jobs(client, "good")) == 1
     assert await client.redis.zscore(keys.repeat_due, "bad") is None  # no longer due
     assert await client.redis.hget(keys.repeats, "bad") == "{not json"  # kept to inspect
+
+
+async def test_a_run_made_by_hand_is_the_last_run_in_the_same_script(client: Client) -> None:
+    await client.repeats.add("nightly", t.add.call(1, 2), cron="0 3 * * *")
+    assert await client.repeats.last_runs("default", ["nightly"]) == [(None, None)]
+    job = await client.run_repeatable_now("default", "nightly", suffix="m")
+    assert job is not None and job.id.startswith("nightly@") and job.id.endswith("m")
+    assert job.state == JobState.SUBMITTED
+    assert await client.repeats.last_runs("default", ["nightly"]) == [(job.id, "submitted")]
+    stored = await client.get(job.id)
+    assert stored.args == [1, 2] and stored.submitted_at_ms is not None
+    # the schedule's own ticks are untouched: its next run is still the cron's
+    ((rep, due_ms),) = await client.repeats.list("default")
+    assert rep.name == "nightly" and due_ms == rep.next_after(stored.submitted_at_ms)
+    assert await client.run_repeatable_now("default", "nope") is None
+    assert await client.missing([(job.id, "default"), ("gone", "default")]) == {"gone"}
+    fields = await client.job_fields("default", [job.id, "gone"], ["state", "task"])
+    assert fields == [{"state": "submitted", "task": job.task}, {}]

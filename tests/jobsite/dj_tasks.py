@@ -10,6 +10,7 @@ import orjson
 
 from jobsite.jobs.tasks.djtasks import TaskContext, task
 from jobsite.jobs.tasks.engine_options import engine_options
+from jobsite.jobs.tasks.registry import JobTaskContext
 
 
 @task
@@ -68,3 +69,23 @@ async def sleepy(seconds: float) -> str:
 @task(concurrency_key="reports", rate_limit="50/s", version=1)
 def report(n: int) -> int:
     return n
+
+
+@task(takes_context=True)
+def import_rows(context: JobTaskContext, rows: int) -> int:
+    """Report progress and log lines through Django's own context (sync)."""
+    for n in range(1, rows + 1):
+        context.set_progress(100 * n / rows, f"row {n} of {rows}")
+        context.log(f"imported row {n}")
+        context.heartbeat()
+    return rows if not context.cancelled else -1
+
+
+@task(takes_context=True)
+async def aimport_rows(context: JobTaskContext, rows: int) -> int:
+    """Async twin of import_rows."""
+    for n in range(1, rows + 1):
+        await context.aset_progress(100 * n / rows, f"row {n} of {rows}")
+        await context.alog(f"imported row {n}")
+        await context.aheartbeat()
+    return rows

@@ -44,6 +44,7 @@ def operations() -> list[tuple[str, str]]:
                 .replace("{name}", "default")
                 .replace("{queue}", "default")
                 .replace("{schedule}", "x")
+                .replace("{flow_id}", "x")
             )
             out.append((method, concrete))
     return out
@@ -376,3 +377,58 @@ def test_bulk_says_what_it_skipped_and_why(engine: EngineSettings, token: str) -
         "changed": 1,
         "skipped": {"not cancellable (state or permission)": 1},
     }
+
+
+def test_a_job_carries_the_seeds_fields_and_a_cancel_answers_with_the_job(
+    engine: EngineSettings, token: str
+) -> None:
+    web = WebClient()
+    boom = call(web, "post", "/jobs", token, data={"task": "boom", "max_retries": 0}).json()
+    done = call(web, "post", "/jobs", token, data={"task": "add", "args": [1, 2]}).json()
+    async_to_sync(run_worker)(engine)
+    failed = call(web, "get", f"/jobs/{boom['id']}", token).json()
+    assert failed["state"] == "failed" and failed["failed_at"] == failed["completed_at"]
+    assert failed["error"] == "unexpected" and failed["max_retries"] == 0
+    assert failed["cancelled_at"] is None and failed["duration_seconds"] >= 0
+    assert failed["claimed_at"] is not None and failed["claimed_at"] <= failed["started_at"]
+    ok = call(web, "get", f"/jobs/{done['id']}", token).json()
+    assert ok["failed_at"] is None and ok["error"] is None
+    assert ok["max_retries"] == t.add.options.max_retries  # the task's own, from the registry
+    later = call(web, "post", "/jobs", token, data={"task": "add", "args": [1, 1], "delay_s": 60})
+    gone = call(web, "delete", f"/jobs/{later.json()['id']}", token)
+    body = gone.json()
+    assert gone.status_code == 202 and body["outcome"] == "cancelled"
+    assert body["state"] == "cancelled" and body["cancelled_at"] is not None
+    assert body["id"] == later.json()["id"] and body["failed_at"] is None
+
+
+def test_the_dlq_filters_by_task_and_version_and_purges_by_ids(
+    engine: EngineSettings, token: str
+) -> None:
+    web = WebClient()
+    booms = [
+        call(web, "post", "/jobs", token, data={"task": "boom", "max_retries": 0}).json()
+        for _ in range(3)
+    ]
+    other = call(web, "post", "/jobs", token, data={"task": "explicit_err"}).json()
+    async_to_sync(run_worker)(engine)
+    listed = call(web, "get", "/dlq?task=boom&version=1", token).json()
+    assert [j["id"] for j in listed] == [b["id"] for b in booms]
+    assert call(web, "get", "/dlq?task=boom&version=2", token).json() == []
+    assert [j["id"] for j in call(web, "get", "/dlq?task=boom&limit=2&offset=1", token).json()] == [
+        booms[1]["id"],
+        booms[2]["id"],
+    ]
+    assert [j["id"] for j in call(web, "get", "/dlq?task=explicit_err", token).json()] == [
+        other["id"]
+    ]
+    gone = call(
+        web,
+        "post",
+        "/dlq/purge",
+        token,
+        data={"queue": "default", "ids": [booms[0]["id"], "never-dead"]},
+    )
+    assert gone.json() == {"count": 1}
+    left = {j["id"] for j in call(web, "get", "/dlq", token).json()}
+    assert booms[0]["id"] not in left and booms[1]["id"] in left

@@ -47,6 +47,21 @@ def test_enqueue_run_and_get_result(engine: EngineSettings) -> None:
     assert dj_tasks.async_double.get_result(aio.id).return_value == 42
 
 
+def test_a_django_task_drives_progress_and_the_job_log(engine: EngineSettings) -> None:
+    from jobsite.jobs import services
+
+    sync = dj_tasks.import_rows.enqueue(3)
+    aio = dj_tasks.aimport_rows.enqueue(2)
+    async_to_sync(run_worker)(engine)
+    for result, rows in ((sync, 3), (aio, 2)):
+        assert result.task.get_result(result.id).return_value == rows
+        job = services.get_job(result.id)
+        assert (job.progress, job.progress_message) == (100.0, f"row {rows} of {rows}")
+        assert [line["message"] for line in job.logs] == [
+            f"imported row {n}" for n in range(1, rows + 1)
+        ]
+
+
 def test_defer_and_async_get_result(engine: EngineSettings) -> None:
     later = dj_tasks.add.using(run_after=timezone.now() + timedelta(hours=1)).enqueue(1, 1)
     result = async_to_sync(dj_tasks.add.aget_result)(later.id)

@@ -320,3 +320,26 @@ def test_blocked_jobs_are_filtered_and_cancelled_in_the_admin(
     form = {"action": "cancel_jobs", "_selected_action": blocked, "index": "0", "post": "yes"}
     assert admin.post("/admin/jobsite/jobrecord/", form).status_code in (200, 302)
     assert {engine_job(engine, i).state for i in blocked} == {"cancelled"}
+
+
+def test_flows_are_listed_and_found_by_their_id(engine: EngineSettings, token: str) -> None:
+    from jobsite.jobs.permissions import VIEWERS
+
+    from .conftest import make_token, staff_user
+
+    web = WebClient()
+    out = call(web, "post", "/flows", token, data=flow_body()).json()
+    async_to_sync(mirror_all)()
+    [listed] = call(web, "get", "/flows", token).json()
+    assert (listed["flow_id"], listed["queue"], listed["jobs"]) == (out["flow_id"], "default", 4)
+    assert listed["states"] == {"submitted": 1, "blocked": 3}
+    async_to_sync(run_worker)(engine)  # Redis is ahead of the history: its states are shown
+    detail = call(web, "get", f"/flows/{out['flow_id']}", token).json()
+    assert detail["states"] == {"completed": 4} and len(detail["graph"]) == 4
+    by_id = {n["id"]: n for n in detail["graph"]}
+    d = next(j for j in out["jobs"] if j["ref"] == "d")
+    assert sorted(by_id[d["id"]]["parents"]) == sorted(d["parents"])
+    elsewhere = make_token(staff_user("far", VIEWERS), queues=["other"])
+    assert call(web, "get", "/flows", elsewhere).json() == []
+    assert call(web, "get", f"/flows/{out['flow_id']}", elsewhere).status_code == 404
+    assert call(web, "get", "/flows/nope", token).status_code == 404

@@ -127,3 +127,22 @@ def test_the_rules_see_every_form_of_import(tmp_path: Path) -> None:
         "api.schemas",
     }
     assert all(layer(t) > layer("services.engineloop") for t in found)
+
+
+def test_the_app_imports_only_what_the_engine_exports() -> None:
+    import engine
+
+    reached = []
+    for path in sorted(APP.parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("engine"):
+                if node.module != "engine":
+                    reached.append(f"{path.name}: from {node.module}")
+                reached += [
+                    f"{path.name}: engine.{a.name}"
+                    for a in node.names
+                    if a.name not in engine.__all__
+                ]
+            elif isinstance(node, ast.Import):
+                reached += [f"{path.name}: {a.name}" for a in node.names if "engine." in a.name]
+    assert reached == []

@@ -122,9 +122,11 @@ def test_control_needs_its_permission_and_scope(live_worker: Worker) -> None:
 def test_the_client_controls_workers(live_worker: Worker) -> None:
     transport = httpx.WSGITransport(app=wsgi_app)
     with JobsiteClient("http://testserver", operator_token(), transport=transport) as api:
-        assert api.control_workers("quiet", worker=live_worker.id) == [live_worker.id]
+        told = api.control_workers("quiet", worker=live_worker.id)
+        assert told == {"action": "quiet", "workers": [live_worker.id]}
         wait_for(lambda: api.workers()[0]["state"] == "quiet", timeout_s=1.5)
-        assert api.control_workers("resume", queue="default") == [live_worker.id]
+        told = api.control_workers("resume", queue="default")
+        assert told == {"action": "resume", "workers": [live_worker.id]}
         wait_for(lambda: api.workers()[0]["state"] == "claiming", timeout_s=1.5)
         with pytest.raises(InvalidRequest):
             api.control_workers("quiet")

@@ -15,6 +15,8 @@ from jobsite.jobs.models import QueueDepth, RollupCount
 from jobsite.jobs.permissions import Perm, need
 
 router = Router(tags=["charts"])
+# Per-task statistics from the same rollup, at /task-stats.
+task_stats_router = Router(tags=["charts"])
 
 
 class Percentiles(Out):
@@ -70,7 +72,7 @@ class TaskStatsOut(Out):
 ERRORS: dict[int, Any] = {401: ErrorOut, 403: ErrorOut, 422: ErrorOut}
 
 
-@router.get("/task-stats", response={200: list[TaskStatsOut], **ERRORS})
+@task_stats_router.get("", response={200: list[TaskStatsOut], **ERRORS})
 def stats_per_task(
     request: HttpRequest,
     range: Literal["hour", "day", "week"] = "day",
@@ -90,7 +92,7 @@ def stats_per_task(
     return task_stats(range, rollup)
 
 
-@router.get("/charts", response={200: ChartsOut, **ERRORS})
+@router.get("", response={200: ChartsOut, **ERRORS})
 def charts(
     request: HttpRequest,
     range: Literal["hour", "day", "week"] = "hour",

@@ -8,10 +8,13 @@ whole flow in one script call, or nothing (an unknown parent, an id that exists)
 from __future__ import annotations
 
 import graphlib
+from datetime import datetime
 from typing import Literal
 
+from asgiref.sync import sync_to_async
+from django.db.models import Count, Min
 from django.http import HttpRequest
-from ninja import Field, Router, Schema, Status
+from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
 from pydantic import ConfigDict
 
@@ -20,9 +23,11 @@ from jobsite.jobs import audit, services
 from jobsite.jobs.api import options as taskoptions
 from jobsite.jobs.api.jobs import ERRORS, _task
 from jobsite.jobs.api.options import REF_PATTERN
-from jobsite.jobs.api.schemas import JobIn, Out
+from jobsite.jobs.api.related import FLOW_CAP, refreshed
+from jobsite.jobs.api.schemas import JobIn, Out, RelatedOut
 from jobsite.jobs.arguments import check_types
-from jobsite.jobs.permissions import Grant, Perm, aneed
+from jobsite.jobs.models import JobRecord
+from jobsite.jobs.permissions import Grant, Perm, aneed, grant
 
 router = Router(tags=["flows"])
 
@@ -108,7 +113,7 @@ async def _build(rights: Grant, body: FlowIn) -> tuple[list[Job], dict[int, str]
     return jobs, refs
 
 
-@router.post("/flows", response={201: FlowOut, **ERRORS})
+@router.post("", response={201: FlowOut, **ERRORS})
 async def submit_flow(request: HttpRequest, body: FlowIn) -> Status[FlowOut]:
     """Submit a graph of jobs atomically: all are written, or none (422/409 say why)."""
     rights = await aneed(request, Perm.SUBMIT)
@@ -136,3 +141,73 @@ async def submit_flow(request: HttpRequest, body: FlowIn) -> Status[FlowOut]:
     position = {spec.ref: i for i, spec in enumerate(body.jobs)}
     out.sort(key=lambda j: position[j.ref])  # in the order the caller gave
     return Status(201, FlowOut(flow_id=done[0].flow_id, jobs=out))
+
+
+class FlowSummaryOut(Out):
+    """A flow as the history holds it: its queue, its jobs per state, when it was submitted."""
+
+    flow_id: str
+    queue: str
+    jobs: int
+    states: dict[str, int]
+    submitted_at: datetime | None
+
+
+class FlowDetailOut(FlowSummaryOut):
+    """A flow with every job's state (live from Redis while it has them) and its parents."""
+
+    graph: list[RelatedOut]
+
+
+def _summaries(rights: Grant, queue: str | None, limit: int) -> list[FlowSummaryOut]:
+    rows = rights.narrow(JobRecord.objects.filter(flow_id__isnull=False))
+    if queue:
+        rows = rows.filter(queue=queue)
+    flows = list(
+        rows.values("flow_id", "queue")
+        .annotate(jobs=Count("id"), submitted_at=Min("submitted_at"))
+        .order_by("-submitted_at", "flow_id")[:limit]
+    )
+    states: dict[str, dict[str, int]] = {f["flow_id"]: {} for f in flows}
+    counted = rows.filter(flow_id__in=list(states)).values("flow_id", "state")
+    for row in counted.annotate(n=Count("id")).order_by():
+        states[row["flow_id"]][row["state"]] = row["n"]
+    return [FlowSummaryOut(**f, states=states[f["flow_id"]]) for f in flows]
+
+
+@router.get("", response={200: list[FlowSummaryOut], **ERRORS})
+async def list_flows(
+    request: HttpRequest,
+    queue: str | None = None,
+    limit: int = Query(50, ge=1, le=500),  # type: ignore[type-arg]
+) -> list[FlowSummaryOut]:
+    """List the newest flows of the queues the caller may see, with their jobs per state."""
+    await aneed(request, Perm.VIEW, queue)
+    return await sync_to_async(_summaries)(grant(request), queue, limit)
+
+
+@router.get("/{flow_id}", response={200: FlowDetailOut, **ERRORS})
+async def get_flow(request: HttpRequest, flow_id: str) -> FlowDetailOut:
+    """Return one flow by its id with every job's state (at most FLOW_CAP jobs)."""
+    rights = await aneed(request, Perm.VIEW)
+    rows = [
+        r
+        async for r in JobRecord.objects.filter(flow_id=flow_id)
+        .only("id", "queue", "task", "state", "parents", "submitted_at")
+        .order_by("submitted_at", "id")[:FLOW_CAP]
+    ]
+    if not rows or not rights.allows(Perm.VIEW, rows[0].queue):
+        raise HttpError(404, f"no flow with id {flow_id!r}")
+    queue = rows[0].queue  # a flow stays in one queue
+    graph = await refreshed(queue, rows)
+    states: dict[str, int] = {}
+    for node in graph:
+        states[node.state] = states.get(node.state, 0) + 1
+    return FlowDetailOut(
+        flow_id=flow_id,
+        queue=queue,
+        jobs=len(graph),
+        states=states,
+        submitted_at=min((r.submitted_at for r in rows if r.submitted_at), default=None),
+        graph=graph,
+    )

@@ -10,16 +10,13 @@ import base64
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from asgiref.sync import sync_to_async
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
-from django.utils import timezone
 from ninja import Query, Router, Status
 from ninja.errors import HttpError
 
-from engine import InvalidArguments, JobNotFound, Task, version_tag
+from engine import WAITING_STATES, InvalidArguments, JobNotFound, Task, version_tag
 from engine import Job as EngineJob
-from engine.explain import WAITING_STATES
 from jobsite.jobs import audit, services
 from jobsite.jobs.api import bulk, related
 from jobsite.jobs.api import options as taskoptions
@@ -38,7 +35,7 @@ from jobsite.jobs.api.schemas import (
     JobOut,
     JobPage,
     LogLineOut,
-    QueueOut,
+    PurgeIn,
     ResubmitIn,
     StatsPoint,
     TaskOut,
@@ -47,8 +44,8 @@ from jobsite.jobs.api.schemas import (
 )
 from jobsite.jobs.api.waiting import reasons_out
 from jobsite.jobs.arguments import check_types, schema
-from jobsite.jobs.models import JobRecord, QueueRecord, oldest_waiting
-from jobsite.jobs.permissions import Grant, Perm, aneed, need
+from jobsite.jobs.models import DEAD, JobRecord
+from jobsite.jobs.permissions import Perm, aneed, need
 from jobsite.jobs.search import text_search
 from jobsite.jobs.tasks.registry import known_tasks
 
@@ -114,8 +111,16 @@ def _engine_values(job: EngineJob) -> dict[str, Any]:
             waiting_for_version=version_tag(job.task, job.version),
             waiting_for_version_since=_dt(int(aside_ms)),
         )
-    for name in ("submitted_at", "started_at", "retried_at", "completed_at", "run_at"):
+    for name in (
+        "submitted_at",
+        "claimed_at",
+        "started_at",
+        "retried_at",
+        "completed_at",
+        "run_at",
+    ):
         values[name] = _dt(getattr(job, f"{name}_ms"))
+    values["max_retries"] = job.options.get("max_retries")
     return values
 
 
@@ -147,8 +152,27 @@ def _log_lines(raw: Any) -> list[LogLineOut]:
     ]
 
 
+def _ended(values: dict[str, Any]) -> dict[str, Any]:
+    """Return the fields told by a job's end and its task: failed_at or cancelled_at, the last
+    attempt's duration, the retries its task allows, its newest error's message."""
+    state, end = values.get("state"), values.get("completed_at")
+    begun = values.get("retried_at") or values.get("started_at")
+    errors = values.get("errors") or []
+    last = errors[-1] if errors and isinstance(errors[-1], dict) else {}
+    task = known_tasks().get(values.get("task") or "")
+    retries = values.get("max_retries")
+    return {
+        "failed_at": end if state in DEAD else None,
+        "cancelled_at": end if state == "cancelled" else None,
+        "duration_seconds": (end - begun).total_seconds() if end and begun else None,
+        "max_retries": retries if retries is not None else task and task.options.max_retries,
+        "error": last.get("message"),
+    }
+
+
 def _fields(schema: type[JobOut], values: dict[str, Any]) -> dict[str, Any]:
     """Return the values `schema` takes, its log lines checked."""
+    values = {**values, **_ended(values)}
     fields = {k: v for k, v in values.items() if k in schema.model_fields}
     if "logs" in fields:
         fields["logs"] = _log_lines(fields["logs"])
@@ -187,7 +211,9 @@ async def get_job(request: HttpRequest, job_id: str) -> JobDetailOut:
     return await related.afill(job, *related.links(source))
 
 
-LISTED = [f for f in JobOut.model_fields if f != "history"]
+# The columns a list item is made of; the fields told by a job's end come from them (_ended).
+DERIVED = ("failed_at", "cancelled_at", "duration_seconds", "max_retries", "error")
+LISTED = [f for f in JobOut.model_fields if f != "history" and f not in DERIVED]
 
 
 # The orders the list offers: a time column, newest ("-") or oldest first; ties by id.
@@ -275,7 +301,8 @@ def list_jobs(
     more = len(page) > limit
     page = page[:limit]
     next_cursor = _cursor(sort, page[-1][field], page[-1]["id"]) if more and page else None
-    return JobPage.model_validate({"items": page, "next_cursor": next_cursor})
+    items = [{**row, **_ended(row)} for row in page]
+    return JobPage.model_validate({"items": items, "next_cursor": next_cursor})
 
 
 @router.get("/job-counts", response={200: JobCountsOut, **ERRORS})
@@ -310,7 +337,8 @@ async def cancel(request: HttpRequest, job_id: str) -> Status[CancelOut]:
     if outcome == "finished":
         raise HttpError(409, "the job already finished")
     await audit.arecord(rights.user, "cancel", [job_id], rights.via, outcome=outcome)
-    return Status(202, CancelOut(id=job_id, outcome=outcome))
+    job = await _live_out(job_id, queue, JobOut)
+    return Status(202, CancelOut(**job.model_dump(), outcome=outcome))
 
 
 @router.post("/jobs/{job_id}/retry", response={200: JobOut, **ERRORS})
@@ -346,11 +374,24 @@ async def dlq(
     queue: str = "default",
     offset: int = Query(0, ge=0, le=10_000_000),  # type: ignore[type-arg]
     limit: int = Query(100, ge=1, le=1000),
+    task: str | None = Query(None, min_length=1, max_length=255),  # type: ignore[type-arg]
+    version: int | None = Query(None, ge=1, le=1_000_000),  # type: ignore[type-arg]
 ) -> list[JobOut]:  # type: ignore[type-arg]
-    """List the dead-letter queue of a queue, oldest first."""
+    """List the dead-letter queue of a queue, oldest first; only `task` (and `version`)."""
     await aneed(request, Perm.VIEW, queue)
-    jobs = await services.adlq(queue, offset, limit)
+    jobs = await services.adlq(queue, offset, limit, task=task, version=version)
     return [JobOut(**_fields(JobOut, _engine_values(j))) for j in jobs]
+
+
+@router.post("/dlq/purge", response={200: CountOut, **ERRORS})
+async def dlq_purge(request: HttpRequest, body: PurgeIn) -> CountOut:
+    """Delete jobs of a queue's dead-letter queue by id (ids not in it are left alone)."""
+    rights = await aneed(request, Perm.PURGE, body.queue)
+    dead = await services.ain_dlq(body.queue, body.ids)
+    chosen = [i for i in body.ids if i in dead]
+    count = await services.apurge([(i, body.queue) for i in chosen]) if chosen else 0
+    await audit.arecord(rights.user, "purge", chosen, rights.via)
+    return CountOut(count=count)
 
 
 @router.post("/dlq/resubmit", response={200: CountOut, **ERRORS})
@@ -364,59 +405,6 @@ async def dlq_resubmit(request: HttpRequest, body: ResubmitIn) -> CountOut:
         selector = {"queue": body.queue, "task": body.task, "dlq": True}
         await audit.arecord_bulk(rights.user, "resubmit", selector, count, rights.via)
     return CountOut(count=count)
-
-
-def _visible(rights: Grant, names: list[str]) -> list[str]:
-    """Return the queues of `names` this request may view."""
-    return [q for q in names if rights.allows(Perm.VIEW, q)]
-
-
-async def _queues(rights: Grant) -> list[QueueOut]:
-    """Return the queues this request may view: counts, paused flag, oldest waiting job."""
-    names = await sync_to_async(_visible)(rights, await services.aknown_queues())
-    states = await services.aqueue_states(names)
-    oldest = await sync_to_async(oldest_waiting)(names)
-    now = timezone.now()
-    return [
-        QueueOut(
-            name=s.name,
-            paused=s.paused,
-            counts=s.counts,
-            oldest_waiting_s=(now - oldest[s.name]).total_seconds() if oldest.get(s.name) else None,
-        )
-        for s in states
-    ]
-
-
-@router.get("/queues", response={200: list[QueueOut], **ERRORS})
-async def queues(request: HttpRequest) -> list[QueueOut]:
-    """Counts per state, paused flag and oldest waiting job of every queue."""
-    rights = await aneed(request, Perm.VIEW)
-    return await _queues(rights)
-
-
-async def _set_paused(request: HttpRequest, name: str, paused: bool) -> QueueOut:
-    """Pause or resume a known queue; an unknown name is a 404 before anything is written."""
-    rights = await aneed(request, Perm.CHANGE_QUEUE, name)
-    if name not in await services.aknown_queues():
-        raise HttpError(404, f"no queue named {name!r}")
-    await services.aset_paused([name], paused)
-    await audit.arecord(
-        rights.user, "pause" if paused else "resume", [name], rights.via, model=QueueRecord
-    )
-    return next(q for q in await _queues(rights) if q.name == name)
-
-
-@router.post("/queues/{name}/pause", response={200: QueueOut, **ERRORS})
-async def pause(request: HttpRequest, name: str) -> QueueOut:
-    """Pause a queue: no worker claims from it until resumed."""
-    return await _set_paused(request, name, True)
-
-
-@router.post("/queues/{name}/resume", response={200: QueueOut, **ERRORS})
-async def resume(request: HttpRequest, name: str) -> QueueOut:
-    """Resume a paused queue."""
-    return await _set_paused(request, name, False)
 
 
 @router.get("/workers", response={200: list[WorkerOut], **ERRORS})

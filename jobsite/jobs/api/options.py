@@ -69,6 +69,8 @@ class TaskOptionsIn(Schema):
     deduplication: DeduplicationIn | None = None
     concurrency_key: str | None = Field(None, min_length=1, max_length=200)
     concurrency_limit: int | None = Field(None, ge=1, le=100_000)
+    # At most this many jobs of the task run at once across every worker (its own key).
+    max_running: int | None = Field(None, ge=1, le=100_000)
     rate_limit: str | None = Field(None, min_length=3, max_length=32)
     # Parents: ids of jobs (in the same queue) that must complete first, and what their failure
     # does to this one.
@@ -97,6 +99,7 @@ _USING = (
     "result_ttl_s",
     "concurrency_key",
     "concurrency_limit",
+    "max_running",
     "rate_limit",
     "on_parent_failure",
 )

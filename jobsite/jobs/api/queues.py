@@ -1,17 +1,20 @@
-"""One queue's page in the API: counts, pause state, rate limit and concurrency keys; and
-PUT /queues/{name}/limits to set the rate limit (and the pause state) in one call."""
+"""The queues resource of the API (/queues): every queue's counts, one queue's page with its rate
+limit and concurrency keys, pause and resume, and PUT /queues/{name}/limits to set the rate limit
+(and the pause state) in one call."""
 
 from __future__ import annotations
 
+from asgiref.sync import sync_to_async
 from django.http import HttpRequest
+from django.utils import timezone
 from ninja import Field, Router, Schema
 from ninja.errors import HttpError
 from pydantic import ConfigDict
 
 from jobsite.jobs import audit, services
-from jobsite.jobs.api.jobs import ERRORS, _queues
+from jobsite.jobs.api.jobs import ERRORS
 from jobsite.jobs.api.schemas import Out, QueueOut
-from jobsite.jobs.models import QueueRecord
+from jobsite.jobs.models import QueueRecord, oldest_waiting
 from jobsite.jobs.permissions import Grant, Perm, aneed
 
 router = Router(tags=["queues"])
@@ -57,6 +60,59 @@ class LimitsIn(Schema):
     paused: bool | None = None
 
 
+def _visible(rights: Grant, names: list[str]) -> list[str]:
+    """Return the queues of `names` this request may view."""
+    return [q for q in names if rights.allows(Perm.VIEW, q)]
+
+
+async def _queues(rights: Grant) -> list[QueueOut]:
+    """Return the queues this request may view: counts, paused flag, oldest waiting job."""
+    names = await sync_to_async(_visible)(rights, await services.aknown_queues())
+    states = await services.aqueue_states(names)
+    oldest = await sync_to_async(oldest_waiting)(names)
+    now = timezone.now()
+    return [
+        QueueOut(
+            name=s.name,
+            paused=s.paused,
+            counts=s.counts,
+            oldest_waiting_s=(now - oldest[s.name]).total_seconds() if oldest.get(s.name) else None,
+        )
+        for s in states
+    ]
+
+
+@router.get("", response={200: list[QueueOut], **ERRORS})
+async def queues(request: HttpRequest) -> list[QueueOut]:
+    """Counts per state, paused flag and oldest waiting job of every queue."""
+    rights = await aneed(request, Perm.VIEW)
+    return await _queues(rights)
+
+
+async def _set_paused(request: HttpRequest, name: str, paused: bool) -> QueueOut:
+    """Pause or resume a known queue; an unknown name is a 404 before anything is written."""
+    rights = await aneed(request, Perm.CHANGE_QUEUE, name)
+    if name not in await services.aknown_queues():
+        raise HttpError(404, f"no queue named {name!r}")
+    await services.aset_paused([name], paused)
+    await audit.arecord(
+        rights.user, "pause" if paused else "resume", [name], rights.via, model=QueueRecord
+    )
+    return next(q for q in await _queues(rights) if q.name == name)
+
+
+@router.post("/{name}/pause", response={200: QueueOut, **ERRORS})
+async def pause(request: HttpRequest, name: str) -> QueueOut:
+    """Pause a queue: no worker claims from it until resumed."""
+    return await _set_paused(request, name, True)
+
+
+@router.post("/{name}/resume", response={200: QueueOut, **ERRORS})
+async def resume(request: HttpRequest, name: str) -> QueueOut:
+    """Resume a paused queue."""
+    return await _set_paused(request, name, False)
+
+
 async def _detail(rights: Grant, name: str) -> QueueDetailOut:
     if name not in await services.aknown_queues():
         raise HttpError(404, f"no queue named {name!r}")
@@ -73,14 +129,14 @@ async def _detail(rights: Grant, name: str) -> QueueDetailOut:
     )
 
 
-@router.get("/queues/{name}", response={200: QueueDetailOut, **ERRORS})
+@router.get("/{name}", response={200: QueueDetailOut, **ERRORS})
 async def queue(request: HttpRequest, name: str) -> QueueDetailOut:
     """One queue: counts, paused, rate limit, and concurrency keys with jobs waiting."""
     rights = await aneed(request, Perm.VIEW, name)
     return await _detail(rights, name)
 
 
-@router.put("/queues/{name}/limits", response={200: QueueDetailOut, **ERRORS})
+@router.put("/{name}/limits", response={200: QueueDetailOut, **ERRORS})
 async def set_limits(request: HttpRequest, name: str, body: LimitsIn) -> QueueDetailOut:
     """Set the queue's rate limit (null lifts it), and pause or resume it when `paused` is given."""
     rights = await aneed(request, Perm.CHANGE_QUEUE, name)

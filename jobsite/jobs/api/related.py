@@ -51,6 +51,15 @@ async def _refresh(queue: str, nodes: dict[str, RelatedOut], wanted: list[str]) 
         node.state = live.get("state") or node.state
 
 
+async def refreshed(queue: str, rows: list[Any]) -> list[RelatedOut]:
+    """Return the history's rows of one flow as nodes, with Redis's states laid over them."""
+    nodes = {
+        r.id: RelatedOut(id=r.id, task=r.task, state=r.state, parents=_ids(r.parents)) for r in rows
+    }
+    await _refresh(queue, nodes, [])
+    return list(nodes.values())
+
+
 def links(raw: Any) -> tuple[str | None, list[str]]:
     """Return the flow id and parent ids of a job (an engine Job or a history row)."""
     return getattr(raw, "flow_id", None) or None, _ids(getattr(raw, "parents", None))

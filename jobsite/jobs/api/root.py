@@ -19,14 +19,15 @@ from ninja.errors import HttpError
 from ninja.parser import Parser
 
 from engine import (
+    ConfigError,
     DuplicateJob,
     JobIdTaken,
     PayloadTooLarge,
     RedisUnavailable,
     SerializationError,
 )
-from engine.errors import ConfigError
 from jobsite.jobs.api.charts import router as charts_router
+from jobsite.jobs.api.charts import task_stats_router
 from jobsite.jobs.api.drain import router as drains
 from jobsite.jobs.api.flows import router as flows
 from jobsite.jobs.api.health import router as health_router
@@ -74,11 +75,12 @@ api = NinjaAPI(
     parser=StrictJson(),
 )
 api.add_router("/", router)
-api.add_router("/", schedules_router)
+api.add_router("/schedules", schedules_router)
 api.add_router("/", triage_router)
-api.add_router("/", charts_router)
-api.add_router("/", flows)
-api.add_router("/", queues)
+api.add_router("/charts", charts_router)
+api.add_router("/task-stats", task_stats_router)
+api.add_router("/flows", flows)
+api.add_router("/queues", queues)
 api.add_router("/", scaling)
 api.add_router("/", workers)
 api.add_router("/", drains)

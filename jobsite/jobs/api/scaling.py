@@ -7,7 +7,8 @@ from django.http import HttpRequest
 from ninja import Router
 
 from jobsite.jobs import services
-from jobsite.jobs.api.jobs import ERRORS, _visible
+from jobsite.jobs.api.jobs import ERRORS
+from jobsite.jobs.api.queues import _visible
 from jobsite.jobs.api.schemas import Out
 from jobsite.jobs.permissions import Perm, aneed
 

@@ -160,7 +160,7 @@ def _visible(rights: Grant, names: list[str]) -> list[str]:
     return [q for q in names if rights.allows(Perm.VIEW, q)]
 
 
-@router.get("/schedules", response={200: list[ScheduleOut], **ERRORS})
+@router.get("", response={200: list[ScheduleOut], **ERRORS})
 async def list_schedules(request: HttpRequest, queue: str | None = None) -> list[ScheduleOut]:
     """Every schedule of the queues this user may see, with next fire times and last run."""
     rights = await aneed(request, Perm.VIEW, queue)
@@ -170,7 +170,7 @@ async def list_schedules(request: HttpRequest, queue: str | None = None) -> list
     return [schedule_out(s) for s in await aschedules(names)]
 
 
-@router.get("/schedules/{queue}/{schedule}", response={200: ScheduleOut, **ERRORS})
+@router.get("/{queue}/{schedule}", response={200: ScheduleOut, **ERRORS})
 async def get_schedule(request: HttpRequest, queue: str, schedule: str) -> ScheduleOut:
     """One schedule."""
     await aneed(request, Perm.VIEW, queue)
@@ -191,7 +191,7 @@ def _timing(body: TimingIn, paused: bool) -> dict[str, Any]:
     }
 
 
-@router.post("/schedules", response={201: ScheduleOut, **ERRORS})
+@router.post("", response={201: ScheduleOut, **ERRORS})
 async def create_schedule(request: HttpRequest, body: ScheduleIn) -> Status[ScheduleOut]:
     """Create a schedule: checked (task, arguments, cron, time zone) before anything is stored."""
     rights = await aneed(request, Perm.CHANGE_QUEUE)
@@ -206,7 +206,7 @@ async def create_schedule(request: HttpRequest, body: ScheduleIn) -> Status[Sche
     return Status(201, await _one(job.queue, body.name))
 
 
-@router.put("/schedules/{queue}/{schedule}", response={200: ScheduleOut, **ERRORS})
+@router.put("/{queue}/{schedule}", response={200: ScheduleOut, **ERRORS})
 async def edit_schedule(
     request: HttpRequest, queue: str, schedule: str, body: ScheduleEditIn
 ) -> ScheduleOut:
@@ -232,19 +232,19 @@ async def _set_paused(request: HttpRequest, queue: str, name: str, paused: bool)
     return await _one(queue, name)
 
 
-@router.post("/schedules/{queue}/{schedule}/pause", response={200: ScheduleOut, **ERRORS})
+@router.post("/{queue}/{schedule}/pause", response={200: ScheduleOut, **ERRORS})
 async def pause_schedule(request: HttpRequest, queue: str, schedule: str) -> ScheduleOut:
     """Stop firing until resumed (a run now still works)."""
     return await _set_paused(request, queue, schedule, True)
 
 
-@router.post("/schedules/{queue}/{schedule}/resume", response={200: ScheduleOut, **ERRORS})
+@router.post("/{queue}/{schedule}/resume", response={200: ScheduleOut, **ERRORS})
 async def resume_schedule(request: HttpRequest, queue: str, schedule: str) -> ScheduleOut:
     """Fire again, from the next tick after now."""
     return await _set_paused(request, queue, schedule, False)
 
 
-@router.post("/schedules/{queue}/{schedule}/run", response={201: RunOut, **ERRORS})
+@router.post("/{queue}/{schedule}/run", response={201: RunOut, **ERRORS})
 async def run_schedule(request: HttpRequest, queue: str, schedule: str) -> Status[RunOut]:
     """Submit one job of the schedule now, with the id `<name>@<ms>m` (ticks have no `m`)."""
     rights = await aneed(request, Perm.CHANGE_QUEUE, queue)
@@ -258,7 +258,7 @@ async def run_schedule(request: HttpRequest, queue: str, schedule: str) -> Statu
     return Status(201, RunOut(id=job.id, queue=queue, schedule=schedule, state="submitted"))
 
 
-@router.delete("/schedules/{queue}/{schedule}", response={204: None, **ERRORS})
+@router.delete("/{queue}/{schedule}", response={204: None, **ERRORS})
 async def delete_schedule(request: HttpRequest, queue: str, schedule: str) -> Status[None]:
     """Delete a schedule; the jobs it submitted stay. A declared one returns at the next sync."""
     rights = await aneed(request, Perm.CHANGE_QUEUE, queue)

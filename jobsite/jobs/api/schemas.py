@@ -60,11 +60,22 @@ class JobOut(Out):
     progress_message: str = ""
     worker: str = ""
     submitted_at: datetime | None = None
+    # Claimed by a worker (it may wait for a free slot before it starts).
+    claimed_at: datetime | None = None
     started_at: datetime | None = None
     # Start of the latest attempt when it was not the first (retries, manual retries).
     retried_at: datetime | None = None
     completed_at: datetime | None = None
+    # completed_at under the name of how it ended: failed_at for the dead states (failed,
+    # stalled, expired, dropped), cancelled_at for cancelled (the cbintel seed's fields).
+    failed_at: datetime | None = None
+    cancelled_at: datetime | None = None
+    # The latest attempt's run time: its start to the end (None until it ended).
+    duration_seconds: float | None = None
     run_at: datetime | None = None
+    # The retries the task allows, and the newest error's message alone.
+    max_retries: int | None = None
+    error: str | None = None
     history: list[EventOut] = []
 
 
@@ -132,8 +143,9 @@ class JobCountsOut(Out):
     states: dict[str, int]
 
 
-class CancelOut(Out):
-    id: str
+class CancelOut(JobOut):
+    """The job as the cancel left it; `outcome`: cancelled, or cancelling while it stops."""
+
     outcome: str
 
 
@@ -149,6 +161,17 @@ class ResubmitIn(Schema):
         None, min_length=1, max_length=10_000
     )
     task: str | None = Field(None, min_length=1, max_length=255)
+
+
+class PurgeIn(Schema):
+    """Dead-letter jobs of one queue to delete, by id."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    queue: str = Field("default", pattern=QUEUE)
+    ids: list[Annotated[str, Field(pattern=JOB_ID_PATTERN)]] = Field(
+        ..., min_length=1, max_length=10_000
+    )
 
 
 class QueueOut(Out):

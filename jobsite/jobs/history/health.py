@@ -32,8 +32,7 @@ from asgiref.sync import sync_to_async
 from django.db.models import Sum
 from django.utils import timezone
 
-from engine import ConfigError, Metrics, QueueMetrics
-from engine.schedule_health import ScheduleHealth
+from engine import ConfigError, Metrics, QueueMetrics, ScheduleHealth
 from jobsite.jobs import conf, services
 from jobsite.jobs.history import alerts
 from jobsite.jobs.models import RollupCount

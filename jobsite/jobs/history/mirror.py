@@ -23,10 +23,7 @@ from django import db
 from django.db import connection, transaction
 from django.utils import timezone
 
-from engine.connection import connect
-from engine.events import IDLE_MS, SNAPSHOT_IDS, Event, EventReader
-from engine.job import ENDED_STATES
-from engine.reconnect import run_periodic
+from engine import ENDED_STATES, IDLE_MS, SNAPSHOT_IDS, Event, EventReader, connect, run_periodic
 from jobsite.jobs.conf import engine_settings
 from jobsite.jobs.history import bulkwrite, rollup
 from jobsite.jobs.history import rows as history

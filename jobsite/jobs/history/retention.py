@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from engine.errors import ConfigError
+from engine import ConfigError
 from jobsite.jobs import conf
 from jobsite.jobs.models import (
     STATE_CHOICES,

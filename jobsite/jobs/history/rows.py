@@ -7,8 +7,7 @@ from typing import Any
 
 import orjson
 
-from engine import TERMINAL_STATES
-from engine.events import Event
+from engine import TERMINAL_STATES, Event
 
 TERMINAL = frozenset(s.value for s in TERMINAL_STATES)
 TIMES = (

@@ -30,16 +30,18 @@ from engine import (
     Metrics,
     Reason,
     Repeatable,
+    ScheduleHealth,
     SyncReport,
     Task,
     explain,
+    health_key,
+    is_cluster,
+    schedule_health,
+    swap_state,
     sync_declared,
 )
 from engine import control as engine_control
 from engine import drain as engine_drain
-from engine.cluster import is_cluster
-from engine.keys import health_key
-from engine.schedule_health import ScheduleHealth, schedule_health, swap_state
 from jobsite.jobs.conf import check_queue, engine_settings, option
 from jobsite.jobs.conf import queues as configured_queues
 from jobsite.jobs.models import JobRecord, OutboxEntry
@@ -98,9 +100,21 @@ async def _get_job(client: Client, job_id: str, queue: str | None = None) -> Job
     return await client.get(job_id, queue)
 
 
-async def _dlq(client: Client, queue: str, offset: int = 0, limit: int = 100) -> list[Job]:
-    """Return jobs in the dead-letter queue of `queue`, oldest first."""
-    return await client.dlq(queue, offset, limit)
+async def _dlq(
+    client: Client,
+    queue: str,
+    offset: int = 0,
+    limit: int = 100,
+    task: str | None = None,
+    version: int | None = None,
+) -> list[Job]:
+    """Return jobs in the dead-letter queue of `queue`, oldest first (of `task`, `version`)."""
+    return await client.dlq(queue, offset, limit, task=task, version=version)
+
+
+async def _in_dlq(client: Client, queue: str, ids: list[str]) -> set[str]:
+    """Return the ids among `ids` that the dead-letter queue of `queue` holds."""
+    return await client.in_dlq(queue, ids)
 
 
 async def _known_queues(client: Client) -> list[str]:
@@ -131,12 +145,7 @@ async def _workers(client: Client) -> list[dict[str, Any]]:
 
 async def _missing(client: Client, jobs: Iterable[tuple[str, str]]) -> set[str]:
     """Return the ids of the (job id, queue) pairs whose job Redis does not hold."""
-    pairs = list(jobs)
-    async with client.redis.pipeline(transaction=False) as pipe:
-        for job_id, queue in pairs:
-            pipe.exists(client.keys(queue).job(job_id))
-        found = await pipe.execute()
-    return {job_id for (job_id, _), hit in zip(pairs, found, strict=True) if not hit}
+    return await client.missing(jobs)
 
 
 async def _scan_jobs(client: Client, queue: str, cursor: int, count: int) -> tuple[int, list[str]]:
@@ -177,17 +186,10 @@ async def _job_fields(
 ) -> list[dict[str, Any]]:
     """Return `fields` of each job of `queue` Redis holds ({} for one it does not); JSON fields
     (parents) decoded."""
-    names = list(fields)
-    async with client.redis.pipeline(transaction=False) as pipe:
-        for job_id in ids:
-            pipe.hmget(client.keys(queue).job(job_id), names)
-        rows = await pipe.execute()
-    out = []
-    for row in rows:
-        found = {n: v for n, v in zip(names, row, strict=True) if v is not None}
-        if found and "parents" in found:
+    out: list[dict[str, Any]] = await client.job_fields(queue, ids, list(fields))
+    for found in out:
+        if "parents" in found:
             found["parents"] = Job.from_hash({"parents": found["parents"]}).parents
-        out.append(found)
     return out
 
 
@@ -265,6 +267,7 @@ queue_limits, aqueue_limits = twins(_queue_limits)
 set_rate_limit, aset_rate_limit = twins(_set_rate_limit)
 enqueue_flow, aenqueue_flow = twins(_enqueue_flow)
 dlq, adlq = twins(_dlq)
+in_dlq, ain_dlq = twins(_in_dlq)
 known_queues, aknown_queues = twins(_known_queues)
 
 

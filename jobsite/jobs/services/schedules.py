@@ -17,7 +17,6 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from engine import Client, Job, Repeatable
-from engine.connection import server_ms
 from jobsite.jobs.models import JobRecord
 from jobsite.jobs.services.engineloop import twins
 
@@ -104,15 +103,10 @@ async def _in_redis(client: Client, queues: Iterable[str]) -> list[_InRedis]:
     out: list[_InRedis] = []
     for queue in queues:
         listed = await client.repeats.list(queue)
-        keys = client.keys(queue)
         names = [rep.name for rep, _ in listed]
-        ids: list[str | None] = (
-            await client.redis.hmget(keys.repeat_last, names) if names else []  # type: ignore[misc]
-        )
-        async with client.redis.pipeline(transaction=False) as pipe:
-            for job_id in ids:
-                pipe.hget(keys.job(job_id or "-"), "state")
-            states: list[str | None] = await pipe.execute()
+        last = await client.repeats.last_runs(queue, names)
+        ids = [job_id for job_id, _ in last]
+        states = [state for _, state in last]
         rows = zip(listed, ids, states, strict=True)
         out += [_InRedis(queue, rep, due, i, st) for (rep, due), i, st in rows]
     return out
@@ -182,16 +176,12 @@ async def _remove_schedule(client: Client, queue: str, name: str) -> bool:
 async def _run_schedule(client: Client, queue: str, name: str) -> Job | None:
     """Submit one job of schedule `name` now (id `name@<ms>m`); None when there is none.
 
-    It becomes the schedule's last run, so `skip_if_running` ticks wait for it too.
+    It becomes the schedule's last run in the same engine call (one script), so
+    `skip_if_running` ticks wait for it too.
     """
-    rep = await client.repeats.get(queue, name)
-    if rep is None:
+    job = await client.run_repeatable_now(queue, name, suffix=MANUAL)
+    if job is None:
         return None
-    now_ms = await server_ms(client.redis)
-    job = rep.job_for(now_ms)
-    job.id = f"{name}@{now_ms}{MANUAL}"
-    await client.enqueue_many([job])
-    await client.redis.hset(client.keys(queue).repeat_last, name, job.id)  # type: ignore[misc]
     log.info("schedule run now queue=%s name=%s job=%s", queue, name, job.id)
     return job
 

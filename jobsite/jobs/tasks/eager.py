@@ -13,9 +13,7 @@ from typing import Any
 import orjson
 from asgiref.sync import async_to_sync
 
-from engine import Job, JobContext, JobState
-from engine.errors import ConfigError
-from engine.runner import error_info
+from engine import ConfigError, Job, JobContext, JobState, error_info
 from jobsite.jobs import conf
 from jobsite.jobs.tasks.registry import EAGER_WORKER_ID as WORKER_ID
 from jobsite.jobs.tasks.registry import known_tasks

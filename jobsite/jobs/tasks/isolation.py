@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import django
 
-from engine import Task
-from engine.isolate import Isolation
+from engine import Isolation, Task
 
 
 def load(*modules: str) -> list[Task]:

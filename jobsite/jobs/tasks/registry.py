@@ -6,6 +6,7 @@ Built from JOBSITE["TASK_MODULES"] at start-up; a payload never decides what get
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -107,8 +108,50 @@ def _signature(dtask: DjangoTask) -> inspect.Signature:
     return sig.replace(parameters=[lead, *params])
 
 
-def _call(dtask: DjangoTask, result: TaskResult, args: Any, kwargs: Any) -> Any:
-    lead = (TaskContext(task_result=result),) if dtask.takes_context else ()
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class JobTaskContext(TaskContext):
+    """The context a django.tasks function with `takes_context=True` gets: Django's own
+    (`task_result`, `attempt`), with the engine's job behind it, so the task can drive the
+    dashboard's progress bar and job log, keep its lease alive and see a cancel.
+
+    Sync functions call `set_progress`, `log` and `heartbeat`; async ones await `aset_progress`,
+    `alog` and `aheartbeat`. `job` is the engine's JobContext itself.
+    """
+
+    job: JobContext
+
+    @property
+    def cancelled(self) -> bool:
+        """Tell whether the job was cancelled (check between steps, then return early)."""
+        return self.job.cancelled
+
+    def set_progress(self, pct: float, message: str = "") -> None:
+        """Store progress (0 to 100) and a message on the job."""
+        self.job.set_progress_sync(pct, message)
+
+    def log(self, message: str) -> None:
+        """Append a timestamped line to the job's log."""
+        self.job.log_sync(message)
+
+    def heartbeat(self) -> None:
+        """Record a heartbeat (for tasks with max_heartbeat_interval_s)."""
+        self.job.touch()
+
+    async def aset_progress(self, pct: float, message: str = "") -> None:
+        """Async twin of `set_progress`."""
+        await self.job.set_progress(pct, message)
+
+    async def alog(self, message: str) -> None:
+        """Async twin of `log`."""
+        await self.job.log(message)
+
+    async def aheartbeat(self) -> None:
+        """Async twin of `heartbeat`."""
+        await self.job.heartbeat()
+
+
+def _call(dtask: DjangoTask, job: JobContext, result: TaskResult, args: Any, kwargs: Any) -> Any:
+    lead = (JobTaskContext(task_result=result, job=job),) if dtask.takes_context else ()
     return dtask.func(*lead, *args, **kwargs)
 
 
@@ -117,7 +160,7 @@ def _run_sync(dtask: DjangoTask, job: JobContext, args: Any, kwargs: Any) -> Any
     result = _started(dtask, job, args, kwargs)
     _send(task_started, "task_started", result)
     try:
-        value = normalize_json(_call(dtask, result, args, kwargs))
+        value = normalize_json(_call(dtask, job, result, args, kwargs))
     except KeyboardInterrupt:
         raise
     except BaseException as exc:
@@ -134,7 +177,7 @@ async def _run_async(dtask: DjangoTask, job: JobContext, args: Any, kwargs: Any)
     result = _started(dtask, job, args, kwargs)
     await _asend(task_started, "task_started", result)
     try:
-        value = normalize_json(await _call(dtask, result, args, kwargs))
+        value = normalize_json(await _call(dtask, job, result, args, kwargs))
     except (asyncio.CancelledError, KeyboardInterrupt):
         raise  # stopped, not finished
     except BaseException as exc:

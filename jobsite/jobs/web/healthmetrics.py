@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from engine.schedule_health import STATES, ScheduleHealth
+from engine import SCHEDULE_STATES as STATES
+from engine import ScheduleHealth
 from jobsite.jobs.history.health import VERDICTS, QueueHealth
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from engine.cli import add_probe_arguments, run_probe
+from engine import add_probe_arguments, run_probe
 from jobsite.jobs import conf, services
 
 

@@ -13,9 +13,15 @@ from asgiref.sync import sync_to_async
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import InterfaceError, OperationalError, connections
 
-from engine import ConfigError, LoopCrashed, Repeatable, Worker
-from engine.cli import parse_queues
-from engine.reconnect import Reconnect, run_periodic
+from engine import (
+    ConfigError,
+    LoopCrashed,
+    Reconnect,
+    Repeatable,
+    Worker,
+    parse_queues,
+    run_periodic,
+)
 from jobsite.jobs import conf
 from jobsite.jobs.heap import worker_heap
 from jobsite.jobs.history.charts import sample_depth
