@@ -29,6 +29,7 @@ from .errors import (
     WrongState,
 )
 from .events import IDLE_MS, SNAPSHOT_IDS, Event, EventReader
+from .explain import WAITING_STATES, Reason, explain
 from .hooks import Hook, HookEvent
 from .isolate import Isolation
 from .job import (
@@ -47,6 +48,7 @@ from .keys import (
     QueueKeys,
     check_chosen_job_id,
     check_job_id,
+    health_key,
     validate_queue_name,
     version_tag,
 )
@@ -57,6 +59,8 @@ from .reconnect import Reconnect, run_periodic
 from .repeat import Repeatable
 from .result import TaskResult
 from .runner import error_info
+from .schedule_health import STATES as SCHEDULE_STATES
+from .schedule_health import ScheduleHealth, schedule_health, swap_state
 from .settings import EngineSettings, redact_url
 from .task import PER_CALL_OPTIONS, Registry, Task, TaskOptions, collect_tasks, task, task_ref
 from .worker import Worker
@@ -70,8 +74,10 @@ __all__ = [
     "LIVE_STATES",
     "PER_CALL_OPTIONS",
     "RETRYABLE_STATES",
+    "SCHEDULE_STATES",
     "SNAPSHOT_IDS",
     "TERMINAL_STATES",
+    "WAITING_STATES",
     "Client",
     "ConfigError",
     "Deduplication",
@@ -97,6 +103,7 @@ __all__ = [
     "PayloadTooLarge",
     "QueueKeys",
     "QueueMetrics",
+    "Reason",
     "Reconnect",
     "RedisRefused",
     "RedisServer",
@@ -105,6 +112,7 @@ __all__ = [
     "Repeatable",
     "Retry",
     "RetryableError",
+    "ScheduleHealth",
     "SerializationError",
     "SyncReport",
     "Task",
@@ -124,15 +132,19 @@ __all__ = [
     "declared_repeatable",
     "drain",
     "error_info",
+    "explain",
+    "health_key",
     "is_cluster",
     "parse_queues",
     "producer",
     "redact_url",
     "run_periodic",
     "run_probe",
+    "schedule_health",
     "serializer",
     "server_ms",
     "state_vocabulary",
+    "swap_state",
     "sync_declared",
     "task",
     "task_ref",

@@ -47,6 +47,7 @@ def declared_repeatable(
     cron: str | None = None,
     tz: str = "UTC",
     skip_if_running: bool = False,
+    tolerance_s: float | None = None,
 ) -> Repeatable:
     """Return declared repeatable `name`: a copy of `job` (a `task.call(...)`) each tick.
 
@@ -61,6 +62,7 @@ def declared_repeatable(
         cron=cron,
         tz=tz,
         skip_if_running=skip_if_running,
+        tolerance_s=tolerance_s,
         origin="settings",
     )
 

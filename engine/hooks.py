@@ -17,12 +17,24 @@ from .job import Job
 
 log = logging.getLogger("engine.hooks")
 
-HookKind = Literal["before_run", "after_run", "retry", "dead_letter"]
+HookKind = Literal[
+    "before_run",
+    "after_run",
+    "retry",
+    "dead_letter",
+    "expired",
+    "stalled",
+    "dropped",
+    "cancelled",
+    "failed",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class HookEvent:
-    """What happened to a job: about to run, ended (with its outcome), retrying, dead-lettered."""
+    """What happened to a job: about to run or ended (the worker that ran it), or a transition
+    from the event stream wherever it happened (engine/transitions.py): retrying, expired,
+    stalled, dropped, cancelled, failed, dead-lettered."""
 
     kind: HookKind
     job: Job
@@ -34,6 +46,11 @@ class HookEvent:
     error: dict[str, Any] | None = None
     # retry: seconds until the next attempt.
     delay_s: float | None = None
+    # Transitions from the event stream: the state it left, the event's reason ("deadline
+    # passed", "parent p1 ended failed", "cancelled by user"...) and when, in ms.
+    from_state: str | None = None
+    reason: str = ""
+    at_ms: int | None = None
 
 
 Hook = Callable[[HookEvent], Awaitable[None] | None]

@@ -113,6 +113,18 @@ def id_owner_key(prefix: str, job_id: str) -> str:
     return f"{prefix}:id:{job_id}"
 
 
+def event_groups_key(prefix: str) -> str:
+    """Return the key of the HASH of opt-in consumer groups of the event streams -> last read
+    ms (engine/transitions.py: trimming honours those read lately)."""
+    return f"{prefix}:event_groups"
+
+
+def health_key(prefix: str, kind: str, name: str) -> str:
+    """Return the key holding the last recorded health state of a schedule ("schedule",
+    "queue/name") or a queue ("queue", its name): engine/schedule_health.py's swap_state."""
+    return f"{prefix}:health:{kind}:{name}"
+
+
 def workers_key(prefix: str) -> str:
     """Return the key of the worker registry ZSET (worker id -> last seen ms)."""
     return f"{prefix}:workers"

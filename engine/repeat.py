@@ -63,6 +63,9 @@ class Repeatable:
     origin: Origin = "runtime"
     # A declared repeatable (origin "settings") changed at run time: syncs keep it as it is.
     overridden: bool = False
+    # How late a tick may fire or its job start before its health says so (None: the default;
+    # engine/schedule_health.py).
+    tolerance_s: float | None = None
     zone: ZoneInfo = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -89,6 +92,13 @@ class Repeatable:
             raise ConfigError(f"unknown time zone: {self.tz!r}") from None
         if self.end_at_ms is not None and self.end_at_ms < self.start_at_ms:
             raise ConfigError("end_at must not be before start_at")
+        if self.tolerance_s is not None and not (
+            isinstance(self.tolerance_s, int | float)
+            and not isinstance(self.tolerance_s, bool)
+            and math.isfinite(self.tolerance_s)
+            and self.tolerance_s > 0
+        ):
+            raise ConfigError(f"tolerance_s must be a positive number, got {self.tolerance_s!r}")
         if self.origin not in ORIGINS:
             raise ConfigError(f"origin must be one of {ORIGINS}, got {self.origin!r}")
 
@@ -213,6 +223,7 @@ class Repeats:
         start_at: datetime | float | None = None,
         end_at: datetime | float | None = None,
         paused: bool = False,
+        tolerance_s: float | None = None,
     ) -> Repeatable:
         """Add or replace repeatable `name`: submit a copy of `job` (a `task.call(...)`) each tick.
 
@@ -232,6 +243,7 @@ class Repeats:
             start_at_ms=now if start is None else start,
             end_at_ms=_epoch_ms(end_at),
             paused=paused,
+            tolerance_s=tolerance_s,
         )
         if start is None and rep.every_s is not None:
             rep = dataclasses.replace(rep, start_at_ms=now + round(rep.every_s * 1000))

@@ -37,6 +37,7 @@ from .settings import EngineSettings
 from .shutdown import ShutdownSteps
 from .sidewrites import SideWrites
 from .task import Registry, Task
+from .transitions import TransitionHooks
 from .upkeep import Running, Upkeep
 from .versions import Versions
 
@@ -176,12 +177,25 @@ class Worker(ClaimSteps, ShutdownSteps):
         await asyncio.to_thread(self.liveness.start, self._loop)
         if self.lane is not None:
             self.lane.warm()
+        # Transitions made anywhere (cleaner, clients, other workers) reach the hooks from the
+        # event stream (engine/transitions.py); it drains once the last outcome is written.
+        flushed = asyncio.Event()
+        transitions = None
+        if self.hooks.hooks:
+            names = [k.queue for k in self.queues]
+            transitions = TransitionHooks(self.settings, names, self.hooks, self.id)
+            try:
+                await transitions.prepare(self.redis)
+            except Exception as exc:  # its loop makes the groups once Redis answers
+                log.warning("transition hooks not ready worker=%s error=%r", self.id, exc)
         loops = [
             asyncio.create_task(self._guard("flusher", self._flush_loop())),
             asyncio.create_task(self._guard("upkeep", self._upkeep_loop())),
             asyncio.create_task(self._guard("scheduler", self.scheduler.run(self._stopping))),
             asyncio.create_task(self._guard("cleaner", self.cleaner.run(self._stopping))),
         ]
+        if transitions is not None:
+            loops.append(asyncio.create_task(self._guard("hooks", transitions.run(flushed))))
         try:
             await self._advertise_versions()
             await self._guard("claim", self._claim_loop())
@@ -192,6 +206,9 @@ class Worker(ClaimSteps, ShutdownSteps):
             # After a crash, Redis may never answer again: the leases hand the jobs back then.
             timeout_s = self.settings.shutdown_grace_s if self.crashed else None
             await asyncio.wait([loops[0]], timeout=timeout_s)
+            flushed.set()
+            if len(loops) > 4:
+                await asyncio.wait([loops[4]], timeout=self.settings.shutdown_grace_s)
             for task in loops:
                 task.cancel()
             await asyncio.gather(*loops, return_exceptions=True)
@@ -291,20 +308,13 @@ class Worker(ClaimSteps, ShutdownSteps):
         return outcome
 
     async def _after_hooks(self, rec: Running, outcome: Outcome) -> None:
-        """Tell the hooks how the attempt ended (after its outcome is queued for writing)."""
+        """Tell the hooks how the attempt ended (after its outcome is queued for writing); a
+        retry or a dead letter reaches them from the event stream (TransitionHooks)."""
         kind = "completed" if outcome.kind == Kind.COMPLETE else outcome.kind
         event = partial(
             HookEvent, job=rec.job, worker_id=self.id, outcome=kind, error=outcome.error
         )
         await self.hooks.emit(event("after_run"))
-        if outcome.kind == Kind.RETRY:
-            await self.hooks.emit(event("retry", delay_s=outcome.delay_s))
-        elif (
-            outcome.kind == Kind.FAILED
-            and rec.job.dlq != "0"
-            and (rec.opts is None or rec.opts.dead_letter_policy != "none")
-        ):
-            await self.hooks.emit(event("dead_letter"))
 
     async def _run_isolated(self, rec: Running, lane: Lanes) -> Outcome:
         """Run a suspect alone in the child process; its lease is renewed here meanwhile."""

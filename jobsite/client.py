@@ -302,6 +302,10 @@ class JobsiteClient(_Calls):
     def _send(self, method: str, path: str, body: Any, params: dict[str, str] | None) -> Any:
         return _answer(self.http.request(method, path, json=body, params=params))
 
+    def why(self, job_id: str) -> list[dict[str, Any]]:
+        """Return why a job has not started, in order (code, message, link...); [] once it has."""
+        return self.get(job_id).get("waiting", [])  # type: ignore[no-any-return]
+
     def progress(
         self, job_id: str, poll_s: float = 0.5, timeout_s: float | None = None
     ) -> Iterator[dict[str, Any]]:
@@ -355,6 +359,10 @@ class AsyncJobsiteClient(_Calls):
         self, method: str, path: str, body: Any, params: dict[str, str] | None
     ) -> Any:
         return _answer(await self.http.request(method, path, json=body, params=params))
+
+    async def why(self, job_id: str) -> list[dict[str, Any]]:
+        """Return why a job has not started, in order (code, message, link...); [] once it has."""
+        return (await self.get(job_id)).get("waiting", [])  # type: ignore[no-any-return]
 
     async def progress(
         self, job_id: str, poll_s: float = 0.5, timeout_s: float | None = None

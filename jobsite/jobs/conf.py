@@ -28,6 +28,8 @@ DJANGO_KEYS: dict[str, Any] = {
     # The history in the database: days kept after a job ended (None: forever), per state.
     "JOB_RETENTION_DAYS": 7,
     "JOB_RETENTION_DAYS_BY_STATE": {"failed": 90},
+    # Schedule and queue health, alerts (jobsite/jobs/history/health.py: DEFAULTS).
+    "HEALTH": {},
 }
 
 

@@ -39,14 +39,18 @@ async def test_hooks_see_every_job_and_a_raising_hook_changes_nothing(
         for name in ("add", "boom", "retry_twice")
     }
     assert by_task["add"] == [("before_run", None), ("after_run", "completed")]
+    # A retry and a dead letter come from the event stream (engine/transitions.py), read
+    # beside the runs: in order for the job, in any order against its next run's hooks.
     assert by_task["boom"] == [
         ("before_run", None),
         ("after_run", "failed"),
+        ("failed", "failed"),
         ("dead_letter", "failed"),
     ]
-    assert by_task["retry_twice"] == [
+    runs = [e for e in by_task["retry_twice"] if e[0] in ("before_run", "after_run")]
+    assert runs == [("before_run", None), ("after_run", "retry")] * 2 + [
         ("before_run", None),
-        ("after_run", "retry"),
-        ("retry", "retry"),
-        ("async-retry", "retry"),
-    ] * 2 + [("before_run", None), ("after_run", "completed")]
+        ("after_run", "completed"),
+    ]
+    retries = [e for e in by_task["retry_twice"] if e not in runs]
+    assert retries == [("retry", "retry"), ("async-retry", "retry")] * 2

@@ -15,7 +15,7 @@ from django.http import HttpRequest
 from ninja import Query, Router, Status
 from ninja.errors import HttpError
 
-from engine import InvalidArguments, JobNotFound, Task, version_tag
+from engine import WAITING_STATES, InvalidArguments, JobNotFound, Task, version_tag
 from engine import Job as EngineJob
 from jobsite.jobs import audit, services
 from jobsite.jobs.api import bulk, related
@@ -39,8 +39,10 @@ from jobsite.jobs.api.schemas import (
     ResubmitIn,
     StatsPoint,
     TaskOut,
+    WaitingOut,
     WorkerOut,
 )
+from jobsite.jobs.api.waiting import reasons_out
 from jobsite.jobs.arguments import check_types, schema
 from jobsite.jobs.models import DEAD, JobRecord
 from jobsite.jobs.permissions import Perm, aneed, need
@@ -203,6 +205,9 @@ async def get_job(request: HttpRequest, job_id: str) -> JobDetailOut:
         job = await _row_out(source, JobDetailOut)
     await rights.arequire(Perm.VIEW, job.queue)
     job.replays = await areplays_of(job_id)
+    if isinstance(source, EngineJob) and source.state in WAITING_STATES:
+        reasons = await services.aexplain_job(job_id, source.queue)
+        job.waiting = [WaitingOut(**r) for r in reasons_out(reasons, source.queue)]
     return await related.afill(job, *related.links(source))
 
 

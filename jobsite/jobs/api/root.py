@@ -31,6 +31,7 @@ from jobsite.jobs.api.charts import router as charts_router
 from jobsite.jobs.api.charts import task_stats_router
 from jobsite.jobs.api.drain import router as drains
 from jobsite.jobs.api.flows import router as flows
+from jobsite.jobs.api.health import router as health_router
 from jobsite.jobs.api.jobs import router
 from jobsite.jobs.api.queues import router as queues
 from jobsite.jobs.api.scaling import router as scaling
@@ -84,6 +85,7 @@ api.add_router("/queues", queues)
 api.add_router("/", scaling)
 api.add_router("/", workers)
 api.add_router("/", drains)
+api.add_router("/", health_router)
 
 
 @api.exception_handler(RedisUnavailable)

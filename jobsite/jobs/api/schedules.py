@@ -50,6 +50,9 @@ class TimingIn(Schema):
     cron: str | None = Field(None, max_length=200)
     tz: str = Field("UTC", max_length=100)
     skip_if_running: bool = False
+    # How late a tick may fire or its run start before its health says so (None: the
+    # default, JOBSITE["HEALTH"]["SCHEDULE_TOLERANCE_S"]).
+    tolerance_s: float | None = Field(None, gt=0, le=315_576_000, allow_inf_nan=False)
     start_at: datetime | None = None
     end_at: datetime | None = None
 
@@ -86,6 +89,7 @@ class ScheduleOut(Out):
     cron: str | None
     tz: str
     skip_if_running: bool
+    tolerance_s: float | None = None
     start_at: datetime | None
     end_at: datetime | None
     paused: bool
@@ -118,6 +122,7 @@ def schedule_out(state: ScheduleState) -> ScheduleOut:
         cron=rep.cron,
         tz=rep.tz,
         skip_if_running=rep.skip_if_running,
+        tolerance_s=rep.tolerance_s,
         start_at=when(rep.start_at_ms) if 0 < rep.start_at_ms <= MAX_MS else None,
         end_at=when(rep.end_at_ms)
         if rep.end_at_ms is not None and rep.end_at_ms <= MAX_MS
@@ -179,6 +184,7 @@ def _timing(body: TimingIn, paused: bool) -> dict[str, Any]:
         "cron": body.cron,
         "tz": body.tz,
         "skip_if_running": body.skip_if_running,
+        "tolerance_s": body.tolerance_s,
         "start_at": body.start_at,
         "end_at": body.end_at,
         "paused": paused,

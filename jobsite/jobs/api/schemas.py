@@ -94,6 +94,19 @@ class RelatedOut(Out):
     parents: list[str] = []
 
 
+class WaitingOut(Out):
+    """Why a job has not started (engine.explain): a code, a sentence, when it ends (where it
+    is known), the jobs it names, where to change it (`link`) and each job's page (`links`)."""
+
+    code: str
+    message: str
+    target: str
+    until_ms: int | None = None
+    jobs: list[str] = []
+    link: str = ""
+    links: list[str] = []
+
+
 class JobDetailOut(JobOut):
     """One job with its newest log lines (and how many older ones were dropped), its replay
     links, and its graph: parents and children with their states, and every job of its flow
@@ -114,6 +127,8 @@ class JobDetailOut(JobOut):
     # task@version, and since when no claiming worker had it (claim-12.lua).
     waiting_for_version: str = ""
     waiting_for_version_since: datetime | None = None
+    # Why it has not started, in order ([] once it started or ended).
+    waiting: list[WaitingOut] = []
 
 
 class JobPage(Out):

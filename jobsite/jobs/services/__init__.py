@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
@@ -27,10 +28,16 @@ from engine import (
     Job,
     JobIdTaken,
     Metrics,
+    Reason,
     Repeatable,
+    ScheduleHealth,
     SyncReport,
     Task,
+    explain,
+    health_key,
     is_cluster,
+    schedule_health,
+    swap_state,
     sync_declared,
 )
 from engine import control as engine_control
@@ -218,6 +225,43 @@ async def _enqueue_flow(client: Client, jobs: list[Job]) -> list[Job]:
 
 
 get_job, aget_job = twins(_get_job)
+
+
+async def _explain_job(client: Client, job_id: str, queue: str | None = None) -> list[Reason]:
+    """Return why a job has not started, in order (engine.explain); [] once it started."""
+    return await explain(client, job_id, queue)
+
+
+explain_job, aexplain_job = twins(_explain_job)
+
+
+async def _schedules_health(
+    client: Client, queues: list[str], default_tolerance_s: float
+) -> list[ScheduleHealth]:
+    """Return each schedule's dead-man's-switch state (engine/schedule_health.py)."""
+    return await schedule_health(client, queues, default_tolerance_s)
+
+
+async def _swap_health(client: Client, kind: str, name: str, state: str) -> str | None:
+    """Record a schedule's or queue's health state; return the one recorded before."""
+    return await swap_state(client, kind, name, state)
+
+
+async def _dlq_sample(client: Client, queue: str, size: int, window_s: float, record: bool) -> int:
+    """Return the queue's DLQ size at the start of the current window (`size` when none); with
+    `record`, start a new window once this one is `window_s` old."""
+    key = health_key(client.settings.prefix, "dlq", queue)
+    raw = await client.redis.get(key)
+    now_ms = int(time.time() * 1000)
+    then, _, at = (raw or "").partition("|")
+    if record and (not raw or now_ms - int(at) >= window_s * 1000):
+        await client.redis.set(key, f"{size}|{now_ms}")
+    return int(then) if raw else size
+
+
+schedules_health, aschedules_health = twins(_schedules_health)
+swap_health, aswap_health = twins(_swap_health)
+dlq_sample, adlq_sample = twins(_dlq_sample)
 job_fields, ajob_fields = twins(_job_fields)
 queue_limits, aqueue_limits = twins(_queue_limits)
 set_rate_limit, aset_rate_limit = twins(_set_rate_limit)

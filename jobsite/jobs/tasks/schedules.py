@@ -2,8 +2,10 @@
 
 One entry: {"name": "nightly-report", "task": "myapp.tasks.report", "cron": "0 3 * * *",
 "tz": "Europe/Paris", "args": [...], "kwargs": {...}, "queue": "default",
-"skip_if_running": True}, or "every_s": 60 instead of "cron". `runworker` syncs them to Redis
-before its worker starts (engine.sync_declared); `manage.py check` reports bad ones (E005).
+"skip_if_running": True, "tolerance_s": 600}, or "every_s": 60 instead of "cron" (tolerance_s:
+how late a tick may fire or start before its health says so, docs/django.md). `runworker` syncs
+them to Redis before its worker starts (engine.sync_declared); `manage.py check` reports bad
+ones (E005).
 """
 
 from __future__ import annotations
@@ -31,7 +33,18 @@ from jobsite.jobs.tasks.registry import known_tasks
 log = logging.getLogger("jobsite.schedules")
 
 ENTRY_KEYS = frozenset(
-    ("name", "task", "cron", "every_s", "tz", "args", "kwargs", "queue", "skip_if_running")
+    (
+        "name",
+        "task",
+        "cron",
+        "every_s",
+        "tz",
+        "args",
+        "kwargs",
+        "queue",
+        "skip_if_running",
+        "tolerance_s",
+    )
 )
 
 
@@ -118,6 +131,7 @@ def build(entry: Any, tasks: dict[str, Task], limit_bytes: int) -> Repeatable:
             cron=entry.get("cron"),
             tz=entry.get("tz", "UTC"),
             skip_if_running=skip,
+            tolerance_s=entry.get("tolerance_s"),
         )
     except ConfigError:
         raise

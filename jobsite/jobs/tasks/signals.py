@@ -1,19 +1,29 @@
-"""Django signals for every job a worker runs, engine tasks and django.tasks alike.
+"""Django signals for every job a worker runs and every transition wherever it happened.
 
 Connect receivers as with any Django signal; each gets `sender=Worker` (the engine's class) and
 the keyword arguments `job` (an engine.Job), `worker_id`, and where they apply `outcome`
-("completed", "failed", "retry", "cancelled"...), `error` (the attempt's error record: type,
+("completed", "failed", "retry", "cancelled"...), `error` (the newest error record: type,
 message, exception, traceback) and `delay_s` (until the retry). A receiver that raises is
 logged and never fails the job.
 
+Around an attempt, in the worker that runs it:
 - `job_started`: an attempt is about to run.
 - `job_finished`: an attempt ended, with its outcome.
-- `job_retrying`: it will run again in `delay_s` seconds.
-- `job_dead_lettered`: it failed for good and went to the dead-letter queue.
+
+From the queue's event stream (engine/transitions.py), once per transition across all workers,
+wherever it happened (a worker, the cleaner, a client, the API); these also get `from_state`,
+`reason` (the event's words: "deadline passed", "cancelled by user", "parent p1 ended
+failed"...) and `at_ms`; `worker_id` is the worker that made it ("" for a client or the cleaner
+of no worker):
+- `job_retrying`: it will run again in `delay_s` seconds (a failed attempt, a recovered stall).
+- `job_failed`, `job_cancelled`, `job_expired`, `job_stalled`, `job_dropped`: it ended so
+  (a child a parent's failure ended: `job_failed` or `job_cancelled` from "blocked").
+- `job_dead_lettered`: it failed, stalled, expired or was dropped, into the dead-letter queue.
 
     @receiver(job_dead_lettered)
-    def report(sender, job, error, **kwargs):
-        sentry_sdk.capture_message(f"{job.task} failed: {error['message']}")
+    def report(sender, job, error, reason, **kwargs):
+        why = error["message"] if error else reason
+        sentry_sdk.capture_message(f"{job.task} ended {job.state}: {why}")
 """
 
 from __future__ import annotations
@@ -31,13 +41,30 @@ job_started = Signal()
 job_finished = Signal()
 job_retrying = Signal()
 job_dead_lettered = Signal()
+job_failed = Signal()
+job_cancelled = Signal()
+job_expired = Signal()
+job_stalled = Signal()
+job_dropped = Signal()
+# Health (jobsite/jobs/history/health.py), once per change of state across all processes:
+# `health` (a QueueHealth: verdict, reasons; or an engine ScheduleHealth: state, reasons),
+# `previous` (the state before) and `queue`.
+queue_health_changed = Signal()
+schedule_health_changed = Signal()
 
 _BY_KIND = {
     "before_run": job_started,
     "after_run": job_finished,
     "retry": job_retrying,
     "dead_letter": job_dead_lettered,
+    "failed": job_failed,
+    "cancelled": job_cancelled,
+    "expired": job_expired,
+    "stalled": job_stalled,
+    "dropped": job_dropped,
 }
+# The kinds that come from the event stream, not from around an attempt.
+_STREAM_KINDS = frozenset(_BY_KIND) - {"before_run", "after_run"}
 
 
 async def send_signals(event: HookEvent) -> None:
@@ -47,6 +74,8 @@ async def send_signals(event: HookEvent) -> None:
         more = {"outcome": event.outcome, "error": event.error}
     if event.kind == "retry":
         more["delay_s"] = event.delay_s
+    if event.kind in _STREAM_KINDS:
+        more |= {"from_state": event.from_state, "reason": event.reason, "at_ms": event.at_ms}
     responses = await _BY_KIND[event.kind].asend_robust(
         Worker, job=event.job, worker_id=event.worker_id, **more
     )

@@ -31,8 +31,10 @@ from prometheus_client.utils import floatToGoString
 from engine import Histogram, Metrics, RedisUnavailable
 from jobsite.jobs import conf, services
 from jobsite.jobs.api.tokens import TokenAuth
+from jobsite.jobs.history import health
 from jobsite.jobs.models import OutboxEntry
 from jobsite.jobs.permissions import Grant, Perm
+from jobsite.jobs.web.healthmetrics import HealthCollector
 
 log = logging.getLogger("jobsite.metrics")
 
@@ -229,6 +231,12 @@ def scrape(request: HttpRequest) -> HttpResponse:
     outbox = OutboxEntry.objects.filter(pushed_at__isnull=True).count()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(EngineCollector(snapshot, outbox))
+    if snapshot is not None:  # the verdicts need Redis too
+        try:
+            judged = health.queue_health(names), health.schedule_health(names)
+            registry.register(HealthCollector(*judged))
+        except RedisUnavailable as exc:
+            log.warning("metrics scrape without health error=%s", type(exc).__name__)
     encode, content_type = choose_encoder(request.headers.get("Accept", ""))
     response = HttpResponse(encode(registry), content_type=content_type)
     response["Cache-Control"] = "no-store"

@@ -25,6 +25,7 @@ from engine import (
 from jobsite.jobs import conf
 from jobsite.jobs.heap import worker_heap
 from jobsite.jobs.history.charts import sample_depth
+from jobsite.jobs.history.health import acheck
 from jobsite.jobs.history.mirror import Mirror
 from jobsite.jobs.history.reconcile import (
     find_unmirrored,
@@ -40,7 +41,7 @@ from jobsite.jobs.tasks.registry import load_tasks
 from jobsite.jobs.tasks.signals import WORKER_HOOKS
 
 log = logging.getLogger("jobsite.runworker")
-LOOPS = ("worker", "mirror", "relay", "reconcile", "retention", "depth")
+LOOPS = ("worker", "mirror", "relay", "reconcile", "retention", "depth", "health")
 # Database failures that pass (a dropped connection, a locked SQLite file): retried like Redis'.
 DB_TRANSIENT: tuple[type[BaseException], ...] = (OperationalError, InterfaceError)
 
@@ -150,6 +151,10 @@ class Command(BaseCommand):
         if "retention" in loops:
             background["retention"] = asyncio.create_task(
                 run_periodic("retention", self._prune, stopping, DB_TRANSIENT)
+            )
+        if "health" in loops:  # queue verdicts, schedule states: a signal and alerts per change
+            background["health"] = asyncio.create_task(
+                run_periodic("health", acheck, stopping, DB_TRANSIENT)
             )
         if "depth" in loops:
             background["depth"] = asyncio.create_task(

@@ -19,6 +19,7 @@
     if (cards.has(name)) return cards.get(name);
     const node = $("#queue-card").content.firstElementChild.cloneNode(true);
     node.dataset.queue = name;
+    node.id = `queue-${name}`;  // the target of links to this queue (why a job waits)
     $(".name", node).textContent = name;
     $(".counts thead tr", node).innerHTML = columns.map(([label]) => `<th>${esc(label)}</th>`).join("");
     hideForbidden(node);

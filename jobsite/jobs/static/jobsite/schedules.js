@@ -28,6 +28,16 @@
       <span class="state state-${esc(state)}">${esc(state)}</span>${run.manual ? ' <span class="tag">run now</span>' : ""}`;
   }
 
+  // The dead-man's switch of each schedule (GET /health), by "queue/name".
+  let health = {};
+
+  function healthCell(key) {
+    const h = health[key];
+    if (!h) return "";
+    const why = h.reasons.length ? `<br><small>${h.reasons.map(esc).join("<br>")}</small>` : "";
+    return `<span class="health health-${esc(h.state)}" data-health="${esc(h.state)}">${esc(h.state)}</span>${why}`;
+  }
+
   function row(s) {
     const key = `${s.queue}/${s.name}`;
     const runs = s.next_runs.map((t) => `<li>${esc(time(t))}</li>`).join("");
@@ -39,6 +49,7 @@
       <td class="last">${lastRun(s)}</td>
       <td class="origin"><span class="tag">${esc(s.origin)}</span>${s.overridden ? ' <span class="tag override">overridden</span>' : ""}</td>
       <td class="paused">${s.paused ? "paused" : "active"}</td>
+      <td class="health-cell">${healthCell(key)}</td>
       <td data-needs="change_queue">
         <button data-action="edit">Edit</button>
         <button data-action="${s.paused ? "resume" : "pause"}">${s.paused ? "Resume" : "Pause"}</button>
@@ -49,9 +60,11 @@
   async function load() {
     clearTimeout(timer);
     try {
-      shown = await api("/schedules");
+      const [listed, checked] = await Promise.all([api("/schedules"), api("/health")]);
+      shown = listed;
+      health = Object.fromEntries(checked.schedules.map((h) => [`${h.queue}/${h.name}`, h]));
       const body = $("#schedules tbody");
-      body.innerHTML = shown.map(row).join("") || `<tr><td colspan="8">no schedules yet</td></tr>`;
+      body.innerHTML = shown.map(row).join("") || `<tr><td colspan="9">no schedules yet</td></tr>`;
       hideForbidden(body);
       $("#status").textContent = "live";
     } catch (error) {

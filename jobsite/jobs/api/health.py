@@ -1,0 +1,59 @@
+"""GET /health: each queue's verdict and each schedule's state, with the reasons in words,
+narrowed to the queues the request may see."""
+
+from __future__ import annotations
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest
+from ninja import Router
+
+from jobsite.jobs.api.jobs import ERRORS
+from jobsite.jobs.api.schemas import Out
+from jobsite.jobs.history import health
+from jobsite.jobs.permissions import Perm, aneed
+
+router = Router(tags=["health"])
+
+
+class QueueHealthOut(Out):
+    queue: str
+    verdict: str
+    reasons: list[str]
+    figures: dict[str, float]
+
+
+class ScheduleHealthOut(Out):
+    queue: str
+    name: str
+    state: str
+    reasons: list[str]
+    tolerance_s: float
+    due_ms: int | None
+    last_tick_ms: int | None
+    last_job: str | None
+    skip_if_running: bool
+
+
+class HealthOut(Out):
+    queues: list[QueueHealthOut]
+    schedules: list[ScheduleHealthOut]
+
+
+def _health(names: list[str]) -> HealthOut:
+    return HealthOut(
+        queues=[QueueHealthOut(**q.as_dict()) for q in health.queue_health(names)],
+        schedules=[
+            ScheduleHealthOut.model_validate(s, from_attributes=True)
+            for s in health.schedule_health(names)
+        ],
+    )
+
+
+@router.get("/health", response={200: HealthOut, **ERRORS})
+async def get_health(request: HttpRequest, queue: str | None = None) -> HealthOut:
+    """Each queue's verdict (ok, degraded, failing) and each schedule's state (ok, missed, late,
+    overlap, no_worker, paused), with reasons; `queue` picks one."""
+    rights = await aneed(request, Perm.VIEW, queue)
+    names = await sync_to_async(health.judged_queues, thread_sensitive=True)()
+    names = [q for q in names if (queue is None or q == queue) and rights.allows(Perm.VIEW, q)]
+    return await sync_to_async(_health, thread_sensitive=True)(names)

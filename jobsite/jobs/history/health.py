@@ -1,0 +1,267 @@
+"""Health: a verdict per queue, a dead-man's switch per schedule, and a signal per change.
+
+Queue verdicts are `ok`, `degraded` or `failing`, with the reasons in words:
+- no live worker serves it: `failing` while jobs wait in it, else `degraded` for a configured
+  queue (JOBSITE["QUEUES"]);
+- its oldest runnable job waited longer than OLDEST_WAITING_S;
+- a task fails far more than over its own last day: in the last FAILURE_WINDOW_S at least
+  FAILURE_MIN_JOBS ended and the share that failed is at least FAILURE_RATE_FACTOR times, and
+  FAILURE_RATE_MARGIN above, its share over the day before (the charts' rollup);
+- its dead-letter queue grew by DLQ_GROWTH or more within DLQ_WINDOW_S;
+- the mirror is more than MIRROR_LAG_S behind.
+Schedule states come from engine/schedule_health.py (tolerance: the schedule's, else
+SCHEDULE_TOLERANCE_S).
+
+Thresholds are JOBSITE["HEALTH"] keys (DEFAULTS), and per queue under its "QUEUES" key:
+`{"HEALTH": {"OLDEST_WAITING_S": 60, "QUEUES": {"emails": {"OLDEST_WAITING_S": 600}}}}`.
+
+`check()` (runworker's `health` loop, every INTERVAL_S) records each state in Redis (SET ...
+GET) and, for each change, sends `queue_health_changed` or `schedule_health_changed` and hands
+the alert to alerts.py (mail_admins, webhook): once per change across all processes.
+A first look at a state that is fine is no change.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db.models import Sum
+from django.utils import timezone
+
+from engine import ConfigError, Metrics, QueueMetrics, ScheduleHealth
+from jobsite.jobs import conf, services
+from jobsite.jobs.history import alerts
+from jobsite.jobs.models import RollupCount
+from jobsite.jobs.tasks.signals import queue_health_changed, schedule_health_changed
+
+log = logging.getLogger("jobsite.health")
+
+DEFAULTS: dict[str, Any] = {
+    "INTERVAL_S": 5.0,
+    "SCHEDULE_TOLERANCE_S": 60.0,
+    "OLDEST_WAITING_S": 300.0,
+    "FAILURE_WINDOW_S": 900.0,
+    "FAILURE_MIN_JOBS": 10,
+    "FAILURE_RATE_FACTOR": 3.0,
+    "FAILURE_RATE_MARGIN": 0.25,
+    "DLQ_GROWTH": 10,
+    "DLQ_WINDOW_S": 300.0,
+    "MIRROR_LAG_S": 60.0,
+    # Alerts (alerts.py): mail the ADMINS, and POST to a webhook signed with its secret.
+    "MAIL_ADMINS": False,
+    "WEBHOOK_URL": "",
+    "WEBHOOK_SECRET": "",
+    "WEBHOOK_ATTEMPTS": 6,
+    "WEBHOOK_BACKOFF_S": 1.0,
+    "WEBHOOK_TIMEOUT_S": 5.0,
+}
+VERDICTS = ("ok", "degraded", "failing")
+
+
+def settings(queue: str | None = None) -> dict[str, Any]:
+    """Return the health settings, with `queue`'s own thresholds over the defaults."""
+    given = dict(conf.option("HEALTH") or {})
+    unknown = set(given) - set(DEFAULTS) - {"QUEUES"}
+    if unknown:
+        raise ConfigError(f'unknown JOBSITE["HEALTH"] keys: {sorted(unknown)}')
+    per_queue = (given.pop("QUEUES", None) or {}).get(queue, {}) if queue else {}
+    return DEFAULTS | given | dict(per_queue)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueHealth:
+    """A queue's verdict, the reasons in words, and the figures it was judged on."""
+
+    queue: str
+    verdict: str
+    reasons: list[str] = field(default_factory=list)
+    figures: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return it as JSON-ready values."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRates:
+    """A task's failures and ends in the recent window and over the day before it."""
+
+    failed: int
+    ended: int
+    day_failed: int
+    day_ended: int
+
+    @property
+    def rate(self) -> float:
+        return self.failed / self.ended if self.ended else 0.0
+
+    @property
+    def day_rate(self) -> float:
+        return self.day_failed / self.day_ended if self.day_ended else 0.0
+
+
+def task_rates(queue: str, window_s: float) -> dict[str, TaskRates]:
+    """Return each task's failed and ended (failed + completed) counts from the rollup: the last
+    `window_s` (1-minute slots) and the day before it (hourly slots, the window taken out)."""
+    now = timezone.now()
+
+    def counts(span_s: int, since: Any) -> dict[tuple[str, str], int]:
+        rows = (
+            RollupCount.objects.filter(
+                span_s=span_s,
+                start__gte=since,
+                queue=queue,
+                series__in=("failed", "completed"),
+                bucket=0,
+            )
+            .exclude(task="")
+            .values("task", "series")
+            .annotate(n=Sum("count"))
+        )
+        return {(r["task"], r["series"]): int(r["n"] or 0) for r in rows}
+
+    recent = counts(60, now - timedelta(seconds=window_s))
+    day = counts(3600, now - timedelta(days=1))
+    out = {}
+    for task in {t for t, _ in recent}:
+        failed, completed = recent.get((task, "failed"), 0), recent.get((task, "completed"), 0)
+        day_failed = max(0, day.get((task, "failed"), 0) - failed)
+        day_completed = max(0, day.get((task, "completed"), 0) - completed)
+        out[task] = TaskRates(failed, failed + completed, day_failed, day_failed + day_completed)
+    return out
+
+
+def judge_queue(
+    q: QueueMetrics,
+    served: bool,
+    configured: bool,
+    rates: dict[str, TaskRates],
+    dlq_before: int,
+    th: dict[str, Any],
+) -> QueueHealth:
+    """Return a queue's verdict from its metrics, whether a worker serves it, its tasks' failure
+    rates and its DLQ size at the start of the window."""
+    failing: list[str] = []
+    degraded: list[str] = []
+    waiting = q.depth.get("submitted", 0)
+    if not served and waiting:
+        failing.append(f"no live worker serves it and {waiting} jobs wait")
+    elif not served and configured:
+        degraded.append("no live worker serves it")
+    if q.oldest_waiting_s > th["OLDEST_WAITING_S"]:
+        degraded.append(
+            f"its oldest runnable job has waited {q.oldest_waiting_s:.0f} s "
+            f"(threshold {th['OLDEST_WAITING_S']:g} s)"
+        )
+    for task, r in sorted(rates.items()):
+        far_above = r.rate >= max(
+            r.day_rate * th["FAILURE_RATE_FACTOR"], r.day_rate + th["FAILURE_RATE_MARGIN"]
+        )
+        if r.ended >= th["FAILURE_MIN_JOBS"] and far_above:
+            degraded.append(
+                f"task {task} failed {r.rate:.0%} of its last {r.ended} runs, against "
+                f"{r.day_rate:.0%} over the day before"
+            )
+    grew = q.dlq - dlq_before
+    if grew >= th["DLQ_GROWTH"]:
+        degraded.append(
+            f"its dead-letter queue grew by {grew} within {th['DLQ_WINDOW_S']:g} s (now {q.dlq})"
+        )
+    if q.mirror_lag_s > th["MIRROR_LAG_S"]:
+        degraded.append(
+            f"the history mirror is {q.mirror_lag_s:.0f} s behind "
+            f"(threshold {th['MIRROR_LAG_S']:g} s)"
+        )
+    verdict = "failing" if failing else "degraded" if degraded else "ok"
+    figures = {
+        "waiting": float(waiting),
+        "oldest_waiting_s": q.oldest_waiting_s,
+        "dlq": float(q.dlq),
+        "dlq_growth": float(grew),
+        "mirror_lag_s": q.mirror_lag_s,
+    }
+    return QueueHealth(q.queue, verdict, failing + degraded, figures)
+
+
+def _served(workers: list[dict[str, Any]]) -> set[str]:
+    return {q for w in workers for q in str(w.get("queues", "")).split(",") if q}
+
+
+def queue_health(names: list[str], record: bool = False) -> list[QueueHealth]:
+    """Return the verdict of each queue of `names` (with `record`, the DLQ window moves on)."""
+    snapshot: Metrics = services.metrics_snapshot(names)
+    served = _served(services.workers())
+    configured = set(conf.queues())
+    out = []
+    for q in snapshot.queues:
+        th = settings(q.queue)
+        before = services.dlq_sample(q.queue, q.dlq, th["DLQ_WINDOW_S"], record)
+        rates = task_rates(q.queue, th["FAILURE_WINDOW_S"])
+        out.append(judge_queue(q, q.queue in served, q.queue in configured, rates, before, th))
+    return out
+
+
+def schedule_health(names: list[str]) -> list[ScheduleHealth]:
+    """Return the state of every schedule of `names`."""
+    return services.schedules_health(names, float(settings()["SCHEDULE_TOLERANCE_S"]))
+
+
+def judged_queues() -> list[str]:
+    """Return the queues health looks at: the configured ones and every known one."""
+    return sorted({*conf.queues(), *services.known_queues()})
+
+
+def _changed(previous: str | None, state: str, fine: str) -> bool:
+    """Tell whether a recorded state is a change worth a signal (a first `fine` is not)."""
+    return previous != state and not (previous is None and state in (fine, "paused"))
+
+
+def check() -> list[dict[str, Any]]:
+    """Judge every queue and schedule, record the states, signal each change; return the alerts
+    of the changes (`acheck` hands them to alerts.py)."""
+    out: list[dict[str, Any]] = []
+    names = judged_queues()
+    for qh in queue_health(names, record=True):
+        previous = services.swap_health("queue", qh.queue, qh.verdict)
+        if _changed(previous, qh.verdict, "ok"):
+            log.warning(
+                "queue health changed queue=%s verdict=%s previous=%s reasons=%r",
+                qh.queue,
+                qh.verdict,
+                previous,
+                qh.reasons,
+            )
+            queue_health_changed.send_robust(
+                QueueHealth, health=qh, previous=previous or "ok", queue=qh.queue
+            )
+            out.append(
+                {"kind": "queue", "previous": previous or "ok", "state": qh.verdict} | qh.as_dict()
+            )
+    for sh in schedule_health(names):
+        key = f"{sh.queue}/{sh.name}"
+        previous = services.swap_health("schedule", key, sh.state)
+        if _changed(previous, sh.state, "ok"):
+            log.warning(
+                "schedule health changed schedule=%s state=%s previous=%s reasons=%r",
+                key,
+                sh.state,
+                previous,
+                sh.reasons,
+            )
+            schedule_health_changed.send_robust(
+                ScheduleHealth, health=sh, previous=previous or "ok", queue=sh.queue
+            )
+            out.append({"kind": "schedule", "previous": previous or "ok"} | asdict(sh))
+    return out
+
+
+async def acheck() -> float:
+    """Run `check` (in Django's thread), deliver its alerts in the background (never waited
+    for); return seconds until the next check."""
+    for alert in await sync_to_async(check, thread_sensitive=True)():
+        alerts.deliver(alert, settings())
+    return float(settings()["INTERVAL_S"])
