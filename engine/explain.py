@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .client import Client
+from .connection import server_ms
 from .job import JobState
 from .keys import version_tag
 from .versions import ADVERTISE_S
@@ -67,12 +68,11 @@ async def explain(client: Client, job_id: str, queue: str | None = None) -> list
         return []
     keys = client.keys(job.queue)
     redis = client.redis
+    now_ms = await server_ms(redis, keys.meta)  # the clock of the queue's scripts
     async with redis.pipeline(transaction=False) as pipe:
-        pipe.time()
         pipe.hmget(keys.meta, ["paused", "rate_interval_ms", "tat", f"tat:{job.task}"])
         pipe.hmget(keys.job(job.id), ["ckey_active", "ckey_waiting", "rate_slot_ms"])
-        (seconds, micros), meta, hidden = await pipe.execute()
-    now_ms = int(seconds) * 1000 + int(micros) // 1000
+        meta, hidden = await pipe.execute()
     paused, queue_interval, tat, task_tat = meta
     ckey_active, ckey_waiting, rate_slot = hidden
     out: list[Reason] = []

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from croniter import croniter
 
 from .client import Client
-from .connection import ms_from_time
+from .connection import server_ms
 from .job import JobState
 from .keys import QueueKeys, health_key
 from .repeat import Repeatable
@@ -88,15 +88,15 @@ async def schedule_health(
     """Return the health of every repeatable of `queues`."""
     redis = client.redis
     served = {q for w in await client.workers() for q in str(w.get("queues", "")).split(",")}
+    # Server time apart from the pipeline: a cluster refuses TIME in one (no key to route it).
+    now_ms = await server_ms(redis, client.keys(queues[0]).repeat_due if queues else None)
     async with redis.pipeline(transaction=False) as pipe:
-        pipe.time()
         for queue in queues:
             keys = client.keys(queue)
             pipe.hgetall(keys.repeats)
             pipe.zrange(keys.repeat_due, 0, -1, withscores=True)
             pipe.hgetall(keys.repeat_last)
-        now_reply, *replies = await pipe.execute()
-    now_ms = ms_from_time(now_reply)
+        replies = await pipe.execute()
     reps: list[tuple[Repeatable, int | None, str | None]] = []
     for at in range(len(queues)):
         raw, due, last = replies[3 * at : 3 * at + 3]
