@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 
 from . import failpoints
 from .connection import server_ms
+from .events import live_groups
 from .keys import QueueKeys, alive_key, workers_key
 from .liveness import Liveness
 from .reconnect import run_periodic
@@ -114,7 +115,8 @@ class Cleaner:
         return Sweep(reaped.released, reaped.stalled, expired, trimmed, gap, dropped)
 
     async def trim_events(self, keys: QueueKeys) -> int:
-        """Trim the event stream below what the mirror acknowledged and to the hard cap.
+        """Trim the event stream below what the mirror and every live group (the transition
+        hooks') acknowledged, and to the hard cap.
 
         Return how many entries went before the mirror's group read them (their jobs are
         recorded in the queue's missed SET for the mirror to rebuild); each call trims at most
@@ -122,6 +124,7 @@ class Cleaner:
         """
         s = self.settings
         gap = 0
+        holding = [g for g in await live_groups(self.redis, s.prefix) if g != s.events_group]
         while True:
             done = await self.scripts.trim(
                 keys,
@@ -130,6 +133,7 @@ class Cleaner:
                 max_missed=max(1, s.events_maxlen // 3),
                 group=s.events_group,
                 max_entries_kept=s.events_kept_without_group,
+                holding=holding,
             )
             gap += done.past_group
             if done.past_group < TRIM_PAST_BATCH:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
@@ -11,7 +12,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from .cluster import per_slot, slot_groups
-from .keys import QueueKeys
+from .keys import QueueKeys, event_groups_key
 from .scripts import Scripts
 from .settings import EngineSettings
 
@@ -116,6 +117,22 @@ def _hash_from_json(text: str) -> dict[str, str]:
         return orjson.loads(text)  # type: ignore[no-any-return]
     except orjson.JSONDecodeError:
         return orjson.loads(text.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))  # type: ignore[no-any-return]
+
+
+# A group not read for this long no longer holds trimming back (live_groups).
+GROUP_STALE_MS = 10 * 60 * 1000
+
+
+async def register_group(redis: Redis, prefix: str, group: str) -> None:
+    """Record that `group` reads the event streams now (so trimming waits for it)."""
+    await redis.hset(event_groups_key(prefix), group, int(time.time() * 1000))
+
+
+async def live_groups(redis: Redis, prefix: str, now_ms: int | None = None) -> list[str]:
+    """Return the registered consumer groups read within GROUP_STALE_MS (trimming honours them)."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    seen = await redis.hgetall(event_groups_key(prefix))
+    return sorted(str(g) for g, at in seen.items() if now_ms - int(at) <= GROUP_STALE_MS)
 
 
 class EventReader:

@@ -317,9 +317,11 @@ class Scripts:
         max_missed: int,
         group: str,
         max_entries_kept: int,
+        holding: Sequence[str] = (),
     ) -> Trimmed:
-        """Trim the event stream below what `group` acknowledged, and to `hard_cap` entries."""
-        argv = [hard_cap, max_entries, max_missed, group, max_entries_kept]
+        """Trim the event stream below what `group` and the `holding` groups acknowledged, and
+        to `hard_cap` entries (past it, `group`'s missed jobs are recorded)."""
+        argv = [hard_cap, max_entries, max_missed, group, max_entries_kept, *holding]
         entries, past_group, missed = await self.raw["trim"](keys, argv)
         return Trimmed(int(entries), int(past_group), int(missed))
 

@@ -12,8 +12,8 @@ transition again: at least once, exactly once unless a reader dies mid-batch.
 
 The group is opt-in: it exists once a worker with hooks started, and starts at the stream's end
 then (older transitions are not reported). Each reader registers the group in
-`event_groups_key` (group -> last read ms); whatever trims the streams below what a group has
-acknowledged honours only groups read within `GROUP_STALE_MS` (`live_groups`), so a group that
+`event_groups_key` (group -> last read ms); the cleaner trims the streams only below what every
+group read within `GROUP_STALE_MS` has acknowledged (`events.live_groups`), so a group that
 nothing reads any more never holds trimming back.
 
 Kinds, from an event `from -> to`:
@@ -37,18 +37,16 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from .connection import connect
-from .events import Event, EventReader
+from .events import Event, EventReader, register_group
 from .hooks import HookEvent, Hooks
 from .job import Job, JobState
-from .keys import event_groups_key, queue_keys
+from .keys import queue_keys
 from .reconnect import Reconnect
 from .settings import EngineSettings
 
 log = logging.getLogger("engine.transitions")
 
 GROUP = "hooks"
-# A group not read for this long no longer holds trimming back (live_groups).
-GROUP_STALE_MS = 10 * 60 * 1000
 BATCH = 200
 BLOCK_MS = 1000
 # How often a reader takes over entries another reader left unacknowledged (it died).
@@ -79,13 +77,6 @@ def kinds(event: Event) -> list[str]:
     ):
         return ["retry"]
     return []
-
-
-async def live_groups(redis: Redis, prefix: str, now_ms: int | None = None) -> list[str]:
-    """Return the registered consumer groups read within GROUP_STALE_MS (trimming honours them)."""
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    seen = await redis.hgetall(event_groups_key(prefix))
-    return sorted(str(g) for g, at in seen.items() if now_ms - int(at) <= GROUP_STALE_MS)
 
 
 class TransitionHooks:
@@ -149,7 +140,7 @@ class TransitionHooks:
 
         The worker calls it before it claims, so no transition of its own is missed.
         """
-        await redis.hset(event_groups_key(self.settings.prefix), GROUP, int(time.time() * 1000))
+        await register_group(redis, self.settings.prefix, GROUP)
         if self._made:
             return
         for queue in self.queues:

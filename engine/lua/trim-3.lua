@@ -1,17 +1,18 @@
 --[[
-  Trim a queue's event stream by the progress of the consumer group that must see every event
-  (the mirror's), within a hard cap.
+  Trim a queue's event stream by the progress of the consumer groups that must see every event
+  (the mirror's, and any other live group: the transition hooks'), within a hard cap.
   KEYS[1] events STREAM   KEYS[2] stats HASH   KEYS[3] missed SET (job ids to rebuild)
   ARGV[1] hard cap (entries)   ARGV[2] max entries trimmed past the group per call
   ARGV[3] max job ids the missed SET holds   ARGV[4] group ('': none)
-  ARGV[5] max entries kept without the group
-  Entries older than the oldest one the group has not acknowledged go (its oldest pending entry,
-  else the one after its last delivered). The rest stays, up to the hard cap: past it, the
+  ARGV[5] max entries kept without the group   ARGV[6..] other groups that hold trimming back
+  Entries older than the oldest one any of these groups has not acknowledged go (a group's oldest
+  pending entry, else the one after its last delivered); a group missing from the stream holds
+  nothing back. The rest stays, up to the hard cap: past it, the
   oldest entries go even though the group never acknowledged them, at most ARGV[2] a call, and
   the job of each is added to the missed SET (the mirror rebuilds those jobs from their hashes
   and removes them), or, once the SET is full (ARGV[3] ids), counted as unrecorded.
-  Without the group (no mirror ever started: nobody reads the stream) it keeps ARGV[5] entries
-  at most (MAXLEN ~).
+  Without any of the groups (no mirror ever started, no hooks: nobody reads the stream) it keeps
+  ARGV[5] entries at most (MAXLEN ~).
   Stats: `gap_entries` entries trimmed before the group read them, `gap_jobs` jobs added to the
   missed SET, `gap_unrecorded` jobs beyond its limit; the mirror adds `gap_rebuilt` and
   `gap_lost` (engine/metrics.py reads them all).
@@ -36,21 +37,31 @@ local function after(id)
   return string.format('%.0f-%.0f', ms, seq + 1)
 end
 
--- The oldest entry the group still needs: its oldest pending one, else the one after its last.
+local wanted = {}
+if group ~= '' then wanted[group] = true end
+for i = 6, #ARGV do wanted[ARGV[i]] = true end
+
+local function older(a, b)
+  local ams, aseq = split(a)
+  local bms, bseq = split(b)
+  return ams < bms or (ams == bms and aseq < bseq)
+end
+
+-- The oldest entry a group still needs: its oldest pending one, else the one after its last.
 local floor = nil
 local present = false
-if group ~= '' then
-  for _, g in ipairs(rcall('XINFO', 'GROUPS', events)) do
-    local info = {}
-    for i = 1, #g, 2 do info[g[i]] = g[i + 1] end
-    if info['name'] == group then
-      present = true
-      if tonumber(info['pending']) > 0 then
-        floor = rcall('XPENDING', events, group)[2]
-      else
-        floor = after(info['last-delivered-id'])
-      end
+for _, g in ipairs(rcall('XINFO', 'GROUPS', events)) do
+  local info = {}
+  for i = 1, #g, 2 do info[g[i]] = g[i + 1] end
+  if wanted[info['name']] then
+    present = true
+    local needs
+    if tonumber(info['pending']) > 0 then
+      needs = rcall('XPENDING', events, info['name'])[2]
+    else
+      needs = after(info['last-delivered-id'])
     end
+    if floor == nil or older(needs, floor) then floor = needs end
   end
 end
 

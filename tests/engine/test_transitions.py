@@ -9,7 +9,8 @@ from collections import Counter
 from pathlib import Path
 
 from engine import Client, EngineSettings, HookEvent, Worker
-from engine.transitions import GROUP, live_groups
+from engine.events import live_groups
+from engine.transitions import GROUP
 
 from . import chaos_tasks
 from . import tasks as t

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 
 from engine import Client, EngineSettings
 from engine.cleaner import Cleaner
-from engine.events import EventReader
+from engine.events import GROUP_STALE_MS, EventReader, register_group
+from engine.keys import event_groups_key
 
 from . import tasks as t
 
@@ -81,3 +83,25 @@ async def test_an_unrecorded_trim_past_the_group_is_told(
         keys.events, maxlen=10, approximate=False
     )  # as the scripts' emergency cap would
     assert await reader.behind_trim("default") == 15
+
+
+async def test_a_live_hooks_group_holds_trimming_back_until_it_goes_stale(
+    client: Client, settings: EngineSettings
+) -> None:
+    """The transition hooks' group keeps what it has not acknowledged, like the mirror's."""
+    keys = client.keys("default")
+    mirror = EventReader(client.redis, settings, ["default"], consumer="m1")
+    await mirror.ensure_groups()
+    hooks = EventReader(client.redis, settings, ["default"], "hooks", "h1")
+    await hooks.ensure_groups()
+    await register_group(client.redis, settings.prefix, "hooks")
+    await client.enqueue_many([t.add.call(i, 1) for i in range(30)])
+    await mirror.ack(await mirror.read(100, None))
+    await hooks.ack(await hooks.read(10, None))
+    await _trim(settings, client)
+    assert await client.redis.xlen(keys.events) == 20  # the 20 the hooks never read stay
+    # A hooks group nothing has read for GROUP_STALE_MS no longer holds anything back.
+    stale_ms = int(time.time() * 1000) - GROUP_STALE_MS - 1000
+    await client.redis.hset(event_groups_key(settings.prefix), "hooks", stale_ms)
+    await _trim(settings, client)
+    assert await client.redis.xlen(keys.events) == 0
