@@ -86,6 +86,32 @@ def pause_and_run(page, settings: EngineSettings) -> str:  # type: ignore[no-unt
     return manual
 
 
+def health_shown(page, settings: EngineSettings) -> None:  # type: ignore[no-untyped-def]
+    """The health column: the schedule the demo's worker fires is ok; one on a queue no worker
+    serves is judged no_worker, then missed once a tick is overdue, with the reason in words."""
+    wait_until(
+        page,
+        lambda: page.get_attribute(f"{ROW} td.health-cell span", "data-health") == "ok",
+        "the fired schedule is not ok",
+    )
+    engine(
+        settings,
+        lambda c: c.repeats.add(
+            "orphan", crunch_numbers.using(queue="nightshift").call(10), every_s=1
+        ),
+    )
+    orphan = "#schedules tr[data-key='nightshift/orphan'] td.health-cell"
+    wait_until(
+        page,
+        lambda: page.get_attribute(f"{orphan} span", "data-health") == "missed",
+        "a schedule no worker fires is not missed",
+    )
+    assert "no scheduler" in (page.text_content(orphan) or "") or "no live worker" in (
+        page.text_content(orphan) or ""
+    )
+    engine(settings, lambda c: c.repeats.remove("nightshift", "orphan"))
+
+
 def test_schedules_page_end_to_end(site: tuple[str, str, EngineSettings]) -> None:  # noqa: F811
     from playwright.sync_api import sync_playwright
 
@@ -112,6 +138,7 @@ def test_schedules_page_end_to_end(site: tuple[str, str, EngineSettings]) -> Non
 
         create(page, settings)
         edit_and_fire(page, settings)
+        health_shown(page, settings)
         manual = pause_and_run(page, settings)
         page.screenshot(path=str(DOCS / "screenshots" / "schedules.png"), full_page=True)
         # its last run links to the job's page
