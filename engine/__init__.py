@@ -60,7 +60,7 @@ from .repeat import Repeatable
 from .result import TaskResult
 from .runner import error_info
 from .schedule_health import STATES as SCHEDULE_STATES
-from .schedule_health import ScheduleHealth, schedule_health, swap_state
+from .schedule_health import ScheduleHealth, sample_dlq, schedule_health, swap_state
 from .settings import EngineSettings, redact_url
 from .task import PER_CALL_OPTIONS, Registry, Task, TaskOptions, collect_tasks, task, task_ref
 from .worker import Worker
@@ -140,6 +140,7 @@ __all__ = [
     "redact_url",
     "run_periodic",
     "run_probe",
+    "sample_dlq",
     "schedule_health",
     "serializer",
     "server_ms",

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
 from . import control, serializer, tracing
 from .connection import connect, server_ms
@@ -459,6 +460,45 @@ class Client:
         """Free deduplication id `dedup_id` (the next job with it is submitted, whatever holds
         it now); return whether it was held."""
         return bool(await self.redis.delete(self.keys(queue).dedup(dedup_id)))
+
+    async def ping(self) -> None:
+        """Check that Redis answers (RedisUnavailable when it does not)."""
+        await self.redis.ping()
+
+    async def scan_job_ids(
+        self, queue: str, cursor: int = 0, count: int = 1000
+    ) -> tuple[int, list[str]]:
+        """Return the next SCAN cursor over `queue`'s job hashes and the ids of one step (0:
+        done); on a cluster, SCAN the one master holding the queue's slot."""
+        prefix = self.keys(queue).job_prefix
+        pattern = prefix.replace("{", "\\{").replace("}", "\\}") + "*"
+        if isinstance(self.redis, RedisCluster):  # the queue's slot lives on one master
+            await self.redis.initialize()
+            node = self.redis.get_node_from_key(prefix)
+            reply = await self.redis.scan(cursor, match=pattern, count=count, target_nodes=node)
+            # redis-py answers a SCAN on chosen nodes with the cursor per node: ({node: n}, keys).
+            at, keys = reply
+            cursor = next(iter(at.values())) if isinstance(at, dict) else at
+        else:
+            cursor, keys = await self.redis.scan(cursor, match=pattern, count=count)
+        return int(cursor), [str(key)[len(prefix) :] for key in keys]
+
+    async def history_gaps(self, queue: str) -> dict[str, int]:
+        """Return the queue's history gaps, ever: event entries trimmed before the mirror read
+        them, jobs of those rebuilt from their hashes, and jobs that could not be (trim-3.lua)."""
+        entries, rebuilt, lost, unrecorded = await self.redis.hmget(
+            self.keys(queue).stats, ["gap_entries", "gap_rebuilt", "gap_lost", "gap_unrecorded"]
+        )
+        return {
+            "entries": int(entries or 0),
+            "rebuilt": int(rebuilt or 0),
+            "lost": int(lost or 0) + int(unrecorded or 0),
+        }
+
+    async def mark_missed(self, queue: str, job_ids: Sequence[str]) -> None:
+        """Put jobs in `queue`'s missed SET: the history rebuilds their rows from their hashes."""
+        if job_ids:
+            await self.redis.sadd(self.keys(queue).missed, *job_ids)
 
     async def in_dlq(self, queue: str, job_ids: Iterable[str]) -> set[str]:
         """Return the ids among `job_ids` that the dead-letter queue of `queue` holds."""

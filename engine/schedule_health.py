@@ -20,6 +20,7 @@ checkers see each change once.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -185,6 +186,19 @@ def _judge(
         last_id,
         rep.skip_if_running,
     )
+
+
+async def sample_dlq(client: Client, queue: str, size: int, window_s: float, record: bool) -> int:
+    """Return the queue's DLQ size at the start of the current window (`size` when none); with
+    `record`, start a new window once this one is `window_s` old."""
+    key = health_key(client.settings.prefix, "dlq", queue)
+    got = await client.redis.get(key)
+    raw = got if isinstance(got, str) else ""
+    now_ms = int(time.time() * 1000)
+    then, _, at = raw.partition("|")
+    if record and (not raw or now_ms - int(at) >= window_s * 1000):
+        await client.redis.set(key, f"{size}|{now_ms}")
+    return int(then) if raw else size
 
 
 async def swap_state(client: Client, kind: str, name: str, state: str) -> str | None:

@@ -248,18 +248,20 @@ class _Calls(ScheduleCalls):
         params = {"queue": queue, "offset": str(offset), "limit": str(limit)}
         params |= {"task": task} if task else {}
         params |= {"version": str(version)} if version else {}
-        return self._send("GET", "/dlq", None, params)
+        return self._send("GET", "/dead-letters/jobs", None, params)
 
     def resubmit_dlq(
         self, queue: str = "default", ids: list[str] | None = None, task: str | None = None
     ) -> Any:
-        """Resubmit dead letters by ids, or every one of a task (or all); `{"count": n}`."""
+        """Resubmit dead letters of a queue by ids (those its dead-letter queue holds), or every
+        one of a task (or all); `{"matched", "changed", "skipped"}`."""
         body = {"queue": queue, **({"ids": ids} if ids else {}), **({"task": task} if task else {})}
-        return self._send("POST", "/dlq/resubmit", body, None)
+        return self._send("POST", "/dead-letters/resubmit", body, None)
 
     def purge_dlq(self, queue: str, ids: list[str]) -> Any:
-        """Delete dead letters of a queue by id; `{"count": n}`."""
-        return self._send("POST", "/dlq/purge", {"queue": queue, "ids": ids}, None)
+        """Delete dead letters of a queue by id from Redis and the history; `{"matched",
+        "changed", "skipped"}` (ids not in its dead-letter queue are skipped)."""
+        return self._send("POST", "/dead-letters/purge", {"queue": queue, "ids": ids}, None)
 
     def flows(self, queue: str | None = None, limit: int = 50) -> Any:
         """Return the newest flows with their jobs per state."""

@@ -94,7 +94,7 @@ def test_api_unexpected_error_is_json_500(engine: EngineSettings) -> None:
     key = make_token(staff_user("root", is_superuser=True))
     auth = {"HTTP_AUTHORIZATION": f"Bearer {key}"}
     assert client.get("/api/v1/stats", **auth).status_code == 200  # the token works
-    with mock.patch("jobsite.jobs.api.jobs.throughput", side_effect=RuntimeError("s3cret detail")):
+    with mock.patch("jobsite.jobs.api.stats.throughput", side_effect=RuntimeError("s3cret detail")):
         response = client.get("/api/v1/stats", **auth)
     assert response.status_code == 500
     assert response["Content-Type"].startswith("application/json")

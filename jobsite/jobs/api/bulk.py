@@ -1,17 +1,32 @@
-"""Bulk actions of the API: the jobs a body selects, within the cap, changed and audited."""
+"""The bulk resource (/bulk): cancel or retry the jobs a body selects, within the cap, audited."""
 
 from __future__ import annotations
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest
+from ninja import Router
 from ninja.errors import HttpError
 
 from jobsite.jobs import audit, services
-from jobsite.jobs.api.schemas import BulkIn, BulkOut
+from jobsite.jobs.api.schemas import ERRORS, BulkIn, BulkOut
 from jobsite.jobs.conf import bulk_max
 from jobsite.jobs.models import CANCELLABLE, RETRYABLE, JobRecord
 from jobsite.jobs.permissions import Grant, Perm, aneed
 from jobsite.jobs.search import text_search
+
+router = Router(tags=["jobs"])
+
+
+@router.post("/cancel", response={200: BulkOut, **ERRORS})
+async def cancel_many(request: HttpRequest, body: BulkIn) -> BulkOut:
+    """Cancel the given live jobs, or every one matching the filter (`dry_run` counts only)."""
+    return await aapply(request, body, Perm.CANCEL, "cancel")
+
+
+@router.post("/retry", response={200: BulkOut, **ERRORS})
+async def retry_many(request: HttpRequest, body: BulkIn) -> BulkOut:
+    """Retry (or resubmit from the DLQ) the given finished jobs, or every one matching."""
+    return await aapply(request, body, Perm.RETRY, "retry")
 
 
 def _select(

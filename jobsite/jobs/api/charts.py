@@ -1,4 +1,5 @@
-"""GET /api/v1/charts: the dashboard's charts over the last hour, day or week (see charts.py)."""
+"""The charts resource (/charts): the dashboard's charts over the last hour, day or week
+(history/charts.py)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,12 @@ from ninja import Query, Router
 from pydantic import Field
 
 from jobsite.jobs.api.schemas import QUEUE, ErrorOut, Out
-from jobsite.jobs.history.charts import chart_data, choices, task_stats
+from jobsite.jobs.history.charts import chart_data, choices
 from jobsite.jobs.history.rollup import pick
 from jobsite.jobs.models import QueueDepth, RollupCount
 from jobsite.jobs.permissions import Perm, need
 
 router = Router(tags=["charts"])
-# Per-task statistics from the same rollup, at /task-stats.
-task_stats_router = Router(tags=["charts"])
 
 
 class Percentiles(Out):
@@ -58,38 +57,7 @@ class ChartsOut(Out):
     tasks: list[str] = Field(description="tasks with data this week, for a picker")
 
 
-class TaskStatsOut(Out):
-    """One task over a range: jobs ended, the share that failed, run time of completed jobs."""
-
-    task: str
-    completed: int
-    failed: int
-    failure_rate: float = Field(description="failed / (completed + failed), 0 when none ended")
-    run_p50_ms: float | None
-    run_p95_ms: float | None
-
-
 ERRORS: dict[int, Any] = {401: ErrorOut, 403: ErrorOut, 422: ErrorOut}
-
-
-@task_stats_router.get("", response={200: list[TaskStatsOut], **ERRORS})
-def stats_per_task(
-    request: HttpRequest,
-    range: Literal["hour", "day", "week"] = "day",
-    queue: str | None = Query(None, pattern=QUEUE),  # type: ignore[type-arg]
-) -> list[dict[str, Any]]:
-    """Per task: completed and failed jobs, failure rate, run time p50/p95 over the range.
-
-    From the rollup (a row per point, task and histogram bucket): counts only the queues the
-    caller may see; naming one it may not see is refused (403).
-    """
-    rights = need(request, Perm.VIEW, queue or None)
-    rollup = RollupCount.objects.all()
-    if rights.queues is not None:
-        rollup = rollup.filter(queue__in=rights.queues)
-    if queue:
-        rollup = rollup.filter(queue=queue)
-    return task_stats(range, rollup)
 
 
 @router.get("", response={200: ChartsOut, **ERRORS})

@@ -21,10 +21,10 @@ from pydantic import ConfigDict
 from engine import ConfigError, InvalidArguments, Job, UnknownParent
 from jobsite.jobs import audit, services
 from jobsite.jobs.api import options as taskoptions
-from jobsite.jobs.api.jobs import ERRORS, _task
+from jobsite.jobs.api.jobout import known_task
 from jobsite.jobs.api.options import REF_PATTERN
 from jobsite.jobs.api.related import FLOW_CAP, refreshed
-from jobsite.jobs.api.schemas import JobIn, Out, RelatedOut
+from jobsite.jobs.api.schemas import ERRORS, JobIn, Out, RelatedOut
 from jobsite.jobs.arguments import check_types
 from jobsite.jobs.models import JobRecord
 from jobsite.jobs.permissions import Grant, Perm, aneed, grant
@@ -88,7 +88,7 @@ async def _build(rights: Grant, body: FlowIn) -> tuple[list[Job], dict[int, str]
     for spec in _order(body.jobs):
         where = f"job {spec.ref!r}"
         try:
-            task = _task(spec.task)
+            task = known_task(spec.task)
         except HttpError as exc:
             raise HttpError(exc.status_code, f"{where}: {exc}") from None
         queue = spec.queue or task.options.queue

@@ -7,8 +7,7 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 from ninja import Router
 
-from jobsite.jobs.api.jobs import ERRORS
-from jobsite.jobs.api.schemas import Out
+from jobsite.jobs.api.schemas import ERRORS, Out
 from jobsite.jobs.history import health
 from jobsite.jobs.permissions import Perm, aneed
 
@@ -49,7 +48,7 @@ def _health(names: list[str]) -> HealthOut:
     )
 
 
-@router.get("/health", response={200: HealthOut, **ERRORS})
+@router.get("", response={200: HealthOut, **ERRORS})
 async def get_health(request: HttpRequest, queue: str | None = None) -> HealthOut:
     """Each queue's verdict (ok, degraded, failing) and each schedule's state (ok, missed, late,
     overlap, no_worker, paused), with reasons; `queue` picks one."""

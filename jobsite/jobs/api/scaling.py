@@ -7,9 +7,8 @@ from django.http import HttpRequest
 from ninja import Router
 
 from jobsite.jobs import services
-from jobsite.jobs.api.jobs import ERRORS
-from jobsite.jobs.api.queues import _visible
-from jobsite.jobs.api.schemas import Out
+from jobsite.jobs.api.queues import visible
+from jobsite.jobs.api.schemas import ERRORS, Out
 from jobsite.jobs.permissions import Perm, aneed
 
 router = Router(tags=["scaling"])
@@ -30,11 +29,11 @@ class ScalingOut(Out):
     waiting_for_version: dict[str, int]
 
 
-@router.get("/scaling", response={200: list[ScalingOut], **ERRORS})
+@router.get("", response={200: list[ScalingOut], **ERRORS})
 async def scaling(request: HttpRequest) -> list[ScalingOut]:
     """Per queue: runnable jobs, age of the oldest, live worker slots, backlog per slot."""
     rights = await aneed(request, Perm.VIEW)
-    names = await sync_to_async(_visible)(rights, await services.aknown_queues())
+    names = await sync_to_async(visible)(rights, await services.aknown_queues())
     snapshot = await services.ametrics_snapshot(names)
     return [
         ScalingOut(

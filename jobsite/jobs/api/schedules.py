@@ -19,8 +19,7 @@ from ninja.errors import HttpError
 
 from engine import ConfigError, Job, validate_queue_name
 from jobsite.jobs import audit, conf, services
-from jobsite.jobs.api.jobs import ERRORS
-from jobsite.jobs.api.schemas import Out
+from jobsite.jobs.api.schemas import ERRORS, Out
 from jobsite.jobs.models import Schedule
 from jobsite.jobs.permissions import Grant, Perm, aneed
 from jobsite.jobs.services.schedules import (

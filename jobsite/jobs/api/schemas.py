@@ -214,6 +214,19 @@ class ErrorOut(Out):
     detail: Any
 
 
+# The error answers an operation may give, for its `response` in the schema.
+ERRORS: dict[int, Any] = {
+    400: ErrorOut,
+    401: ErrorOut,
+    403: ErrorOut,
+    404: ErrorOut,
+    409: ErrorOut,
+    413: ErrorOut,
+    422: ErrorOut,
+    503: ErrorOut,
+}
+
+
 class BulkIn(Schema):
     """Act on ids, or on every job of the history matching a filter; dry_run only counts.
 

@@ -1,7 +1,8 @@
-"""POST /workers/control: quiet, resume or stop one worker, or every worker of a host or queue.
+"""The workers resource (/workers): the live workers, and POST /workers/control to quiet, resume
+or stop one worker, or every worker of a host or queue.
 
-Behind Perm.CONTROL_WORKER; a token limited to queues may order only workers that serve none
-but those queues. Audited: one entry per worker told.
+Control is behind Perm.CONTROL_WORKER; a token limited to queues may order only workers that
+serve none but those queues. Audited: one entry per worker told.
 """
 
 from __future__ import annotations
@@ -15,12 +16,21 @@ from ninja.errors import HttpError
 
 from engine import ConfigError, control
 from jobsite.jobs import audit, services
-from jobsite.jobs.api.jobs import ERRORS
-from jobsite.jobs.api.schemas import QUEUE, Out
+from jobsite.jobs.api.schemas import ERRORS, QUEUE, Out, WorkerOut
 from jobsite.jobs.models import WorkerRecord
 from jobsite.jobs.permissions import Grant, Perm, aneed
 
 router = Router(tags=["workers"])
+
+
+@router.get("", response={200: list[WorkerOut], **ERRORS})
+async def workers(request: HttpRequest) -> list[WorkerOut]:
+    """Live workers and what each runs."""
+    rights = await aneed(request, Perm.VIEW)
+    return [
+        WorkerOut(**{k: w[k] for k in WorkerOut.model_fields if k in w})
+        for w in rights.narrow_workers(await services.aworkers())
+    ]
 
 
 class ControlIn(Out):
@@ -45,7 +55,7 @@ def _check_scope(rights: Grant, chosen: list[dict[str, object]]) -> None:
                 raise HttpError(403, f"worker {w['id']} serves queue {queue!r}, out of scope")
 
 
-@router.post("/workers/control", response={200: ControlOut, **ERRORS})
+@router.post("/control", response={200: ControlOut, **ERRORS})
 async def control_workers(request: HttpRequest, body: ControlIn) -> ControlOut:
     """Quiet (stop claiming, finish what runs), resume or stop (gracefully) workers."""
     rights = await aneed(request, Perm.CONTROL_WORKER, body.queue)

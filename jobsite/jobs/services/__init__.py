@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
@@ -34,8 +33,7 @@ from engine import (
     SyncReport,
     Task,
     explain,
-    health_key,
-    is_cluster,
+    sample_dlq,
     schedule_health,
     swap_state,
     sync_declared,
@@ -87,7 +85,7 @@ def ping(timeout_s: float = 1.0) -> None:
     )
 
     async def call(client: Client) -> None:
-        await client.redis.ping()
+        await client.ping()
 
     engineloop.call(settings, call)
 
@@ -150,35 +148,18 @@ async def _missing(client: Client, jobs: Iterable[tuple[str, str]]) -> set[str]:
 
 async def _scan_jobs(client: Client, queue: str, cursor: int, count: int) -> tuple[int, list[str]]:
     """Return the next SCAN cursor over `queue`'s job hashes and the ids of one step (0: done)."""
-    prefix = client.keys(queue).job_prefix
-    pattern = prefix.replace("{", "\\{").replace("}", "\\}") + "*"
-    if is_cluster(client.redis):  # the queue's slot lives on one master: scan that one
-        await client.redis.initialize()
-        node = client.redis.get_node_from_key(prefix)  # type: ignore[attr-defined]
-        reply = await client.redis.scan(cursor, match=pattern, count=count, target_nodes=node)  # type: ignore[call-arg]
-        cursor, keys = next(iter(reply.values())) if isinstance(reply, dict) else reply
-    else:
-        cursor, keys = await client.redis.scan(cursor, match=pattern, count=count)
-    return int(cursor), [key[len(prefix) :] for key in keys]
+    return await client.scan_job_ids(queue, cursor, count)
 
 
 async def _history_gaps(client: Client, queue: str) -> dict[str, int]:
     """Return the queue's history gaps, ever: event entries trimmed before the mirror read them,
     jobs of those rebuilt from their hashes, and jobs that could not be (trim-3.lua, mirror)."""
-    entries, rebuilt, lost, unrecorded = await client.redis.hmget(
-        client.keys(queue).stats, ["gap_entries", "gap_rebuilt", "gap_lost", "gap_unrecorded"]
-    )
-    return {
-        "entries": int(entries or 0),
-        "rebuilt": int(rebuilt or 0),
-        "lost": int(lost or 0) + int(unrecorded or 0),
-    }
+    return await client.history_gaps(queue)
 
 
 async def _mark_missed(client: Client, queue: str, ids: list[str]) -> None:
     """Put jobs in `queue`'s missed SET: the mirror rebuilds their rows from their hashes."""
-    if ids:
-        await client.redis.sadd(client.keys(queue).missed, *ids)
+    await client.mark_missed(queue, ids)
 
 
 async def _job_fields(
@@ -250,13 +231,7 @@ async def _swap_health(client: Client, kind: str, name: str, state: str) -> str 
 async def _dlq_sample(client: Client, queue: str, size: int, window_s: float, record: bool) -> int:
     """Return the queue's DLQ size at the start of the current window (`size` when none); with
     `record`, start a new window once this one is `window_s` old."""
-    key = health_key(client.settings.prefix, "dlq", queue)
-    raw = await client.redis.get(key)
-    now_ms = int(time.time() * 1000)
-    then, _, at = (raw or "").partition("|")
-    if record and (not raw or now_ms - int(at) >= window_s * 1000):
-        await client.redis.set(key, f"{size}|{now_ms}")
-    return int(then) if raw else size
+    return await sample_dlq(client, queue, size, window_s, record)
 
 
 schedules_health, aschedules_health = twins(_schedules_health)

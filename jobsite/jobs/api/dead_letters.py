@@ -1,0 +1,236 @@
+"""The dead-letters resource (/dead-letters): the dead letters grouped by error fingerprint, the
+jobs of a queue's dead-letter queue, and resubmit or purge them by ids, by group or (resubmit)
+every one of a queue.
+
+The old /dlq operations stay as aliases answering as before, left out of the schema.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest
+from ninja import Field, Query, Router, Schema
+from ninja.errors import HttpError
+from pydantic import ConfigDict, model_validator
+
+from engine import JOB_ID_PATTERN
+from jobsite.jobs import audit, services
+from jobsite.jobs.api.jobout import engine_values, fields
+from jobsite.jobs.api.schemas import (
+    ERRORS,
+    QUEUE,
+    BulkOut,
+    CountOut,
+    JobOut,
+    Out,
+    PurgeIn,
+    ResubmitIn,
+)
+from jobsite.jobs.conf import bulk_max
+from jobsite.jobs.history import deadletters
+from jobsite.jobs.models import JobRecord, JobSearch
+from jobsite.jobs.permissions import Grant, Perm, aneed, need
+
+router = Router(tags=["dead-letters"])
+# The old /dlq operations: the same answers as before, not in the schema.
+dlq_aliases = Router(tags=["dead-letters"])
+
+
+class SampleOut(Out):
+    job_id: str
+    exception: str
+    type: str
+    message: str
+    frame: str
+    pattern: str
+
+
+class DeadGroupOut(Out):
+    """Dead letters sharing an error fingerprint ("" : jobs that recorded no error)."""
+
+    fingerprint: str
+    count: int
+    first_seen: datetime | None
+    last_seen: datetime | None
+    tasks: dict[str, int]
+    queues: list[str]
+    sample: SampleOut | None
+
+
+class DeadLettersIn(Schema):
+    """The dead letters to act on: `ids` of `queue`'s dead-letter queue, a group
+    (`fingerprint`, narrowed to `queue` and `task` when given), or, to resubmit, every one of
+    `queue` (of `task` when given). `dry_run` only counts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ids: list[Annotated[str, Field(pattern=JOB_ID_PATTERN)]] | None = Field(
+        None, min_length=1, max_length=10_000
+    )
+    fingerprint: str | None = Field(None, max_length=32, pattern=r"^[0-9a-f]*$")
+    queue: str | None = Field(None, pattern=QUEUE)
+    task: str | None = Field(None, min_length=1, max_length=255)
+    dry_run: bool = False
+
+    @model_validator(mode="after")
+    def _chosen(self) -> DeadLettersIn:
+        if self.ids is not None and self.fingerprint is not None:
+            raise ValueError('give "ids" or "fingerprint", not both')
+        if self.ids is not None and (self.queue is None or self.task is not None):
+            raise ValueError('"ids" go with their "queue" (and no "task")')
+        if self.fingerprint is None and self.queue is None:
+            raise ValueError(
+                'choose the dead letters: "ids" with their "queue", a group\'s "fingerprint", '
+                'or a "queue"'
+            )
+        return self
+
+
+@router.get("", response={200: list[DeadGroupOut], **ERRORS})
+def dead_letters(
+    request: HttpRequest, queue: str | None = None, task: str | None = None
+) -> list[DeadGroupOut]:
+    """Dead letters of the queues this request may view, grouped by error fingerprint."""
+    rights = need(request, Perm.VIEW, queue)
+    found = deadletters.groups(deadletters.dead_rows(rights, queue, task))
+    return [DeadGroupOut.model_validate(g, from_attributes=True) for g in found]
+
+
+@router.get("/jobs", response={200: list[JobOut], **ERRORS})
+@dlq_aliases.get(
+    "", response={200: list[JobOut], **ERRORS}, url_name="dlq", include_in_schema=False
+)
+async def dead_letter_jobs(
+    request: HttpRequest,
+    queue: str = "default",
+    offset: int = Query(0, ge=0, le=10_000_000),  # type: ignore[type-arg]
+    limit: int = Query(100, ge=1, le=1000),
+    task: str | None = Query(None, min_length=1, max_length=255),  # type: ignore[type-arg]
+    version: int | None = Query(None, ge=1, le=1_000_000),  # type: ignore[type-arg]
+) -> list[JobOut]:  # type: ignore[type-arg]
+    """List the dead-letter queue of a queue, oldest first; only `task` (and `version`)."""
+    await aneed(request, Perm.VIEW, queue)
+    jobs = await services.adlq(queue, offset, limit, task=task, version=version)
+    return [JobOut(**fields(JobOut, engine_values(j))) for j in jobs]
+
+
+def _forget(ids: list[str]) -> None:
+    """Delete purged jobs from the history, as the admin's purge does."""
+    JobSearch.objects.filter(job_id__in=ids).delete()
+    JobRecord.objects.filter(id__in=ids).delete()
+
+
+async def _change(action: str, pairs: list[tuple[str, str]]) -> int:
+    """Purge (from Redis and the history) or resubmit jobs; return how many Redis changed."""
+    if action == "purge":
+        changed = await services.apurge(pairs)
+        await sync_to_async(_forget)([i for i, _ in pairs])
+        return changed
+    return await services.aresubmit(pairs)
+
+
+def _select(rights: Grant, body: DeadLettersIn, cap: int) -> tuple[list[tuple[str, str]], int]:
+    rows = deadletters.dead_rows(rights, body.queue, body.task)
+    return deadletters.group_pairs(rows, body.fingerprint or "", cap)
+
+
+async def _group(request: HttpRequest, body: DeadLettersIn, perm: Perm, action: str) -> BulkOut:
+    """Apply `action` to every dead letter of a group, within the cap; audit it."""
+    rights = await aneed(request, perm, body.queue)
+    cap = bulk_max()
+    pairs, matched = await sync_to_async(_select)(rights, body, cap)
+    if body.dry_run:
+        return BulkOut(matched=matched, changed=0)
+    if matched > cap:
+        raise HttpError(
+            422,
+            f"{matched} jobs in this group; one request may change at most {cap} "
+            "(JOBSITE['BULK_MAX']): narrow it by queue or task",
+        )
+    for queue in {q for _, q in pairs}:
+        await rights.arequire(perm, queue)
+    changed = await _change(action, pairs)
+    selector = {"dead_letter_group": body.fingerprint, "queue": body.queue, "task": body.task}
+    await audit.arecord_bulk(rights.user, action, selector, matched, rights.via)
+    return BulkOut(matched=matched, changed=changed)
+
+
+async def _by_ids(
+    request: HttpRequest, queue: str, ids: list[str], dry_run: bool, perm: Perm, action: str
+) -> BulkOut:
+    """Apply `action` to the ids the dead-letter queue of `queue` holds (others are skipped)."""
+    rights = await aneed(request, perm, queue)
+    dead = await services.ain_dlq(queue, ids)
+    chosen = list(dict.fromkeys(i for i in ids if i in dead))
+    left = len(set(ids)) - len(chosen)
+    skipped = {"not in the dead-letter queue": left} if left else {}
+    if dry_run:
+        return BulkOut(matched=len(chosen), changed=0, skipped=skipped)
+    changed = await _change(action, [(i, queue) for i in chosen]) if chosen else 0
+    await audit.arecord(rights.user, action, chosen, rights.via)
+    return BulkOut(matched=len(chosen), changed=changed, skipped=skipped)
+
+
+def _count(rights: Grant, queue: str, task: str | None) -> int:
+    return deadletters.dead_rows(rights, queue, task).count()
+
+
+async def _whole_queue(request: HttpRequest, queue: str, task: str | None, dry: bool) -> BulkOut:
+    """Resubmit every dead letter of `queue` (of `task`); a dry run counts the history's."""
+    rights = await aneed(request, Perm.RETRY, queue)
+    if dry:
+        return BulkOut(matched=await sync_to_async(_count)(rights, queue, task), changed=0)
+    count = await services.aresubmit_dlq(queue, task=task)
+    selector = {"queue": queue, "task": task, "dlq": True}
+    await audit.arecord_bulk(rights.user, "resubmit", selector, count, rights.via)
+    return BulkOut(matched=count, changed=count)
+
+
+@router.post("/resubmit", response={200: BulkOut, **ERRORS})
+async def resubmit_dead_letters(request: HttpRequest, body: DeadLettersIn) -> BulkOut:
+    """Resubmit dead letters by ids, a whole group, or every one of a queue (`dry_run` counts
+    only)."""
+    if body.fingerprint is not None:
+        return await _group(request, body, Perm.RETRY, "resubmit")
+    assert body.queue is not None  # DeadLettersIn._chosen
+    if body.ids is not None:
+        return await _by_ids(request, body.queue, body.ids, body.dry_run, Perm.RETRY, "resubmit")
+    return await _whole_queue(request, body.queue, body.task, body.dry_run)
+
+
+@router.post("/purge", response={200: BulkOut, **ERRORS})
+async def purge_dead_letters(request: HttpRequest, body: DeadLettersIn) -> BulkOut:
+    """Delete dead letters by ids or a whole group from Redis and the history (`dry_run`
+    counts only)."""
+    if body.fingerprint is not None:
+        return await _group(request, body, Perm.PURGE, "purge")
+    if body.ids is None or body.queue is None:
+        raise HttpError(422, 'purge takes "ids" with their "queue", or a group\'s "fingerprint"')
+    return await _by_ids(request, body.queue, body.ids, body.dry_run, Perm.PURGE, "purge")
+
+
+@dlq_aliases.post("/purge", response={200: CountOut, **ERRORS}, include_in_schema=False)
+async def dlq_purge(request: HttpRequest, body: PurgeIn) -> CountOut:
+    """Delete jobs of a queue's dead-letter queue by id (ids not in it are left alone)."""
+    rights = await aneed(request, Perm.PURGE, body.queue)
+    dead = await services.ain_dlq(body.queue, body.ids)
+    chosen = [i for i in body.ids if i in dead]
+    count = await services.apurge([(i, body.queue) for i in chosen]) if chosen else 0
+    await audit.arecord(rights.user, "purge", chosen, rights.via)
+    return CountOut(count=count)
+
+
+@dlq_aliases.post("/resubmit", response={200: CountOut, **ERRORS}, include_in_schema=False)
+async def dlq_resubmit(request: HttpRequest, body: ResubmitIn) -> CountOut:
+    """Resubmit DLQ jobs by ids, or every one of a task (or all) in a queue."""
+    rights = await aneed(request, Perm.RETRY, body.queue)
+    count = await services.aresubmit_dlq(body.queue, ids=body.ids, task=body.task)
+    if body.ids is not None:
+        await audit.arecord(rights.user, "resubmit", body.ids, rights.via)
+    else:
+        selector = {"queue": body.queue, "task": body.task, "dlq": True}
+        await audit.arecord_bulk(rights.user, "resubmit", selector, count, rights.via)
+    return CountOut(count=count)
