@@ -58,6 +58,7 @@ from .producer import configure
 from .reconnect import Reconnect, run_periodic
 from .repeat import Repeatable
 from .result import TaskResult
+from .roles import MAX_ROLE_QUEUES, Role, delete_role, get_role, list_roles, set_role
 from .runner import error_info
 from .schedule_health import STATES as SCHEDULE_STATES
 from .schedule_health import ScheduleHealth, schedule_health, swap_state
@@ -72,6 +73,7 @@ __all__ = [
     "IDLE_MS",
     "JOB_ID_PATTERN",
     "LIVE_STATES",
+    "MAX_ROLE_QUEUES",
     "PER_CALL_OPTIONS",
     "RETRYABLE_STATES",
     "SCHEDULE_STATES",
@@ -112,6 +114,7 @@ __all__ = [
     "Repeatable",
     "Retry",
     "RetryableError",
+    "Role",
     "ScheduleHealth",
     "SerializationError",
     "SyncReport",
@@ -130,11 +133,14 @@ __all__ = [
     "connect",
     "control",
     "declared_repeatable",
+    "delete_role",
     "drain",
     "error_info",
     "explain",
+    "get_role",
     "health_key",
     "is_cluster",
+    "list_roles",
     "parse_queues",
     "producer",
     "redact_url",
@@ -143,6 +149,7 @@ __all__ = [
     "schedule_health",
     "serializer",
     "server_ms",
+    "set_role",
     "state_vocabulary",
     "swap_state",
     "sync_declared",
