@@ -58,7 +58,15 @@ from .producer import configure
 from .reconnect import Reconnect, run_periodic
 from .repeat import Repeatable
 from .result import TaskResult
-from .roles import MAX_ROLE_QUEUES, Role, delete_role, get_role, list_roles, set_role
+from .roles import (
+    MAX_ROLE_QUEUES,
+    Role,
+    check_role_name,
+    delete_role,
+    get_role,
+    list_roles,
+    set_role,
+)
 from .runner import error_info
 from .schedule_health import STATES as SCHEDULE_STATES
 from .schedule_health import ScheduleHealth, schedule_health, swap_state
@@ -128,6 +136,7 @@ __all__ = [
     "add_probe_arguments",
     "check_chosen_job_id",
     "check_job_id",
+    "check_role_name",
     "collect_tasks",
     "configure",
     "connect",

@@ -130,6 +130,10 @@ def api_table(jobs: Fixture) -> list[tuple[str, str, Any, Perm]]:
         ("get", "/queues/default/drain", None, Perm.VIEW),
         # A host without workers: the order reaches nobody, the permission is checked all the same.
         ("post", "/workers/control", {"action": "quiet", "host": "no-such"}, Perm.CONTROL_WORKER),
+        ("get", "/roles", None, Perm.VIEW),
+        ("put", "/roles/default", {"queues": ["default"]}, Perm.CHANGE_QUEUE),
+        ("get", "/roles/default", None, Perm.VIEW),
+        ("delete", "/roles/default", None, Perm.CHANGE_QUEUE),
         (
             "post",
             "/flows",

@@ -34,6 +34,7 @@ from jobsite.jobs.api.flows import router as flows
 from jobsite.jobs.api.health import router as health_router
 from jobsite.jobs.api.jobs import router
 from jobsite.jobs.api.queues import router as queues
+from jobsite.jobs.api.roles import router as roles_router
 from jobsite.jobs.api.scaling import router as scaling
 from jobsite.jobs.api.schedules import router as schedules_router
 from jobsite.jobs.api.tokens import AUTH
@@ -82,6 +83,7 @@ api.add_router("/charts", charts_router)
 api.add_router("/task-stats", task_stats_router)
 api.add_router("/flows", flows)
 api.add_router("/queues", queues)
+api.add_router("/roles", roles_router)
 api.add_router("/", scaling)
 api.add_router("/", workers)
 api.add_router("/", drains)
