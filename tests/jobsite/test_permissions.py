@@ -271,6 +271,7 @@ def test_every_role_against_every_operation(engine: EngineSettings, role: str) -
         f"/admin/jobsite/schedule/default/{jobs.schedule}/change/": Perm.CHANGE_QUEUE,
         "/dashboard/dead-letters/": Perm.VIEW,
         "/dashboard/queues/": Perm.VIEW,
+        "/dashboard/roles/": Perm.VIEW,
     }
     for url, perm in pages.items():
         seen[("page", url)] = (page_allowed(web, url), perm in held)
