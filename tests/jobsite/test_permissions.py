@@ -272,6 +272,7 @@ def test_every_role_against_every_operation(engine: EngineSettings, role: str) -
         "/dashboard/dead-letters/": Perm.VIEW,
         "/dashboard/queues/": Perm.VIEW,
         "/dashboard/roles/": Perm.VIEW,
+        "/admin/jobsite/workerrecord/roles/": Perm.VIEW,
     }
     for url, perm in pages.items():
         seen[("page", url)] = (page_allowed(web, url), perm in held)
