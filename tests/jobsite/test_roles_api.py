@@ -141,3 +141,21 @@ def test_workers_show_their_role_and_roles_their_workers(
     assert (workers[0]["role"], workers[0]["queues"]) == ("etl", "default,spare")
     assert role["workers"] == [workers[0]["id"]]
     assert kept == ["spare"]
+
+
+def test_runworker_role(engine: EngineSettings) -> None:
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    from jobsite.jobs import services
+    from jobsite.jobs.services.roles import save_role
+    from tests.engine import tasks as t
+
+    with pytest.raises(CommandError, match="no role 'ghost'"):
+        call_command("runworker", "--burst", "--only", "worker", "--role", "ghost")
+    with pytest.raises(CommandError, match="role names"):
+        call_command("runworker", "--burst", "--only", "worker", "--role", "a b")
+    save_role("etl", ["default"])
+    job = services.enqueue(t.add, 20, 22)
+    call_command("runworker", "--burst", "--only", "worker", "--role", "etl")
+    assert services.get_job(job.id).result == 42
