@@ -120,6 +120,8 @@ class Worker(ClaimSteps, ShutdownSteps):
         # The first exception that killed one of the worker's loops (a bug): the process stops.
         self.crashed: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        # The reader of transitions for the hooks, while run() has one (hooks given).
+        self._transitions: TransitionHooks | None = None
 
     def _connect(self) -> None:
         """Make the command client, the client for waits (with its claim on wake) and scripts."""
@@ -194,10 +196,11 @@ class Worker(ClaimSteps, ShutdownSteps):
         # Transitions made anywhere (cleaner, clients, other workers) reach the hooks from the
         # event stream (engine/transitions.py); it drains once the last outcome is written.
         flushed = asyncio.Event()
-        transitions = None
+        transitions = self._transitions = None
         if self.hooks.hooks:
             names = [k.queue for k in self.queues]
             transitions = TransitionHooks(self.settings, names, self.hooks, self.id)
+            self._transitions = transitions
             try:
                 await transitions.prepare(self.redis)
             except Exception as exc:  # its loop makes the groups once Redis answers
@@ -276,6 +279,9 @@ class Worker(ClaimSteps, ShutdownSteps):
         # Its task versions are named in a new queue before its first claim there.
         self.versions.serve(new)
         await self.versions.advertise(self.redis, force=True)
+        if self._transitions is not None:  # its hooks read a new queue's events from its first
+            self._transitions.follow(names)
+            await self._transitions.prepare(self.redis)
         self.queues = new
         self.scheduler.queues = list(new)
         self.cleaner.queues = list(new)

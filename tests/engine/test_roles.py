@@ -206,3 +206,29 @@ async def renewed_after(client: Client, pid: int, at_ms: float) -> dict[str, Any
 def test_role_is_a_value(settings: EngineSettings) -> None:
     role = Role("r", ("a",), 5)
     assert Role.from_json("r", b'{"queues": ["a"], "changed_at_ms": 5}') == role
+
+
+async def test_hooks_follow_the_role(settings: EngineSettings, client: Client) -> None:
+    """A dead letter of a queue the role gained reaches the worker's hooks (from the stream)."""
+    from engine import HookEvent
+
+    from . import tasks as t
+
+    seen: list[tuple[str, str]] = []
+
+    def record(event: HookEvent) -> None:
+        seen.append((event.kind, event.job.queue))
+
+    await set_role(client.redis, settings.prefix, "r", ["qa"])
+    worker = Worker(settings, [t.boom], role="r", hooks=[record])
+    running = asyncio.create_task(worker.run())
+    try:
+        await until(lambda: worker.queues and worker.queues[0].queue == "qa")
+        await set_role(client.redis, settings.prefix, "r", ["qb"])
+        await until(lambda: [k.queue for k in worker.queues] == ["qb"])
+        await client.enqueue(t.boom.using(queue="qb"))
+        await until(lambda: ("dead_letter", "qb") in seen)
+    finally:
+        worker.stop()
+        await running
+    assert ("before_run", "qb") in seen
