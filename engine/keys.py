@@ -146,8 +146,8 @@ def control_key(prefix: str, worker_id: str) -> str:
     return f"{prefix}:control:{worker_id}"
 
 
-# The hash tag of the keys of worker roles (engine/roles.py): "@" is in no queue name, so they
-# share a slot with each other (one transaction) and with no queue.
+# The hash tag of the keys of worker roles (engine/roles.py): they share a slot (one
+# transaction writes both), and "@" is in no queue name, so no queue's keys carry this tag.
 ROLES_TAG = "{@roles}"
 
 

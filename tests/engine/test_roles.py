@@ -160,7 +160,8 @@ async def test_worker_follows_its_role_live(
         for job_id in more_b:
             await client.enqueue(ct.work.using(queue="qb", job_id=job_id), 10)
         await wait_ended(ledger, more_b, 10)
-        await asyncio.sleep(0.5)  # idle past several claim waits: still nothing from qa
+        # Idle through two more upkeep rounds (several claim waits): still nothing from qa.
+        await renewed_after(client, proc.pid, time.time() * 1000)
         assert not set(left) & started(ledger).keys()
 
         # qa back in the role: the waiting jobs run now, and only now.
