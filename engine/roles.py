@@ -124,6 +124,11 @@ class RoleFollower:
         self.queues = role.queues
         return list(role.queues)
 
+    def unread(self) -> None:
+        """Forget what was read: the next `changed` reads the role and returns its queues."""
+        self._version = None
+        self.queues = ()
+
     async def changed(self, redis: Redis) -> list[str] | None:
         """Return the role's queues when they changed since the last call, else None.
 

@@ -253,21 +253,24 @@ class Worker(ClaimSteps, ShutdownSteps):
         retry = Reconnect("role")
         while True:
             try:
-                names = await role.load(self.redis)
-                break
+                await self.follow_queues(await role.load(self.redis))
+                return
             except ConfigError:
                 await self.redis.aclose()
                 await self.blocking.aclose()
                 raise
             except Exception as exc:
                 await retry.failed(exc)
-        await self.follow_queues(names)
 
     async def _follow_role(self, role: RoleFollower) -> None:
         """Swap to the role's queues when they changed (read with each registry renewal)."""
         names = await role.changed(self.redis)
         if names is not None:
-            await self.follow_queues(names)
+            try:
+                await self.follow_queues(names)
+            except BaseException:
+                role.unread()  # Redis failed meanwhile: read the role again next time
+                raise
 
     async def follow_queues(self, names: Sequence[str]) -> None:
         """Claim from the queues `names` (in order) from now on; jobs claimed from the others
@@ -292,17 +295,19 @@ class Worker(ClaimSteps, ShutdownSteps):
         self._claim_on_wake = len(new) == 1 and not is_cluster(self.blocking)
         added = [k for k in new if k not in old]
         removed = [k for k in old if k not in new]
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for keys in removed:  # a quiet worker's claim fence stays only where it claims
-                pipe.hdel(keys.meta, stop_field(self.id))
-            if self.liveness.status.state == "quiet":
-                for keys in added:
-                    pipe.hset(keys.meta, stop_field(self.id), "1")
-            if old:  # end the wait on the old queues' markers now (others claim nothing more)
-                pipe.zadd(old[0].marker, {"0": 0})
-            await pipe.execute()
-        if wake is not None:
-            await wake.close()
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for keys in removed:  # a quiet worker's claim fence stays only where it claims
+                    pipe.hdel(keys.meta, stop_field(self.id))
+                if self.liveness.status.state == "quiet":
+                    for keys in added:
+                        pipe.hset(keys.meta, stop_field(self.id), "1")
+                if old:  # end the wait on the old queues' markers now (others claim nothing)
+                    pipe.zadd(old[0].marker, {"0": 0})
+                await pipe.execute()
+        finally:
+            if wake is not None:
+                await wake.close()
         if old:
             log.info(
                 "worker queues changed id=%s role=%s queues=%s was=%s",

@@ -233,3 +233,20 @@ async def test_hooks_follow_the_role(settings: EngineSettings, client: Client) -
         worker.stop()
         await running
     assert ("before_run", "qb") in seen
+
+
+async def test_follower_reads_only_on_a_change_and_again_after_unread(client: Client) -> None:
+    from engine.roles import RoleFollower
+
+    prefix = client.settings.prefix
+    await set_role(client.redis, prefix, "r", ["a"])
+    follower = RoleFollower(prefix, "r")
+    assert await follower.load(client.redis) == ["a"]
+    assert await follower.changed(client.redis) is None
+    await set_role(client.redis, prefix, "other", ["x"])  # the counter moves, r does not
+    assert await follower.changed(client.redis) is None
+    await set_role(client.redis, prefix, "r", ["b", "a"])
+    assert await follower.changed(client.redis) == ["b", "a"]
+    assert await follower.changed(client.redis) is None
+    follower.unread()  # the swap failed: the next poll hands the queues over again
+    assert await follower.changed(client.redis) == ["b", "a"]
