@@ -58,6 +58,15 @@ from .producer import configure
 from .reconnect import Reconnect, run_periodic
 from .repeat import Repeatable
 from .result import TaskResult
+from .roles import (
+    MAX_ROLE_QUEUES,
+    Role,
+    check_role_name,
+    delete_role,
+    get_role,
+    list_roles,
+    set_role,
+)
 from .runner import error_info
 from .schedule_health import STATES as SCHEDULE_STATES
 from .schedule_health import ScheduleHealth, sample_dlq, schedule_health, swap_state
@@ -72,6 +81,7 @@ __all__ = [
     "IDLE_MS",
     "JOB_ID_PATTERN",
     "LIVE_STATES",
+    "MAX_ROLE_QUEUES",
     "PER_CALL_OPTIONS",
     "RETRYABLE_STATES",
     "SCHEDULE_STATES",
@@ -112,6 +122,7 @@ __all__ = [
     "Repeatable",
     "Retry",
     "RetryableError",
+    "Role",
     "ScheduleHealth",
     "SerializationError",
     "SyncReport",
@@ -125,16 +136,20 @@ __all__ = [
     "add_probe_arguments",
     "check_chosen_job_id",
     "check_job_id",
+    "check_role_name",
     "collect_tasks",
     "configure",
     "connect",
     "control",
     "declared_repeatable",
+    "delete_role",
     "drain",
     "error_info",
     "explain",
+    "get_role",
     "health_key",
     "is_cluster",
+    "list_roles",
     "parse_queues",
     "producer",
     "redact_url",
@@ -144,6 +159,7 @@ __all__ = [
     "schedule_health",
     "serializer",
     "server_ms",
+    "set_role",
     "state_vocabulary",
     "swap_state",
     "sync_declared",

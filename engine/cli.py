@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import LoopCrashed, RedisUnavailable
+from .errors import ConfigError, LoopCrashed, RedisUnavailable
 from .preflight import check_redis
 from .probe import probe, status_dir
 from .settings import EngineSettings
@@ -38,8 +38,14 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     worker.add_argument(
         "--queues",
-        default="default",
-        help="comma-separated, in claim order; name:N limits that queue to N running jobs",
+        default=None,
+        help="comma-separated, in claim order; name:N limits that queue to N running jobs "
+        "(default: default)",
+    )
+    worker.add_argument(
+        "--role",
+        default=None,
+        help="take the queues from this role (engine.set_role) and follow its changes live",
     )
     worker.add_argument(
         "--set",
@@ -126,15 +132,23 @@ async def run_worker(args: argparse.Namespace) -> int:
     """Run one worker until a signal (or, in burst mode, until the queues are empty)."""
     overrides = {**parse_overrides(args.set), **recycling(args)}
     settings = EngineSettings.from_url(args.url, prefix=args.prefix, **overrides)
-    queues, limits = parse_queues(args.queues)
-    worker = Worker(
-        settings,
-        load_tasks(args.tasks),
-        queues=queues,
-        concurrency=args.concurrency,
-        burst=args.burst,
-        queue_concurrency=limits,
-    )
+    if args.role is not None and args.queues is not None:
+        log.error("give --queues or --role, not both")
+        return 2
+    queues, limits = parse_queues(args.queues or "default")
+    try:
+        worker = Worker(
+            settings,
+            load_tasks(args.tasks),
+            queues=None if args.role is not None else queues,
+            concurrency=args.concurrency,
+            burst=args.burst,
+            queue_concurrency=limits,
+            role=args.role,
+        )
+    except ConfigError as exc:
+        log.error("bad worker configuration: %s", exc)
+        return 2
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, worker.stop)
@@ -146,6 +160,9 @@ async def run_worker(args: argparse.Namespace) -> int:
     await check_redis(worker.redis)
     try:
         await worker.run()
+    except ConfigError as exc:  # an unknown role
+        log.error("worker not started: %s", exc)
+        return 2
     except LoopCrashed:
         return CRASH_STATUS  # logged with its traceback where it happened
     return 0

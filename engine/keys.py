@@ -146,6 +146,21 @@ def control_key(prefix: str, worker_id: str) -> str:
     return f"{prefix}:control:{worker_id}"
 
 
+# The hash tag of the keys of worker roles (engine/roles.py): they share a slot (one
+# transaction writes both), and "@" is in no queue name, so no queue's keys carry this tag.
+ROLES_TAG = "{@roles}"
+
+
+def roles_key(prefix: str) -> str:
+    """Return the key of the HASH of role name -> JSON of its queues and when it changed."""
+    return f"{prefix}:{ROLES_TAG}:defs"
+
+
+def roles_version_key(prefix: str) -> str:
+    """Return the key of the counter every role change increments (workers poll it, cheaply)."""
+    return f"{prefix}:{ROLES_TAG}:version"
+
+
 def version_tag(task: str, version: int | str) -> str:
     """Return how a task version is named in the unserved and build SETs: `task@version`."""
     return f"{task}@{version}"

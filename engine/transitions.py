@@ -91,6 +91,17 @@ class TransitionHooks:
         self.consumer = consumer
         self.fired = 0
         self._made = False
+        # Queues added since the reader was made (follow): the run loop makes a new one.
+        self._added = False
+
+    def follow(self, queues: Sequence[str]) -> None:
+        """Read the streams of `queues` too from now on (the worker's role changed); those of
+        the queues it left stay read, for the jobs still running from them."""
+        added = [q for q in queues if q not in self.queues]
+        if added:
+            self.queues += added
+            self._made = False  # prepare() makes the group on the new streams
+            self._added = True
 
     async def run(self, draining: asyncio.Event) -> None:
         """Fire hooks until `draining` is set, then for what the streams still hold, and stop."""
@@ -102,6 +113,13 @@ class TransitionHooks:
             while True:
                 try:
                     await self.prepare(redis)
+                    if self._added:
+                        self._added = False
+                        await reader.close()  # what its reads took stays pending: read below
+                        reader = EventReader(
+                            redis, self.settings, self.queues, GROUP, self.consumer
+                        )
+                        claimed_at = 0.0
                     if time.monotonic() - claimed_at > CLAIM_EVERY_S:
                         claimed_at = time.monotonic()
                         await self._fire(reader, await reader.pending(BATCH))

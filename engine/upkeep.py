@@ -125,6 +125,7 @@ class Upkeep:
         concurrency: int,
         records: Sequence[Running],
         state: str = "claiming",
+        role: str = "",
     ) -> str | None:
         """Write this worker's registry entry (it expires unless renewed); return the order
         waiting for it ("quiet", "stop"; None: claim; engine/control.py)."""
@@ -144,6 +145,8 @@ class Upkeep:
             "current_jobs": serializer.dumps(current).decode(),
             # claiming, quiet, stopping or retiring (engine/probe.py's Status.state)
             "state": state,
+            # The role whose queues it follows ("": queues given at start; engine/roles.py).
+            "role": role,
         }
         key = worker_key(self.settings.prefix, self.worker_id)
         async with self.redis.pipeline(transaction=False) as pipe:

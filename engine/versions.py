@@ -48,6 +48,14 @@ class Versions:
         self.interval_s = min(ADVERTISE_S, settings.unserved_drop_after_s / 4 or ADVERTISE_S)
         self._next = 0.0
 
+    def serve(self, queues: Sequence[QueueKeys]) -> None:
+        """Advertise in `queues` from now on (a role changed; the next advertise must be forced).
+
+        The build keys of the queues left stay known: a claim under way may still name them.
+        """
+        self.queues = list(queues)
+        self.build_keys.update({keys: keys.build(self.digest) for keys in self.queues})
+
     async def advertise(self, redis: Redis, force: bool = False) -> None:
         """Write the build SETs and served stamps when due (or `force`)."""
         now = time.monotonic()
@@ -55,7 +63,8 @@ class Versions:
             return
         now_ms = int(time.time() * 1000)
         async with redis.pipeline(transaction=False) as pipe:
-            for keys, build in self.build_keys.items():
+            for keys in self.queues:
+                build = self.build_keys[keys]
                 # "" names no task: the SET exists even for a worker without tasks.
                 pipe.sadd(build, "", *self.tags)
                 pipe.pexpire(build, self.ttl_ms)

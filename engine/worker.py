@@ -21,15 +21,16 @@ from .claiming import ClaimSteps
 from .cleaner import Cleaner
 from .cluster import is_cluster, per_slot
 from .connection import connect
-from .errors import LoopCrashed
+from .errors import ConfigError, LoopCrashed
 from .hooks import Hook, HookEvent, Hooks
 from .isolate import Isolation, IsolationUnavailable, Lanes
 from .job import Job
-from .keys import QueueKeys
+from .keys import QueueKeys, stop_field
 from .liveness import Liveness
 from .outcomes import OutcomeWriter
 from .reconnect import Reconnect
 from .recycle import Recycler
+from .roles import RoleFollower
 from .runner import Kind, Outcome, Runner, StopReason, error_info, stopped_outcome
 from .scheduler import Scheduler
 from .scripts import Scripts
@@ -51,15 +52,22 @@ class Worker(ClaimSteps, ShutdownSteps):
         self,
         settings: EngineSettings,
         tasks: Iterable[Task],
-        queues: Sequence[str] = ("default",),
+        queues: Sequence[str] | None = None,
         concurrency: int = 10,
         burst: bool = False,
         worker_id: str | None = None,
         queue_concurrency: Mapping[str, int] | None = None,
         isolation: Isolation | None = None,
         hooks: Iterable[Hook] = (),
+        role: str | None = None,
     ) -> None:
+        if role is not None and queues is not None:
+            raise ConfigError("give a worker its queues or a role, not both")
         self.settings = settings
+        # A role's queues are read at run() and followed while running (engine/roles.py).
+        self.role = RoleFollower(settings.prefix, role) if role is not None else None
+        if queues is None:
+            queues = () if role is not None else ("default",)
         self.hooks = Hooks(hooks)
         # Spans per run only when the application set up an OpenTelemetry SDK before this.
         self.traced = tracing.active()
@@ -112,6 +120,8 @@ class Worker(ClaimSteps, ShutdownSteps):
         # The first exception that killed one of the worker's loops (a bug): the process stops.
         self.crashed: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        # The reader of transitions for the hooks, while run() has one (hooks given).
+        self._transitions: TransitionHooks | None = None
 
     def _connect(self) -> None:
         """Make the command client, the client for waits (with its claim on wake) and scripts."""
@@ -164,10 +174,16 @@ class Worker(ClaimSteps, ShutdownSteps):
             self.retire(reason)
 
     async def run(self) -> None:
-        """Run until stopped, or until the queues are empty in burst mode."""
+        """Run until stopped, or until the queues are empty in burst mode.
+
+        A worker with a role takes its queues from it first: ConfigError when there is none.
+        """
+        if self.role is not None:
+            await self._start_role(self.role)
         log.info(
-            "worker started id=%s queues=%s concurrency=%d burst=%s url=%s",
+            "worker started id=%s role=%s queues=%s concurrency=%d burst=%s url=%s",
             self.id,
+            self.role.name if self.role else "-",
             ",".join(k.queue for k in self.queues),
             self.concurrency,
             self.burst,
@@ -180,10 +196,11 @@ class Worker(ClaimSteps, ShutdownSteps):
         # Transitions made anywhere (cleaner, clients, other workers) reach the hooks from the
         # event stream (engine/transitions.py); it drains once the last outcome is written.
         flushed = asyncio.Event()
-        transitions = None
+        transitions = self._transitions = None
         if self.hooks.hooks:
             names = [k.queue for k in self.queues]
             transitions = TransitionHooks(self.settings, names, self.hooks, self.id)
+            self._transitions = transitions
             try:
                 await transitions.prepare(self.redis)
             except Exception as exc:  # its loop makes the groups once Redis answers
@@ -229,6 +246,76 @@ class Worker(ClaimSteps, ShutdownSteps):
             log.info("worker stopped id=%s %s", self.id, stats)
         if self.crashed is not None:
             raise LoopCrashed(f"worker {self.id}: a loop crashed") from self.crashed
+
+    async def _start_role(self, role: RoleFollower) -> None:
+        """Take the role's queues (waiting while Redis is away); an unknown role ends the worker
+        before it starts anything."""
+        retry = Reconnect("role")
+        while True:
+            try:
+                await self.follow_queues(await role.load(self.redis))
+                return
+            except ConfigError:
+                await self.redis.aclose()
+                await self.blocking.aclose()
+                raise
+            except Exception as exc:
+                await retry.failed(exc)
+
+    async def _follow_role(self, role: RoleFollower) -> None:
+        """Swap to the role's queues when they changed (read with each registry renewal)."""
+        names = await role.changed(self.redis)
+        if names is not None:
+            try:
+                await self.follow_queues(names)
+            except BaseException:
+                role.unread()  # Redis failed meanwhile: read the role again next time
+                raise
+
+    async def follow_queues(self, names: Sequence[str]) -> None:
+        """Claim from the queues `names` (in order) from now on; jobs claimed from the others
+        run to their end. The one step that changes a running worker's queues (a role's)."""
+        new = [QueueKeys(self.settings.prefix, q) for q in names]
+        old = self.queues
+        if new == old:
+            return
+        # Its task versions are named in a new queue before its first claim there.
+        self.versions.serve(new)
+        await self.versions.advertise(self.redis, force=True)
+        if self._transitions is not None:  # its hooks read a new queue's events from its first
+            self._transitions.follow(names)
+            await self._transitions.prepare(self.redis)
+        self.queues = new
+        self.scheduler.queues = list(new)
+        self.cleaner.queues = list(new)
+        wake, self._wake = (
+            self._wake,
+            per_slot(self.blocking, [k.marker for k in new], self.blocking.bzpopmin),
+        )
+        self._claim_on_wake = len(new) == 1 and not is_cluster(self.blocking)
+        added = [k for k in new if k not in old]
+        removed = [k for k in old if k not in new]
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for keys in removed:  # a quiet worker's claim fence stays only where it claims
+                    pipe.hdel(keys.meta, stop_field(self.id))
+                if self.liveness.status.state == "quiet":
+                    for keys in added:
+                        pipe.hset(keys.meta, stop_field(self.id), "1")
+                if old:  # end the wait on the old queues' markers now (others claim nothing)
+                    pipe.zadd(old[0].marker, {"0": 0})
+                await pipe.execute()
+        finally:
+            if wake is not None:
+                await wake.close()
+        if old:
+            log.info(
+                "worker queues changed id=%s role=%s queues=%s was=%s",
+                self.id,
+                self.role.name if self.role else "-",
+                ",".join(names),
+                ",".join(k.queue for k in old),
+            )
 
     async def _advertise_versions(self) -> None:
         """Name this worker's task versions before its first claim (else it would claim jobs of
@@ -422,11 +509,14 @@ class Worker(ClaimSteps, ShutdownSteps):
                     elif code < 0:
                         self.writer.count(Outcome(rec.job, Kind.FAILED), "heartbeat", code)
                         self._stop_job(rec, StopReason.LEASE_LOST)
+                if self.role is not None and not self._stopping.is_set():
+                    await self._follow_role(self.role)
                 order = await self.upkeep.register(
                     [k.queue for k in self.queues],
                     self.concurrency,
                     records,
                     self.liveness.status.state,
+                    role=self.role.name if self.role else "",
                 )
                 self._obey(order)
                 await self.versions.advertise(self.redis)

@@ -225,6 +225,23 @@ class _Calls(ScheduleCalls):
         """Return the live workers: queues, concurrency, current jobs, state."""
         return self._send("GET", "/workers", None, None)
 
+    def roles(self) -> Any:
+        """Return every worker role: its queues, when it changed, the workers following it."""
+        return self._send("GET", "/roles", None, None)
+
+    def role(self, name: str) -> Any:
+        """Return one worker role."""
+        return self._send("GET", f"/roles/{_segment(name)}", None, None)
+
+    def set_role(self, name: str, queues: list[str]) -> Any:
+        """Create or replace a worker role; its running workers claim from `queues` (in order)
+        within a second, without a restart. Returns the role."""
+        return self._send("PUT", f"/roles/{_segment(name)}", {"queues": list(queues)}, None)
+
+    def delete_role(self, name: str) -> Any:
+        """Delete a worker role (its workers keep their last queues); returns None."""
+        return self._send("DELETE", f"/roles/{_segment(name)}", None, None)
+
     def control_workers(
         self,
         action: str,

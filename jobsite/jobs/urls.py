@@ -13,7 +13,7 @@ from django.views.decorators.csrf import csrf_exempt
 from jobsite.jobs.api.root import api
 from jobsite.jobs.web.metrics import scrape
 from jobsite.jobs.web.probes import healthz, readyz
-from jobsite.jobs.web.views import dashboard, dead_letters, job, queues, schedules
+from jobsite.jobs.web.views import dashboard, dead_letters, job, queues, roles, schedules
 
 app_name = "jobsite"
 
@@ -31,6 +31,7 @@ urlpatterns = [
     path("dashboard/schedules/", schedules, name="schedules"),
     path("dashboard/dead-letters/", dead_letters, name="dead_letters"),
     path("dashboard/queues/", queues, name="queues"),
+    path("dashboard/roles/", roles, name="roles"),
     path("api/v1/", api.urls),
     re_path(r"^api/v1/(?P<rest>.*)$", api_not_found),
     path("metrics", scrape, name="metrics"),

@@ -42,7 +42,7 @@ class WorkerProc:
         ledger: Path,
         *,
         concurrency: int = 10,
-        queues: str = "default",
+        queues: str | None = "default",
         env: dict[str, str] | None = None,
         tunables: bool = True,
         tasks: str = "tests.engine.chaos_tasks",
@@ -59,8 +59,7 @@ class WorkerProc:
             url,
             "--tasks",
             tasks,
-            "--queues",
-            queues,
+            *(("--queues", queues) if queues is not None else ()),
             "--concurrency",
             str(concurrency),
         ]

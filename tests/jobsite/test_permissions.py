@@ -138,6 +138,10 @@ def api_table(jobs: Fixture) -> list[tuple[str, str, Any, Perm]]:
         ("get", "/queues/default/drain", None, Perm.VIEW),
         # A host without workers: the order reaches nobody, the permission is checked all the same.
         ("post", "/workers/control", {"action": "quiet", "host": "no-such"}, Perm.CONTROL_WORKER),
+        ("get", "/roles", None, Perm.VIEW),
+        ("put", "/roles/default", {"queues": ["default"]}, Perm.CHANGE_QUEUE),
+        ("get", "/roles/default", None, Perm.VIEW),
+        ("delete", "/roles/default", None, Perm.CHANGE_QUEUE),
         (
             "post",
             "/flows",
@@ -275,6 +279,8 @@ def test_every_role_against_every_operation(engine: EngineSettings, role: str) -
         f"/admin/jobsite/schedule/default/{jobs.schedule}/change/": Perm.CHANGE_QUEUE,
         "/dashboard/dead-letters/": Perm.VIEW,
         "/dashboard/queues/": Perm.VIEW,
+        "/dashboard/roles/": Perm.VIEW,
+        "/admin/jobsite/workerrecord/roles/": Perm.VIEW,
     }
     for url, perm in pages.items():
         seen[("page", url)] = (page_allowed(web, url), perm in held)

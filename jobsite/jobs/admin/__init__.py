@@ -17,13 +17,14 @@ from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import URLPattern, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
 
 from jobsite.jobs import audit, services
 from jobsite.jobs.admin.listing import BoundedPaginator, QueueFilter, TaskFilter
+from jobsite.jobs.admin.roles import RolePages
 from jobsite.jobs.api import tokens
 from jobsite.jobs.api.schemas import QUEUE_NAME
 from jobsite.jobs.models import (
@@ -308,9 +309,12 @@ class ViewOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(WorkerRecord)
-class WorkerAdmin(ViewOnlyAdmin):
+class WorkerAdmin(RolePages, ViewOnlyAdmin):
     list_display = ("id", "host", "pid", "queues", "concurrency", "heartbeat_at", "started_at")
     actions = ("quiet_workers", "resume_workers", "stop_workers")
+
+    def get_urls(self) -> list[URLPattern]:
+        return self.role_urls() + super().get_urls()
 
     def has_control_permission(self, request: HttpRequest) -> bool:
         return user_allows(request.user, Perm.CONTROL_WORKER)

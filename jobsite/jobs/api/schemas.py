@@ -192,6 +192,8 @@ class WorkerOut(Out):
     heartbeat_at_ms: int
     # claiming, quiet (told to stop claiming), stopping or retiring (recycling)
     state: str = "claiming"
+    # The role whose queues it follows ("": its queues were given at start).
+    role: str = ""
 
 
 class StatsPoint(Out):

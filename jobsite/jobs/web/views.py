@@ -65,3 +65,9 @@ def dead_letters(request: HttpRequest) -> HttpResponse:
 def queues(request: HttpRequest) -> HttpResponse:
     """Render the queues: counts, pause state, rate limit and concurrency keys, settable."""
     return page(request, "jobsite/queues.html")
+
+
+@staff_member_required
+def roles(request: HttpRequest) -> HttpResponse:
+    """Render the worker roles: their queues and the workers following each, editable."""
+    return page(request, "jobsite/roles.html")

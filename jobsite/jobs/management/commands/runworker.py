@@ -51,6 +51,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--queues", default=",".join(conf.queues()), help="a,b or a:10,b")
+        parser.add_argument(
+            "--role",
+            default=None,
+            help="the worker claims from this role's queues and follows their changes live; "
+            "--queues then names only what the other loops serve (and limits as a:10)",
+        )
         parser.add_argument("--concurrency", type=int, default=10)
         parser.add_argument("--burst", action="store_true", help="exit once the queues are empty")
         parser.add_argument(
@@ -79,7 +85,10 @@ class Command(BaseCommand):
             declared = schedules.declared() if "worker" in loops else []
         except ConfigError as exc:
             raise CommandError(f"JOBSITE['SCHEDULES'] is invalid: {exc}") from None
-        worker = self._worker(queues, limits, options) if "worker" in loops else None
+        try:
+            worker = self._worker(queues, limits, options) if "worker" in loops else None
+        except ConfigError as exc:
+            raise CommandError(str(exc)) from None
         loop = asyncio.get_running_loop()
 
         def on_signal() -> None:
@@ -115,6 +124,10 @@ class Command(BaseCommand):
                 stopping.set()
             await stopping.wait()
             await asyncio.gather(*background.values(), return_exceptions=True)
+        except ConfigError as exc:  # an unknown role: nothing started
+            stopping.set()
+            await asyncio.gather(*background.values(), return_exceptions=True)
+            raise CommandError(f"worker not started: {exc}") from None
         except LoopCrashed as exc:
             crashed.append(("worker", exc))
             stopping.set()
@@ -178,7 +191,8 @@ class Command(BaseCommand):
             dataclasses.replace(conf.engine_settings(), **recycling_flags(options)),
             load_tasks(conf.task_modules()),
             isolation=isolation(conf.task_modules()),
-            queues=queues,
+            queues=None if options.get("role") else queues,
+            role=options.get("role") or None,
             concurrency=options["concurrency"],
             burst=options["burst"],
             queue_concurrency=limits,

@@ -45,7 +45,7 @@
       <td>${data.oldest_waiting_s && data.oldest_waiting_s[name] != null ? Math.round(data.oldest_waiting_s[name]) + " s" : "–"}</td>
       <td>${may("change_queue") ? `<button data-queue="${esc(name)}" data-action="${data.paused[name] ? "resume" : "pause"}">${data.paused[name] ? "resume" : "pause"}</button>` : ""}</td></tr>`).join("")
       || `<tr><td colspan="9" class="empty">no queue configured</td></tr>`;
-    $("#workers ul").innerHTML = (data.workers || []).map((w) => `<li data-worker="${esc(w.id)}"><b>${esc(w.id)}</b> ${esc(w.queues)} · ${w.current_jobs.length}/${w.concurrency} busy · seen ${Math.max(0, Math.round((Date.now() - w.heartbeat_at_ms) / 1000))} s ago
+    $("#workers ul").innerHTML = (data.workers || []).map((w) => `<li data-worker="${esc(w.id)}"><b>${esc(w.id)}</b> ${w.role ? `<span class="worker-role">role ${esc(w.role)}</span>: ` : ""}${esc(w.queues)} · ${w.current_jobs.length}/${w.concurrency} busy · seen ${Math.max(0, Math.round((Date.now() - w.heartbeat_at_ms) / 1000))} s ago
       · <span class="worker-state state-${esc(w.state || "claiming")}">${esc(w.state || "claiming")}</span>
       ${may("control_worker") ? workerButtons(w) : ""}</li>`).join("") || "<li>none</li>";
     $("#running ul").innerHTML = (data.running || []).map((j) => `<li data-id="${esc(j.id)}"><a href="${esc(jobPage(j.id))}">${esc(j.task)}</a> <small>${esc(j.id)}</small>

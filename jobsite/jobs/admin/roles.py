@@ -1,0 +1,93 @@
+"""The admin's page of worker roles (from Redis): listed with the workers following each,
+created or replaced by a form, deleted by a button.
+
+Roles have no model of their own: the page hangs off the workers' admin
+(`workerrecord/roles/`). The view permission lists them, `change_queuerecord` changes them (the
+same checks as the API), and every change is audited.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path
+
+from engine import ConfigError
+from jobsite.jobs import audit
+from jobsite.jobs.api.roles import role_out
+from jobsite.jobs.models import WorkerRecord
+from jobsite.jobs.permissions import Perm, user_allows
+from jobsite.jobs.services.roles import remove_role, role, roles, save_role
+
+
+class RoleForm(forms.Form):
+    name = forms.CharField(max_length=100, help_text="[A-Za-z0-9._-], as queue names")
+    queues = forms.CharField(
+        max_length=10_100, help_text="comma-separated, in the order its workers claim from them"
+    )
+
+    def save(self) -> bool:
+        """Create or replace the role; on a problem, add it to the form's errors, return False."""
+        data = self.cleaned_data
+        queues = [q.strip() for q in data["queues"].split(",") if q.strip()]
+        try:
+            save_role(data["name"], queues)
+        except ConfigError as exc:
+            self.add_error(None, str(exc))
+            return False
+        self.cleaned_data["queue_list"] = queues
+        return True
+
+
+class RolePages(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Part of the workers' admin: the roles page."""
+
+    def role_urls(self) -> list[URLPattern]:
+        """Return the roles page's URL (`admin:jobsite_workerrecord_roles`)."""
+        wrap = self.admin_site.admin_view
+        name = f"{self.opts.app_label}_{self.opts.model_name}_roles"
+        return [path("roles/", wrap(self.roles_view), name=name)]
+
+    def roles_view(self, request: HttpRequest) -> HttpResponse:
+        """List every role; a POST saves the form's role or deletes the one named."""
+        if not user_allows(request.user, Perm.VIEW):
+            raise PermissionDenied
+        may_change = user_allows(request.user, Perm.CHANGE_QUEUE)
+        form = RoleForm(request.POST if "save" in request.POST else None)
+        if request.method == "POST":
+            if not may_change:
+                raise PermissionDenied
+            if "delete" in request.POST:
+                return self._delete(request, request.POST["delete"])
+            if form.is_valid() and form.save():
+                name, queues = form.cleaned_data["name"], form.cleaned_data["queue_list"]
+                said = f"queues {','.join(queues)}"
+                audit.record(request.user, "save", [f"role/{name}"], "admin", WorkerRecord, said)
+                self.message_user(request, f"saved role {name}: {', '.join(queues)}")
+                return HttpResponseRedirect(request.path)
+        context: dict[str, Any] = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Worker roles",
+            "rows": [role_out(s) for s in roles()],
+            "form": form,
+            "may_change": may_change,
+        }
+        return TemplateResponse(request, "admin/jobsite/roles.html", context)
+
+    def _delete(self, request: HttpRequest, name: str) -> HttpResponse:
+        try:
+            found = role(name) is not None and remove_role(name)
+        except ConfigError:
+            found = False
+        if found:
+            audit.record(request.user, "delete", [f"role/{name}"], "admin", WorkerRecord)
+            self.message_user(request, f"deleted role {name}; its workers keep their queues")
+        else:
+            self.message_user(request, f"no role {name!r}", messages.WARNING)
+        return HttpResponseRedirect(request.path)

@@ -1,0 +1,56 @@
+"""The admin's worker roles page: listed from Redis, saved and deleted by operators (audited),
+read-only for viewers, bad input refused with nothing changed."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.test import Client as WebClient
+
+from engine import EngineSettings
+from jobsite.jobs.permissions import OPERATORS, VIEWERS
+from jobsite.jobs.services.roles import role, save_role
+
+from .conftest import staff_user
+
+pytestmark = pytest.mark.django_db(transaction=True)
+URL = "/admin/jobsite/workerrecord/roles/"
+
+
+def logged_in(name: str, group: str) -> WebClient:
+    web = WebClient()
+    web.force_login(staff_user(name, group))
+    return web
+
+
+def test_operator_saves_and_deletes_a_role(engine: EngineSettings) -> None:
+    web = logged_in("op", OPERATORS)
+    assert b"Roles" in web.get("/admin/jobsite/workerrecord/").content  # the link to the page
+    response = web.post(URL, {"save": "1", "name": "etl", "queues": "extract, load"})
+    assert response.status_code == 302
+    found = role("etl")
+    assert found is not None and found.role.queues == ("extract", "load")
+    page = web.get(URL).content.decode()
+    assert "etl" in page and "<code>load</code>" in page
+    bad = web.post(URL, {"save": "1", "name": "etl", "queues": "a, a"})
+    assert bad.status_code == 200 and "each queue once" in bad.content.decode()
+    bad_name = web.post(URL, {"save": "1", "name": "no such", "queues": "a"})
+    assert bad_name.status_code == 200 and "role names" in bad_name.content.decode()
+    assert role("etl").role.queues == ("extract", "load")  # type: ignore[union-attr]
+    assert web.post(URL, {"delete": "etl"}).status_code == 302
+    assert role("etl") is None
+    logged = set(LogEntry.objects.values_list("object_id", "change_message"))
+    assert ("role/etl", "save via admin: queues extract,load") in logged
+    assert ("role/etl", "delete via admin") in logged
+
+
+def test_viewer_reads_but_cannot_change(engine: EngineSettings) -> None:
+    save_role("etl", ["load"])
+    web = logged_in("viewer", VIEWERS)
+    page = web.get(URL)
+    assert page.status_code == 200 and "<code>load</code>" in page.content.decode()
+    assert 'name="delete"' not in page.content.decode()
+    assert web.post(URL, {"save": "1", "name": "etl", "queues": "x"}).status_code == 403
+    assert web.post(URL, {"delete": "etl"}).status_code == 403
+    assert role("etl").role.queues == ("load",)  # type: ignore[union-attr]
+    assert WebClient().get(URL).status_code == 302  # anonymous: to the login page
