@@ -19,8 +19,7 @@ from pydantic import ConfigDict
 
 from engine import MAX_ROLE_QUEUES, ConfigError, check_role_name
 from jobsite.jobs import audit
-from jobsite.jobs.api.schemas import ERRORS
-from jobsite.jobs.api.schemas import QUEUE, Out
+from jobsite.jobs.api.schemas import ERRORS, QUEUE, Out
 from jobsite.jobs.models import WorkerRecord
 from jobsite.jobs.permissions import Grant, Perm, aneed
 from jobsite.jobs.services.roles import RoleState, aremove_role, arole, aroles, asave_role
