@@ -4,15 +4,15 @@
   KEYS[1] events STREAM   KEYS[2] stats HASH   KEYS[3] missed SET (job ids to rebuild)
   ARGV[1] hard cap (entries)   ARGV[2] max entries trimmed past the group per call
   ARGV[3] max job ids the missed SET holds   ARGV[4] group ('': none)
-  ARGV[5] max entries kept without the group   ARGV[6..] other groups that hold trimming back
-  Entries older than the oldest one any of these groups has not acknowledged go (a group's oldest
-  pending entry, else the one after its last delivered); a group missing from the stream holds
-  nothing back. The rest stays, up to the hard cap: past it, the
-  oldest entries go even though the group never acknowledged them, at most ARGV[2] a call, and
+  ARGV[5] max entries kept without the group   ARGV[6..] holding: other groups it keeps entries for
+  Entries older than the oldest one the group, or any of the other groups the stream has, has not
+  acknowledged go (a group's oldest pending entry, else the one after its last delivered). The
+  rest stays, up to the hard cap: past it, the oldest entries go even though the group never
+  acknowledged them, at most ARGV[2] a call, and
   the job of each is added to the missed SET (the mirror rebuilds those jobs from their hashes
   and removes them), or, once the SET is full (ARGV[3] ids), counted as unrecorded.
-  Without any of the groups (no mirror ever started, no hooks: nobody reads the stream) it keeps
-  ARGV[5] entries at most (MAXLEN ~).
+  Without the group (no mirror ever started: the history does not read the stream) it keeps
+  the ARGV[5] newest entries at most (MAXLEN ~), whatever the other groups read.
   Stats: `gap_entries` entries trimmed before the group read them, `gap_jobs` jobs added to the
   missed SET, `gap_unrecorded` jobs beyond its limit; the mirror adds `gap_rebuilt` and
   `gap_lost` (engine/metrics.py reads them all).
@@ -37,9 +37,8 @@ local function after(id)
   return string.format('%.0f-%.0f', ms, seq + 1)
 end
 
-local wanted = {}
-if group ~= '' then wanted[group] = true end
-for i = 6, #ARGV do wanted[ARGV[i]] = true end
+local holding = {}
+for i = 6, #ARGV do holding[ARGV[i]] = true end
 
 local function older(a, b)
   local ams, aseq = split(a)
@@ -53,8 +52,8 @@ local present = false
 for _, g in ipairs(rcall('XINFO', 'GROUPS', events)) do
   local info = {}
   for i = 1, #g, 2 do info[g[i]] = g[i + 1] end
-  if wanted[info['name']] then
-    present = true
+  if info['name'] == group then present = true end
+  if info['name'] == group or holding[info['name']] then
     local needs
     if tonumber(info['pending']) > 0 then
       needs = rcall('XPENDING', events, info['name'])[2]
