@@ -36,10 +36,12 @@ def test_objects_alive_at_entry_are_frozen_and_full_walks_rarer_for_the_block_on
 def test_a_heap_frozen_by_someone_else_is_left_frozen() -> None:
     gc.freeze()
     try:
+        # Frozen objects can still be freed (another thread's), so the count may only drop a
+        # little: never to 0 (unfrozen), never above it (frozen again).
         count = gc.get_freeze_count()
         with worker_heap():
-            assert gc.get_freeze_count() == count
-        assert gc.get_freeze_count() == count
+            assert count * 0.99 < gc.get_freeze_count() <= count
+        assert count * 0.99 < gc.get_freeze_count() <= count
     finally:
         gc.unfreeze()
 
