@@ -265,12 +265,14 @@ class Scripts:
         )
         return ids
 
-    async def promote(self, keys: QueueKeys, *, events_maxlen: int, max_jobs: int) -> Promoted:
-        """Promote due scheduled jobs to `submitted`."""
-        promoted, wait_ms = await self.raw["promote"](
-            keys, [keys.job_prefix, events_maxlen, max_jobs]
-        )
-        return Promoted(int(promoted), int(wait_ms))
+    async def promote(
+        self, keys: QueueKeys, *, events_maxlen: int, max_jobs: int, job_ids: Sequence[str] = ()
+    ) -> Promoted:
+        """Promote due scheduled jobs to `submitted`; with `job_ids`, those at once instead
+        (whatever their due time), each with its code."""
+        argv = [keys.job_prefix, events_maxlen, max_jobs, *job_ids]
+        promoted, wait_ms, *codes = await self.raw["promote"](keys, argv)
+        return Promoted(int(promoted), int(wait_ms), tuple(int(c) for c in codes))
 
     async def reap(
         self,
