@@ -1,6 +1,7 @@
 """Jobsite's job engine: asyncio workers on Redis. Never imports Django."""
 
 from . import control, drain, producer, serializer
+from .clearing import CLEARABLE, scan_job_ids
 from .cli import add_probe_arguments, parse_queues, run_probe
 from .client import Client
 from .cluster import is_cluster
@@ -61,12 +62,14 @@ from .result import TaskResult
 from .runner import error_info
 from .schedule_health import STATES as SCHEDULE_STATES
 from .schedule_health import ScheduleHealth, schedule_health, swap_state
+from .serverinfo import ServerInfo, server_info
 from .settings import EngineSettings, redact_url
 from .task import PER_CALL_OPTIONS, Registry, Task, TaskOptions, collect_tasks, task, task_ref
 from .worker import Worker
 
 __all__ = [
     "CHOSEN_JOB_ID_PATTERN",
+    "CLEARABLE",
     "DEAD_STATES",
     "ENDED_STATES",
     "IDLE_MS",
@@ -114,6 +117,7 @@ __all__ = [
     "RetryableError",
     "ScheduleHealth",
     "SerializationError",
+    "ServerInfo",
     "SyncReport",
     "Task",
     "TaskOptions",
@@ -140,8 +144,10 @@ __all__ = [
     "redact_url",
     "run_periodic",
     "run_probe",
+    "scan_job_ids",
     "schedule_health",
     "serializer",
+    "server_info",
     "server_ms",
     "state_vocabulary",
     "swap_state",

@@ -10,7 +10,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from . import control, serializer, tracing
+from . import clearing, control, serializer, tracing
 from .connection import connect, server_ms
 from .errors import Code, ConfigError, DuplicateJob, JobIdTaken, JobNotFound, JobTimeout
 from .job import TERMINAL_STATES, Job, JobState
@@ -377,6 +377,13 @@ class Client:
                 elif len(found) < limit:
                     found.append(job)
         return found
+
+    async def clear_state(self, queue: str, state: str, dry_run: bool = False) -> int:
+        """Delete `queue`'s finished jobs of `state` from Redis, one script call per SCAN step
+        (engine/clearing.py); return how many (with `dry_run`, how many there are)."""
+        if dry_run:
+            return await clearing.count_state(self, queue, state)
+        return await clearing.clear_state(self, queue, state)
 
     async def pause(self, queue: str) -> None:
         """Pause a queue: no worker claims from it (its jobs stay put) until `resume`."""

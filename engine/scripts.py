@@ -325,9 +325,10 @@ class Scripts:
         entries, past_group, missed = await self.raw["trim"](keys, argv)
         return Trimmed(int(entries), int(past_group), int(missed))
 
-    async def purge(self, keys: QueueKeys, *, job_ids: Sequence[str]) -> list[int]:
-        """Delete finished jobs; per id 0 purged or a negative Code."""
-        codes: list[int] = await self.raw["purge"](keys, [keys.job_prefix, *job_ids])
+    async def purge(self, keys: QueueKeys, *, state: str = "", job_ids: Sequence[str]) -> list[int]:
+        """Delete finished jobs (only those in `state` when given); per id 0 purged or a
+        negative Code."""
+        codes: list[int] = await self.raw["purge"](keys, [keys.job_prefix, state, *job_ids])
         return codes
 
     async def resubmit(
