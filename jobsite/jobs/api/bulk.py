@@ -12,6 +12,7 @@ from jobsite.jobs.conf import bulk_max
 from jobsite.jobs.models import CANCELLABLE, RETRYABLE, JobRecord
 from jobsite.jobs.permissions import Grant, Perm, aneed
 from jobsite.jobs.search import text_search
+from jobsite.jobs.tasks import runnable
 
 
 def _select(
@@ -75,10 +76,14 @@ async def _acancel_count(pairs: list[tuple[str, str]]) -> tuple[int, dict[str, i
 
 async def _aretry_count(pairs: list[tuple[str, str]]) -> tuple[int, dict[str, int]]:
     """Retry; return how many changed, and how many Redis no longer had as retryable."""
-    changed = await services.aresubmit(pairs)
-    left = len(pairs) - changed
+    fit, unfit = await runnable.asplit(pairs)
+    changed = await services.aresubmit(fit) if fit else 0
+    left = len(fit) - changed
     gone = "no longer retryable in Redis (expired, retried or purged)"
-    return changed, ({gone: left} if left else {})
+    skipped = {gone: left} if left else {}
+    if unfit:
+        skipped[runnable.REASON] = len(unfit)
+    return changed, skipped
 
 
 SKIP_REASONS = {

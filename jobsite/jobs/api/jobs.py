@@ -47,6 +47,7 @@ from jobsite.jobs.arguments import check_types, schema
 from jobsite.jobs.models import DEAD, JobRecord
 from jobsite.jobs.permissions import Perm, aneed, need
 from jobsite.jobs.search import text_search
+from jobsite.jobs.tasks import runnable
 from jobsite.jobs.tasks.registry import known_tasks
 
 router = Router(tags=["jobs"])
@@ -350,6 +351,9 @@ async def retry(request: HttpRequest, job_id: str) -> JobOut:
     except JobNotFound:
         raise HttpError(404, f"no job with id {job_id!r} in Redis") from None
     await rights.arequire(Perm.RETRY, job.queue)
+    refused = runnable.why_not(job.task, job.errors)
+    if refused:  # it would only be dropped again
+        raise HttpError(409, f"job {job_id!r} cannot run: {refused}")
     if await services.aresubmit([(job_id, job.queue)]) != 1:
         raise HttpError(409, f"a {job.state} job cannot be retried")
     await audit.arecord(rights.user, "retry", [job_id], rights.via)
@@ -398,7 +402,13 @@ async def dlq_purge(request: HttpRequest, body: PurgeIn) -> CountOut:
 async def dlq_resubmit(request: HttpRequest, body: ResubmitIn) -> CountOut:
     """Resubmit DLQ jobs by ids, or every one of a task (or all) in a queue."""
     rights = await aneed(request, Perm.RETRY, body.queue)
-    count = await services.aresubmit_dlq(body.queue, ids=body.ids, task=body.task)
+    ids = body.ids
+    if ids is not None:  # those that would only be dropped again are left in the DLQ
+        fit, _ = await runnable.asplit([(i, body.queue) for i in ids])
+        ids = [i for i, _ in fit]
+    elif body.task is not None and runnable.unknown(body.task):
+        raise HttpError(409, f"task {body.task!r} is not registered: its jobs cannot run")
+    count = await services.aresubmit_dlq(body.queue, ids=ids, task=body.task) if ids != [] else 0
     if body.ids is not None:
         await audit.arecord(rights.user, "resubmit", body.ids, rights.via)
     else:

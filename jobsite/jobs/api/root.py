@@ -29,12 +29,14 @@ from engine import (
 )
 from jobsite.jobs.api.charts import router as charts_router
 from jobsite.jobs.api.charts import task_stats_router
+from jobsite.jobs.api.clearing import router as clearing
 from jobsite.jobs.api.drain import router as drains
 from jobsite.jobs.api.flows import router as flows
 from jobsite.jobs.api.health import router as health_router
 from jobsite.jobs.api.jobs import router
 from jobsite.jobs.api.queues import router as queues
 from jobsite.jobs.api.scaling import router as scaling
+from jobsite.jobs.api.scheduled import router as scheduled
 from jobsite.jobs.api.schedules import router as schedules_router
 from jobsite.jobs.api.tokens import AUTH
 from jobsite.jobs.api.triage import router as triage_router
@@ -86,6 +88,8 @@ api.add_router("/", scaling)
 api.add_router("/", workers)
 api.add_router("/", drains)
 api.add_router("/", health_router)
+api.add_router("/", scheduled)
+api.add_router("/", clearing)
 
 
 @api.exception_handler(RedisUnavailable)

@@ -26,6 +26,7 @@ from jobsite.jobs.conf import bulk_max
 from jobsite.jobs.history import deadletters
 from jobsite.jobs.models import JobRecord, JobSearch
 from jobsite.jobs.permissions import Grant, Perm, aneed, need
+from jobsite.jobs.tasks import runnable
 
 router = Router(tags=["triage"])
 
@@ -49,6 +50,8 @@ class DeadGroupOut(Out):
     tasks: dict[str, int]
     queues: list[str]
     sample: SampleOut | None
+    # Why its jobs cannot run again ("" : they can): dropped as an unknown task still unknown.
+    cannot_run: str = ""
 
 
 class GroupIn(Schema):
@@ -78,7 +81,12 @@ def dead_letters(
     """Dead letters of the queues this request may view, grouped by error fingerprint."""
     rights = need(request, Perm.VIEW, queue)
     found = deadletters.groups(deadletters.dead_rows(rights, queue, task))
-    return [DeadGroupOut.model_validate(g, from_attributes=True) for g in found]
+    out = [DeadGroupOut.model_validate(g, from_attributes=True) for g in found]
+    for group in out:
+        kind = group.sample.type if group.sample else ""
+        if kind == runnable.UNKNOWN_TASK and all(runnable.unknown(t) for t in group.tasks):
+            group.cannot_run = f"{', '.join(sorted(group.tasks))}: {runnable.REASON}"
+    return out
 
 
 def _select(rights: Grant, body: GroupIn, cap: int) -> tuple[list[tuple[str, str]], int]:
@@ -91,8 +99,13 @@ async def _apply(request: HttpRequest, body: GroupIn, perm: Perm, action: str) -
     rights = await aneed(request, perm, body.queue)
     cap = bulk_max()
     pairs, matched = await sync_to_async(_select)(rights, body, cap)
+    skipped: dict[str, int] = {}
+    if action == "resubmit" and matched <= cap:  # those that would only be dropped again
+        pairs, unfit = await runnable.asplit(pairs)
+        if unfit:
+            skipped[runnable.REASON] = len(unfit)
     if body.dry_run:
-        return BulkOut(matched=matched, changed=0)
+        return BulkOut(matched=matched, changed=0, skipped=skipped)
     if matched > cap:
         raise HttpError(
             422,
@@ -105,10 +118,10 @@ async def _apply(request: HttpRequest, body: GroupIn, perm: Perm, action: str) -
         changed = await services.apurge(pairs)
         await sync_to_async(_forget)([i for i, _ in pairs])
     else:
-        changed = await services.aresubmit(pairs)
+        changed = await services.aresubmit(pairs) if pairs else 0
     selector = {"dead_letter_group": body.fingerprint, "queue": body.queue, "task": body.task}
     await audit.arecord_bulk(rights.user, action, selector, matched, rights.via)
-    return BulkOut(matched=matched, changed=changed)
+    return BulkOut(matched=matched, changed=changed, skipped=skipped)
 
 
 def _forget(ids: list[str]) -> None:
