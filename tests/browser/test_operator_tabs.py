@@ -46,6 +46,23 @@ def test_run_now_redis_figures_and_clear_by_state(
         assert time.monotonic() < wait_until_state, "the demo worker did not fail it once"
         time.sleep(0.1)
 
+    # A job of a task no worker has: set aside by the claim, then dropped (the cleaner's step).
+    ghost = resize_image.call(1, 1)
+    ghost.task = "demo.gone"
+    engine(settings, lambda c: c.enqueue_many([ghost]))
+    deadline = time.monotonic() + 30
+    while "unserved_at_ms" not in engine(settings, lambda c: c.get(ghost.id)).extra:
+        assert time.monotonic() < deadline, "the demo worker did not set the job aside"
+        time.sleep(0.1)
+
+    async def drop(c: Any) -> int:
+        keys = c.keys("default")
+        return await c.scripts.unserved(
+            keys, events_maxlen=10_000, ttl_ms=600_000, drop_after_ms=0, max_jobs=10
+        )
+
+    assert engine(settings, drop) >= 1  # the demo feeds one of its own too
+
     with sync_playwright() as pw:
         browser = launch(pw)
         page = browser.new_page(viewport={"width": 1366, "height": 900})
@@ -58,6 +75,12 @@ def test_run_now_redis_figures_and_clear_by_state(
         text = line.text_content() or ""
         assert re.search(r"memory [\d.]+[KMG]?B", text), text
         assert "no memory limit set" in text and re.search(r"uptime \d+ (s|min|h|d)", text), text
+
+        # No retry for a job that cannot run: disabled, the reason in its tooltip.
+        retry = f"#failures li[data-id='{ghost.id}'] button[data-action=retry]"
+        page.wait_for_selector(retry, timeout=15_000)
+        assert page.is_disabled(retry)
+        assert "unknown task" in (page.get_attribute(retry, "title") or "")
 
         # Scheduled: the delayed jobs, next due first; "run now" submits one at once.
         first, second = (job.id for job in later)
