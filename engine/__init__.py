@@ -1,6 +1,7 @@
 """Jobsite's job engine: asyncio workers on Redis. Never imports Django."""
 
 from . import control, drain, producer, serializer
+from .clearing import CLEARABLE
 from .cli import add_probe_arguments, parse_queues, run_probe
 from .client import Client
 from .cluster import is_cluster
@@ -70,12 +71,14 @@ from .roles import (
 from .runner import error_info
 from .schedule_health import STATES as SCHEDULE_STATES
 from .schedule_health import ScheduleHealth, sample_dlq, schedule_health, swap_state
+from .serverinfo import ServerInfo, server_info
 from .settings import EngineSettings, redact_url
 from .task import PER_CALL_OPTIONS, Registry, Task, TaskOptions, collect_tasks, task, task_ref
 from .worker import Worker
 
 __all__ = [
     "CHOSEN_JOB_ID_PATTERN",
+    "CLEARABLE",
     "DEAD_STATES",
     "ENDED_STATES",
     "IDLE_MS",
@@ -125,6 +128,7 @@ __all__ = [
     "Role",
     "ScheduleHealth",
     "SerializationError",
+    "ServerInfo",
     "SyncReport",
     "Task",
     "TaskOptions",
@@ -158,6 +162,7 @@ __all__ = [
     "sample_dlq",
     "schedule_health",
     "serializer",
+    "server_info",
     "server_ms",
     "set_role",
     "state_vocabulary",

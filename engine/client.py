@@ -11,7 +11,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from . import control, serializer, tracing
+from . import clearing, control, serializer, tracing
 from .connection import connect, server_ms
 from .errors import Code, ConfigError, DuplicateJob, JobIdTaken, JobNotFound, JobTimeout
 from .job import TERMINAL_STATES, Job, JobState
@@ -337,6 +337,54 @@ class Client:
             codes = await self.scripts.purge(self.keys(queue), job_ids=ids[start : start + _CHUNK])
             purged += sum(1 for code in codes if code == Code.OK)
         return purged
+
+    async def run_now(self, queue: str, job_ids: Iterable[str]) -> dict[str, str]:
+        """Promote scheduled jobs (waiting for their run_at or a retry's backoff) to `submitted`
+        now; return id -> "promoted", "not_found" or "not_scheduled"."""
+        ids = list(job_ids)
+        names = {Code.OK: "promoted", Code.NOT_FOUND: "not_found"}
+        names[Code.WRONG_STATE] = "not_scheduled"
+        result: dict[str, str] = {}
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            done = await self.scripts.promote(
+                self.keys(queue),
+                events_maxlen=self.settings.events_emergency_maxlen,
+                max_jobs=len(chunk),
+                job_ids=chunk,
+            )
+            result.update((i, names[Code(c)]) for i, c in zip(chunk, done.codes, strict=True))
+        return result
+
+    async def scheduled(
+        self, queue: str, offset: int = 0, limit: int = 100, retrying: bool | None = None
+    ) -> list[Job]:
+        """Return scheduled jobs of `queue`, next due first: `limit` after `offset`, counting
+        only retries waiting for their backoff (`retrying` True: attempt >= 1) or only jobs
+        never run yet (False) when given."""
+        keys = self.keys(queue)
+        found: list[Job] = []
+        skip, start = offset, 0
+        while len(found) < limit:
+            page: list[str] = await self.redis.zrange(keys.scheduled, start, start + _CHUNK - 1)  # type: ignore[assignment]
+            if not page:
+                break
+            start += len(page)
+            for job in await self._jobs(queue, page):
+                if retrying is not None and (job.attempt >= 1) != retrying:
+                    continue
+                if skip:
+                    skip -= 1
+                elif len(found) < limit:
+                    found.append(job)
+        return found
+
+    async def clear_state(self, queue: str, state: str, dry_run: bool = False) -> int:
+        """Delete `queue`'s finished jobs of `state` from Redis, one script call per SCAN step
+        (engine/clearing.py); return how many (with `dry_run`, how many there are)."""
+        if dry_run:
+            return await clearing.count_state(self, queue, state)
+        return await clearing.clear_state(self, queue, state)
 
     async def pause(self, queue: str) -> None:
         """Pause a queue: no worker claims from it (its jobs stay put) until `resume`."""

@@ -109,7 +109,13 @@ class Code(IntEnum):
 PHRASES: dict[Code, tuple[str, ...]] = {
     Code.NOT_FOUND: ("not found",),
     Code.LEASE_LOST: ("lease lost", "when the token no longer matches"),
-    Code.WRONG_STATE: ("not started", "terminal", "not terminal", "not in a resubmittable state"),
+    Code.WRONG_STATE: (
+        "not started",
+        "terminal",
+        "not terminal",
+        "not in a resubmittable state",
+        "not scheduled",
+    ),
     Code.DUPLICATE_ID: ("duplicate id",),
     Code.UNKNOWN_PARENT: ("unknown parent id",),
 }

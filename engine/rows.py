@@ -47,10 +47,12 @@ class Trimmed(NamedTuple):
 
 
 class Promoted(NamedTuple):
-    """What promote-11.lua did: jobs promoted, and ms until the next is due (-1: none)."""
+    """What promote-11.lua did: jobs promoted, ms until the next is due (-1: none), and with
+    ids given, one code per id (0 promoted, Code.NOT_FOUND, Code.WRONG_STATE: not scheduled)."""
 
     promoted: int
     wait_ms: int
+    codes: tuple[int, ...] = ()
 
 
 class Reaped(NamedTuple):

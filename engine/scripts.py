@@ -265,12 +265,14 @@ class Scripts:
         )
         return ids
 
-    async def promote(self, keys: QueueKeys, *, events_maxlen: int, max_jobs: int) -> Promoted:
-        """Promote due scheduled jobs to `submitted`."""
-        promoted, wait_ms = await self.raw["promote"](
-            keys, [keys.job_prefix, events_maxlen, max_jobs]
-        )
-        return Promoted(int(promoted), int(wait_ms))
+    async def promote(
+        self, keys: QueueKeys, *, events_maxlen: int, max_jobs: int, job_ids: Sequence[str] = ()
+    ) -> Promoted:
+        """Promote due scheduled jobs to `submitted`; with `job_ids`, those at once instead
+        (whatever their due time), each with its code."""
+        argv = [keys.job_prefix, events_maxlen, max_jobs, *job_ids]
+        promoted, wait_ms, *codes = await self.raw["promote"](keys, argv)
+        return Promoted(int(promoted), int(wait_ms), tuple(int(c) for c in codes))
 
     async def reap(
         self,
@@ -325,9 +327,10 @@ class Scripts:
         entries, past_group, missed = await self.raw["trim"](keys, argv)
         return Trimmed(int(entries), int(past_group), int(missed))
 
-    async def purge(self, keys: QueueKeys, *, job_ids: Sequence[str]) -> list[int]:
-        """Delete finished jobs; per id 0 purged or a negative Code."""
-        codes: list[int] = await self.raw["purge"](keys, [keys.job_prefix, *job_ids])
+    async def purge(self, keys: QueueKeys, *, state: str = "", job_ids: Sequence[str]) -> list[int]:
+        """Delete finished jobs (only those in `state` when given); per id 0 purged or a
+        negative Code."""
+        codes: list[int] = await self.raw["purge"](keys, [keys.job_prefix, state, *job_ids])
         return codes
 
     async def resubmit(

@@ -280,6 +280,38 @@ class _Calls(ScheduleCalls):
         "changed", "skipped"}` (ids not in its dead-letter queue are skipped)."""
         return self._send("POST", "/dead-letters/purge", {"queue": queue, "ids": ids}, None)
 
+    def scheduled(
+        self,
+        queue: str | None = None,
+        retrying: bool | None = None,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> Any:
+        """Return jobs waiting for their time, next due first; `retrying` True: only retries
+        in their backoff, False: only the others."""
+        params = {"offset": str(offset), "limit": str(limit)}
+        params |= {"queue": queue} if queue else {}
+        params |= {} if retrying is None else {"retrying": str(retrying).lower()}
+        return self._send("GET", "/scheduled", None, params)
+
+    def run_now(self, job_id: str) -> Any:
+        """Run a scheduled job (a run_at ahead, or a retry's backoff) now; returns the job."""
+        return self._send("POST", f"/jobs/{_segment(job_id)}/run-now", None, None)
+
+    def run_now_many(self, queue: str, ids: list[str]) -> Any:
+        """Run scheduled jobs of a queue now; `{"matched", "changed", "skipped"}`."""
+        return self._send("POST", "/bulk/run-now", {"queue": queue, "ids": ids}, None)
+
+    def clear_queue(self, queue: str, state: str, dry_run: bool = False) -> Any:
+        """Delete a queue's finished jobs of one state from Redis (the history keeps them);
+        `{"queue", "state", "count", "dry_run", "history_kept"}`."""
+        body = {"state": state, "dry_run": dry_run}
+        return self._send("POST", f"/queues/{_segment(queue)}/clear", body, None)
+
+    def health(self) -> Any:
+        """Return each queue's verdict, each schedule's state and Redis memory and uptime."""
+        return self._send("GET", "/health", None, None)
+
     def flows(self, queue: str | None = None, limit: int = 50) -> Any:
         """Return the newest flows with their jobs per state."""
         params = {"limit": str(limit), **({"queue": queue} if queue else {})}

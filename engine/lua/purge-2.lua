@@ -1,22 +1,23 @@
 --[[
   Purge finished jobs: delete the hashes of terminal jobs and their DLQ entries.
-  Live jobs (submitted, scheduled, blocked, started) are left alone.
+  Live jobs (submitted, scheduled, blocked, started) are left alone, and with a state given, the
+  jobs in any other (clearing a queue's jobs of one state: engine/clearing.py).
   KEYS[1] dlq ZSET   KEYS[2] deadlines ZSET
-  ARGV[1] job key prefix   then job ids
-  Returns: one code per id: 0 purged, -1 not found, -3 not terminal.
+  ARGV[1] job key prefix   ARGV[2] only this state ('': any terminal one)   then job ids
+  Returns: one code per id: 0 purged, -1 not found, -3 not terminal (or not of the state given).
   Events: none (the history keeps what happened; purging is not a transition).
 ]]
 --@include common
 local dlq, deadlines = KEYS[1], KEYS[2]
-local prefix = ARGV[1]
+local prefix, only = ARGV[1], ARGV[2]
 local terminal = {completed = true, failed = true, cancelled = true, stalled = true, dropped = true, expired = true}
 local out = {}
-for j = 2, #ARGV do
+for j = 3, #ARGV do
   local id = ARGV[j]
   local state = rcall('HGET', prefix .. id, 'state')
   if not state then
     out[#out + 1] = -1
-  elseif not terminal[state] then
+  elseif not terminal[state] or (only ~= '' and state ~= only) then
     out[#out + 1] = -3
   else
     forget(prefix .. id)

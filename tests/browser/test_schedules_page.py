@@ -27,8 +27,22 @@ def wait_until(page, check: Callable[[], bool], what: str, timeout_s: float = 20
 def create(page, settings: EngineSettings) -> None:  # type: ignore[no-untyped-def]
     """Create a schedule from the form: a bad cron first (refused), then a good one."""
     page.fill("#schedule-form input[name=name]", "thumbs")
+    page.select_option("#schedule-form select[name=task]", "demo.import_rows")
+    # one input per argument of the task's schema, typed, the required ones marked
+    fields = "#task-args label[data-arg-field]"
+    page.wait_for_selector(f"{fields}[data-arg-field=pause_s]")
+    assert page.get_attribute("#task-args input[data-arg=batches]", "type") == "number"
+    assert page.get_attribute("#task-args input[data-arg=batches]", "required") is not None
+    assert page.get_attribute("#task-args input[data-arg=pause_s]", "required") is None
+    assert "*" in (page.text_content(f"{fields}[data-arg-field=batches]") or "")
+    assert "*" not in (page.text_content(f"{fields}[data-arg-field=pause_s]") or "")
     page.select_option("#schedule-form select[name=task]", "demo.resize_image")
-    page.fill("#schedule-form input[name=args]", "[7, 64]")
+    page.wait_for_selector(f"{fields}[data-arg-field=width]")
+    assert not page.is_visible("#schedule-form input[name=args]")  # the raw JSON: advanced
+    page.fill("#task-args input[data-arg=image_id]", "7")
+    page.fill("#task-args input[data-arg=width]", "64")
+    page.click("#raw-args summary")  # what is sent, as JSON
+    assert page.input_value("#schedule-form input[name=kwargs]") == '{"image_id":7,"width":64}'
     page.select_option("#schedule-form select[name=kind]", "cron")
     page.fill("#schedule-form input[name=cron]", "61 * * * *")
     page.click("#schedule-form button[type=submit]")
@@ -39,12 +53,15 @@ def create(page, settings: EngineSettings) -> None:  # type: ignore[no-untyped-d
     page.wait_for_selector(f"{ROW} td.next li:nth-child(5)", timeout=10_000)
     rep = engine(settings, lambda c: c.repeats.get("default", "thumbs"))
     assert (rep.cron, rep.tz, rep.origin) == ("0 3 * * *", "Europe/Paris", "runtime")
+    sent = rep.job_for(0)
+    assert (sent.args, sent.kwargs) == ([], {"image_id": 7, "width": 64})
     assert "never" in (page.text_content(f"{ROW} td.last") or "")
 
 
 def edit_and_fire(page, settings: EngineSettings) -> None:  # type: ignore[no-untyped-def]
     """Edit it to every 2 s; the demo's worker runs its ticks."""
     page.click(f"{ROW} button[data-action=edit]")
+    assert page.input_value("#task-args input[data-arg=width]") == "64"  # filled from the schedule
     page.select_option("#schedule-form select[name=kind]", "every")
     page.fill("#schedule-form input[name=every_s]", "2")
     page.click("#schedule-form button[type=submit]")

@@ -214,10 +214,63 @@ async def test_promote_moves_only_due_jobs(client: Client) -> None:
     due = await client.enqueue(t.add.using(delay_s=0.001), 1, 1)
     later = await client.enqueue(t.add.using(delay_s=60), 1, 1)
     await asyncio.sleep(0.01)
-    promoted, wait_ms = await client.scripts.promote(k, events_maxlen=1000, max_jobs=100)
-    assert promoted == 1 and 58_000 < wait_ms <= 60_000
+    promoted, wait_ms, codes = await client.scripts.promote(k, events_maxlen=1000, max_jobs=100)
+    assert promoted == 1 and 58_000 < wait_ms <= 60_000 and codes == ()
     assert (await client.get(due.id)).state is JobState.SUBMITTED
     assert (await client.get(later.id)).state is JobState.SCHEDULED
+
+
+async def test_promote_by_id_runs_scheduled_jobs_now_and_reports_the_others(
+    client: Client,
+) -> None:
+    """Run now: the given scheduled jobs (a delayed one, a retry in its backoff) become
+    submitted whatever their due time, with the scheduled -> submitted event; a job not
+    scheduled and an unknown id are reported, not raised, and left as they were."""
+    k = client.keys("default")
+    later = await client.enqueue(t.add.using(delay_s=600), 1, 1)
+    await client.enqueue(t.add.using(delay_s=900), 2, 2)  # not asked: stays
+    backoff = await client.enqueue(t.add, 3, 3)
+    row = await claim_one(client)
+    assert row.id == backoff.id
+    assert await client.scripts.begin(
+        k, lease_ms=30_000, jobs=[BeginJob(backoff.id, row.token, False)]
+    ) == [1]
+    await client.scripts.retry(
+        k,
+        events_maxlen=1000,
+        worker_id="w1",
+        job_id=backoff.id,
+        token=row.token,
+        delay_ms=600_000,
+        error_json=b'{"type":"X"}',
+        short_error="X",
+        ttl_ms=5000,
+    )
+    ready = await client.enqueue(t.add, 4, 4)
+    assert [j.id for j in await client.scheduled("default", retrying=True)] == [backoff.id]
+    first, _ = await client.scheduled("default", retrying=False)
+    assert first.id == later.id
+    before = len(await client.redis.xrange(k.events))
+
+    done = await client.run_now("default", [later.id, backoff.id, ready.id, "ghost"])
+
+    assert done == {
+        later.id: "promoted",
+        backoff.id: "promoted",
+        ready.id: "not_scheduled",
+        "ghost": "not_found",
+    }
+    for job_id in (later.id, backoff.id, ready.id):
+        assert (await client.get(job_id)).state is JobState.SUBMITTED
+    assert await client.redis.zcard(k.scheduled) == 1
+    assert await client.redis.zscore(k.submitted, later.id) is not None
+    events = [f for _, f in (await client.redis.xrange(k.events))[before:]]
+    moved = {(f["job"], f["from"], f["to"]) for f in events}
+    assert moved == {
+        (later.id, "scheduled", "submitted"),
+        (backoff.id, "scheduled", "submitted"),
+    }, events
+    assert (await client.get(backoff.id)).attempt == 1  # its attempt series goes on
 
 
 async def test_fail_without_dlq_expires_and_with_wrong_token_is_refused(client: Client) -> None:

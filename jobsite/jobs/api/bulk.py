@@ -8,11 +8,12 @@ from ninja import Router
 from ninja.errors import HttpError
 
 from jobsite.jobs import audit, services
-from jobsite.jobs.api.schemas import ERRORS, BulkIn, BulkOut
+from jobsite.jobs.api.schemas import ERRORS, RUN_NOW_SKIPPED, BulkIn, BulkOut, RunNowIn
 from jobsite.jobs.conf import bulk_max
 from jobsite.jobs.models import CANCELLABLE, RETRYABLE, JobRecord
 from jobsite.jobs.permissions import Grant, Perm, aneed
 from jobsite.jobs.search import text_search
+from jobsite.jobs.tasks import runnable
 
 router = Router(tags=["jobs"])
 
@@ -27,6 +28,22 @@ async def cancel_many(request: HttpRequest, body: BulkIn) -> BulkOut:
 async def retry_many(request: HttpRequest, body: BulkIn) -> BulkOut:
     """Retry (or resubmit from the DLQ) the given finished jobs, or every one matching."""
     return await aapply(request, body, Perm.RETRY, "retry")
+
+
+@router.post("/run-now", response={200: BulkOut, **ERRORS})
+async def run_now_many(request: HttpRequest, body: RunNowIn) -> BulkOut:
+    """Run the given scheduled jobs of a queue now; the others are reported as skipped."""
+    rights = await aneed(request, Perm.RETRY, body.queue)
+    ids = list(dict.fromkeys(body.ids))
+    outcome = await services.arun_now([(i, body.queue) for i in ids])
+    skipped: dict[str, int] = {}
+    for value in outcome.values():
+        if value != "promoted":
+            reason = RUN_NOW_SKIPPED.get(value, value)
+            skipped[reason] = skipped.get(reason, 0) + 1
+    promoted = [i for i, v in outcome.items() if v == "promoted"]
+    await audit.arecord(rights.user, "run now", promoted, rights.via)
+    return BulkOut(matched=len(ids), changed=len(promoted), skipped=skipped)
 
 
 def _select(
@@ -90,10 +107,14 @@ async def _acancel_count(pairs: list[tuple[str, str]]) -> tuple[int, dict[str, i
 
 async def _aretry_count(pairs: list[tuple[str, str]]) -> tuple[int, dict[str, int]]:
     """Retry; return how many changed, and how many Redis no longer had as retryable."""
-    changed = await services.aresubmit(pairs)
-    left = len(pairs) - changed
+    fit, unfit = await runnable.asplit(pairs)
+    changed = await services.aresubmit(fit) if fit else 0
+    left = len(fit) - changed
     gone = "no longer retryable in Redis (expired, retried or purged)"
-    return changed, ({gone: left} if left else {})
+    skipped = {gone: left} if left else {}
+    if unfit:
+        skipped[runnable.REASON] = len(unfit)
+    return changed, skipped
 
 
 SKIP_REASONS = {

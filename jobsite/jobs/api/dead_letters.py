@@ -33,6 +33,7 @@ from jobsite.jobs.conf import bulk_max
 from jobsite.jobs.history import deadletters
 from jobsite.jobs.models import JobRecord, JobSearch
 from jobsite.jobs.permissions import Grant, Perm, aneed, need
+from jobsite.jobs.tasks import runnable
 
 router = Router(tags=["dead-letters"])
 # The old /dlq operations: the same answers as before, not in the schema.
@@ -58,6 +59,8 @@ class DeadGroupOut(Out):
     tasks: dict[str, int]
     queues: list[str]
     sample: SampleOut | None
+    # Why its jobs cannot run again ("": they can): dropped as an unknown task still unknown.
+    cannot_run: str = ""
 
 
 class DeadLettersIn(Schema):
@@ -96,7 +99,12 @@ def dead_letters(
     """Dead letters of the queues this request may view, grouped by error fingerprint."""
     rights = need(request, Perm.VIEW, queue)
     found = deadletters.groups(deadletters.dead_rows(rights, queue, task))
-    return [DeadGroupOut.model_validate(g, from_attributes=True) for g in found]
+    out = [DeadGroupOut.model_validate(g, from_attributes=True) for g in found]
+    for group in out:
+        kind = group.sample.type if group.sample else ""
+        if kind == runnable.UNKNOWN_TASK and all(runnable.unknown(t) for t in group.tasks):
+            group.cannot_run = f"{', '.join(sorted(group.tasks))}: {runnable.REASON}"
+    return out
 
 
 @router.get("/jobs", response={200: list[JobOut], **ERRORS})
@@ -132,6 +140,25 @@ async def _change(action: str, pairs: list[tuple[str, str]]) -> int:
     return await services.aresubmit(pairs)
 
 
+async def _runnable(
+    action: str, pairs: list[tuple[str, str]], skipped: dict[str, int]
+) -> list[tuple[str, str]]:
+    """Return the pairs `action` may change: a resubmit leaves out the jobs that would only be
+    dropped again (an unknown task still unknown), counted in `skipped` with the reason."""
+    if action != "resubmit" or not pairs:
+        return pairs
+    fit, unfit = await runnable.asplit(pairs)
+    if unfit:
+        skipped[runnable.REASON] = skipped.get(runnable.REASON, 0) + len(unfit)
+    return fit
+
+
+def _refuse_unknown(task: str | None) -> None:
+    """Refuse a resubmit of every dead letter of a task no worker knows (409)."""
+    if task is not None and runnable.unknown(task):
+        raise HttpError(409, f"task {task!r} is not registered: its jobs cannot run")
+
+
 def _select(rights: Grant, body: DeadLettersIn, cap: int) -> tuple[list[tuple[str, str]], int]:
     rows = deadletters.dead_rows(rights, body.queue, body.task)
     return deadletters.group_pairs(rows, body.fingerprint or "", cap)
@@ -142,8 +169,11 @@ async def _group(request: HttpRequest, body: DeadLettersIn, perm: Perm, action: 
     rights = await aneed(request, perm, body.queue)
     cap = bulk_max()
     pairs, matched = await sync_to_async(_select)(rights, body, cap)
+    skipped: dict[str, int] = {}
+    if matched <= cap:
+        pairs = await _runnable(action, pairs, skipped)
     if body.dry_run:
-        return BulkOut(matched=matched, changed=0)
+        return BulkOut(matched=matched, changed=0, skipped=skipped)
     if matched > cap:
         raise HttpError(
             422,
@@ -152,10 +182,10 @@ async def _group(request: HttpRequest, body: DeadLettersIn, perm: Perm, action: 
         )
     for queue in {q for _, q in pairs}:
         await rights.arequire(perm, queue)
-    changed = await _change(action, pairs)
+    changed = await _change(action, pairs) if pairs else 0
     selector = {"dead_letter_group": body.fingerprint, "queue": body.queue, "task": body.task}
     await audit.arecord_bulk(rights.user, action, selector, matched, rights.via)
-    return BulkOut(matched=matched, changed=changed)
+    return BulkOut(matched=matched, changed=changed, skipped=skipped)
 
 
 async def _by_ids(
@@ -167,9 +197,10 @@ async def _by_ids(
     chosen = list(dict.fromkeys(i for i in ids if i in dead))
     left = len(set(ids)) - len(chosen)
     skipped = {"not in the dead-letter queue": left} if left else {}
+    pairs = await _runnable(action, [(i, queue) for i in chosen], skipped)
     if dry_run:
         return BulkOut(matched=len(chosen), changed=0, skipped=skipped)
-    changed = await _change(action, [(i, queue) for i in chosen]) if chosen else 0
+    changed = await _change(action, pairs) if pairs else 0
     await audit.arecord(rights.user, action, chosen, rights.via)
     return BulkOut(matched=len(chosen), changed=changed, skipped=skipped)
 
@@ -181,6 +212,7 @@ def _count(rights: Grant, queue: str, task: str | None) -> int:
 async def _whole_queue(request: HttpRequest, queue: str, task: str | None, dry: bool) -> BulkOut:
     """Resubmit every dead letter of `queue` (of `task`); a dry run counts the history's."""
     rights = await aneed(request, Perm.RETRY, queue)
+    _refuse_unknown(task)
     if dry:
         return BulkOut(matched=await sync_to_async(_count)(rights, queue, task), changed=0)
     count = await services.aresubmit_dlq(queue, task=task)
@@ -227,7 +259,12 @@ async def dlq_purge(request: HttpRequest, body: PurgeIn) -> CountOut:
 async def dlq_resubmit(request: HttpRequest, body: ResubmitIn) -> CountOut:
     """Resubmit DLQ jobs by ids, or every one of a task (or all) in a queue."""
     rights = await aneed(request, Perm.RETRY, body.queue)
-    count = await services.aresubmit_dlq(body.queue, ids=body.ids, task=body.task)
+    ids = body.ids
+    if ids is not None:  # those that would only be dropped again are left in the DLQ
+        ids = [i for i, _ in await _runnable("resubmit", [(i, body.queue) for i in ids], {})]
+    else:
+        _refuse_unknown(body.task)
+    count = await services.aresubmit_dlq(body.queue, ids=ids, task=body.task) if ids != [] else 0
     if body.ids is not None:
         await audit.arecord(rights.user, "resubmit", body.ids, rights.via)
     else:

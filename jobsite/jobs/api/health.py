@@ -1,5 +1,5 @@
 """GET /health: each queue's verdict and each schedule's state, with the reasons in words,
-narrowed to the queues the request may see."""
+narrowed to the queues the request may see, and the Redis server's memory and uptime."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 from ninja import Router
 
+from engine import RedisUnavailable
+from jobsite.jobs import services
 from jobsite.jobs.api.schemas import ERRORS, Out
 from jobsite.jobs.history import health
 from jobsite.jobs.permissions import Perm, aneed
@@ -33,9 +35,23 @@ class ScheduleHealthOut(Out):
     skip_if_running: bool
 
 
+class RedisOut(Out):
+    """The engine's Redis server: memory used and its limit (0 / "no limit": none), uptime."""
+
+    used_memory_bytes: int
+    used_memory_human: str
+    max_memory_bytes: int
+    max_memory_human: str
+    uptime_s: int
+    version: str
+    nodes: int
+
+
 class HealthOut(Out):
     queues: list[QueueHealthOut]
     schedules: list[ScheduleHealthOut]
+    # None while Redis does not answer.
+    redis: RedisOut | None = None
 
 
 def _health(names: list[str]) -> HealthOut:
@@ -55,4 +71,9 @@ async def get_health(request: HttpRequest, queue: str | None = None) -> HealthOu
     rights = await aneed(request, Perm.VIEW, queue)
     names = await sync_to_async(health.judged_queues, thread_sensitive=True)()
     names = [q for q in names if (queue is None or q == queue) and rights.allows(Perm.VIEW, q)]
-    return await sync_to_async(_health, thread_sensitive=True)(names)
+    out = await sync_to_async(_health, thread_sensitive=True)(names)
+    try:
+        out.redis = RedisOut(**await services.aredis_info())
+    except RedisUnavailable:
+        out.redis = None
+    return out

@@ -25,6 +25,7 @@ from jobsite.jobs.api.jobout import ended, engine_values, known_task, live_out, 
 from jobsite.jobs.api.replays import areplays_of
 from jobsite.jobs.api.schemas import (
     ERRORS,
+    RUN_NOW_SKIPPED,
     CancelOut,
     JobDetailOut,
     JobIn,
@@ -37,6 +38,7 @@ from jobsite.jobs.arguments import check_types
 from jobsite.jobs.models import JobRecord
 from jobsite.jobs.permissions import Perm, aneed, need
 from jobsite.jobs.search import text_search
+from jobsite.jobs.tasks import runnable
 
 router = Router(tags=["jobs"])
 
@@ -201,6 +203,9 @@ async def retry(request: HttpRequest, job_id: str) -> JobOut:
     except JobNotFound:
         raise HttpError(404, f"no job with id {job_id!r} in Redis") from None
     await rights.arequire(Perm.RETRY, job.queue)
+    refused = runnable.why_not(job.task, job.errors)
+    if refused:  # it would only be dropped again
+        raise HttpError(409, f"job {job_id!r} cannot run: {refused}")
     if await services.aresubmit([(job_id, job.queue)]) != 1:
         raise HttpError(409, f"a {job.state} job cannot be retried")
     await audit.arecord(rights.user, "retry", [job_id], rights.via)
@@ -250,3 +255,19 @@ async def replay(request: HttpRequest, job_id: str, body: ReplayIn) -> Status[Jo
         rights.user, "replay", [job_id, job.id], rights.via, outcome=f"{job_id} -> {job.id}"
     )
     return Status(201, await live_out(job.id, job.queue, JobDetailOut))
+
+
+@router.post("/{job_id}/run-now", response={200: JobOut, **ERRORS})
+async def run_now(request: HttpRequest, job_id: str) -> JobOut:
+    """Run a scheduled job (waiting for its run_at or a retry's backoff) now."""
+    rights = await aneed(request, Perm.RETRY)
+    try:
+        job = await services.aget_job(job_id)
+    except JobNotFound:
+        raise HttpError(404, f"no job with id {job_id!r} in Redis") from None
+    await rights.arequire(Perm.RETRY, job.queue)
+    outcome = (await services.arun_now([(job_id, job.queue)]))[job_id]
+    if outcome != "promoted":
+        raise HttpError(409, f"job {job_id!r} is {RUN_NOW_SKIPPED.get(outcome, outcome)}")
+    await audit.arecord(rights.user, "run now", [job_id], rights.via)
+    return await live_out(job_id, job.queue, JobOut)

@@ -23,6 +23,7 @@ from jobsite.jobs.models import (
     oldest_waiting,
 )
 from jobsite.jobs.search import text_search
+from jobsite.jobs.tasks import runnable
 
 STATES = frozenset(value for value, _ in STATE_CHOICES)
 
@@ -111,7 +112,13 @@ def _history(chosen: Filter, queues: Sequence[str]) -> dict[str, Any]:
             for j in JobRecord.objects.filter(state="started").order_by("-started_at")[:50]
         ],
         "failures": [
-            {"id": j.id, "task": j.task, "state": j.state, "error": (j.errors or [{}])[-1]}
+            {
+                "id": j.id,
+                "task": j.task,
+                "state": j.state,
+                "error": (j.errors or [{}])[-1],
+                "cannot_run": runnable.why_not(j.task, j.errors),
+            }
             for j in dead(JobRecord.objects.all()).order_by("-completed_at")[:20]
         ],
     }

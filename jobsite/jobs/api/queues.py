@@ -15,6 +15,7 @@ from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 from pydantic import ConfigDict
 
+from engine import CLEARABLE, validate_queue_name
 from jobsite.jobs import audit, services
 from jobsite.jobs.api.schemas import ERRORS, Out, QueueOut
 from jobsite.jobs.models import QueueRecord, oldest_waiting
@@ -218,3 +219,34 @@ async def drain_status(request: HttpRequest, name: str) -> DrainOut:
     await aneed(request, Perm.VIEW, name)
     await _known(name)
     return _drain_out(name, await services.adrain_status(name))
+
+
+class ClearIn(Schema):
+    """The finished state whose jobs to clear; `dry_run` only counts them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    state: str = Field(..., description=f"one of {', '.join(CLEARABLE)}")
+    dry_run: bool = False
+
+
+class ClearOut(Out):
+    queue: str
+    state: str
+    # Jobs deleted from Redis (with dry_run: how many there are).
+    count: int
+    dry_run: bool
+    # Always true: the history's rows stay; only Redis forgets the jobs.
+    history_kept: bool = True
+
+
+@router.post("/{name}/clear", response={200: ClearOut, **ERRORS})
+async def clear(request: HttpRequest, name: str, body: ClearIn) -> ClearOut:
+    """Delete the queue's finished jobs of one state (completed, failed, cancelled, stalled,
+    dropped, expired) from Redis; never a waiting or running one. The history keeps them."""
+    rights = await aneed(request, Perm.PURGE, validate_queue_name(name))
+    count = await services.aclear_state(name, body.state, dry_run=body.dry_run)
+    if not body.dry_run:
+        selector = {"queue": name, "state": body.state, "redis_only": True}
+        await audit.arecord_bulk(rights.user, "clear", selector, count, rights.via)
+    return ClearOut(queue=name, state=body.state, count=count, dry_run=body.dry_run)

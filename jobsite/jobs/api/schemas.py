@@ -273,3 +273,21 @@ class BulkOut(Out):
     changed: int
     # Why the jobs not changed were skipped: reason -> how many (empty when none was).
     skipped: dict[str, int] = {}
+
+
+# Why a job asked for was not run now, in words (engine Client.run_now's outcomes).
+RUN_NOW_SKIPPED = {
+    "not_found": "no longer in Redis",
+    "not_scheduled": "not scheduled any more (already submitted, running or finished)",
+}
+
+
+class RunNowIn(Schema):
+    """Scheduled jobs of one queue to run now, by id."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    queue: str = Field("default", pattern=QUEUE)
+    ids: list[Annotated[str, Field(pattern=JOB_ID_PATTERN)]] = Field(
+        ..., min_length=1, max_length=10_000
+    )

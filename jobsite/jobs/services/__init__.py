@@ -35,6 +35,7 @@ from engine import (
     explain,
     sample_dlq,
     schedule_health,
+    server_info,
     swap_state,
     sync_declared,
 )
@@ -423,6 +424,37 @@ async def _set_paused(client: Client, queues: Iterable[str], paused: bool) -> in
     return len(names)
 
 
+async def _run_now(client: Client, jobs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Run scheduled jobs (waiting for their run_at or a retry's backoff) now; return id ->
+    "promoted", "not_found" or "not_scheduled"."""
+    result: dict[str, str] = {}
+    for queue, ids in _by_queue(jobs).items():
+        result.update(await client.run_now(queue, ids))
+    return result
+
+
+async def _scheduled(
+    client: Client, queue: str, offset: int, limit: int, retrying: bool | None
+) -> list[Job]:
+    """Return scheduled jobs of `queue`, next due first (only retries, or only the others)."""
+    return await client.scheduled(queue, offset, limit, retrying=retrying)
+
+
+async def _clear_state(client: Client, queue: str, state: str, dry_run: bool = False) -> int:
+    """Delete `queue`'s finished jobs of `state` from Redis in batches (the history keeps its
+    rows); return how many (with `dry_run`, how many there are)."""
+    return await client.clear_state(queue, state, dry_run=dry_run)
+
+
+async def _redis_info(client: Client) -> dict[str, Any]:
+    """Return the engine's Redis memory, its limit and uptime (engine.server_info)."""
+    return (await server_info(client.redis)).as_dict()
+
+
+run_now, arun_now = twins(_run_now)
+scheduled, ascheduled = twins(_scheduled)
+clear_state, aclear_state = twins(_clear_state)
+redis_info, aredis_info = twins(_redis_info)
 cancel, acancel = twins(_cancel)
 resubmit, aresubmit = twins(_resubmit)
 resubmit_dlq, aresubmit_dlq = twins(_resubmit_dlq)

@@ -53,9 +53,15 @@
       <div class="bar"><span style="width:${Math.max(0, Math.min(100, j.progress || 0))}%"></span></div><small>${esc(j.progress_message)}</small></li>`).join("") || "<li>nothing running</li>";
     const failures = data.failures || [];
     $("#failures ul").innerHTML = failures.slice(0, FAILURES_SHOWN).map((f) => `<li data-id="${esc(f.id)}"><b>${esc(f.task)}</b> <span class="state-${esc(f.state)}">${esc(f.state)}</span> <a href="${esc(jobPage(f.id))}"><small>${esc(f.id)}</small></a>
-      ${may("retry") ? `<button data-job="${esc(f.id)}" data-action="retry">retry</button>` : ""}<pre class="error-line">${esc(errorLine(f.error || {}))}</pre>
+      ${may("retry") ? retryButton(f) : ""}<pre class="error-line">${esc(errorLine(f.error || {}))}</pre>
       ${f.error?.traceback ? `<details><summary>traceback</summary><pre>${esc(f.error.traceback)}</pre></details>` : ""}</li>`).join("") || "<li>none</li>";
     $("#failures .more").hidden = failures.length <= FAILURES_SHOWN;
+  }
+
+  // Retry, or why not: a job dropped as an unknown task would only be dropped again.
+  function retryButton(f) {
+    if (f.cannot_run) return `<button data-job="${esc(f.id)}" data-action="retry" data-cannot-run disabled title="${esc(f.cannot_run)}">retry</button> <small class="cannot-run">cannot run</small>`;
+    return `<button data-job="${esc(f.id)}" data-action="retry">retry</button>`;
   }
 
   // Quiet, resume and stop for one worker, and for every worker of its host (engine/control.py).

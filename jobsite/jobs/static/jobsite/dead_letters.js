@@ -8,8 +8,10 @@
   let timer;
   let known = null;  // the task names workers know (/tasks): a group of others is not resubmitted
 
-  // A group whose jobs name a task no worker knows (UnknownTask) would only be dropped again.
-  const undeployed = (g) => known !== null && Object.keys(g.tasks).some((t) => !known.has(t));
+  // A group whose jobs name a task no worker knows (UnknownTask) would only be dropped again:
+  // the API says so (cannot_run) and refuses it; so does a task this site does not list.
+  const cannotRun = (g) => g.cannot_run || (known !== null && Object.keys(g.tasks).some((t) => !known.has(t))
+    ? g.cannot_run || "its task is not deployed: deploy it, then resubmit" : "");
 
   function filters() {
     const params = new URLSearchParams();
@@ -30,7 +32,7 @@
         <br><small>fingerprint <code>${esc(g.fingerprint || "–")}</code>; newest: ${s.job_id ? `<a href="${esc(jobPage(s.job_id))}">${esc(s.job_id)}</a>` : "–"}
         ${g.fingerprint && s.pattern !== s.message ? `<q>${esc(s.message)}</q>` : ""}</small></td>
       <td>${tasks}</td><td>${g.queues.map(esc).join(", ")}</td><td>${esc(time(g.first_seen))}</td><td>${esc(time(g.last_seen))}</td>
-      <td>${undeployed(g) ? `<small title="deploy the task, then resubmit">task not deployed</small>` : `<button data-act="resubmit" data-needs="retry">Resubmit</button>`}
+      <td>${cannotRun(g) ? `<button data-act="resubmit" data-needs="retry" data-cannot-run disabled title="${esc(cannotRun(g))}">Resubmit</button> <small class="cannot-run">cannot run: task not deployed</small>` : `<button data-act="resubmit" data-needs="retry">Resubmit</button>`}
         <button data-act="purge" data-needs="purge">Purge</button></td></tr>`;
   }
 

@@ -2,7 +2,7 @@
 // every 3 seconds; pause, resume and the rate limit are set through the API.
 (() => {
   "use strict";
-  const {$, $$, esc, seg, api, config, hideForbidden, ask, toast} = window.jobsite;
+  const {$, $$, esc, seg, api, config, hideForbidden, ask, toast, plural} = window.jobsite;
   const vocabulary = config.vocabulary;
   // Columns from the one vocabulary: live states, then waiting turn and DLQ, then totals ended.
   const columns = [
@@ -30,6 +30,12 @@
     $("form.rate", node).addEventListener("submit", (event) => {
       event.preventDefault();
       setRate(name, $("input[name=rate_limit]", node).value.trim() || null);
+    });
+    $("form.clear select", node).innerHTML = vocabulary.terminal
+      .map((s) => `<option value="${esc(s)}">${esc(vocabulary.labels?.[s] ?? s)}</option>`).join("");
+    $("form.clear", node).addEventListener("submit", (event) => {
+      event.preventDefault();
+      clear(name, $("form.clear select", node).value);
     });
     $("#queue-list").append(node);
     cards.set(name, node);
@@ -106,6 +112,23 @@
       toast(`Queue ${name} ${action === "pause" ? "paused" : "resumed"}.`, "ok");
     } catch (error) {
       $(".error", node).textContent = error.message;
+    }
+  }
+
+  // Clear a finished state's jobs from Redis: counted first, confirmed with the count.
+  async function clear(name, state) {
+    const path = `/queues/${seg(name)}/clear`;
+    const label = vocabulary.labels?.[state] ?? state;
+    try {
+      const {count} = await api(path, {method: "POST", body: {state, dry_run: true}});
+      if (!count) { toast(`No ${label} job of queue ${name} left in Redis.`); return; }
+      const detail = "They are deleted from Redis for good (a batch at a time). The history keeps their rows: it stays the record of what happened. Waiting and running jobs are never touched.";
+      if (!await ask(`Clear ${plural(count, `${label} job`)} of queue ${name} from Redis?`, {confirm: "Clear", danger: true, detail})) return;
+      const done = await api(path, {method: "POST", body: {state}});
+      toast(`Cleared ${plural(done.count, `${label} job`)} of queue ${name} from Redis; the history keeps their rows.`, "ok", 12000);
+      load();
+    } catch (error) {
+      toast(`Clear failed: ${error.message}`, "error");
     }
   }
 

@@ -73,12 +73,67 @@
     timer = setTimeout(load, REFRESH_MS);
   }
 
-  // The chosen task's signature from /api/v1/tasks, shown under the arguments.
+  // The chosen task's arguments as one input each, from its schema (GET /api/v1/tasks): numbers,
+  // booleans, text, JSON for the rest; required ones marked. They fill the raw JSON boxes (what
+  // is sent); a raw box edited by hand wins until a field is touched again.
   let taskList = [];
-  function hint(name) {
-    const t = taskList.find((x) => x.name === name);
-    const props = t?.arguments?.properties;
-    $("#args-hint").textContent = props ? `arguments of ${name}: ${Object.entries(props).map(([k, v]) => `${k}${v.type ? `: ${v.type}` : ""}`).join(", ")}` : "";
+  let rawEdited = false;
+  const box = $("#task-args .fields");
+  const props = (name) => taskList.find((x) => x.name === name)?.arguments ?? {properties: {}, required: []};
+  const kindOf = (spec) => {
+    const type = spec.type ?? (spec.anyOf || []).map((x) => x.type).find((t) => t && t !== "null");
+    return ["integer", "number", "boolean", "string"].includes(type) ? type : "json";
+  };
+
+  function field(name, spec, required) {
+    const kind = kindOf(spec);
+    const mark = required ? ' <b class="required" title="required">*</b>' : "";
+    const title = esc(spec.title || name);
+    const note = kind === "json" ? ` <small>(JSON${spec.type ? ` ${esc(spec.type)}` : ""})</small>` : ` <small>(${kind})</small>`;
+    const attrs = `name="arg:${esc(name)}" data-arg="${esc(name)}" data-type="${kind}" aria-label="${title}"${required && kind !== "boolean" ? " required" : ""}`;
+    const input = kind === "boolean" ? `<input type="checkbox" ${attrs}>`
+      : kind === "integer" || kind === "number" ? `<input type="number" step="${kind === "integer" ? "1" : "any"}" ${attrs}>`
+      : `<input ${attrs} ${kind === "json" ? "placeholder='JSON, e.g. {\"a\": 1}' size=\"24\"" : ""}>`;
+    return `<label data-arg-field="${esc(name)}">${esc(name)}${mark}${note} ${input}</label>`;
+  }
+
+  // One input per parameter of the chosen task, filled from `args` (by position) and `kwargs`.
+  function renderFields(name, args = [], kwargs = {}) {
+    const {properties = {}, required = []} = props(name);
+    const names = Object.keys(properties);
+    $("#task-args .task-name").textContent = name || "";
+    box.innerHTML = names.map((n) => field(n, properties[n], required.includes(n))).join("");
+    $("#task-args .empty").hidden = names.length > 0;
+    const values = {...Object.fromEntries(args.map((v, i) => [names[i], v]).filter(([n]) => n)), ...kwargs};
+    for (const input of $$("[data-arg]", box)) {
+      const value = values[input.dataset.arg];
+      if (value === undefined) continue;
+      if (input.dataset.type === "boolean") input.checked = Boolean(value);
+      else input.value = input.dataset.type === "json" || typeof value === "object" ? JSON.stringify(value) : String(value);
+    }
+    rawEdited = false;
+    $("#args-hint").textContent = "";
+  }
+
+  // The fields as kwargs (blank ones left out); a field that is not valid raises naming it.
+  function fromFields() {
+    const kwargs = {};
+    for (const input of $$("[data-arg]", box)) {
+      const {arg, type: kind} = input.dataset;
+      if (kind === "boolean") { kwargs[arg] = input.checked; continue; }
+      if (input.value.trim() === "") continue;
+      if (kind === "integer" || kind === "number") kwargs[arg] = Number(input.value);
+      else if (kind === "string") kwargs[arg] = input.value;
+      else {
+        try { kwargs[arg] = JSON.parse(input.value); } catch (error) { throw new Error(`${arg}: not JSON (${error.message})`); }
+      }
+    }
+    return kwargs;
+  }
+
+  function syncRaw() {
+    form.args.value = "[]";
+    form.kwargs.value = JSON.stringify(fromFields());
   }
 
   function showKind(kind) {
@@ -91,6 +146,8 @@
     form.queue.value = s.queue; form.queue.disabled = true;
     form.task.value = s.task;
     form.args.value = JSON.stringify(s.args); form.kwargs.value = JSON.stringify(s.kwargs);
+    renderFields(s.task, s.args, s.kwargs);
+    rawEdited = s.args.length > Object.keys(props(s.task).properties || {}).length;  // more than the fields say
     form.kind.value = s.cron ? "cron" : "every";
     form.every_s.value = s.every_s ?? ""; form.cron.value = s.cron ?? ""; form.tz.value = s.tz;
     form.skip_if_running.checked = s.skip_if_running; form.paused.checked = s.paused;
@@ -106,6 +163,7 @@
     form.reset();
     form.name.disabled = form.queue.disabled = false;
     form.tz.value = browserZone;
+    renderFields(form.task.value);
     showKind("every");
     $("#editor h2").textContent = "New schedule";
     $("#schedule-form button[type=submit]").textContent = "Create";
@@ -120,6 +178,7 @@
   }
 
   function definition() {
+    if (!rawEdited) syncRaw();
     const cron = form.kind.value === "cron";
     return {task: form.task.value, args: parsed("args", "list"), kwargs: parsed("kwargs", "object"),
       every_s: cron ? null : Number(form.every_s.value), cron: cron ? form.cron.value : null,
@@ -170,7 +229,12 @@
   form.addEventListener("submit", save);
   form.kind.addEventListener("change", () => showKind(form.kind.value));
   form.tz.value = browserZone;
-  form.task.addEventListener("change", () => hint(form.task.value));
+  form.task.addEventListener("change", () => { renderFields(form.task.value); syncRaw(); });
+  box.addEventListener("input", () => {
+    rawEdited = false;
+    try { syncRaw(); $("#args-hint").textContent = ""; } catch (error) { $("#args-hint").textContent = error.message; }
+  });
+  for (const raw of [form.args, form.kwargs]) raw.addEventListener("input", () => { rawEdited = true; });
   $("[data-action=cancel-edit]", form).addEventListener("click", stopEdit);
 
   hideForbidden();
@@ -179,7 +243,8 @@
     api("/tasks").then((tasks) => {
       taskList = tasks;
       form.task.innerHTML = tasks.map((t) => `<option value="${esc(t.name)}">${esc(t.name)}</option>`).join("");
-      hint(form.task.value);
+      renderFields(form.task.value);
+      syncRaw();
     }).catch((error) => { $("#form-error").textContent = `could not load tasks: ${error.message}`; });
   }
   load();

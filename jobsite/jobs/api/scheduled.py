@@ -1,0 +1,37 @@
+"""The scheduled resource (/scheduled): jobs waiting for their time, live from Redis.
+
+Those never run yet (a run_at, a delay) apart from retries waiting for their backoff
+(`retrying`). POST /jobs/{id}/run-now and POST /bulk/run-now make them `submitted` at once.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from django.http import HttpRequest
+from ninja import Query, Router
+
+from jobsite.jobs import services
+from jobsite.jobs.api.jobout import engine_values, fields
+from jobsite.jobs.api.schemas import ERRORS, QUEUE, JobOut
+from jobsite.jobs.permissions import Perm, aneed
+
+router = Router(tags=["scheduled"])
+
+
+@router.get("", response={200: list[JobOut], **ERRORS})
+async def scheduled(
+    request: HttpRequest,
+    queue: str | None = Query(None, pattern=QUEUE),  # type: ignore[type-arg]
+    retrying: bool | None = None,
+    offset: int = Query(0, ge=0, le=100_000),  # type: ignore[type-arg]
+    limit: int = Query(50, ge=1, le=500),  # type: ignore[type-arg]
+) -> list[JobOut]:
+    """Jobs waiting for their time, next due first, of `queue` or every queue this request may
+    view; `retrying` true: only retries waiting for their backoff, false: only the others."""
+    rights = await aneed(request, Perm.VIEW, queue)
+    names = [queue] if queue else await services.aknown_queues()
+    names = [q for q in names if rights.allows(Perm.VIEW, q)]
+    found = [await services.ascheduled(q, 0, offset + limit, retrying) for q in names]
+    jobs = list(heapq.merge(*found, key=lambda j: (j.run_at_ms or 0, j.id)))
+    return [JobOut(**fields(JobOut, engine_values(j))) for j in jobs[offset : offset + limit]]

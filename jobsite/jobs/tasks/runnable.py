@@ -1,0 +1,50 @@
+"""Jobs that cannot run: dropped as an unknown task (engine `UnknownTask`) whose task is still
+not registered here. A retry or resubmit would only be dropped again, so every surface refuses
+it (the API with 409, bulk actions skip it with the reason) and the pages say why."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from engine import UnknownTask, serializer
+from jobsite.jobs import services
+from jobsite.jobs.tasks.registry import known_tasks
+
+# The error type the worker records for a job of a task it has no function for.
+UNKNOWN_TASK = UnknownTask.__name__
+REASON = "dropped as an unknown task; no worker has it (register the task first)"
+
+
+def unknown(task: str) -> bool:
+    """Tell whether no task of this name is registered here."""
+    return task not in known_tasks()
+
+
+def why_not(task: str, errors: Any) -> str:
+    """Return why a job of `task` whose error records are `errors` cannot run ("" : it can)."""
+    last = errors[-1] if isinstance(errors, list) and errors else {}
+    if isinstance(last, dict) and last.get("type") == UNKNOWN_TASK and task not in known_tasks():
+        return f"task {task!r} was {REASON}"
+    return ""
+
+
+async def asplit(pairs: Iterable[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[str]]:
+    """Split (job id, queue) pairs into those that may run again and the ids that cannot,
+    reading each job's task and errors from Redis."""
+    by_queue: dict[str, list[str]] = defaultdict(list)
+    for job_id, queue in pairs:
+        by_queue[queue].append(job_id)
+    fit: list[tuple[str, str]] = []
+    unfit: list[str] = []
+    for queue, ids in by_queue.items():
+        for job_id, found in zip(
+            ids, await services.ajob_fields(queue, ids, ["task", "errors"]), strict=True
+        ):
+            errors = serializer.loads(found["errors"]) if found.get("errors") else []
+            if found and why_not(found.get("task", ""), errors):
+                unfit.append(job_id)
+            else:
+                fit.append((job_id, queue))
+    return fit, unfit
