@@ -116,6 +116,7 @@ FEATURE_FIELDS: tuple[str, ...] = (
     "trace_context",
     "replay_of",
     "flow_id",
+    "cleanup_ms",
 )
 _JSON_FIELDS = ("args", "kwargs", "result", "errors", "options", "parents", "logs")
 _INT_FIELDS = (
@@ -150,6 +151,7 @@ _STR_FIELDS = (
     "replay_of",
     "fingerprint",
     "flow_id",
+    "cleanup_ms",
 )
 _KNOWN = frozenset((*_JSON_FIELDS, *_INT_FIELDS, *_FLOAT_FIELDS, *_STR_FIELDS))
 
@@ -220,6 +222,9 @@ class Job:
     fingerprint: str | None = None
     # The graph this job was submitted in (enqueue_flow gives every job of a flow the same id).
     flow_id: str | None = None
+    # cleanup_on as JSON: final state -> ms its hash is kept (the scripts' PEXPIRE; none: DLQ
+    # or the result ttl as before).
+    cleanup_ms: str | None = None
     # Keys this version does not know, with their values as given (JSON text in the hash).
     extra: dict[str, Any] = field(default_factory=dict)
     # Client side only: wait this long after submission (counted on Redis server time).

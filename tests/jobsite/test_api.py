@@ -432,3 +432,20 @@ def test_the_dlq_filters_by_task_and_version_and_purges_by_ids(
     assert gone.json() == {"count": 1}
     left = {j["id"] for j in call(web, "get", "/dlq", token).json()}
     assert booms[0]["id"] not in left and booms[1]["id"] in left
+
+
+def test_cleanup_on_from_the_api_drops_completed_jobs_and_refuses_bad_states(
+    engine: EngineSettings, token: str
+) -> None:
+    web = WebClient()
+    bad = call(web, "post", "/jobs", token, data={"task": "add", "cleanup_on": {"done": 1}})
+    assert bad.status_code == 422 and "cleanup_on" in bad.content.decode()
+    negative = {"task": "add", "cleanup_on": {"failed": -1}}
+    assert call(web, "post", "/jobs", token, data=negative).status_code == 422
+    body = {"task": "add", "args": [1, 2], "cleanup_on": {"completed": 0, "failed": 60}}
+    job = call(web, "post", "/jobs", token, data=body).json()
+    async_to_sync(run_worker)(engine)
+    assert call(web, "get", f"/jobs/{job['id']}", token).status_code == 404  # gone from Redis
+    async_to_sync(mirror_all)()
+    row = call(web, "get", f"/jobs/{job['id']}", token).json()
+    assert row["state"] == "completed"  # the history row, written from the event

@@ -65,6 +65,14 @@ class TaskOptionsIn(Schema):
     # What happens to the job at its end.
     dead_letter_policy: Literal["save", "none"] | None = None
     result_ttl_s: int | None = Field(None, gt=0, le=YEAR_S)
+    # Retention by final state: state -> seconds its job is kept (0: dropped at once).
+    cleanup_on: (
+        dict[
+            Literal["completed", "failed", "cancelled", "stalled", "dropped", "expired"],
+            Annotated[float, Field(ge=0, le=YEAR_S)],
+        ]
+        | None
+    ) = None
     # Limits.
     deduplication: DeduplicationIn | None = None
     concurrency_key: str | None = Field(None, min_length=1, max_length=200)
@@ -97,6 +105,7 @@ _USING = (
     "queue_timeout_s",
     "dead_letter_policy",
     "result_ttl_s",
+    "cleanup_on",
     "concurrency_key",
     "concurrency_limit",
     "max_running",
