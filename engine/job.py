@@ -232,6 +232,11 @@ class Job:
     # Client side only: the engine made this id (keys.new_job_id), so no other job can hold
     # it; any other id is reserved for its queue before it is submitted (Client._reserve_ids).
     generated_id: bool = False
+    # Client side only: a repeating job (AsyncMQ's repeat_every): the enqueue adds a
+    # repeatable named by the job's id, firing every this many seconds, at most repeat_limit
+    # times (None: no end).
+    repeat_every_s: float | None = None
+    repeat_limit: int | None = None
 
     @property
     def finished_at_ms(self) -> int | None:

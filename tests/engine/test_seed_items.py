@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 
 from engine import Client, ConfigError, EngineSettings, JobState
+from engine.scheduler import Scheduler
 from engine.task import TaskOptions
 
 from . import tasks as t
@@ -42,3 +46,108 @@ def test_cleanup_on_takes_a_list_of_states_as_drop_at_once() -> None:
         "completed": 0,
         "cancelled": 0,
     }
+
+
+async def run_scheduler_until(settings: EngineSettings, client: Client, done: object) -> None:
+    """Run a scheduler until `done()` (an async condition) holds, within 10 s."""
+    stopping = asyncio.Event()
+    scheduler = Scheduler(settings, client.redis, ["default"])
+    run = asyncio.create_task(scheduler.run(stopping))
+    try:
+        deadline = time.monotonic() + 10
+        while not await done():  # type: ignore[operator]
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+    finally:
+        stopping.set()
+        await run
+
+
+async def tick_ids(client: Client, name: str) -> list[str]:
+    keys = client.keys("default")
+    found = [k.removeprefix(keys.job("")) for k in await client.redis.keys(keys.job(f"{name}@*"))]
+    return sorted(found)
+
+
+async def test_repeat_every_at_enqueue_with_a_limit_fires_n_times_then_ends(
+    client: Client, settings: EngineSettings
+) -> None:
+    first = await client.enqueue(t.add.using(repeat_every=0.05, repeat_limit=3), 2, 3)
+    name = first.repeat
+    assert name and first.id.startswith(f"{name}@") and first.state is JobState.SCHEDULED
+
+    async def three() -> bool:
+        return len(await tick_ids(client, name)) >= 3
+
+    await run_scheduler_until(settings, client, three)
+    await asyncio.sleep(0.2)  # would be 4 or more ticks without the limit
+    await Scheduler(settings, client.redis, ["default"]).tick()
+    ids = await tick_ids(client, name)
+    assert len(ids) == 3 and ids[0] == first.id
+    assert (await client.get(first.id)).args == [2, 3]
+    [(rep, due)] = await client.repeats.list("default")
+    assert rep.repeat_limit == 3 and due is None  # ended
+    assert await client.repeats.fired("default", [name]) == [3]
+    await client.repeats.resume("default", name)  # a resume does not start it again
+    assert (await client.repeats.list("default"))[0][1] is None
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"repeat_limit": 2}, {"repeat_every": -1}, {"repeat_every": 1, "repeat_limit": 0}],
+)
+def test_repeat_options_are_checked(options: dict[str, object]) -> None:
+    with pytest.raises(ConfigError, match="repeat"):
+        t.add.using(**options)
+
+
+async def test_a_repeating_job_is_enqueued_alone(client: Client) -> None:
+    with pytest.raises(ConfigError, match="alone"):
+        await client.enqueue_many([t.add.using(repeat_every=1).call(1, 1), t.add.call(1, 1)])
+    assert await client.repeats.list("default") == []
+
+
+async def test_a_scheduled_flow_submits_the_whole_graph_each_tick(
+    client: Client, settings: EngineSettings
+) -> None:
+    """Jobbers' cron DAGs: each tick submits every job of the flow, parents first."""
+    extract = t.add.call(1, 1)
+    load = t.add.using(depends_on=[extract.id]).call(2, 2)
+    report = t.add.using(depends_on=[extract.id, load.id]).call(3, 3)
+    await client.repeats.add("nightly", [report, load, extract], every_s=0.05, repeat_limit=2)
+
+    async def two_flows() -> bool:
+        return len(await tick_ids(client, "nightly")) >= 6
+
+    await run_scheduler_until(settings, client, two_flows)
+    ids = await tick_ids(client, "nightly")
+    assert len(ids) == 6
+    roots = [i for i in ids if "." not in i]
+    assert len(roots) == 2
+    for root in roots:
+        first, second, third = [await client.get(i) for i in (root, f"{root}.1", f"{root}.2")]
+        assert [j.args for j in (first, second, third)] == [[1, 1], [2, 2], [3, 3]]
+        assert first.flow_id == second.flow_id == third.flow_id == root
+        assert second.parents == [root] and third.parents == [root, f"{root}.1"]
+        assert first.state is JobState.SUBMITTED and third.state is JobState.BLOCKED
+    await drain(settings, [t.add])
+    assert {(await client.get(i)).state for i in ids} == {JobState.COMPLETED}
+    made_by_hand = await client.run_repeatable_now("default", "nightly")
+    assert made_by_hand is not None
+    assert (await client.get(f"{made_by_hand.id}.2")).parents == [
+        made_by_hand.id,
+        f"{made_by_hand.id}.1",
+    ]
+
+
+async def test_bad_flow_schedules_are_refused_and_change_nothing(client: Client) -> None:
+    outside = t.add.using(depends_on=["some-other-job"]).call(1, 1)
+    with pytest.raises(ConfigError, match="only on jobs of the flow"):
+        await client.repeats.add("f", [outside], every_s=1)
+    a = t.add.call(1, 1)
+    with pytest.raises(ConfigError, match="one queue"):
+        other = t.add.using(queue="q2", depends_on=[a.id]).call(2, 2)
+        await client.repeats.add("f", [a, other], every_s=1)
+    with pytest.raises(ConfigError, match="too long"):
+        await client.repeats.add("x" * 113, [a, t.add.call(2, 2)], every_s=1)
+    assert await client.repeats.list("default") == []
