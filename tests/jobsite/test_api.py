@@ -449,3 +449,20 @@ def test_cleanup_on_from_the_api_drops_completed_jobs_and_refuses_bad_states(
     async_to_sync(mirror_all)()
     row = call(web, "get", f"/jobs/{job['id']}", token).json()
     assert row["state"] == "completed"  # the history row, written from the event
+
+
+def test_a_repeating_job_from_the_api_is_a_schedule_with_a_limit(
+    engine: EngineSettings, token: str
+) -> None:
+    web = WebClient()
+    body = {"task": "add", "args": [1, 2], "repeat_every_s": 3600, "repeat_limit": 4}
+    made = call(web, "post", "/jobs", token, data=body)
+    assert made.status_code == 201, made.content
+    job = made.json()
+    name, _, at_ms = job["id"].partition("@")
+    assert job["state"] == "scheduled" and at_ms.isdigit()
+    [schedule] = call(web, "get", "/schedules", token).json()
+    assert (schedule["name"], schedule["every_s"], schedule["repeat_limit"]) == (name, 3600, 4)
+    assert (schedule["fired"], schedule["remaining"], len(schedule["next_runs"])) == (0, 4, 4)
+    bad = {"task": "add", "args": [1, 2], "repeat_limit": 4}
+    assert call(web, "post", "/jobs", token, data=bad).status_code == 422

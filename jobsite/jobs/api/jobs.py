@@ -85,6 +85,8 @@ async def submit(request: HttpRequest, body: JobIn) -> Status[JobOut]:
     except InvalidArguments as exc:
         raise HttpError(422, str(exc)) from None
     await audit.arecord(rights.user, "submit", [job.id], rights.via)
+    if job.repeat_every_s is not None:  # a schedule: its first run is not in Redis yet
+        return Status(201, await _out(_engine_values(job), job.id, JobOut))
     return Status(201, await _live_out(job.id, job.queue, JobOut))
 
 

@@ -73,6 +73,10 @@ class TaskOptionsIn(Schema):
         ]
         | None
     ) = None
+    # A repeating job: a schedule named by the job id, a run every repeat_every_s seconds (the
+    # first at once, or after delay_s / at run_at), repeat_limit runs in all.
+    repeat_every_s: float | None = Field(None, gt=0, le=YEAR_S, allow_inf_nan=False)
+    repeat_limit: int | None = Field(None, ge=1, le=1_000_000_000)
     # Limits.
     deduplication: DeduplicationIn | None = None
     concurrency_key: str | None = Field(None, min_length=1, max_length=200)
@@ -106,6 +110,8 @@ _USING = (
     "dead_letter_policy",
     "result_ttl_s",
     "cleanup_on",
+    "repeat_every_s",
+    "repeat_limit",
     "concurrency_key",
     "concurrency_limit",
     "max_running",
