@@ -22,7 +22,10 @@ Kinds, from an event `from -> to`:
 - `expired`, `stalled`, `dropped`, `cancelled`, `failed`: to that state (a child a parent's
   failure ended is `cancelled` or `failed` from `blocked`, with the reason in `reason`);
 - `dead_letter`: after `failed`, `stalled`, `expired` or `dropped`, when the job went to the
-  dead-letter queue (its `dlq` field is not '0').
+  dead-letter queue (its `dlq` field is not '0');
+- `deduplicated`, `debounced`: a note, not a transition (Event.note): the submit of another job
+  was ignored for this one, or another job replaced this one (its `cancelled` came before);
+  `reason` names the other job.
 """
 
 from __future__ import annotations
@@ -70,6 +73,8 @@ _DEAD_LETTERED = {"failed", "stalled", "expired", "dropped"}
 
 def kinds(event: Event) -> list[str]:
     """Return the hook kinds an event is, before knowing the job (dead_letter needs it)."""
+    if event.is_note:
+        return [event.note]
     if event.to_state in _ENDS:
         return [event.to_state]
     if (
@@ -181,6 +186,10 @@ class TransitionHooks:
             due = job.run_at_ms if event.to_state == JobState.SCHEDULED else None
             delay_s = max(0.0, (due - event.at_ms) / 1000) if due else 0.0
         self.fired += 1
+        reason = event.error
+        if event.is_note:
+            verb = "ignored for it" if kind == "deduplicated" else "replaced it"
+            reason = f"job {event.other} {verb}"
         await self.hooks.emit(
             HookEvent(
                 kind,  # type: ignore[arg-type]
@@ -190,8 +199,9 @@ class TransitionHooks:
                 error=job.error,
                 delay_s=delay_s,
                 from_state=event.from_state,
-                reason=event.error,
+                reason=reason,
                 at_ms=event.at_ms,
+                other_job=event.other or None,
             )
         )
 
@@ -206,6 +216,6 @@ class TransitionHooks:
         return [
             Job.from_hash(fields, e.job, e.queue)
             if fields
-            else Job(id=e.job, task="", queue=e.queue, state=JobState(e.to_state))
+            else Job(id=e.job, task="", queue=e.queue, state=JobState(e.to_state or "unsubmitted"))
             for e, fields in zip(events, found, strict=True)
         ]

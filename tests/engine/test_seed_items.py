@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from engine import Client, ConfigError, EngineSettings, JobState
+from engine import Client, ConfigError, EngineSettings, HookEvent, JobState, Worker
+from engine.keys import event_groups_key
 from engine.scheduler import Scheduler
 from engine.task import TaskOptions
 
@@ -151,3 +152,38 @@ async def test_bad_flow_schedules_are_refused_and_change_nothing(client: Client)
     with pytest.raises(ConfigError, match="too long"):
         await client.repeats.add("x" * 113, [a, t.add.call(2, 2)], every_s=1)
     assert await client.repeats.list("default") == []
+
+
+async def test_ignored_duplicates_and_debounces_leave_a_note_in_the_stream_and_fire_hooks(
+    client: Client, settings: EngineSettings
+) -> None:
+    seen: list[HookEvent] = []
+    worker = Worker(settings, [t.add], hooks=[seen.append], concurrency=2)
+    run = asyncio.create_task(worker.run())
+    try:
+        keys = client.keys("default")
+        deadline = time.monotonic() + 10
+        while not await client.redis.hexists(event_groups_key(settings.prefix), "hooks"):
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        simple = t.add.using(deduplication={"id": "s"}, delay_s=60)
+        held = await client.enqueue(simple, 1, 1)
+        ignored = t.add.using(deduplication={"id": "s"}, delay_s=60).call(2, 2)
+        ignored_id = ignored.id
+        [again] = await client.enqueue_many([ignored])
+        assert again.id == held.id  # the submit was folded into the holder
+        debounced = t.add.using(debounce={"id": "d"}, delay_s=60)
+        old = await client.enqueue(debounced, 3, 3)
+        new = await client.enqueue(debounced, 4, 4)
+        entries = await client.redis.xrange(keys.events)
+        notes = [(f["job"], f["note"], f["other"]) for _, f in entries if "note" in f]
+        assert notes == [(held.id, "deduplicated", ignored_id), (old.id, "debounced", new.id)]
+        while len([e for e in seen if e.kind in ("deduplicated", "debounced")]) < 2:
+            assert time.monotonic() < deadline + 10
+            await asyncio.sleep(0.02)
+    finally:
+        worker.stop()
+        await run
+    kinds = [(e.kind, e.job.id, e.other_job) for e in seen if e.kind != "cancelled"]
+    assert kinds == [("deduplicated", held.id, ignored_id), ("debounced", old.id, new.id)]
+    assert [e.job.id for e in seen if e.kind == "cancelled"] == [old.id]  # once, not twice
