@@ -30,7 +30,7 @@ from .metrics import Metrics, read_metrics
 from .repeat import Repeats
 from .scripts import Scripts, Submitted
 from .settings import EngineSettings
-from .submit import flow_order, job_spec, submit
+from .submit import default_queue_timeout, flow_order, job_spec, submit
 from .task import Task
 
 _LIVE = ("submitted", "scheduled", "blocked", "started", "dlq")
@@ -103,6 +103,7 @@ class Client:
                     job.flow_id = job.flow_id or flow_id
         for job in jobs:
             check_job_id(job.id)
+            default_queue_timeout(job, self.settings)
         chosen = [job for job in jobs if not job.generated_id]
         fresh = await self._reserve_ids(chosen) if chosen else []
         try:

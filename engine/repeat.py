@@ -34,7 +34,7 @@ from .errors import ConfigError, EngineError
 from .job import Job
 from .keys import QueueKeys, queues_key
 from .settings import EngineSettings
-from .submit import flow_order
+from .submit import default_queue_timeout, flow_order
 from .task import epoch_s, json_args
 
 # Its ticks' job ids are the name, "@" and a 14-digit time: they must follow the job-id rule.
@@ -306,6 +306,8 @@ class Repeats:
         first tick is `start_at` or now, whichever is later (a repeating job's first run).
         """
         limit = self.settings.max_payload_bytes
+        for one in [job] if isinstance(job, Job) else job:
+            default_queue_timeout(one, self.settings)
         flow = None if isinstance(job, Job) else flow_template(name, job, limit)
         first = job if isinstance(job, Job) else flow_order(list(job))[0]
         now = await server_ms(self.redis, QueueKeys(self.settings.prefix, first.queue).repeat_due)

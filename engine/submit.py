@@ -33,6 +33,14 @@ class Tick:
     limit: int = 0
 
 
+def default_queue_timeout(job: Job, settings: EngineSettings) -> None:
+    """Give a job whose task and call set no queue_timeout_s the settings' QUEUE_TIMEOUT."""
+    if job.queue_timeout_ms is None:
+        queue_s = settings.queue_timeout_for(job.queue)
+        if queue_s is not None:
+            job.queue_timeout_ms = int(queue_s * 1000)
+
+
 def flow_order(jobs: Sequence[Job]) -> list[Job]:
     """Return jobs with parents first; refuse cycles and parents in another queue."""
     by_id = {job.id: job for job in jobs}

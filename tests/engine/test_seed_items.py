@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 
 import pytest
 
 from engine import Client, ConfigError, EngineSettings, HookEvent, JobState, Worker
+from engine.cleaner import Cleaner
+from engine.connection import connect
 from engine.keys import event_groups_key
 from engine.scheduler import Scheduler
 from engine.task import TaskOptions
@@ -187,3 +190,61 @@ async def test_ignored_duplicates_and_debounces_leave_a_note_in_the_stream_and_f
     kinds = [(e.kind, e.job.id, e.other_job) for e in seen if e.kind != "cancelled"]
     assert kinds == [("deduplicated", held.id, ignored_id), ("debounced", old.id, new.id)]
     assert [e.job.id for e in seen if e.kind == "cancelled"] == [old.id]  # once, not twice
+
+
+async def test_worker_timeout_and_queue_timeout_settings_apply_where_tasks_set_none(
+    client: Client, settings: EngineSettings
+) -> None:
+    """cbintel's WORKER_TIMEOUT / QUEUE_TIMEOUT: globals, per queue, and the task's own wins."""
+    limited = dataclasses.replace(
+        settings,
+        worker_timeout_s=0.1,
+        queue_timeouts={"slowq": {"worker_timeout_s": 10}},  # type: ignore[arg-type]
+    )
+    assert limited.queue_timeouts == (("slowq", 10, None),)
+    async with Client(limited) as producer:
+        cut = await producer.enqueue(t.waits.using(max_retries=0), 1.0)
+        own = await producer.enqueue(t.waits.using(timeout_s=5), 0.3)
+        roomy = await producer.enqueue(t.waits.using(queue="slowq"), 0.3)
+    await drain(limited, [t.waits], queues=["default", "slowq"])
+    failed = await client.get(cut.id)
+    assert failed.state is JobState.FAILED and failed.errors[-1]["code"] == "TIMEOUT"
+    assert "0.1" in failed.errors[-1]["message"]
+    assert (await client.get(own.id)).state is JobState.COMPLETED  # the call's own wins
+    assert (await client.get(roomy.id)).state is JobState.COMPLETED  # its queue's 10 s
+    waiting = dataclasses.replace(
+        settings,
+        queue_timeout_s=0.2,
+        queue_timeouts={"slowq": {"queue_timeout_s": 60}},  # type: ignore[arg-type]
+    )
+    async with Client(waiting) as producer:
+        stale = await producer.enqueue(t.add, 1, 1)
+        kept = await producer.enqueue(t.add.using(queue_timeout_s=60), 1, 1)
+        other = await producer.enqueue(t.add.using(queue="slowq"), 1, 1)
+    assert (await client.get(stale.id)).queue_timeout_ms == 200
+    assert (await client.get(other.id)).queue_timeout_ms == 60_000
+    await asyncio.sleep(0.3)
+    deadline = time.monotonic() + 10
+    while (await client.get(stale.id)).state is not JobState.EXPIRED:
+        assert time.monotonic() < deadline
+        r = connect(settings)
+        try:
+            await Cleaner(settings, r, ["default", "slowq"]).tick()
+        finally:
+            await r.aclose()
+    assert (await client.get(kept.id)).state is JobState.SUBMITTED
+    assert (await client.get(other.id)).state is JobState.SUBMITTED
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"worker_timeout_s": -1},
+        {"queue_timeout_s": "2h"},
+        {"queue_timeouts": {"q": {"timeout": 5}}},
+        {"queue_timeouts": {"q": {"worker_timeout_s": 0}}},
+    ],
+)
+def test_timeout_settings_are_checked(bad: dict[str, object]) -> None:
+    with pytest.raises(ConfigError):
+        EngineSettings(**bad)  # type: ignore[arg-type]

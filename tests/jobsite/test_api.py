@@ -14,7 +14,7 @@ from django.test import Client as WebClient
 from django.test import override_settings
 from django.urls import get_resolver
 
-from engine import EngineSettings
+from engine import ConfigError, EngineSettings
 from engine.devserver import free_port
 from jobsite.jobs import conf, services
 from jobsite.jobs.api.root import api
@@ -466,3 +466,22 @@ def test_a_repeating_job_from_the_api_is_a_schedule_with_a_limit(
     assert (schedule["fired"], schedule["remaining"], len(schedule["next_runs"])) == (0, 4, 4)
     bad = {"task": "add", "args": [1, 2], "repeat_limit": 4}
     assert call(web, "post", "/jobs", token, data=bad).status_code == 422
+
+
+def test_worker_timeout_and_queue_timeout_are_jobsite_settings(engine: EngineSettings) -> None:
+    jobsite = {
+        **settings.JOBSITE,
+        "WORKER_TIMEOUT": 3600,
+        "QUEUE_TIMEOUT": 7200,
+        "QUEUE_TIMEOUTS": {"reports": {"WORKER_TIMEOUT": 600}},
+    }
+    with override_settings(JOBSITE=jobsite):
+        made = conf.engine_settings()
+        assert (made.worker_timeout_s, made.queue_timeout_s) == (3600, 7200)
+        assert made.worker_timeout_for("reports") == 600
+        assert made.queue_timeout_for("reports") == 7200
+    bad = {**jobsite, "QUEUE_TIMEOUTS": {"reports": {"TIMEOUT": 5}}}
+    with override_settings(JOBSITE=bad), pytest.raises(ConfigError, match="unknown keys"):
+        conf.engine_settings()
+    with override_settings(JOBSITE={**jobsite, "WORKER_TIMEOUT": -5}), pytest.raises(ConfigError):
+        conf.engine_settings()
