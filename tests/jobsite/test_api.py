@@ -14,8 +14,10 @@ from django.test import Client as WebClient
 from django.test import override_settings
 from django.urls import get_resolver
 
+from engine import Client as EngineClient
 from engine import ConfigError, EngineSettings
 from engine.devserver import free_port
+from engine.rows import BeginJob
 from jobsite.jobs import conf, services
 from jobsite.jobs.api.root import api
 from jobsite.jobs.models import ApiToken, JobRecord
@@ -485,3 +487,30 @@ def test_worker_timeout_and_queue_timeout_are_jobsite_settings(engine: EngineSet
         conf.engine_settings()
     with override_settings(JOBSITE={**jobsite, "WORKER_TIMEOUT": -5}), pytest.raises(ConfigError):
         conf.engine_settings()
+
+
+def test_a_claimed_job_that_has_not_begun_shows_its_phase(
+    engine: EngineSettings, token: str
+) -> None:
+    web = WebClient()
+    job = call(web, "post", "/jobs", token, data={"task": "add", "args": [1, 2]}).json()
+    assert job["phase"] is None  # submitted
+
+    async def claim(client: EngineClient) -> str:
+        options = {"events_maxlen": 1000, "lease_ms": 60_000, "result_ttl_ms": 60_000}
+        [row] = await client.scripts.claim(
+            client.keys("default"), max_jobs=1, worker_id="w", **options
+        )
+        return row.token
+
+    async def begin(client: EngineClient, token_: str) -> None:
+        keys = client.keys("default")
+        await client.scripts.begin(keys, lease_ms=60_000, jobs=[BeginJob(job["id"], token_, False)])
+
+    lease = services.run_engine(claim)
+    claimed = call(web, "get", f"/jobs/{job['id']}", token).json()
+    assert (claimed["state"], claimed["phase"]) == ("started", "claimed")
+    assert claimed["claimed_at"] is not None and claimed["started_at"] is None
+    services.run_engine(lambda c: begin(c, lease))
+    running = call(web, "get", f"/jobs/{job['id']}", token).json()
+    assert (running["phase"], running["started_at"] is not None) == ("running", True)

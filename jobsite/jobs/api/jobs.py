@@ -15,7 +15,7 @@ from django.http import HttpRequest
 from ninja import Query, Router, Status
 from ninja.errors import HttpError
 
-from engine import WAITING_STATES, InvalidArguments, JobNotFound, Task, version_tag
+from engine import WAITING_STATES, InvalidArguments, JobNotFound, JobState, Task, version_tag
 from engine import Job as EngineJob
 from jobsite.jobs import audit, services
 from jobsite.jobs.api import bulk, related
@@ -123,6 +123,8 @@ def _engine_values(job: EngineJob) -> dict[str, Any]:
     ):
         values[name] = _dt(getattr(job, f"{name}_ms"))
     values["max_retries"] = job.options.get("max_retries")
+    if job.state is JobState.STARTED:
+        values["phase"] = "running" if job.begun == "1" else "claimed"
     return values
 
 
@@ -214,7 +216,7 @@ async def get_job(request: HttpRequest, job_id: str) -> JobDetailOut:
 
 
 # The columns a list item is made of; the fields told by a job's end come from them (_ended).
-DERIVED = ("failed_at", "cancelled_at", "duration_seconds", "max_retries", "error")
+DERIVED = ("failed_at", "cancelled_at", "duration_seconds", "max_retries", "error", "phase")
 LISTED = [f for f in JobOut.model_fields if f != "history" and f not in DERIVED]
 
 
