@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from . import serializer
 from .connection import connect
 from .events import Event, EventReader
 from .hooks import HookEvent, Hooks
@@ -84,6 +85,12 @@ def kinds(event: Event) -> list[str]:
     ):
         return ["retry"]
     return []
+
+
+def dead_lettered(job: Job, state: str) -> bool:
+    """Tell whether a job that ended in `state` went to the DLQ: not with dead_letter_policy
+    "none" (`dlq` '0'), nor when its cleanup_on names the state (common.lua's bury)."""
+    return job.dlq != "0" and state not in serializer.loads(job.cleanup_ms or "{}")
 
 
 async def live_groups(redis: Redis, prefix: str, now_ms: int | None = None) -> list[str]:
@@ -175,7 +182,7 @@ class TransitionHooks:
         for (event, names), job in zip(wanted, jobs, strict=True):
             for kind in names:
                 await self._emit(kind, event, job)
-            if names[0] in _DEAD_LETTERED and job.dlq != "0":
+            if names[0] in _DEAD_LETTERED and dead_lettered(job, names[0]):
                 await self._emit("dead_letter", event, job)
         await reader.ack(events)
         return len(events)

@@ -8,12 +8,13 @@ import time
 
 import pytest
 
-from engine import Client, ConfigError, EngineSettings, HookEvent, JobState, Worker
+from engine import Client, ConfigError, EngineSettings, HookEvent, Job, JobState, Worker
 from engine.cleaner import Cleaner
 from engine.connection import connect
 from engine.keys import event_groups_key
 from engine.scheduler import Scheduler
 from engine.task import TaskOptions
+from engine.transitions import dead_lettered
 
 from . import tasks as t
 from .helpers import drain
@@ -248,3 +249,10 @@ async def test_worker_timeout_and_queue_timeout_settings_apply_where_tasks_set_n
 def test_timeout_settings_are_checked(bad: dict[str, object]) -> None:
     with pytest.raises(ConfigError):
         EngineSettings(**bad)  # type: ignore[arg-type]
+
+
+def test_no_dead_letter_hook_for_a_state_cleanup_on_keeps_out_of_the_dlq() -> None:
+    kept_out = Job(id="x", task="t", cleanup_ms='{"failed": 604800000}')
+    assert not dead_lettered(kept_out, "failed") and dead_lettered(kept_out, "stalled")
+    assert not dead_lettered(Job(id="y", task="t", dlq="0"), "failed")
+    assert dead_lettered(Job(id="z", task="t"), "failed")
