@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -30,7 +31,7 @@ from .metrics import Metrics, read_metrics
 from .repeat import Repeats
 from .scripts import Scripts, Submitted
 from .settings import EngineSettings
-from .submit import flow_order, job_spec, submit
+from .submit import default_queue_timeout, flow_order, job_spec, submit
 from .task import Task
 
 _LIVE = ("submitted", "scheduled", "blocked", "started", "dlq")
@@ -88,6 +89,10 @@ class Client:
         return await self._enqueue(list(jobs), atomic=True)
 
     async def _enqueue(self, jobs: list[Job], atomic: bool) -> list[Job]:
+        if any(job.repeat_every_s is not None for job in jobs):
+            if len(jobs) > 1 or jobs[0].parents:
+                raise ConfigError("a repeating job (repeat_every_s) is enqueued alone")
+            return [await self._repeating(jobs[0])]
         atomic = atomic or any(job.parents for job in jobs)
         if atomic:
             if len({job.queue for job in jobs}) > 1:
@@ -99,6 +104,7 @@ class Client:
                     job.flow_id = job.flow_id or flow_id
         for job in jobs:
             check_job_id(job.id)
+            default_queue_timeout(job, self.settings)
         chosen = [job for job in jobs if not job.generated_id]
         fresh = await self._reserve_ids(chosen) if chosen else []
         try:
@@ -110,6 +116,33 @@ class Client:
             if atomic and fresh:  # a refused flow writes nothing, reservations included
                 await self._release_ids(fresh)
             raise
+
+    async def _repeating(self, job: Job) -> Job:
+        """Add the repeatable a repeating job stands for (named by its id, first run at once or
+        after its delay); return the job as its first run (`<id>@<ms>`, scheduled)."""
+        every_s, limit = job.repeat_every_s, job.repeat_limit
+        assert every_s is not None
+        start_s = None
+        if job.run_at_ms is not None or job.delay_ms:
+            now_ms = await server_ms(self.redis)
+            start_s = ((job.run_at_ms or now_ms + (job.delay_ms or 0)) + 0.5) / 1000
+        template = dataclasses.replace(
+            job, run_at_ms=None, delay_ms=None, repeat_every_s=None, repeat_limit=None
+        )
+        rep = await self.repeats.add(
+            job.id,
+            template,
+            every_s=every_s,
+            start_at=start_s,
+            repeat_limit=limit,
+            not_before_now=True,
+        )
+        job.id, job.state, job.repeat = (
+            f"{rep.name}@{rep.start_at_ms}",
+            JobState.SCHEDULED,
+            rep.name,
+        )
+        return job
 
     async def _reserve_ids(self, jobs: list[Job]) -> list[str]:
         """Reserve each chosen id for its job's queue; raise JobIdTaken if another queue has it.
@@ -187,16 +220,21 @@ class Client:
 
     async def run_repeatable_now(self, queue: str, name: str, suffix: str = "m") -> Job | None:
         """Submit one job of repeatable `name` now (id `name@<server ms><suffix>`), made its
-        last run by the same script; None when there is no such repeatable."""
+        last run by the same script; None when there is no such repeatable. A scheduled flow
+        submits all its jobs (all or nothing) and returns the first."""
         rep = await self.repeats.get(queue, name)
         if rep is None:
             return None
         now_ms = await server_ms(self.redis)
-        job = rep.job_for(now_ms)
-        job.id = f"{name}@{now_ms}{suffix}"
-        check_job_id(job.id)
-        spec = job_spec(job, self.keys(queue), self.settings.max_payload_bytes, last_of=name)
-        (done,) = await self._submit(queue, [spec], atomic=False)
+        job, *rest = rep.jobs_for(now_ms, f"{name}@{now_ms}{suffix}")
+        limit, keys = self.settings.max_payload_bytes, self.keys(queue)
+        for one in (job, *rest):
+            check_job_id(one.id)
+        specs = [
+            job_spec(job, keys, limit, last_of=name),
+            *(job_spec(j, keys, limit) for j in rest),
+        ]
+        (done, *_) = await self._submit(queue, specs, atomic=bool(rest))
         if done.outcome == Code.DUPLICATE_ID:
             raise DuplicateJob(f"job ids already exist: {job.id}")
         job.id, job.state = done.id, JobState(done.state or JobState.COMPLETED)

@@ -24,7 +24,12 @@ def sortable_id(stream_id: str) -> str:
 
 
 class Event(NamedTuple):
-    """One transition as written by a script: job, from, to, time, attempt, worker, error."""
+    """One transition as written by a script: job, from, to, time, attempt, worker, error.
+
+    An entry with a `note` is not a transition (from = to): a submit folded into this job,
+    `deduplicated` (the submit of job `other` was ignored for it) or `debounced` (job `other`
+    replaced it). Readers that follow states skip it (`is_note`).
+    """
 
     queue: str
     id: str
@@ -41,6 +46,14 @@ class Event(NamedTuple):
     log: str = ""
     # The sortable form of the stream id (see sortable_id); made once, compared often.
     key: str = ""
+    # A note, not a transition: NOTES, and the other job it names.
+    note: str = ""
+    other: str = ""
+
+    @property
+    def is_note(self) -> bool:
+        """Tell whether this entry notes a folded submit rather than a change of state."""
+        return bool(self.note)
 
     @classmethod
     def from_entry(cls, queue: str, entry_id: str, f: dict[str, str]) -> Event:
@@ -60,6 +73,8 @@ class Event(NamedTuple):
             f.get("message", ""),
             f.get("log", ""),
             sortable_id(entry_id),
+            f.get("note", ""),
+            f.get("other", ""),
         )
 
     @classmethod
@@ -89,6 +104,8 @@ class Event(NamedTuple):
         return cls.from_entry(queue, entry_id, dict(zip(pairs, pairs, strict=True)))
 
 
+# What a note entry says (Event.note): a submit ignored for a job, or a job a debounce replaced.
+NOTES = ("deduplicated", "debounced")
 # The fields of an event, in the order every script writes them (`emit` in common.lua).
 CORE_FIELDS = ["job", "from", "to", "at", "attempt", "worker", "error"]
 _CORE_LEN = 2 * len(CORE_FIELDS)

@@ -27,6 +27,8 @@ HookKind = Literal[
     "dropped",
     "cancelled",
     "failed",
+    "deduplicated",
+    "debounced",
 ]
 
 
@@ -51,6 +53,9 @@ class HookEvent:
     from_state: str | None = None
     reason: str = ""
     at_ms: int | None = None
+    # deduplicated: the job whose submit was ignored for this one; debounced: the job that
+    # replaced it.
+    other_job: str | None = None
 
 
 Hook = Callable[[HookEvent], Awaitable[None] | None]

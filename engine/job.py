@@ -116,6 +116,7 @@ FEATURE_FIELDS: tuple[str, ...] = (
     "trace_context",
     "replay_of",
     "flow_id",
+    "cleanup_ms",
 )
 _JSON_FIELDS = ("args", "kwargs", "result", "errors", "options", "parents", "logs")
 _INT_FIELDS = (
@@ -150,6 +151,7 @@ _STR_FIELDS = (
     "replay_of",
     "fingerprint",
     "flow_id",
+    "cleanup_ms",
 )
 _KNOWN = frozenset((*_JSON_FIELDS, *_INT_FIELDS, *_FLOAT_FIELDS, *_STR_FIELDS))
 
@@ -220,6 +222,9 @@ class Job:
     fingerprint: str | None = None
     # The graph this job was submitted in (enqueue_flow gives every job of a flow the same id).
     flow_id: str | None = None
+    # cleanup_on as JSON: final state -> ms its hash is kept (the scripts' PEXPIRE; none: DLQ
+    # or the result ttl as before).
+    cleanup_ms: str | None = None
     # Keys this version does not know, with their values as given (JSON text in the hash).
     extra: dict[str, Any] = field(default_factory=dict)
     # Client side only: wait this long after submission (counted on Redis server time).
@@ -227,6 +232,11 @@ class Job:
     # Client side only: the engine made this id (keys.new_job_id), so no other job can hold
     # it; any other id is reserved for its queue before it is submitted (Client._reserve_ids).
     generated_id: bool = False
+    # Client side only: a repeating job (AsyncMQ's repeat_every): the enqueue adds a
+    # repeatable named by the job's id, firing every this many seconds, at most repeat_limit
+    # times (None: no end).
+    repeat_every_s: float | None = None
+    repeat_limit: int | None = None
 
     @property
     def finished_at_ms(self) -> int | None:

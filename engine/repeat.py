@@ -34,10 +34,13 @@ from .errors import ConfigError, EngineError
 from .job import Job
 from .keys import QueueKeys, queues_key
 from .settings import EngineSettings
+from .submit import default_queue_timeout, flow_order
 from .task import epoch_s, json_args
 
 # Its ticks' job ids are the name, "@" and a 14-digit time: they must follow the job-id rule.
 _NAME = re.compile(r"^[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,112}$")
+# The field of `repeat_last` counting a repeatable's fired ticks (repeat_ticks.lua spells it too).
+FIRED = "fired|"
 # Hash fields of a job template that each tick sets afresh.
 _PER_TICK = ("id", "state", "sent_at_ms", "repeat")
 
@@ -66,6 +69,11 @@ class Repeatable:
     # How late a tick may fire or its job start before its health says so (None: the default;
     # engine/schedule_health.py).
     tolerance_s: float | None = None
+    # Ticks it fires, then it ends (AsyncMQ's repeat count; None: no end but end_at).
+    repeat_limit: int | None = None
+    # A whole flow each tick (Jobbers' cron DAGs): one template per job, parents first, each
+    # {"job": hash fields, "parents": [indexes of earlier jobs]}; `job` is the first one's.
+    flow: list[dict[str, Any]] | None = None
     zone: ZoneInfo = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -101,6 +109,16 @@ class Repeatable:
             raise ConfigError(f"tolerance_s must be a positive number, got {self.tolerance_s!r}")
         if self.origin not in ORIGINS:
             raise ConfigError(f"origin must be one of {ORIGINS}, got {self.origin!r}")
+        if self.repeat_limit is not None and (
+            isinstance(self.repeat_limit, bool)
+            or not isinstance(self.repeat_limit, int)
+            or self.repeat_limit < 1
+        ):
+            raise ConfigError(
+                f"repeat_limit must be a whole number >= 1, got {self.repeat_limit!r}"
+            )
+        if self.flow is not None:
+            _check_flow(self.name, self.flow)
 
     def next_after(self, after_ms: int) -> int | None:
         """Return the first tick strictly after `after_ms`, or None when none is left."""
@@ -157,6 +175,24 @@ class Repeatable:
         job.sent_at_ms = int(time.time() * 1000)
         return job
 
+    def jobs_for(self, due_ms: int, first_id: str | None = None) -> list[Job]:
+        """Return the jobs of one tick, parents first: the job, or every job of the flow (the
+        first has the tick's id, which is also the flow's id; the others add `.<index>`)."""
+        root = first_id or f"{self.name}@{due_ms}"
+        if self.flow is None:
+            job = self.job_for(due_ms)
+            job.id = root
+            return [job]
+        ids = [root if i == 0 else f"{root}.{i}" for i in range(len(self.flow))]
+        jobs = []
+        for i, member in enumerate(self.flow):
+            job = Job.from_hash({**member["job"], "id": ids[i], "repeat": self.name})
+            job.parents = [ids[p] for p in member["parents"]]
+            job.flow_id = root
+            job.sent_at_ms = int(time.time() * 1000)
+            jobs.append(job)
+        return jobs
+
     def to_json(self) -> bytes:
         """Return the stored definition."""
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
@@ -178,6 +214,40 @@ def template(job: Job, limit_bytes: int) -> dict[str, str]:
     for name in _PER_TICK:
         fields.pop(name, None)
     return fields
+
+
+def flow_template(name: str, jobs: Sequence[Job], limit_bytes: int) -> list[dict[str, Any]]:
+    """Return the templates of a flow schedule's jobs (parents first); ConfigError for a
+    parent outside the flow, a cycle, or more than one queue."""
+    jobs = flow_order(list(jobs))
+    index = {job.id: i for i, job in enumerate(jobs)}
+    out: list[dict[str, Any]] = []
+    for job in jobs:
+        outside = [p for p in job.parents if p not in index]
+        if outside:
+            raise ConfigError(
+                f"a scheduled flow's jobs depend only on jobs of the flow, not {outside[0]!r}"
+            )
+        bare = dataclasses.replace(job, parents=[], flow_id=None)
+        out.append({"job": template(bare, limit_bytes), "parents": [index[p] for p in job.parents]})
+    if len({job.queue for job in jobs}) > 1:
+        raise ConfigError("a flow stays in one queue; give every job the same queue")
+    _check_flow(name, out)
+    return out
+
+
+def _check_flow(name: str, flow: list[dict[str, Any]]) -> None:
+    if not isinstance(flow, list) or not flow:
+        raise ConfigError("a scheduled flow needs at least one job")
+    # The ids `name@<14 digits>.<index>` must stay within a job id's 128 characters.
+    if len(name) + 16 + len(str(len(flow))) > 128:
+        raise ConfigError(f"the name of a scheduled flow of {len(flow)} jobs is too long: {name!r}")
+    for i, member in enumerate(flow):
+        parents = member.get("parents") if isinstance(member, dict) else None
+        if not isinstance(member.get("job"), dict) or not isinstance(parents, list):
+            raise ConfigError(f"flow job {i} must be {{job, parents}}")
+        if any(not isinstance(p, int) or not 0 <= p < i for p in parents):
+            raise ConfigError(f"flow job {i} must depend on earlier jobs only")
 
 
 def _second_pass(when: datetime) -> bool:
@@ -214,7 +284,7 @@ class Repeats:
     async def add(
         self,
         name: str,
-        job: Job,
+        job: Job | Sequence[Job],
         *,
         every_s: float | None = None,
         cron: str | None = None,
@@ -224,18 +294,32 @@ class Repeats:
         end_at: datetime | float | None = None,
         paused: bool = False,
         tolerance_s: float | None = None,
+        repeat_limit: int | None = None,
+        not_before_now: bool = False,
     ) -> Repeatable:
-        """Add or replace repeatable `name`: submit a copy of `job` (a `task.call(...)`) each tick.
+        """Add or replace repeatable `name`: submit a copy of `job` (a `task.call(...)`) each tick,
+        or of a whole flow (a list of calls linked by `depends_on`, in one queue).
 
         Without `start_at`, an `every_s` repeatable ticks first `every_s` from now. With
-        `paused`, it is stored paused (no tick until `resume`).
+        `paused`, it is stored paused (no tick until `resume`). With `repeat_limit`, it ends
+        after that many ticks fired (counted afresh from this call). With `not_before_now`, the
+        first tick is `start_at` or now, whichever is later (a repeating job's first run).
         """
-        now = await server_ms(self.redis, QueueKeys(self.settings.prefix, job.queue).repeat_due)
+        limit = self.settings.max_payload_bytes
+        for one in [job] if isinstance(job, Job) else job:
+            default_queue_timeout(one, self.settings)
+        flow = None if isinstance(job, Job) else flow_template(name, job, limit)
+        first = job if isinstance(job, Job) else flow_order(list(job))[0]
+        now = await server_ms(self.redis, QueueKeys(self.settings.prefix, first.queue).repeat_due)
         start = _epoch_ms(start_at)
+        if not_before_now:
+            start = max(start or now, now)
         rep = Repeatable(
             name=name,
-            queue=job.queue,
-            job=template(job, self.settings.max_payload_bytes),
+            queue=first.queue,
+            job=flow[0]["job"] if flow else template(first, limit),
+            repeat_limit=repeat_limit,
+            flow=flow,
             every_s=every_s,
             cron=cron,
             tz=tz,
@@ -283,14 +367,20 @@ class Repeats:
                 try:
                     await pipe.watch(keys.repeats)
                     raw = await pipe.hget(keys.repeats, name)
+                    fired = int(await pipe.hget(keys.repeat_last, FIRED + name) or 0)
                     old = None if raw is None else _read(raw, lenient=replace)
                     rep = change(old)
                     if not rep.paused:  # a paused one is checked when it is resumed
                         rep.check_fires(now_ms, self.settings.min_repeat_interval_s)
                     if old is not None and old.origin == "settings":
                         rep = dataclasses.replace(rep, origin="settings", overridden=True)
-                    due = None if rep.paused else rep.next_after(now_ms - 1)
+                    done = rep.repeat_limit is not None and fired >= rep.repeat_limit
+                    due = (
+                        None if rep.paused or (done and not replace) else rep.next_after(now_ms - 1)
+                    )
                     pipe.multi()  # type: ignore[no-untyped-call]
+                    if replace:  # a new definition counts its ticks afresh
+                        pipe.hdel(keys.repeat_last, FIRED + name)
                     pipe.hset(keys.repeats, name, rep.to_json())
                     if due is None:
                         pipe.zrem(keys.repeat_due, name)
@@ -338,6 +428,16 @@ class Repeats:
             states: builtins.list[str | None] = await pipe.execute()
         return [(i, st if i else None) for i, st in zip(ids, states, strict=True)]
 
+    async def fired(self, queue: str, names: Sequence[str]) -> builtins.list[int]:
+        """Return, per repeatable of `names`, how many ticks it fired (since it was added)."""
+        if not names:
+            return []
+        keys = QueueKeys(self.settings.prefix, queue)
+        counts: builtins.list[str | None] = await self.redis.hmget(  # type: ignore[assignment]
+            keys.repeat_last, [FIRED + n for n in names]
+        )
+        return [int(c or 0) for c in counts]
+
     async def _set_paused(self, queue: str, name: str, paused: bool) -> None:
         def change(rep: Repeatable | None) -> Repeatable:
             if rep is None:
@@ -361,6 +461,6 @@ class Repeats:
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hdel(keys.repeats, name)
             pipe.zrem(keys.repeat_due, name)
-            pipe.hdel(keys.repeat_last, name)
+            pipe.hdel(keys.repeat_last, name, FIRED + name)
             existed, _, _ = await pipe.execute()
         return bool(existed)

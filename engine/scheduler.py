@@ -64,9 +64,12 @@ class Scheduler:
                 try:
                     rep = Repeatable.from_json(raw)
                     due_ms = int(score)
-                    tick = Tick(name, due_ms, rep.next_after(now_ms) or -1, rep.skip_if_running)
-                    job = rep.job_for(due_ms)
-                    specs.append(job_spec(job, keys, self.settings.max_payload_bytes, tick))
+                    nxt = rep.next_after(now_ms) or -1
+                    tick = Tick(name, due_ms, nxt, rep.skip_if_running, rep.repeat_limit or 0)
+                    first, *rest = rep.jobs_for(due_ms)  # a flow: its other jobs ride the tick
+                    limit = self.settings.max_payload_bytes
+                    specs.append(job_spec(first, keys, limit, tick))
+                    specs += [job_spec(job, keys, limit, ride=name) for job in rest]
                 except (EngineError, TypeError, ValueError) as exc:
                     # Unreadable: stop its ticks (the definition stays to inspect), fire the rest.
                     log.error(

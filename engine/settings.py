@@ -48,6 +48,32 @@ def _redact_query(query: str) -> str:
     return "&".join(out)
 
 
+def _check_timeout(value: Any) -> None:
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e9
+    ):
+        raise ConfigError(f"timeouts are positive seconds or None, got {value!r}")
+
+
+def _queue_timeouts(value: Any) -> tuple[tuple[str, float | None, float | None], ...]:
+    """Return queue_timeouts as sorted (queue, worker_timeout_s, queue_timeout_s) tuples."""
+    if isinstance(value, Mapping):
+        rows = []
+        for queue, limits in value.items():
+            if not isinstance(limits, Mapping):
+                raise ConfigError(f"queue_timeouts[{queue!r}] must be a mapping")
+            unknown = sorted(set(limits) - {"worker_timeout_s", "queue_timeout_s"})
+            if unknown:
+                raise ConfigError(f"queue_timeouts[{queue!r}]: unknown keys {unknown}")
+            rows.append((queue, limits.get("worker_timeout_s"), limits.get("queue_timeout_s")))
+        value = rows
+    try:
+        rows = [(str(q), w, t) for q, w, t in value]
+    except (TypeError, ValueError):
+        raise ConfigError(f"queue_timeouts must map queues to timeouts, got {value!r}") from None
+    return tuple(sorted(rows, key=lambda row: row[0]))
+
+
 @dataclass(frozen=True, slots=True)
 class EngineSettings:
     """Configure the engine; every duration carries its unit in its name."""
@@ -115,6 +141,14 @@ class EngineSettings:
     # A job whose task version no worker serving its queue has is kept waiting for one; it is
     # dropped when no worker with that version was seen for this long (and it waited as long).
     unserved_drop_after_s: float = 3600.0
+    # cbintel's WORKER_TIMEOUT and QUEUE_TIMEOUT: the timeout_s (longest run of an attempt, then
+    # the error code TIMEOUT) and queue_timeout_s (longest wait in a queue, then `expired`) of
+    # jobs whose task and call set none; None: no limit (the seed's defaults are 3600 and 7200).
+    worker_timeout_s: float | None = None
+    queue_timeout_s: float | None = None
+    # Per queue, before the two above: (queue, worker_timeout_s, queue_timeout_s), None leaving
+    # the global one; a mapping {queue: {"worker_timeout_s": .., "queue_timeout_s": ..}} works.
+    queue_timeouts: tuple[tuple[str, float | None, float | None], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.prefix or any(c in self.prefix for c in "{}"):
@@ -140,6 +174,13 @@ class EngineSettings:
         for name in ("max_jobs", "max_rss_mib", "max_age_s", "unserved_drop_after_s"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 or more, got {getattr(self, name)!r}")
+        object.__setattr__(self, "queue_timeouts", _queue_timeouts(self.queue_timeouts))
+        for value in (
+            self.worker_timeout_s,
+            self.queue_timeout_s,
+            *(t for _, *pair in self.queue_timeouts for t in pair),
+        ):
+            _check_timeout(value)
         if self.heartbeat_interval_s * 1000 >= self.lease_ms:
             raise ConfigError("heartbeat_interval_s must be shorter than lease_ms")
         if not 0.2 <= self.liveness_window_s <= self.lease_ms / 1000:
@@ -168,6 +209,20 @@ class EngineSettings:
         if unknown:
             raise ConfigError(f"unknown engine settings: {', '.join(unknown)}")
         return cls(**kwargs)
+
+    def worker_timeout_for(self, queue: str) -> float | None:
+        """Return the timeout_s of a job of `queue` whose task and call set none."""
+        for name, worker_s, _ in self.queue_timeouts:
+            if name == queue and worker_s is not None:
+                return worker_s
+        return self.worker_timeout_s
+
+    def queue_timeout_for(self, queue: str) -> float | None:
+        """Return the queue_timeout_s of a job of `queue` whose task and call set none."""
+        for name, _, queue_s in self.queue_timeouts:
+            if name == queue and queue_s is not None:
+                return queue_s
+        return self.queue_timeout_s
 
     @property
     def events_emergency_maxlen(self) -> int:

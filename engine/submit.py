@@ -29,6 +29,16 @@ class Tick:
     due_ms: int
     next_ms: int
     skip_if_running: bool
+    # Ticks it may fire in all (0: no limit): the script ends it after the last.
+    limit: int = 0
+
+
+def default_queue_timeout(job: Job, settings: EngineSettings) -> None:
+    """Give a job whose task and call set no queue_timeout_s the settings' QUEUE_TIMEOUT."""
+    if job.queue_timeout_ms is None:
+        queue_s = settings.queue_timeout_for(job.queue)
+        if queue_s is not None:
+            job.queue_timeout_ms = int(queue_s * 1000)
 
 
 def flow_order(jobs: Sequence[Job]) -> list[Job]:
@@ -57,9 +67,11 @@ def job_spec(
     limit_bytes: int,
     tick: Tick | None = None,
     last_of: str | None = None,
+    ride: str | None = None,
 ) -> bytes:
     """Return one job's submit-13.lua argument (checks the payload size); `last_of` names the
-    repeatable whose last run the job becomes (a run made by hand)."""
+    repeatable whose last run the job becomes (a run made by hand); `ride` the repeatable whose
+    tick, taken by an earlier job of the call, this job goes with (a flow's other jobs)."""
     args, kwargs = json_args(job, limit_bytes)
     fields = job.to_hash(payload=False)
     fields["args"], fields["kwargs"] = args.decode(), kwargs.decode()
@@ -78,9 +90,12 @@ def job_spec(
             str(tick.due_ms),
             tick.next_ms,
             "1" if tick.skip_if_running else "0",
+            tick.limit,
         ]
     if last_of is not None:
         extras["last_of"] = last_of
+    if ride is not None:
+        extras["ride"] = ride
     spec: list[Any] = [
         job.id,
         "" if job.delay_ms is None else str(job.delay_ms),

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from . import serializer
 from .backoff import Backoff, validate_backoff
 from .errors import ConfigError, InvalidArguments, PayloadTooLarge, UnknownTask
-from .job import OPTION_FIELDS, Job, JobState
+from .job import OPTION_FIELDS, TERMINAL_STATES, Job, JobState
 from .keys import check_chosen_job_id, new_job_id, validate_queue_name
 from .limits import Deduplication, FromArgs, check_limit, from_args, rate_interval_ms
 
@@ -65,6 +65,13 @@ class TaskOptions:
     # At most this many jobs of this task run at once across every worker (horsies' cap): a
     # concurrency key of the task's own, so it cannot go with a concurrency_key.
     max_running: int | None = None
+    # Retention by final state (Jobbers' cleanup_on): state -> seconds its hash is kept, 0 drops
+    # it at once; a state named here ends outside the DLQ. Others keep result_ttl_s / the DLQ.
+    cleanup_on: Mapping[str, float] | None = None
+    # Enqueue a repeatable instead of one job (AsyncMQ's repeat_every): a run every this many
+    # seconds, repeat_limit runs in all (None: until removed).
+    repeat_every_s: float | None = None
+    repeat_limit: int | None = None
 
     def __post_init__(self) -> None:
         validate_queue_name(self.queue)
@@ -106,6 +113,9 @@ class TaskOptions:
             )
         if self.deduplication is not None:
             object.__setattr__(self, "deduplication", Deduplication.of(self.deduplication))
+        if self.cleanup_on is not None:
+            object.__setattr__(self, "cleanup_on", check_cleanup_on(self.cleanup_on))
+        _check_repeat(self.repeat_every_s, self.repeat_limit)
         if self.rate_limit is not None:
             rate_interval_ms(self.rate_limit)
         if not callable(self.concurrency_limit):
@@ -133,6 +143,9 @@ _PRODUCER_OPTIONS = (
     "concurrency_key",
     "concurrency_limit",
     "max_running",
+    "cleanup_on",
+    "repeat_every_s",
+    "repeat_limit",
 )
 
 
@@ -140,6 +153,38 @@ _PRODUCER_OPTIONS = (
 PER_CALL_OPTIONS: frozenset[str] = frozenset(
     ("queue", "priority", *OPTION_FIELDS, *_LIMIT_OPTIONS, *_PRODUCER_OPTIONS)
 )
+
+
+def check_cleanup_on(value: Mapping[str, float] | Iterable[str]) -> dict[str, float]:
+    """Return cleanup_on as final state -> seconds (a list of states: 0 each); raise
+    ConfigError for a state that is not final or a negative or non-number value."""
+    if isinstance(value, str):
+        raise ConfigError("cleanup_on takes {state: seconds} or a list of final states")
+    pairs = value.items() if isinstance(value, Mapping) else ((s, 0) for s in value)
+    out: dict[str, float] = {}
+    finals = sorted(str(s) for s in TERMINAL_STATES)
+    for state, seconds in pairs:
+        if state not in finals:
+            raise ConfigError(f"cleanup_on: {state!r} is not a final state ({', '.join(finals)})")
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
+            raise ConfigError(f"cleanup_on[{state!r}] must be seconds >= 0, got {seconds!r}")
+        out[state] = seconds
+    return out
+
+
+def _check_repeat(every_s: float | None, limit: int | None) -> None:
+    if every_s is not None and (
+        isinstance(every_s, bool)
+        or not isinstance(every_s, int | float)
+        or not math.isfinite(every_s)
+        or every_s <= 0
+    ):
+        raise ConfigError(f"repeat_every_s must be a positive number of seconds, got {every_s!r}")
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ConfigError(f"repeat_limit must be a whole number >= 1, got {limit!r}")
+        if every_s is None:
+            raise ConfigError("repeat_limit needs repeat_every_s (or a schedule)")
 
 
 def epoch_s(when: datetime) -> float:
@@ -294,12 +339,21 @@ class Task:
             )
         if opts.rate_limit is not None:
             job.rate_interval_ms = rate_interval_ms(opts.rate_limit)
+        if opts.cleanup_on:
+            ms = {state: int(s * 1000) for state, s in opts.cleanup_on.items()}
+            job.cleanup_ms = serializer.dumps(ms).decode()
+        job.repeat_every_s, job.repeat_limit = opts.repeat_every_s, opts.repeat_limit
         return job
 
 
 def _aliases(options: dict[str, Any]) -> dict[str, Any]:
     """Return `options` with AsyncMQ's shorthand spelled out: `debounce={id, ttl}` is
-    `deduplication={id, ttl, mode: "debounce"}`."""
+    `deduplication={id, ttl, mode: "debounce"}`, `repeat_every` is `repeat_every_s`."""
+    if "repeat_every" in options:
+        if "repeat_every_s" in options:
+            raise ConfigError("give repeat_every or repeat_every_s, not both")
+        options = {**options, "repeat_every_s": options["repeat_every"]}
+        del options["repeat_every"]
     if "debounce" not in options:
         return options
     if "deduplication" in options:

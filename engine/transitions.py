@@ -22,7 +22,10 @@ Kinds, from an event `from -> to`:
 - `expired`, `stalled`, `dropped`, `cancelled`, `failed`: to that state (a child a parent's
   failure ended is `cancelled` or `failed` from `blocked`, with the reason in `reason`);
 - `dead_letter`: after `failed`, `stalled`, `expired` or `dropped`, when the job went to the
-  dead-letter queue (its `dlq` field is not '0').
+  dead-letter queue (its `dlq` field is not '0');
+- `deduplicated`, `debounced`: a note, not a transition (Event.note): the submit of another job
+  was ignored for this one, or another job replaced this one (its `cancelled` came before);
+  `reason` names the other job.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from collections.abc import Sequence
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from . import serializer
 from .connection import connect
 from .events import Event, EventReader, register_group
 from .hooks import HookEvent, Hooks
@@ -68,6 +72,8 @@ _DEAD_LETTERED = {"failed", "stalled", "expired", "dropped"}
 
 def kinds(event: Event) -> list[str]:
     """Return the hook kinds an event is, before knowing the job (dead_letter needs it)."""
+    if event.is_note:
+        return [event.note]
     if event.to_state in _ENDS:
         return [event.to_state]
     if (
@@ -77,6 +83,12 @@ def kinds(event: Event) -> list[str]:
     ):
         return ["retry"]
     return []
+
+
+def dead_lettered(job: Job, state: str) -> bool:
+    """Tell whether a job that ended in `state` went to the DLQ: not with dead_letter_policy
+    "none" (`dlq` '0'), nor when its cleanup_on names the state (common.lua's bury)."""
+    return job.dlq != "0" and state not in serializer.loads(job.cleanup_ms or "{}")
 
 
 class TransitionHooks:
@@ -179,7 +191,7 @@ class TransitionHooks:
         for (event, names), job in zip(wanted, jobs, strict=True):
             for kind in names:
                 await self._emit(kind, event, job)
-            if names[0] in _DEAD_LETTERED and job.dlq != "0":
+            if names[0] in _DEAD_LETTERED and dead_lettered(job, names[0]):
                 await self._emit("dead_letter", event, job)
         await reader.ack(events)
         return len(events)
@@ -190,6 +202,10 @@ class TransitionHooks:
             due = job.run_at_ms if event.to_state == JobState.SCHEDULED else None
             delay_s = max(0.0, (due - event.at_ms) / 1000) if due else 0.0
         self.fired += 1
+        reason = event.error
+        if event.is_note:
+            verb = "ignored for it" if kind == "deduplicated" else "replaced it"
+            reason = f"job {event.other} {verb}"
         await self.hooks.emit(
             HookEvent(
                 kind,  # type: ignore[arg-type]
@@ -199,8 +215,9 @@ class TransitionHooks:
                 error=job.error,
                 delay_s=delay_s,
                 from_state=event.from_state,
-                reason=event.error,
+                reason=reason,
                 at_ms=event.at_ms,
+                other_job=event.other or None,
             )
         )
 
@@ -215,6 +232,6 @@ class TransitionHooks:
         return [
             Job.from_hash(fields, e.job, e.queue)
             if fields
-            else Job(id=e.job, task="", queue=e.queue, state=JobState(e.to_state))
+            else Job(id=e.job, task="", queue=e.queue, state=JobState(e.to_state or "unsubmitted"))
             for e, fields in zip(events, found, strict=True)
         ]

@@ -373,6 +373,7 @@ class Worker(ClaimSteps, ShutdownSteps):
     async def _attempt(self, rec: Running) -> Outcome | None:
         """Run one claimed job; return its outcome (None: nothing to write)."""
         outcome: Outcome | None
+        self._default_timeout(rec.job)
         try:
             if rec.poison is not None:
                 error = error_info(rec.job, None, "PayloadTooLarge", rec.poison)
@@ -402,6 +403,15 @@ class Worker(ClaimSteps, ShutdownSteps):
             HookEvent, job=rec.job, worker_id=self.id, outcome=kind, error=outcome.error
         )
         await self.hooks.emit(event("after_run"))
+
+    def _default_timeout(self, job: Job) -> None:
+        """Give a job whose task and call set no timeout_s the settings' WORKER_TIMEOUT."""
+        timeout_s = self.settings.worker_timeout_for(job.queue)
+        if timeout_s is None or "timeout_s" in job.options:
+            return
+        task = self.registry.get(job.task, job.version)
+        if task is not None and task.options.timeout_s is None:
+            job.options = {**job.options, "timeout_s": timeout_s}
 
     async def _run_isolated(self, rec: Running, lane: Lanes) -> Outcome:
         """Run a suspect alone in the child process; its lease is renewed here meanwhile."""

@@ -1,7 +1,8 @@
 """Schedule calls of the API clients (jobsite.client), sync and async: the same requests.
 
 A schedule is named by its queue and its name. Timing options: `every_s` or `cron` (with `tz`),
-`skip_if_running`, `start_at`, `end_at`, `paused`.
+`skip_if_running`, `start_at`, `end_at`, `paused`, `repeat_limit` (ticks it fires, then it ends).
+A flow schedule submits a whole flow each tick (`create_flow_schedule`).
 """
 
 from __future__ import annotations
@@ -51,7 +52,17 @@ def edit_request(
 
 
 # Timing options and their defaults, as both clients take them (keyword only).
-TIMING = ("queue", "every_s", "cron", "tz", "skip_if_running", "start_at", "end_at", "paused")
+TIMING = (
+    "queue",
+    "every_s",
+    "cron",
+    "tz",
+    "skip_if_running",
+    "start_at",
+    "end_at",
+    "paused",
+    "repeat_limit",
+)
 
 
 def _timing(options: dict[str, Any], with_queue: bool) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -87,6 +98,14 @@ class ScheduleCalls:
         """Create a schedule of `task(*args, **kwargs)`; timing options are keywords (TIMING)."""
         timing, kwargs = _timing(options, with_queue=True)
         return self._request(create_request(name, task, args, kwargs, timing))
+
+    def create_flow_schedule(self, name: str, jobs: list[dict[str, Any]], **timing: Any) -> Any:
+        """Create a schedule that submits a whole flow each tick: `jobs` as POST /flows takes
+        them (`ref`, `task`, `args`, `depends_on` refs, options); timing options (TIMING)."""
+        body = {"name": name, "flow": {"jobs": jobs}, **_definition("", (), {}, timing)}
+        for key in ("task", "args", "kwargs"):
+            del body[key]
+        return self._request(("POST", "/schedules", body, None))
 
     def edit_schedule(self, queue: str, name: str, task: str, *args: Any, **options: Any) -> Any:
         """Replace a schedule's definition (a declared one becomes overridden)."""

@@ -3,7 +3,8 @@
   job are counted off; those with no unfinished parent left become ready. Counts each in stats
   (`completed`, `done|<task>|completed`) and observes its run time (from the start of its
   attempt) in the `run` histogram (common.lua's observe). The hash expires after
-  result_ttl_ms (Redis deletes it: nothing indexes finished jobs); the SET of the jobs that
+  result_ttl_ms, or its cleanup_ms for `completed` (cleanup_ttl; 0: at once, after everything
+  else read it) (Redis deletes it: nothing indexes finished jobs); the SET of the jobs that
   waited for it goes at once, and so does its deadlines entry. The fields of a running job go
   (token, begun, isolated), and a null result writes no `result` field (readers take null).
   KEYS[1..11] the queue keys (keys.QUEUE_KEYS)
@@ -28,7 +29,7 @@ for j = 1, count do
   local id, token, result, ttl = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
   local key = Q.prefix .. id
   local code, cur = owned(key, token, 'attempt', 'children', 'ckey_active', 'dedup_key', 'task',
-                          'started_at_ms', 'retried_at_ms', 'deadline_ms')
+                          'started_at_ms', 'retried_at_ms', 'deadline_ms', 'cleanup_ms')
   if code ~= 0 then
     out[j] = code
   else
@@ -39,7 +40,6 @@ for j = 1, count do
     end
     rcall('HDEL', key, 'token', 'begun', 'isolated')
     ended[#ended + 1] = id
-    rcall('PEXPIRE', key, ttl)
     if cur[10] then rcall('ZREM', Q.deadlines, id) end
     local task = cur[7] or ''
     done[task] = (done[task] or 0) + 1
@@ -48,6 +48,7 @@ for j = 1, count do
     emit(Q, id, 'started', 'completed', cur[3], worker)
     if cur[5] or cur[6] then finish(Q, key, id) end
     if cur[4] then unblock_children(Q, cur[4]) end
+    rcall('PEXPIRE', key, cleanup_ttl(cur[11], 'completed') or ttl)
     out[j] = 0
   end
 end

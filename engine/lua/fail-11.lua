@@ -2,7 +2,8 @@
   End a started job in a dead state, fenced by its token: `failed` (exception, retries exhausted,
   invalid payload), `dropped` (no function for its name and version), `cancelled` (a user
   cancelled it while it ran) or `stalled` (shutdown with on_shutdown=stop). Failures go into the
-  DLQ unless the job's dlq field is '0'; cancelled jobs and dlq '0' keep their hash for ttl_ms (PEXPIRE).
+  DLQ unless the job's dlq field is '0'; cancelled jobs and dlq '0' keep their hash for ttl_ms (PEXPIRE),
+  and a state the job's cleanup_ms names (its task's cleanup_on) for that long instead (bury).
   Jobs waiting for it get their on_parent_failure policy.
   KEYS[1..11] the queue keys (keys.QUEUE_KEYS)
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] worker id   ARGV[4] job id   ARGV[5] token

@@ -18,7 +18,8 @@
   ARGV[5] children SET key prefix   ARGV[6] number of jobs
   then one JSON array per job: [id, delay_ms or '', run_at_ms or '', priority, extras, field,
   value, ...]; extras: {parents = [id, ...], keyed = bool,
-  dedup = [key, mode, ttl_ms], ['repeat'] = [name, due_ms, next_ms, skip_if_running],
+  dedup = [key, mode, ttl_ms], ['repeat'] = [name, due_ms, next_ms, skip_if_running, limit],
+  ride = name (a scheduled flow's other jobs: skipped with the tick an earlier job took),
   last_of = name (a run made by hand: the job becomes repeatable `name`'s last run, no tick taken)}.
   Returns: a flat list: the queue's sequence before this batch (0: its first batch since its keys
   were made, so the client registers the queue), then per job an outcome, an id and a state: 'submitted' | 'scheduled' |
@@ -54,6 +55,8 @@ end
 local now = Q.now
 -- A deduplicated job of this batch stands for the job holding its dedup id (for its children).
 local alias = {}
+-- Repeatable name -> what taking its tick gave (false: taken), for the jobs that ride it.
+local taken = {}
 local seq = rcall('INCRBY', Q.seq, count) - count
 local out = {seq}
 
@@ -62,7 +65,11 @@ for j = 1, count do
   local id, delay, run_at, priority, x = spec[1], spec[2], spec[3], spec[4], spec[5]
   local key = Q.prefix .. id
   local skip, owner, held = nil, id, ''
-  if x['repeat'] then skip = take_tick(Q, repeat_due, repeat_last, x['repeat']) end
+  if x['repeat'] then
+    skip = take_tick(Q, repeat_due, repeat_last, x['repeat'])
+    taken[x['repeat'][1]] = skip or false
+  end
+  if x.ride and taken[x.ride] then skip = taken[x.ride] end
   if not skip and rcall('EXISTS', key) == 1 then skip = -4 end
   if not skip and x.dedup then skip, owner, held = deduplicate(Q, id, x.dedup) end
   if skip then
@@ -104,7 +111,7 @@ for j = 1, count do
     end
     emit(Q, id, 'unsubmitted', state, 0)
     if x.dedup then hold_dedup(x.dedup, id) end
-    if x['repeat'] then record_tick(repeat_last, x['repeat'], id) end
+    if x['repeat'] then record_tick(repeat_due, repeat_last, x['repeat'], id) end
     if x.last_of then rcall('HSET', repeat_last, x.last_of, id) end
     if dead then
       fail_child(Q, id, dead[1], dead[2])

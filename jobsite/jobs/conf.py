@@ -33,6 +33,11 @@ DJANGO_KEYS: dict[str, Any] = {
 }
 
 
+# cbintel's names of two engine settings (seconds; None: no limit), and their per-queue form
+# QUEUE_TIMEOUTS = {"reports": {"WORKER_TIMEOUT": 600, "QUEUE_TIMEOUT": 300}}.
+TIMEOUT_KEYS = {"WORKER_TIMEOUT": "worker_timeout_s", "QUEUE_TIMEOUT": "queue_timeout_s"}
+
+
 def values() -> dict[str, Any]:
     """Return settings.JOBSITE (ConfigError when it is missing or not a dict)."""
     found = getattr(settings, "JOBSITE", None)
@@ -50,6 +55,21 @@ def option(name: str) -> Any:
 def engine_settings() -> EngineSettings:
     """Return the EngineSettings built from settings.JOBSITE."""
     engine = {k: v for k, v in values().items() if k not in DJANGO_KEYS}
+    for name, field in TIMEOUT_KEYS.items():
+        if name in engine:
+            engine[field] = engine.pop(name)
+    per_queue = engine.pop("QUEUE_TIMEOUTS", None)
+    if per_queue is not None:
+        if not isinstance(per_queue, dict) or not all(
+            isinstance(v, dict) for v in per_queue.values()
+        ):
+            raise ConfigError(
+                'QUEUE_TIMEOUTS maps queues to {"WORKER_TIMEOUT": s, "QUEUE_TIMEOUT": s}'
+            )
+        engine["queue_timeouts"] = {
+            queue: {TIMEOUT_KEYS.get(k, k): v for k, v in limits.items()}
+            for queue, limits in per_queue.items()
+        }
     return EngineSettings.from_mapping(engine)
 
 

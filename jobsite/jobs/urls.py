@@ -13,7 +13,7 @@ from django.views.decorators.csrf import csrf_exempt
 from jobsite.jobs.api.root import api
 from jobsite.jobs.web.metrics import scrape
 from jobsite.jobs.web.probes import healthz, readyz
-from jobsite.jobs.web.views import dashboard, dead_letters, job, queues, roles, schedules
+from jobsite.jobs.web.views import dashboard, dead_letters, flows, job, queues, roles, schedules
 
 app_name = "jobsite"
 
@@ -30,6 +30,7 @@ urlpatterns = [
     path("dashboard/jobs/<path:job_id>/", job, name="job"),
     path("dashboard/schedules/", schedules, name="schedules"),
     path("dashboard/dead-letters/", dead_letters, name="dead_letters"),
+    path("dashboard/flows/", flows, name="flows"),
     path("dashboard/queues/", queues, name="queues"),
     path("dashboard/roles/", roles, name="roles"),
     path("api/v1/", api.urls),

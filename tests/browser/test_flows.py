@@ -9,7 +9,8 @@ import time
 import pytest
 
 from demo.demo_tasks import resize_image
-from engine import EngineSettings
+from engine import Client, EngineSettings
+from engine.rows import BeginJob
 
 from . import test_dashboard as dash
 from .test_dashboard import DOCS, engine, launch, login
@@ -126,4 +127,92 @@ def test_the_queues_page_sets_a_rate_limit(site: tuple[str, str, EngineSettings]
             assert time.monotonic() < deadline, "not resumed"
             page.wait_for_timeout(200)
         page.wait_for_selector(f"{card} .paused-state:text('running')", timeout=10_000)
+        browser.close()
+
+
+def test_the_flow_list_shows_each_flow_and_opens_to_its_jobs(
+    site: tuple[str, str, EngineSettings],
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    base, password, _ = site
+    flow = {
+        "jobs": [
+            {"ref": "a", "task": "demo.resize_image", "args": [2, 32]},
+            {"ref": "b", "task": "demo.resize_image", "args": [3, 32], "depends_on": ["a"]},
+        ]
+    }
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        login(page, base, password)
+        out = api_post(page, base, "/flows", flow)
+        ids = [j["id"] for j in out["jobs"]]
+        page.click("nav a:text('Flows')")
+        page.wait_for_url(f"{base}/dashboard/flows/")
+        row = f"#flow-list tr[data-flow='{out['flow_id']}']"
+        page.wait_for_selector(row, timeout=20_000)  # once the mirror wrote its jobs
+        assert (page.text_content(f"{row} td.count") or "").strip() == "2"
+        page.click(f"{row} button[data-act=toggle]")
+        jobs = f"#flow-list tr[data-jobs-of='{out['flow_id']}'] li"
+        page.wait_for_selector(jobs, timeout=10_000)
+        assert page.locator(jobs).count() == 2
+        assert [page.locator(jobs).nth(i).get_attribute("data-job") for i in range(2)] == ids
+        assert "after" in (page.locator(jobs).nth(1).text_content() or "")
+        deadline = time.monotonic() + 30  # the list follows the jobs live
+        while "completed 2" not in (page.text_content(f"{row} td.states") or ""):
+            assert time.monotonic() < deadline, page.inner_html("#flow-list")
+            page.wait_for_timeout(300)
+        page.fill("#filters input[name=queue]", "nowhere")
+        page.click("#filters button[type=submit]")
+        page.wait_for_selector("#flow-list td:text('no flows')", timeout=10_000)
+        page.fill("#filters input[name=queue]", "default")
+        page.click("#filters button[type=submit]")
+        page.wait_for_selector(row, timeout=10_000)
+        page.click(f"#flow-list tr[data-jobs-of='{out['flow_id']}'] a >> nth=0")
+        page.wait_for_url(f"**/dashboard/jobs/{ids[0]}/")
+        assert not errors, errors
+        browser.close()
+
+
+def test_the_job_page_shows_a_claimed_job_that_has_not_started(
+    site: tuple[str, str, EngineSettings],
+) -> None:
+    """Claimed (a lease, no attempt begun) is its own phase of `started` on the job page."""
+    from playwright.sync_api import sync_playwright
+
+    base, password, settings = site
+
+    async def claim(client: Client) -> tuple[str, str]:
+        job = await client.enqueue(resize_image.using(queue="held"), 4, 32)  # no worker serves it
+        keys = client.keys("held")
+        options = {"events_maxlen": 1000, "lease_ms": 600_000, "result_ttl_ms": 60_000}
+        [row] = await client.scripts.claim(keys, max_jobs=1, worker_id="w-test", **options)
+        assert row.id == job.id and not row.begun
+        return job.id, row.token
+
+    async def begin(client: Client, job_id: str, token: str) -> None:
+        keys = client.keys("held")
+        await client.scripts.begin(keys, lease_ms=600_000, jobs=[BeginJob(job_id, token, False)])
+
+    job_id, token = engine(settings, claim)
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        login(page, base, password)
+        page.goto(f"{base}/dashboard/jobs/{job_id}/")
+        page.wait_for_selector("#headline [data-phase=claimed]", timeout=15_000)
+        claimed = "#timeline tr.phase[data-phase=claimed]"
+        page.wait_for_selector(claimed, timeout=10_000)
+        assert "not started yet" in (page.text_content(claimed) or "")
+        assert page.locator("#timeline tr.phase[data-phase=running]").count() == 0
+        engine(settings, lambda c: begin(c, job_id, token))
+        page.wait_for_selector("#timeline tr.phase[data-phase=running]", timeout=10_000)
+        assert page.locator("#headline [data-phase=claimed]").count() == 0
+        assert "not started yet" not in (page.text_content(claimed) or "")
+        assert not errors, errors
         browser.close()

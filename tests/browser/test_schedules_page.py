@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from demo.demo_tasks import crunch_numbers
+from demo.demo_tasks import crunch_numbers, resize_image
 from engine import EngineSettings
 
 from .test_dashboard import DOCS, engine, launch, login, site  # noqa: F401  (site: a fixture)
@@ -162,5 +162,41 @@ def test_schedules_page_end_to_end(site: tuple[str, str, EngineSettings]) -> Non
         page.click(f"{ROW} td.last a")
         page.wait_for_selector("#headline:has-text('demo.resize_image')", timeout=10_000)
         assert manual in (page.text_content("#summary h2") or "")
+        assert not errors, errors
+        browser.close()
+
+
+def test_a_limited_schedule_counts_its_runs_and_a_flow_schedule_lists_its_jobs(
+    site: tuple[str, str, EngineSettings],  # noqa: F811
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    base, password, settings = site
+    first = resize_image.call(1, 16)
+    second = crunch_numbers.using(depends_on=[first.id]).call(10)
+    engine(
+        settings,
+        lambda c: c.repeats.add("twice", resize_image.call(2, 16), every_s=1, repeat_limit=2),
+    )
+    engine(settings, lambda c: c.repeats.add("etl", [first, second], cron="0 3 * * *"))
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        login(page, base, password)
+        page.goto(f"{base}/dashboard/schedules/")
+        twice = "#schedules tr[data-key='default/twice']"
+        page.wait_for_selector(f"{twice} .fired", timeout=10_000)
+        wait_until(  # the demo's scheduler fires it twice, then it ends: no next runs
+            page,
+            lambda: "2 of 2 runs fired, 0 left" in (page.text_content(f"{twice} .fired") or ""),
+            "the limited schedule did not fire twice",
+        )
+        assert (page.text_content(f"{twice} td.next") or "").strip() == "\u2013"
+        etl = "#schedules tr[data-key='default/etl']"
+        assert page.locator(f"{etl} ol.flow-jobs li").count() == 2
+        assert "after 1" in (page.text_content(f"{etl} ol.flow-jobs li >> nth=1") or "")
+        assert page.locator(f"{etl} button[data-action=edit]").count() == 0
         assert not errors, errors
         browser.close()

@@ -9,10 +9,11 @@ from django.contrib.admin.models import LogEntry
 from django.test import Client as WebClient
 from django.test import override_settings
 
-from engine import EngineSettings
+from engine import Client, EngineSettings
 from jobsite.jobs.permissions import OPERATORS, VIEWERS
 from jobsite.jobs.services.schedules import schedule
 from jobsite.jobs.tasks import schedules
+from tests.engine import tasks as t
 
 from .conftest import staff_user
 
@@ -106,3 +107,27 @@ def test_viewers_see_but_do_not_change(engine: EngineSettings) -> None:
     assert web.get(f"{LIST}add/").status_code == 403
     assert web.post(f"{LIST}default/nightly/change/", FORM).status_code == 403
     assert schedule("default", "nightly") is not None
+
+
+def test_a_repeat_limit_and_a_scheduled_flow_in_the_admin(engine: EngineSettings) -> None:
+    web = operator()
+    made = web.post(f"{LIST}add/", {**FORM, "repeat_limit": "3"})
+    assert made.status_code == 302, made.content.decode()
+    stored = schedule("default", "nightly")
+    assert stored is not None and stored.rep.repeat_limit == 3
+    assert "0 of 3 runs fired, 3 left" in web.get(LIST).content.decode()
+    assert web.post(f"{LIST}add/", {**FORM, "name": "x", "repeat_limit": "0"}).status_code == 200
+
+    async def add_flow() -> None:
+        async with Client(engine) as client:
+            first = t.add.call(1, 1)
+            await client.repeats.add(
+                "etl", [first, t.add.using(depends_on=[first.id]).call(2, 2)], every_s=60
+            )
+
+    async_to_sync(add_flow)()
+    assert "flow of 2 jobs" in web.get(LIST).content.decode()
+    refused = web.get(f"{LIST}default/etl/change/")  # this form holds one call: not for a flow
+    assert refused.status_code == 302
+    flow = schedule("default", "etl")
+    assert flow is not None and flow.rep.flow is not None and len(flow.rep.flow) == 2

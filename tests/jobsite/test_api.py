@@ -14,8 +14,10 @@ from django.test import Client as WebClient
 from django.test import override_settings
 from django.urls import get_resolver
 
-from engine import EngineSettings
+from engine import Client as EngineClient
+from engine import ConfigError, EngineSettings
 from engine.devserver import free_port
+from engine.rows import BeginJob
 from jobsite.jobs import conf, services
 from jobsite.jobs.api.root import api
 from jobsite.jobs.models import ApiToken, JobRecord
@@ -432,3 +434,83 @@ def test_the_dlq_filters_by_task_and_version_and_purges_by_ids(
     assert gone.json() == {"count": 1}
     left = {j["id"] for j in call(web, "get", "/dlq", token).json()}
     assert booms[0]["id"] not in left and booms[1]["id"] in left
+
+
+def test_cleanup_on_from_the_api_drops_completed_jobs_and_refuses_bad_states(
+    engine: EngineSettings, token: str
+) -> None:
+    web = WebClient()
+    bad = call(web, "post", "/jobs", token, data={"task": "add", "cleanup_on": {"done": 1}})
+    assert bad.status_code == 422 and "cleanup_on" in bad.content.decode()
+    negative = {"task": "add", "cleanup_on": {"failed": -1}}
+    assert call(web, "post", "/jobs", token, data=negative).status_code == 422
+    body = {"task": "add", "args": [1, 2], "cleanup_on": {"completed": 0, "failed": 60}}
+    job = call(web, "post", "/jobs", token, data=body).json()
+    async_to_sync(run_worker)(engine)
+    assert call(web, "get", f"/jobs/{job['id']}", token).status_code == 404  # gone from Redis
+    async_to_sync(mirror_all)()
+    row = call(web, "get", f"/jobs/{job['id']}", token).json()
+    assert row["state"] == "completed"  # the history row, written from the event
+
+
+def test_a_repeating_job_from_the_api_is_a_schedule_with_a_limit(
+    engine: EngineSettings, token: str
+) -> None:
+    web = WebClient()
+    body = {"task": "add", "args": [1, 2], "repeat_every_s": 3600, "repeat_limit": 4}
+    made = call(web, "post", "/jobs", token, data=body)
+    assert made.status_code == 201, made.content
+    job = made.json()
+    name, _, at_ms = job["id"].partition("@")
+    assert job["state"] == "scheduled" and at_ms.isdigit()
+    [schedule] = call(web, "get", "/schedules", token).json()
+    assert (schedule["name"], schedule["every_s"], schedule["repeat_limit"]) == (name, 3600, 4)
+    assert (schedule["fired"], schedule["remaining"], len(schedule["next_runs"])) == (0, 4, 4)
+    bad = {"task": "add", "args": [1, 2], "repeat_limit": 4}
+    assert call(web, "post", "/jobs", token, data=bad).status_code == 422
+
+
+def test_worker_timeout_and_queue_timeout_are_jobsite_settings(engine: EngineSettings) -> None:
+    jobsite = {
+        **settings.JOBSITE,
+        "WORKER_TIMEOUT": 3600,
+        "QUEUE_TIMEOUT": 7200,
+        "QUEUE_TIMEOUTS": {"reports": {"WORKER_TIMEOUT": 600}},
+    }
+    with override_settings(JOBSITE=jobsite):
+        made = conf.engine_settings()
+        assert (made.worker_timeout_s, made.queue_timeout_s) == (3600, 7200)
+        assert made.worker_timeout_for("reports") == 600
+        assert made.queue_timeout_for("reports") == 7200
+    bad = {**jobsite, "QUEUE_TIMEOUTS": {"reports": {"TIMEOUT": 5}}}
+    with override_settings(JOBSITE=bad), pytest.raises(ConfigError, match="unknown keys"):
+        conf.engine_settings()
+    with override_settings(JOBSITE={**jobsite, "WORKER_TIMEOUT": -5}), pytest.raises(ConfigError):
+        conf.engine_settings()
+
+
+def test_a_claimed_job_that_has_not_begun_shows_its_phase(
+    engine: EngineSettings, token: str
+) -> None:
+    web = WebClient()
+    job = call(web, "post", "/jobs", token, data={"task": "add", "args": [1, 2]}).json()
+    assert job["phase"] is None  # submitted
+
+    async def claim(client: EngineClient) -> str:
+        options = {"events_maxlen": 1000, "lease_ms": 60_000, "result_ttl_ms": 60_000}
+        [row] = await client.scripts.claim(
+            client.keys("default"), max_jobs=1, worker_id="w", **options
+        )
+        return row.token
+
+    async def begin(client: EngineClient, token_: str) -> None:
+        keys = client.keys("default")
+        await client.scripts.begin(keys, lease_ms=60_000, jobs=[BeginJob(job["id"], token_, False)])
+
+    lease = services.run_engine(claim)
+    claimed = call(web, "get", f"/jobs/{job['id']}", token).json()
+    assert (claimed["state"], claimed["phase"]) == ("started", "claimed")
+    assert claimed["claimed_at"] is not None and claimed["started_at"] is None
+    services.run_engine(lambda c: begin(c, lease))
+    running = call(web, "get", f"/jobs/{job['id']}", token).json()
+    assert (running["phase"], running["started_at"] is not None) == ("running", True)

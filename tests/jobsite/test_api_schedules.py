@@ -324,3 +324,80 @@ def test_fire_times_past_year_9999_are_left_out(engine: EngineSettings, token: s
     assert made.status_code == 201, made.content
     assert made.json()["next_runs"] == ["9999-06-01T00:00:00Z"]
     assert call(web, "post", "/schedules", token, {**late, "every_s": 1e-9}).status_code == 422
+
+
+def test_a_flow_schedule_with_a_repeat_limit_fires_whole_flows_then_ends(
+    engine: EngineSettings, token: str
+) -> None:
+    api = JobsiteClient("http://testserver", token, transport=httpx.WSGITransport(app=wsgi_app))
+    jobs = [
+        {"ref": "extract", "task": "add", "args": [1, 1]},
+        {"ref": "load", "task": "add", "args": [2, 2], "depends_on": ["extract"]},
+    ]
+    with api:
+        made = api.create_flow_schedule("etl", jobs, every_s=0.05, repeat_limit=2)
+        assert made["repeat_limit"] == 2 and made["fired"] == 0 and made["remaining"] == 2
+        assert made["flow"] == [
+            {"task": "add", "args": [1, 1], "kwargs": {}, "parents": []},
+            {"task": "add", "args": [2, 2], "kwargs": {}, "parents": [0]},
+        ]
+        assert len(made["next_runs"]) == 2  # no more fire times than ticks left
+
+        async def fire(client: Client) -> None:
+            scheduler = Scheduler(client.settings, client.redis, ["default"])
+            for _ in range(10):
+                await asyncio.sleep(0.06)
+                await scheduler.tick()
+
+        services.run_engine(fire)
+        after = api.schedule("default", "etl")
+        assert (after["fired"], after["remaining"], after["next_runs"]) == (2, 0, [])
+    async_to_sync(run_worker)(engine)
+    async_to_sync(mirror_all)()
+    ids = sorted(JobRecord.objects.filter(id__startswith="etl@").values_list("id", flat=True))
+    assert len(ids) == 4 and sum(1 for i in ids if i.endswith(".1")) == 2
+    child = JobRecord.objects.get(id=ids[1])
+    assert child.state == "completed" and child.flow_id == ids[0]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"flow": {"jobs": [{"ref": "a", "task": "add", "args": [1, 1]}]}}, "not both"),
+        ({"task": None}, "give a task"),
+        (
+            {"task": None, "flow": {"jobs": [{"ref": "a", "task": "add", "args": [1]}]}},
+            "missing a required argument",
+        ),
+        (
+            {
+                "task": None,
+                "flow": {
+                    "jobs": [
+                        {"ref": "a", "task": "add", "args": [1, 1], "depends_on": ["b"]},
+                        {"ref": "b", "task": "add", "args": [1, 1], "depends_on": ["a"]},
+                    ]
+                },
+            },
+            "cycle",
+        ),
+        (
+            {
+                "task": None,
+                "flow": {
+                    "jobs": [{"ref": "a", "task": "add", "args": [1, 1], "depends_on": ["x"]}]
+                },
+            },
+            "only on jobs of the flow",
+        ),
+        ({"repeat_limit": 0}, "repeat_limit"),
+    ],
+)
+def test_bad_flow_schedules_are_a_422_and_store_nothing(
+    engine: EngineSettings, token: str, body: dict[str, Any], message: str
+) -> None:
+    web = WebClient()
+    response = call(web, "post", "/schedules", token, {**EVERY, **body})
+    assert response.status_code == 422, response.content
+    assert message in str(response.json()["detail"]), response.json()
+    assert call(web, "get", "/schedules", token).json() == []

@@ -410,3 +410,29 @@ def test_fingerprint_and_replay_of_reach_the_row(engine: EngineSettings, trimmed
     assert rows[replay].replay_of == first and rows[replay].fingerprint == ""
     assert rows[first].replay_of == ""
     assert list(JobRecord.objects.filter(replay_of=first).values_list("id", flat=True)) == [replay]
+
+
+def test_notes_of_folded_submits_change_no_row_and_are_acked(engine: EngineSettings) -> None:
+    """A deduplicated or debounced submit leaves a note (from = to), not a transition: the
+    mirror acks it and writes no row for it, even for a holder whose hash is gone."""
+
+    async def feed() -> tuple[str, str, str]:
+        async with Client(engine) as client:
+            throttled = t.add.using(deduplication={"id": "t", "mode": "throttle", "ttl_s": 60})
+            gone = await client.enqueue(throttled, 1, 1)
+            await client.redis.delete(client.keys("default").job(gone.id))  # its hash expired
+            await client.enqueue(throttled, 2, 2)  # ignored: a note on a job Redis forgot
+            debounced = t.add.using(debounce={"id": "d"}, delay_s=60)
+            old = await client.enqueue(debounced, 3, 3)
+            new = await client.enqueue(debounced, 4, 4)
+            return gone.id, old.id, new.id
+
+    gone, old, new = async_to_sync(feed)()
+    notes = [f for _, f in stream(engine) if "note" in f]
+    assert [f["note"] for f in notes] == ["deduplicated", "debounced"]
+    applied = async_to_sync(mirror_all)()
+    assert applied == len(stream(engine))  # every entry, notes included, applied and acked
+    rows = {r.id: r for r in JobRecord.objects.all()}
+    assert rows[old].state == "cancelled" and rows[new].state == "scheduled"
+    assert [tr["to"] for tr in rows[old].transitions] == ["scheduled", "cancelled"]
+    assert rows[gone].state == "submitted"  # from its own event, not the note's empty state

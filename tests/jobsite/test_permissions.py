@@ -282,6 +282,7 @@ def test_every_role_against_every_operation(engine: EngineSettings, role: str) -
         "/admin/jobsite/schedule/add/": Perm.CHANGE_QUEUE,
         f"/admin/jobsite/schedule/default/{jobs.schedule}/change/": Perm.CHANGE_QUEUE,
         "/dashboard/dead-letters/": Perm.VIEW,
+        "/dashboard/flows/": Perm.VIEW,
         "/dashboard/queues/": Perm.VIEW,
         "/dashboard/roles/": Perm.VIEW,
         "/admin/jobsite/workerrecord/roles/": Perm.VIEW,

@@ -19,8 +19,11 @@
   free_slot(Q, key, id): give back the job's concurrency slot (idempotent) and admit the next
   waiting job of its key at the back of its priority band (fair turns between keys).
   finish(Q, key, id): free_slot, and give back its deduplication id (except in throttle mode).
+  cleanup_ttl(cleanup, state): the ms a job's `cleanup_ms` field (its task's cleanup_on, JSON
+  state -> ms) keeps it in `state`, or nil when it names no such state.
   bury(Q, key, id, state): end a job in a terminal state other than completed (the fields of a
-  running job go: token, begun, isolated): into the DLQ
+  running job go: token, begun, isolated): a state its cleanup_ms names expires after that
+  (0: at once, last of all), else into the DLQ
   (unless the job's `dlq` field is '0'), else the hash and its children SET expire after the
   queue's ttl (Redis deletes them: no index of finished jobs); counts it in stats (the
   state's total, and `done|<task>|<state>`); then
@@ -216,6 +219,13 @@ local function free_slot(Q, key, id)
   end
 end
 
+local function cleanup_ttl(cleanup, state)
+  if not cleanup then return nil end
+  local ms = cjson.decode(cleanup)[state]
+  if ms == nil then return nil end
+  return math.floor(ms)
+end
+
 local function finish(Q, key, id)
   local f = rcall('HMGET', key, 'dedup_key', 'dedup_mode')
   if f[1] and f[2] ~= 'throttle' and rcall('GET', f[1]) == id then rcall('DEL', f[1]) end
@@ -276,19 +286,26 @@ end
 bury = function(Q, key, id, state)
   rcall('HSET', key, 'state', state, 'completed_at_ms', Q.now_s)
   rcall('HDEL', key, 'token', 'begun', 'isolated')
-  local f = rcall('HMGET', key, 'dlq', 'children', 'task', 'deadline_ms')
+  local f = rcall('HMGET', key, 'dlq', 'children', 'task', 'deadline_ms', 'cleanup_ms')
   if f[4] then rcall('ZREM', Q.deadlines, id) end
-  if state ~= 'cancelled' and f[1] ~= '0' then
+  local kept = cleanup_ttl(f[5], state)
+  local ttl = nil
+  if kept then
+    ttl = kept
+  elseif state ~= 'cancelled' and f[1] ~= '0' then
     rcall('ZADD', Q.dlq, Q.now_s, id)
   else
-    rcall('PEXPIRE', key, Q.ttl)
-    if f[2] then rcall('PEXPIRE', f[2], Q.ttl) end
+    ttl = Q.ttl
   end
   rcall('HINCRBY', Q.stats, state, 1)
   rcall('HINCRBY', Q.stats, 'done|' .. (f[3] or '') .. '|' .. state, 1)
   finish(Q, key, id)
   if f[2] then
     for _, cid in ipairs(rcall('SMEMBERS', f[2])) do fail_child(Q, cid, id, state) end
+  end
+  if ttl then  -- last: a ttl of 0 deletes at once
+    rcall('PEXPIRE', key, ttl)
+    if f[2] then rcall('PEXPIRE', f[2], ttl) end
   end
 end
 

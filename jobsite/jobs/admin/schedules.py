@@ -82,6 +82,9 @@ class ScheduleForm(forms.Form):
     tz = forms.CharField(max_length=100, initial="UTC", label="time zone")
     skip_if_running = forms.BooleanField(required=False)
     paused = forms.BooleanField(required=False)
+    repeat_limit = forms.IntegerField(
+        required=False, min_value=1, label="runs in all", help_text="empty: no end"
+    )
 
     def __init__(self, *args: Any, editing: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -104,6 +107,7 @@ class ScheduleForm(forms.Form):
                 tz=data["tz"],
                 skip_if_running=data["skip_if_running"],
                 paused=data["paused"],
+                repeat_limit=data["repeat_limit"],
             )
         except (ConfigError, EngineError) as exc:
             self.add_error(None, str(exc))
@@ -206,6 +210,14 @@ class ScheduleAdmin(admin.ModelAdmin):
             self.message_user(request, f"no schedule {queue}/{schedule_name}", messages.WARNING)
             return HttpResponseRedirect(reverse("admin:jobsite_schedule_changelist"))
         out = schedule_out(found)
+        if out.flow is not None:  # this form holds one task's call, not a graph
+            self.message_user(
+                request,
+                f"{queue}/{schedule_name} submits a flow: change it through the API "
+                "(PUT /api/v1/schedules/...)",
+                messages.WARNING,
+            )
+            return HttpResponseRedirect(reverse("admin:jobsite_schedule_changelist"))
         initial = {
             **out.model_dump(),
             "args": json.dumps(out.args),

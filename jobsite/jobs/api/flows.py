@@ -78,7 +78,7 @@ def _order(jobs: list[FlowJobIn]) -> list[FlowJobIn]:
     return [by_ref[ref] for ref in order]
 
 
-async def _build(rights: Grant, body: FlowIn) -> tuple[list[Job], dict[int, str]]:
+async def build_flow(rights: Grant, body: FlowIn) -> tuple[list[Job], dict[int, str]]:
     """Return the flow's unsubmitted jobs (parents first) and the ref of each (by identity:
     a deduplicated job takes its holder's id)."""
     ids: dict[str, str] = {}
@@ -117,7 +117,7 @@ async def _build(rights: Grant, body: FlowIn) -> tuple[list[Job], dict[int, str]
 async def submit_flow(request: HttpRequest, body: FlowIn) -> Status[FlowOut]:
     """Submit a graph of jobs atomically: all are written, or none (422/409 say why)."""
     rights = await aneed(request, Perm.SUBMIT)
-    jobs, refs = await _build(rights, body)
+    jobs, refs = await build_flow(rights, body)
     try:
         done = await services.aenqueue_flow(jobs)
     except UnknownParent as exc:

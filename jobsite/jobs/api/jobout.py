@@ -8,7 +8,7 @@ from typing import Any
 from ninja.errors import HttpError
 
 from engine import Job as EngineJob
-from engine import Task, version_tag
+from engine import JobState, Task, version_tag
 from jobsite.jobs import services
 from jobsite.jobs.api import related
 from jobsite.jobs.api.schemas import EventOut, JobOut, LogLineOut
@@ -57,6 +57,8 @@ def engine_values(job: EngineJob) -> dict[str, Any]:
     ):
         values[name] = _dt(getattr(job, f"{name}_ms"))
     values["max_retries"] = job.options.get("max_retries")
+    if job.state is JobState.STARTED:
+        values["phase"] = "running" if job.begun == "1" else "claimed"
     return values
 
 

@@ -59,6 +59,8 @@ async def submit(request: HttpRequest, body: JobIn) -> Status[JobOut]:
     except InvalidArguments as exc:
         raise HttpError(422, str(exc)) from None
     await audit.arecord(rights.user, "submit", [job.id], rights.via)
+    if job.repeat_every_s is not None:  # a schedule: its first run is not in Redis yet
+        return Status(201, await out(engine_values(job), job.id, JobOut))
     return Status(201, await live_out(job.id, job.queue, JobOut))
 
 
@@ -84,7 +86,7 @@ async def get_job(request: HttpRequest, job_id: str) -> JobDetailOut:
 
 
 # The columns a list item is made of; the fields told by a job's end come from them (ended).
-DERIVED = ("failed_at", "cancelled_at", "duration_seconds", "max_retries", "error")
+DERIVED = ("failed_at", "cancelled_at", "duration_seconds", "max_retries", "error", "phase")
 LISTED = [f for f in JobOut.model_fields if f != "history" and f not in DERIVED]
 
 

@@ -65,6 +65,18 @@ class TaskOptionsIn(Schema):
     # What happens to the job at its end.
     dead_letter_policy: Literal["save", "none"] | None = None
     result_ttl_s: int | None = Field(None, gt=0, le=YEAR_S)
+    # Retention by final state: state -> seconds its job is kept (0: dropped at once).
+    cleanup_on: (
+        dict[
+            Literal["completed", "failed", "cancelled", "stalled", "dropped", "expired"],
+            Annotated[float, Field(ge=0, le=YEAR_S)],
+        ]
+        | None
+    ) = None
+    # A repeating job: a schedule named by the job id, a run every repeat_every_s seconds (the
+    # first at once, or after delay_s / at run_at), repeat_limit runs in all.
+    repeat_every_s: float | None = Field(None, gt=0, le=YEAR_S, allow_inf_nan=False)
+    repeat_limit: int | None = Field(None, ge=1, le=1_000_000_000)
     # Limits.
     deduplication: DeduplicationIn | None = None
     concurrency_key: str | None = Field(None, min_length=1, max_length=200)
@@ -97,6 +109,9 @@ _USING = (
     "queue_timeout_s",
     "dead_letter_policy",
     "result_ttl_s",
+    "cleanup_on",
+    "repeat_every_s",
+    "repeat_limit",
     "concurrency_key",
     "concurrency_limit",
     "max_running",

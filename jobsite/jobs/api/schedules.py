@@ -19,6 +19,7 @@ from ninja.errors import HttpError
 
 from engine import ConfigError, Job, validate_queue_name
 from jobsite.jobs import audit, conf, services
+from jobsite.jobs.api.flows import FlowIn, build_flow
 from jobsite.jobs.api.schemas import ERRORS, Out
 from jobsite.jobs.models import Schedule
 from jobsite.jobs.permissions import Grant, Perm, aneed
@@ -31,6 +32,7 @@ from jobsite.jobs.services.schedules import (
     aschedule,
     aschedules,
     aset_schedule_paused,
+    remaining,
     when,
 )
 from jobsite.jobs.tasks.schedules import runtime_job
@@ -39,11 +41,15 @@ router = Router(tags=["schedules"])
 
 
 class TimingIn(Schema):
-    """When a schedule fires and what each run gets."""
+    """When a schedule fires and what each run gets: one task's call, or a whole flow."""
 
-    task: str
+    task: str | None = None
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
+    # A flow each tick (as POST /flows takes it; depends_on names refs of this flow only).
+    flow: FlowIn | None = None
+    # Ticks it fires, then it ends.
+    repeat_limit: int | None = Field(None, ge=1, le=1_000_000_000)
     # From a millisecond to ten years.
     every_s: float | None = Field(None, ge=0.001, le=315_576_000, allow_inf_nan=False)
     cron: str | None = Field(None, max_length=200)
@@ -68,6 +74,13 @@ class ScheduleEditIn(TimingIn):
     """A schedule's new definition; `paused` left out keeps it as it is."""
 
     paused: bool | None = None
+
+
+class FlowMemberOut(Out):
+    task: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    parents: list[int]
 
 
 class LastRunOut(Out):
@@ -96,6 +109,12 @@ class ScheduleOut(Out):
     overridden: bool
     next_runs: list[datetime]
     last_run: LastRunOut | None
+    repeat_limit: int | None = None
+    # Ticks fired since the schedule was stored, and those left (None: no repeat_limit).
+    fired: int = 0
+    remaining: int | None = None
+    # A scheduled flow's jobs, parents first (parents: indexes of earlier jobs); None: one job.
+    flow: list[FlowMemberOut] | None = None
 
 
 class RunOut(Out):
@@ -133,7 +152,16 @@ def schedule_out(state: ScheduleState) -> ScheduleOut:
         last_run=None
         if last is None
         else LastRunOut(id=last.id, state=last.state, at=when(last.at_ms), manual=last.manual),
+        repeat_limit=rep.repeat_limit,
+        fired=state.fired,
+        remaining=remaining(rep, state.fired),
+        flow=None if rep.flow is None else [_member(m) for m in rep.flow],
     )
+
+
+def _member(member: dict[str, Any]) -> FlowMemberOut:
+    job = Job.from_hash({**member["job"], "id": "x"})
+    return FlowMemberOut(task=job.task, args=job.args, kwargs=job.kwargs, parents=member["parents"])
 
 
 def _where(queue: str, name: str) -> str:
@@ -187,22 +215,40 @@ def _timing(body: TimingIn, paused: bool) -> dict[str, Any]:
         "start_at": body.start_at,
         "end_at": body.end_at,
         "paused": paused,
+        "repeat_limit": body.repeat_limit,
     }
+
+
+async def _what(rights: Grant, body: TimingIn, queue: str | None) -> Job | list[Job]:
+    """Return the job each tick submits, or the flow's jobs; 422 unless exactly one is given."""
+    if (body.task is None) == (body.flow is None):
+        raise HttpError(422, "give a task (with args, kwargs) or a flow, not both")
+    if body.task is not None:
+        return runtime_job(body.task, body.args, body.kwargs, queue)
+    assert body.flow is not None
+    if queue is not None:
+        jobs = [j.model_copy(update={"queue": j.queue or queue}) for j in body.flow.jobs]
+        body.flow = body.flow.model_copy(update={"jobs": jobs})
+    jobs, _ = await build_flow(rights, body.flow)
+    for job in jobs:
+        conf.check_queue(job.queue)
+    return jobs
 
 
 @router.post("", response={201: ScheduleOut, **ERRORS})
 async def create_schedule(request: HttpRequest, body: ScheduleIn) -> Status[ScheduleOut]:
     """Create a schedule: checked (task, arguments, cron, time zone) before anything is stored."""
     rights = await aneed(request, Perm.CHANGE_QUEUE)
-    job = runtime_job(body.task, body.args, body.kwargs, body.queue)
-    await rights.arequire(Perm.CHANGE_QUEUE, job.queue)
+    job = await _what(rights, body, body.queue)
+    queue = job.queue if isinstance(job, Job) else job[0].queue
+    await rights.arequire(Perm.CHANGE_QUEUE, queue)
     timing = _timing(body, body.paused)
     if await asave_schedule(body.name, job, exists=False, **timing) is None:
-        raise HttpError(409, f"queue {job.queue!r} already has a schedule named {body.name!r}")
+        raise HttpError(409, f"queue {queue!r} already has a schedule named {body.name!r}")
     await audit.arecord(
-        rights.user, "create", [_where(job.queue, body.name)], rights.via, model=Schedule
+        rights.user, "create", [_where(queue, body.name)], rights.via, model=Schedule
     )
-    return Status(201, await _one(job.queue, body.name))
+    return Status(201, await _one(queue, body.name))
 
 
 @router.put("/{queue}/{schedule}", response={200: ScheduleOut, **ERRORS})
@@ -213,7 +259,7 @@ async def edit_schedule(
     rights = await aneed(request, Perm.CHANGE_QUEUE, queue)
     _valid_queue(queue)
     current = await _one(queue, schedule)
-    job = runtime_job(body.task, body.args, body.kwargs, queue)
+    job = await _what(rights, body, queue)
     paused = current.paused if body.paused is None else body.paused
     if await asave_schedule(schedule, job, exists=True, **_timing(body, paused)) is None:
         raise HttpError(404, f"no schedule named {schedule!r} in queue {queue!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -62,6 +62,9 @@ class JobOut(Out):
     submitted_at: datetime | None = None
     # Claimed by a worker (it may wait for a free slot before it starts).
     claimed_at: datetime | None = None
+    # A started job's phase (horsies' CLAIMED and RUNNING): "claimed" until the worker begins
+    # its attempt, then "running"; None in any other state, or from the history.
+    phase: Literal["claimed", "running"] | None = None
     started_at: datetime | None = None
     # Start of the latest attempt when it was not the first (retries, manual retries).
     retried_at: datetime | None = None

@@ -89,7 +89,7 @@ def prepare(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> Batch
     """
     by_job: dict[str, list[Event]] = {}
     for event in events:
-        if event.job:
+        if event.job and not event.is_note:  # a note changes no row (acked with the batch)
             by_job.setdefault(event.job, []).append(event)
     horizon = Horizon.now()
     batch = Batch(events)

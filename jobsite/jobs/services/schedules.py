@@ -47,6 +47,8 @@ class ScheduleState:
     rep: Repeatable
     next_runs_ms: list[int]
     last_run: LastRun | None
+    # Ticks fired since it was stored (repeat_limit counts these).
+    fired: int = 0
 
 
 def next_runs(rep: Repeatable, next_ms: int | None, count: int = NEXT_RUNS) -> list[int]:
@@ -57,6 +59,11 @@ def next_runs(rep: Repeatable, next_ms: int | None, count: int = NEXT_RUNS) -> l
         out.append(tick)
         tick = rep.next_after(tick)
     return out
+
+
+def remaining(rep: Repeatable, fired: int) -> int | None:
+    """Return the ticks a schedule with a repeat_limit has left (None: no limit)."""
+    return None if rep.repeat_limit is None else max(0, rep.repeat_limit - fired)
 
 
 def _tick_ms(job_id: str) -> tuple[int, bool] | None:
@@ -96,6 +103,7 @@ class _InRedis:
     next_ms: int | None
     last_id: str | None
     last_state: str | None
+    fired: int
 
 
 async def _in_redis(client: Client, queues: Iterable[str]) -> list[_InRedis]:
@@ -105,10 +113,11 @@ async def _in_redis(client: Client, queues: Iterable[str]) -> list[_InRedis]:
         listed = await client.repeats.list(queue)
         names = [rep.name for rep, _ in listed]
         last = await client.repeats.last_runs(queue, names)
+        fired = await client.repeats.fired(queue, names)
         ids = [job_id for job_id, _ in last]
         states = [state for _, state in last]
-        rows = zip(listed, ids, states, strict=True)
-        out += [_InRedis(queue, rep, due, i, st) for (rep, due), i, st in rows]
+        rows = zip(listed, ids, states, fired, strict=True)
+        out += [_InRedis(queue, rep, due, i, st, n) for (rep, due), i, st, n in rows]
     return out
 
 
@@ -123,7 +132,10 @@ def _with_history(found: list[_InRedis]) -> list[ScheduleState]:
             last = _from_history(f.queue, f.rep.name)
         else:
             last = _last_run(f.last_id, f.last_state or kept.get(f.last_id))
-        out.append(ScheduleState(f.rep, next_runs(f.rep, f.next_ms), last))
+        runs = next_runs(f.rep, f.next_ms, min(NEXT_RUNS, remaining(f.rep, f.fired) or NEXT_RUNS))
+        out.append(
+            ScheduleState(f.rep, runs if remaining(f.rep, f.fired) != 0 else [], last, f.fired)
+        )
     return out
 
 
@@ -148,14 +160,16 @@ async def aschedule(queue: str, name: str) -> ScheduleState | None:
 
 
 async def _save_schedule(
-    client: Client, name: str, job: Job, *, exists: bool | None, **timing: Any
+    client: Client, name: str, job: Job | list[Job], *, exists: bool | None, **timing: Any
 ) -> Repeatable | None:
-    """Store schedule `name` submitting copies of `job`, timed by `timing` (Repeats.add).
+    """Store schedule `name` submitting copies of `job` (or of a flow: a list of jobs, parents
+    first), timed by `timing` (Repeats.add).
 
     With `exists` True (edit) or False (create), store only when the schedule does (or does
     not) exist yet; return None when that does not hold.
     """
-    if exists is not None and (await client.repeats.get(job.queue, name) is None) == exists:
+    queue = job.queue if isinstance(job, Job) else job[0].queue
+    if exists is not None and (await client.repeats.get(queue, name) is None) == exists:
         return None
     return await client.repeats.add(name, job, **timing)
 

@@ -19,6 +19,8 @@ of no worker):
 - `job_failed`, `job_cancelled`, `job_expired`, `job_stalled`, `job_dropped`: it ended so
   (a child a parent's failure ended: `job_failed` or `job_cancelled` from "blocked").
 - `job_dead_lettered`: it failed, stalled, expired or was dropped, into the dead-letter queue.
+- `job_deduplicated`: a submit was ignored for this job (its deduplication id); `job_debounced`:
+  a newer submit replaced it (after its `job_cancelled`); both get `other_job`, that job's id.
 
     @receiver(job_dead_lettered)
     def report(sender, job, error, reason, **kwargs):
@@ -46,6 +48,8 @@ job_cancelled = Signal()
 job_expired = Signal()
 job_stalled = Signal()
 job_dropped = Signal()
+job_deduplicated = Signal()
+job_debounced = Signal()
 # Health (jobsite/jobs/history/health.py), once per change of state across all processes:
 # `health` (a QueueHealth: verdict, reasons; or an engine ScheduleHealth: state, reasons),
 # `previous` (the state before) and `queue`.
@@ -62,6 +66,8 @@ _BY_KIND = {
     "expired": job_expired,
     "stalled": job_stalled,
     "dropped": job_dropped,
+    "deduplicated": job_deduplicated,
+    "debounced": job_debounced,
 }
 # The kinds that come from the event stream, not from around an attempt.
 _STREAM_KINDS = frozenset(_BY_KIND) - {"before_run", "after_run"}
@@ -76,6 +82,8 @@ async def send_signals(event: HookEvent) -> None:
         more["delay_s"] = event.delay_s
     if event.kind in _STREAM_KINDS:
         more |= {"from_state": event.from_state, "reason": event.reason, "at_ms": event.at_ms}
+    if event.kind in ("deduplicated", "debounced"):
+        more["other_job"] = event.other_job
     responses = await _BY_KIND[event.kind].asend_robust(
         Worker, job=event.job, worker_id=event.worker_id, **more
     )

@@ -62,6 +62,12 @@ def dead_letters(request: HttpRequest) -> HttpResponse:
 
 
 @staff_member_required
+def flows(request: HttpRequest) -> HttpResponse:
+    """Render the newest flows with their jobs per state; each opens to its jobs."""
+    return page(request, "jobsite/flows.html")
+
+
+@staff_member_required
 def queues(request: HttpRequest) -> HttpResponse:
     """Render the queues: counts, pause state, rate limit and concurrency keys, settable."""
     return page(request, "jobsite/queues.html")

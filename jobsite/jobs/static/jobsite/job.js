@@ -51,8 +51,9 @@
     const runs = Math.max(series(job.history).at(-1) ?? 1, errorSeries(job.errors || []).at(-1) ?? 1);
     const shown = vocabulary.labels?.[job.state] ?? job.state;
     const attempt = job.attempt ? `, ${attemptLabel(job.attempt, runs, runs > 1)}` : (runs > 1 ? `, run ${runs} (manual retry)` : "");
+    const phase = job.phase === "claimed" ? ' <span class="tag phase" data-phase="claimed">claimed, not started yet</span>' : "";
     $("#headline").innerHTML = `<b>${esc(job.task)}</b> on <b>${esc(job.queue)}</b> is
-      <span class="state state-${esc(job.state)}">${esc(shown)}</span>${esc(attempt)}`;
+      <span class="state state-${esc(job.state)}">${esc(shown)}</span>${esc(attempt)}${phase}`;
     $("#progress").style.width = `${Math.max(0, Math.min(100, job.progress || 0))}%`;
     $("#progress-message").textContent = job.progress_message || "";
     const aside = $("#waiting-version");
@@ -75,13 +76,33 @@
     $("#actions [data-action=retry]").hidden = !(may("retry") && vocabulary.retryable.includes(job.state));
   }
 
+  // The phases inside `started` of the latest claim (horsies' CLAIMED, RUNNING): claimed at
+  // claimed_at, then began at the latest start once the worker ran it (job.phase says which).
+  function phaseRows(job) {
+    if (!job.claimed_at) return [];
+    const began = latest(job.started_at, job.retried_at);
+    const rows = [{at: job.claimed_at, phase: "claimed",
+      text: job.phase === "claimed" ? "claimed by a worker, not started yet" : "claimed by a worker"}];
+    if (job.phase !== "claimed" && began && Date.parse(began) >= Date.parse(job.claimed_at)) {
+      rows.push({at: began, phase: "running", text: "began running"});
+    }
+    return rows;
+  }
+
   function renderHistory(job) {
     const ss = series(job.history);
     const many = (ss.at(-1) ?? 1) > 1;
     const word = (s) => vocabulary.labels?.[s] ?? s;
-    $("#timeline tbody").innerHTML = job.history.map((e, i) => `<tr><td>${esc(time(e.at))}</td>
+    const rows = job.history.map((e, i) => ({at: e.at, html: `<tr><td>${esc(time(e.at))}</td>
       <td class="state-${esc(e.from_state)}">${esc(e.from_state ? word(e.from_state) : "–")}</td><td class="state-${esc(e.to_state)}">${esc(word(e.to_state))}</td>
-      <td>${e.attempt ? esc(attemptLabel(e.attempt, ss[i], many)) : (ss[i] > 1 && i && ss[i] !== ss[i - 1] ? "manual retry" : "–")}</td><td>${esc(e.worker)}</td><td>${esc(e.error)}</td></tr>`).join("") || `<tr><td colspan="6">not in the history yet</td></tr>`;
+      <td>${e.attempt ? esc(attemptLabel(e.attempt, ss[i], many)) : (ss[i] > 1 && i && ss[i] !== ss[i - 1] ? "manual retry" : "–")}</td><td>${esc(e.worker)}</td><td>${esc(e.error)}</td></tr>`}));
+    // Each phase goes after the events up to its time (a stable merge by time).
+    for (const p of phaseRows(job)) {
+      const html = `<tr class="phase" data-phase="${esc(p.phase)}"><td>${esc(time(p.at))}</td><td colspan="3"><i>${esc(p.text)}</i></td><td>${esc(job.worker || "")}</td><td></td></tr>`;
+      const at = rows.findIndex((r) => Date.parse(r.at) > Date.parse(p.at));
+      rows.splice(at === -1 ? rows.length : at, 0, {at: p.at, html});
+    }
+    $("#timeline tbody").innerHTML = rows.map((r) => r.html).join("") || `<tr><td colspan="6">not in the history yet</td></tr>`;
     const es = errorSeries(job.errors || []);
     const manyErrors = (es.at(-1) ?? 1) > 1;
     $("#attempts ol").innerHTML = (job.errors || []).map((e, i) => `<li><b>${esc(attemptLabel(e.attempt ?? "?", es[i], manyErrors))}</b>

@@ -17,7 +17,17 @@
 
   function when(s) {
     const base = s.cron ? `cron <code>${esc(s.cron)}</code> (${esc(s.tz)})` : `every ${esc(s.every_s)} s`;
-    return base + (s.skip_if_running ? ", skip if running" : "");
+    const count = s.repeat_limit
+      ? `<br><small class="fired">${esc(s.fired)} of ${esc(s.repeat_limit)} runs fired, ${esc(s.remaining)} left</small>`
+      : (s.fired ? `<br><small class="fired">${esc(s.fired)} runs fired</small>` : "");
+    return base + (s.skip_if_running ? ", skip if running" : "") + count;
+  }
+
+  // A scheduled flow: its jobs in order, each with the indexes of its parents.
+  function what(s) {
+    if (!s.flow) return `<code>${esc(s.task)}</code><br><small>${esc(JSON.stringify(s.args))} ${esc(JSON.stringify(s.kwargs))}</small>`;
+    const jobs = s.flow.map((j, i) => `<li><code>${esc(j.task)}</code> <small>${esc(JSON.stringify(j.args))}${j.parents.length ? ` after ${j.parents.map((p) => p + 1).join(", ")}` : ""}</small></li>`).join("");
+    return `<span class="tag">flow of ${s.flow.length} jobs</span><ol class="flow-jobs">${jobs}</ol>`;
   }
 
   function lastRun(s) {
@@ -43,7 +53,7 @@
     const runs = s.next_runs.map((t) => `<li>${esc(time(t))}</li>`).join("");
     return `<tr data-key="${esc(key)}">
       <td><b>${esc(s.name)}</b><br><small>${esc(s.queue)}</small></td>
-      <td><code>${esc(s.task)}</code><br><small>${esc(JSON.stringify(s.args))} ${esc(JSON.stringify(s.kwargs))}</small></td>
+      <td>${what(s)}</td>
       <td>${when(s)}</td>
       <td class="next">${runs ? `<ol>${runs}</ol>` : "–"}</td>
       <td class="last">${lastRun(s)}</td>
@@ -51,7 +61,7 @@
       <td class="paused">${s.paused ? "paused" : "active"}</td>
       <td class="health-cell">${healthCell(key)}</td>
       <td data-needs="change_queue">
-        <button data-action="edit">Edit</button>
+        ${s.flow ? "" : '<button data-action="edit">Edit</button>'}
         <button data-action="${s.paused ? "resume" : "pause"}">${s.paused ? "Resume" : "Pause"}</button>
         <button data-action="run">Run now</button>
         <button data-action="delete">Delete</button></td></tr>`;
@@ -151,6 +161,7 @@
     form.kind.value = s.cron ? "cron" : "every";
     form.every_s.value = s.every_s ?? ""; form.cron.value = s.cron ?? ""; form.tz.value = s.tz;
     form.skip_if_running.checked = s.skip_if_running; form.paused.checked = s.paused;
+    form.repeat_limit.value = s.repeat_limit ?? "";
     showKind(form.kind.value);
     $("#editor h2").textContent = `Edit ${s.queue}/${s.name}`;
     $("#schedule-form button[type=submit]").textContent = "Save";
@@ -182,7 +193,8 @@
     const cron = form.kind.value === "cron";
     return {task: form.task.value, args: parsed("args", "list"), kwargs: parsed("kwargs", "object"),
       every_s: cron ? null : Number(form.every_s.value), cron: cron ? form.cron.value : null,
-      tz: cron ? form.tz.value || "UTC" : "UTC", skip_if_running: form.skip_if_running.checked, paused: form.paused.checked};
+      tz: cron ? form.tz.value || "UTC" : "UTC", skip_if_running: form.skip_if_running.checked, paused: form.paused.checked,
+      repeat_limit: form.repeat_limit.value ? Number(form.repeat_limit.value) : null};
   }
 
   async function save(event) {

@@ -1,0 +1,51 @@
+// The flow list (GET /flows): newest first, jobs per state; a row opens to its jobs (GET /flows/{id}).
+(() => {
+  "use strict";
+  const {$, esc, api, jobPage} = window.jobsite;
+  const time = (at) => (at ? new Date(at).toLocaleString() : "–");
+  let flows = [];
+  const open = new Set();  // flow ids shown opened, kept across refreshes
+  let timer;
+
+  const states = (counts) => Object.entries(counts).map(([state, n]) =>
+    `<span class="state state-${esc(state)}">${esc(state)} ${n}</span>`).join(" ");
+
+  function jobsRow(flow) {
+    const items = flow.graph.map((node) => `<li data-job="${esc(node.id)}"><a href="${esc(jobPage(node.id))}">${esc(node.id)}</a>
+      <code>${esc(node.task)}</code> <span class="state state-${esc(node.state)}">${esc(node.state)}</span>
+      ${node.parents.length ? `<small>after ${node.parents.map(esc).join(", ")}</small>` : ""}</li>`).join("");
+    return `<tr class="flow-jobs" data-jobs-of="${esc(flow.flow_id)}"><td colspan="6"><ol>${items}</ol></td></tr>`;
+  }
+
+  function row(f, i) {
+    return `<tr data-index="${i}" data-flow="${esc(f.flow_id)}"><td><code>${esc(f.flow_id)}</code></td><td>${esc(f.queue)}</td>
+      <td class="count">${f.jobs}</td><td class="states">${states(f.states)}</td><td>${esc(time(f.submitted_at))}</td>
+      <td><button data-act="toggle">${open.has(f.flow_id) ? "Hide" : "Jobs"}</button></td></tr>`;
+  }
+
+  async function load() {
+    clearTimeout(timer);
+    try {
+      const queue = $("#filters [name=queue]").value.trim();
+      flows = await api(`/flows${queue ? `?queue=${encodeURIComponent(queue)}` : ""}`);
+      const details = await Promise.all(flows.filter((f) => open.has(f.flow_id)).map((f) => api(`/flows/${encodeURIComponent(f.flow_id)}`)));
+      const byId = Object.fromEntries(details.map((d) => [d.flow_id, d]));
+      $("#flow-list tbody").innerHTML = flows.map((f, i) => row(f, i) + (byId[f.flow_id] ? jobsRow(byId[f.flow_id]) : "")).join("")
+        || `<tr><td colspan="6">no flows</td></tr>`;
+      $("#status").textContent = `${flows.length} flows`;
+    } catch (error) {
+      $("#status").textContent = `could not load: ${error.message}`;
+    }
+    timer = setTimeout(load, 5000);
+  }
+
+  $("#flow-list").addEventListener("click", (event) => {
+    const button = event.target.closest("button[data-act=toggle]");
+    if (!button) return;
+    const id = flows[Number(button.closest("tr").dataset.index)].flow_id;
+    if (open.has(id)) open.delete(id); else open.add(id);
+    load();
+  });
+  $("#filters").addEventListener("submit", (event) => { event.preventDefault(); load(); });
+  load();
+})();
