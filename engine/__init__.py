@@ -62,6 +62,7 @@ from .runner import error_info
 from .schedule_health import STATES as SCHEDULE_STATES
 from .schedule_health import ScheduleHealth, schedule_health, swap_state
 from .settings import EngineSettings, redact_url
+from .syncclient import SyncClient
 from .task import PER_CALL_OPTIONS, Registry, Task, TaskOptions, collect_tasks, task, task_ref
 from .worker import Worker
 
@@ -114,6 +115,7 @@ __all__ = [
     "RetryableError",
     "ScheduleHealth",
     "SerializationError",
+    "SyncClient",
     "SyncReport",
     "Task",
     "TaskOptions",

@@ -38,7 +38,8 @@ def queued(server: RedisServer) -> int:
 def test_sync_calls_share_pooled_connections(
     engine: EngineSettings, redis_server: RedisServer
 ) -> None:
-    services.enqueue(t.add, 0, 0)  # opens the loop's connection
+    first = services.enqueue(t.add, 0, 0)  # opens the sync client's connection
+    services.get_job(first.id)  # opens the loop's connection
     before = connections_received(redis_server)
     jobs = [services.enqueue(t.add, i, i) for i in range(50)]
     assert {services.get_job(job.id).id for job in jobs[:10]} == {job.id for job in jobs[:10]}
