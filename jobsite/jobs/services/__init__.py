@@ -306,7 +306,9 @@ async def _push(client: Client, jobs: list[Job]) -> None:
         log.info("outbox push found jobs already submitted count=%d", len(jobs))
 
 
-_, apush = twins(_push)
+async def apush(jobs: list[Job]) -> None:
+    """Async twin of `push`, on the caller's own loop (engineloop.loop_client: no hop)."""
+    await _push(engineloop.loop_client(engine_settings()), jobs)
 
 
 def push(jobs: list[Job]) -> None:
