@@ -103,12 +103,9 @@ def _django_tasks_db() -> Callable[[], Any]:
     )
     django.setup()
     call_command("migrate", verbosity=0)
-    from django.tasks import task
+    from bench.peers.dtdb_tasks import noop
 
-    from bench.django_enqueue import noop_for_django
-
-    django_noop = task()(noop_for_django)
-    return lambda: django_noop.enqueue(0.0)
+    return lambda: noop.enqueue(0.0)
 
 
 def _pct(values: list[float], q: float) -> float:
