@@ -4,7 +4,8 @@
 
 On a private redis-server, times N sequential enqueues of a no-op task along each path a
 Django project takes: the engine's async `Client.enqueue` (the floor), `services.enqueue` (sync,
-on the engine loop), a `django.tasks` task's `enqueue()` (sync) and `aenqueue()` (async), and the
+on the caller's thread: engine.SyncClient), a `django.tasks` task's `enqueue()` (sync) and
+`aenqueue()` (async, on the caller's loop), and the
 way sync calls worked before the engine loop (`async_to_sync` with a client per call), best of
 `--runs`. Writes the "django-enqueue" section of docs/benchmarks.md.
 """
@@ -94,7 +95,8 @@ def report(rates: dict[str, float], n: int, runs: int) -> str:
         f"`python -m bench.django_enqueue --jobs {n} --runs {runs}`, "
         f"{time.strftime('%Y-%m-%d %H:%M')}: sequential enqueues of a no-op task on a private "
         "redis-server, best of the runs; the last path is how sync calls ran before the engine "
-        "loop (`jobsite/jobs/services/engineloop.py`).",
+        "loop (`jobsite/jobs/services/engineloop.py`). Peers beside these: `bin/bench --only "
+        "django-enqueue`.",
         "",
         "| path | jobs/s | µs a job | share of the engine client |",
         "|---|---:|---:|---:|",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import redis
 
-from bench import procs, report
+from bench import procs, report, sync_enqueue
 from bench.collect import BenchError
 from bench.peers import SYSTEMS, venv_python
 from bench.scenarios import STEPS, Result, Sizes, SystemBench, best_bulk
@@ -42,6 +42,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset")
     parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
     parser.add_argument("--out", type=Path, help="report path (default docs/benchmarks.md)")
+    parser.add_argument(
+        "--only",
+        choices=("django-enqueue",),
+        help="run one scenario alone: django-enqueue (enqueue from sync code, every system)",
+    )
     args = parser.parse_args(argv)
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     for system in args.systems:
@@ -94,6 +99,20 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = ROOT / "var" / "bench" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     run_dir.mkdir(parents=True)
     server = procs.start_redis(run_dir)
+    out = args.out or (
+        run_dir / "benchmarks-quick.md" if args.quick else ROOT / "docs/benchmarks.md"
+    )
+    sync_n = 500 if args.quick else 5000
+    if args.only == "django-enqueue":
+        try:
+            rows = sync_enqueue.run_all(ROOT, server.url, sync_n)
+        finally:
+            procs.stop_group(server.proc)
+        body = sync_enqueue.markdown(rows, sync_n)
+        report.put_section(out, "django-enqueue-peers", body)
+        print(body)
+        log(event="done", report=out, run_dir=run_dir)
+        return 0
     results: dict[str, dict[str, Result]] = {}
     found: dict[str, dict[str, str]] = {}
     client = redis.Redis.from_url(server.url)
@@ -107,18 +126,20 @@ def main(argv: list[str] | None = None) -> int:
             found[system] = versions(bench)
             log(system=system, event="start", python=bench.python)
             results[system] = run_system(bench)
+        log(event="start", scenario="django-enqueue")
+        sync_rows = sync_enqueue.run_all(ROOT, server.url, sync_n)
     finally:
         client.close()
         procs.stop_group(server.proc)
-    (run_dir / "results.json").write_text(json.dumps({"sizes": vars(sizes), "results": results}))
-    out = args.out or (
-        run_dir / "benchmarks-quick.md" if args.quick else ROOT / "docs/benchmarks.md"
+    (run_dir / "results.json").write_text(
+        json.dumps({"sizes": vars(sizes), "results": results, "django_enqueue": sync_rows})
     )
     shown = list(sys.argv[1:] if argv is None else argv)
     context = report.Context(sizes, args.quick, redis_version, found, shown)
     out.parent.mkdir(parents=True, exist_ok=True)
     old = out.read_text() if out.exists() else ""
     out.write_text(report.with_sections(report.markdown(results, context), old))
+    report.put_section(out, "django-enqueue-peers", sync_enqueue.markdown(sync_rows, sync_n))
     report.print_rich(results, context)
     log(event="done", report=out, run_dir=run_dir)
     return 0

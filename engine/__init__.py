@@ -73,6 +73,7 @@ from .schedule_health import STATES as SCHEDULE_STATES
 from .schedule_health import ScheduleHealth, sample_dlq, schedule_health, swap_state
 from .serverinfo import ServerInfo, server_info
 from .settings import EngineSettings, redact_url
+from .syncclient import SyncClient
 from .task import PER_CALL_OPTIONS, Registry, Task, TaskOptions, collect_tasks, task, task_ref
 from .worker import Worker
 
@@ -129,6 +130,7 @@ __all__ = [
     "ScheduleHealth",
     "SerializationError",
     "ServerInfo",
+    "SyncClient",
     "SyncReport",
     "Task",
     "TaskOptions",

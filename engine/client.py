@@ -12,15 +12,14 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from . import clearing, control, serializer, tracing
+from . import clearing, control, serializer
 from .connection import connect, server_ms
-from .errors import Code, ConfigError, DuplicateJob, JobIdTaken, JobNotFound, JobTimeout
+from .enqueueing import Enqueuer, drive_async
+from .errors import Code, ConfigError, DuplicateJob, JobNotFound, JobTimeout
 from .job import TERMINAL_STATES, Job, JobState
 from .keys import (
     QueueKeys,
     check_job_id,
-    id_owner_key,
-    new_job_id,
     queue_keys,
     queues_key,
     worker_key,
@@ -31,7 +30,7 @@ from .metrics import Metrics, read_metrics
 from .repeat import Repeats
 from .scripts import Scripts, Submitted
 from .settings import EngineSettings
-from .submit import default_queue_timeout, flow_order, job_spec, submit
+from .submit import job_spec
 from .task import Task
 
 _LIVE = ("submitted", "scheduled", "blocked", "started", "dlq")
@@ -51,7 +50,8 @@ class Client:
         self.scripts = Scripts(self.redis)
         # Repeatable and cron jobs: add, update, pause, resume, remove, list.
         self.repeats = Repeats(settings, self.redis)
-        self._known_queues: set[str] = set()
+        # The enqueue's steps, shared with the SyncClient (engine/enqueueing.py).
+        self._enqueuer = Enqueuer(settings)
 
     def keys(self, queue: str) -> QueueKeys:
         """Return the keys of `queue`."""
@@ -93,29 +93,9 @@ class Client:
             if len(jobs) > 1 or jobs[0].parents:
                 raise ConfigError("a repeating job (repeat_every_s) is enqueued alone")
             return [await self._repeating(jobs[0])]
-        atomic = atomic or any(job.parents for job in jobs)
-        if atomic:
-            if len({job.queue for job in jobs}) > 1:
-                raise ConfigError("a flow stays in one queue; submit one flow per queue")
-            jobs = flow_order(jobs)
-            if len(jobs) > 1:  # one id for the whole graph (the history finds it by that id)
-                flow_id = next((j.flow_id for j in jobs if j.flow_id), None) or new_job_id()
-                for job in jobs:
-                    job.flow_id = job.flow_id or flow_id
-        for job in jobs:
-            check_job_id(job.id)
-            default_queue_timeout(job, self.settings)
-        chosen = [job for job in jobs if not job.generated_id]
-        fresh = await self._reserve_ids(chosen) if chosen else []
-        try:
-            if not tracing.active():  # no span to open (the common case, and the cheap one)
-                return await self._submit_specs(jobs, atomic)
-            with tracing.enqueue_span(jobs):
-                return await self._submit_specs(jobs, atomic)
-        except BaseException:
-            if atomic and fresh:  # a refused flow writes nothing, reservations included
-                await self._release_ids(fresh)
-            raise
+        steps = self._enqueuer.enqueue(jobs, atomic)
+        done: list[Job] = await drive_async(steps, self.redis, self.scripts.raw)
+        return done
 
     async def _repeating(self, job: Job) -> Job:
         """Add the repeatable a repeating job stands for (named by its id, first run at once or
@@ -144,79 +124,10 @@ class Client:
         )
         return job
 
-    async def _reserve_ids(self, jobs: list[Job]) -> list[str]:
-        """Reserve each chosen id for its job's queue; raise JobIdTaken if another queue has it.
-
-        One id, one job in the whole deployment: `SET NX` of one key per id is atomic on one
-        Redis and on a Cluster alike (the key is the id's own), and the first queue to take an
-        id keeps it for `chosen_id_ttl_s`. An id the engine made for a job of another queue
-        (copied from somewhere) has no reservation: a job hash of that id in any other known
-        queue refuses it too. Ids made by the engine (`Job.generated_id`) need neither.
-        Return the ids this call reserved afresh.
-        """
-        prefix, ttl_s = self.settings.prefix, self.settings.chosen_id_ttl_s
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for job in jobs:
-                pipe.set(id_owner_key(prefix, job.id), job.queue, nx=True, ex=ttl_s, get=True)
-            owners: list[str | None] = await pipe.execute()
-        fresh = [j.id for j, owner in zip(jobs, owners, strict=True) if owner is None]
-        taken = [
-            j.id for j, owner in zip(jobs, owners, strict=True) if owner not in (None, j.queue)
-        ]
-        if not taken:
-            taken = await self._held_elsewhere(jobs)
-            await self._release_ids(sorted(set(taken) & set(fresh)))
-        if taken:
-            raise JobIdTaken(f"job ids belong to jobs of another queue: {', '.join(taken)}")
-        return fresh
-
-    async def _release_ids(self, job_ids: list[str]) -> None:
-        """Give back reservations of chosen ids (made by a call that wrote no job)."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for job_id in job_ids:
-                pipe.delete(id_owner_key(self.settings.prefix, job_id))
-            await pipe.execute()
-
-    async def _held_elsewhere(self, jobs: list[Job]) -> list[str]:
-        """Return the ids of `jobs` that a job hash of another known queue holds."""
-        names = await self.queues()
-        pairs = [(job.id, q) for job in jobs for q in names if q != job.queue]
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for job_id, queue in pairs:
-                pipe.exists(self.keys(queue).job(job_id))
-            found = await pipe.execute()
-        return sorted({job_id for (job_id, _), hit in zip(pairs, found, strict=True) if hit})
-
-    async def _submit_specs(self, jobs: list[Job], atomic: bool) -> list[Job]:
-        by_queue: dict[str, list[bytes]] = defaultdict(list)
-        members: dict[str, list[Job]] = defaultdict(list)
-        for job in jobs:
-            by_queue[job.queue].append(
-                job_spec(job, self.keys(job.queue), self.settings.max_payload_bytes)
-            )
-            members[job.queue].append(job)
-        duplicates: list[str] = []
-        for queue, specs in by_queue.items():
-            results = await self._submit(queue, specs, atomic)
-            for job, done in zip(members[queue], results, strict=True):
-                if done.outcome == Code.DUPLICATE_ID:
-                    duplicates.append(job.id)
-                else:  # a deduplicated job becomes the one holding its dedup id
-                    job.id = done.id
-                    job.state = JobState(done.state or JobState.COMPLETED)
-        if duplicates:
-            raise DuplicateJob(f"job ids already exist: {', '.join(duplicates)}")
-        return jobs
-
     async def _submit(self, queue: str, specs: list[bytes], atomic: bool) -> list[Submitted]:
-        registered = queue in self._known_queues
-        if not registered:
-            await self._register(queue)
-        done = await submit(self.scripts, self.settings, self.keys(queue), specs, atomic)
-        if done.fresh and registered:  # Redis lost the queue's keys since (flushed, restarted)
-            self._known_queues.discard(queue)  # if this fails, the next submit registers first
-            await self._register(queue)
-        return done.jobs
+        steps = self._enqueuer.submit(queue, specs, atomic)
+        done: list[Submitted] = await drive_async(steps, self.redis, self.scripts.raw)
+        return done
 
     async def run_repeatable_now(self, queue: str, name: str, suffix: str = "m") -> Job | None:
         """Submit one job of repeatable `name` now (id `name@<server ms><suffix>`), made its
@@ -258,11 +169,6 @@ class Client:
                 pipe.hmget(self.keys(queue).job(job_id), list(names))
             rows = await pipe.execute()
         return [{n: v for n, v in zip(names, row, strict=True) if v is not None} for row in rows]
-
-    async def _register(self, queue: str) -> None:
-        """Add `queue` to the registry of queues (what queues() lists and dashboards show)."""
-        await self.redis.sadd(queues_key(self.settings.prefix), queue)
-        self._known_queues.add(queue)
 
     async def queues(self) -> list[str]:
         """Return the names of every queue a client has submitted to."""

@@ -15,13 +15,22 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from redis import exceptions as rx
 from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
+from redis.cluster import RedisCluster as SyncRedisCluster
 from redis.crc import key_slot
 
 from .errors import ConfigError, RedisRefused, RedisUnavailable
 from .faults import typed
 from .settings import CLUSTER_SCHEMES
 
-__all__ = ["CLUSTER_SCHEMES", "Fanout", "cluster_client", "is_cluster", "node_time", "slot_groups"]
+__all__ = [
+    "CLUSTER_SCHEMES",
+    "Fanout",
+    "cluster_client",
+    "cluster_parts",
+    "is_cluster",
+    "node_time",
+    "slot_groups",
+]
 
 
 def cluster_typed(exc: BaseException, url: str) -> BaseException:
@@ -85,37 +94,44 @@ class TypedRedisCluster(RedisCluster):
         return pipe
 
 
+def cluster_parts(url: str) -> tuple[list[tuple[str, int]], dict[str, Any]]:
+    """Return the start nodes of `redis+cluster://[user:pw@]h1:p1,h2:p2[/0]` and the client
+    options the URL sets (credentials, TLS); the async and the sync clients read it so."""
+    parts = urlsplit(url)
+    userinfo, _, netloc = parts.netloc.rpartition("@")
+    nodes = []
+    for item in netloc.split(","):
+        host, _, port = item.rpartition(":")
+        nodes.append((host or "127.0.0.1", int(port or 6379)))
+    db = parts.path.strip("/")
+    if db not in ("", "0"):
+        raise ConfigError(f"a Redis Cluster has only database 0, got /{db}")
+    user, _, password = userinfo.partition(":") if ":" in userinfo else ("", "", userinfo)
+    query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+    return nodes, {
+        "username": unquote(user) or None,
+        "password": unquote(password) or None,
+        "ssl": parts.scheme == "rediss+cluster",
+        "ssl_cert_reqs": query.get("ssl_cert_reqs", "required"),
+        "ssl_ca_certs": query.get("ssl_ca_certs"),
+    }
+
+
 def cluster_client(url: str, options: dict[str, Any]) -> TypedRedisCluster:
     """Connect to `redis+cluster://[user:pw@]h1:p1,h2:p2[/0]` (rediss+cluster: TLS).
 
     The nodes listed are only where discovery starts; the client learns every master and
     follows MOVED and ASK redirections itself.
     """
-    parts = urlsplit(url)
-    userinfo, _, netloc = parts.netloc.rpartition("@")
-    nodes = []
-    for item in netloc.split(","):
-        host, _, port = item.rpartition(":")
-        nodes.append(ClusterNode(host or "127.0.0.1", int(port or 6379)))
-    db = parts.path.strip("/")
-    if db not in ("", "0"):
-        raise ConfigError(f"a Redis Cluster has only database 0, got /{db}")
-    user, _, password = userinfo.partition(":") if ":" in userinfo else ("", "", userinfo)
-    query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+    nodes, from_url = cluster_parts(url)
     return TypedRedisCluster(
-        startup_nodes=nodes,
-        username=unquote(user) or None,
-        password=unquote(password) or None,
-        ssl=parts.scheme == "rediss+cluster",
-        ssl_cert_reqs=query.get("ssl_cert_reqs", "required"),
-        ssl_ca_certs=query.get("ssl_ca_certs"),
-        **options,
+        startup_nodes=[ClusterNode(host, port) for host, port in nodes], **from_url, **options
     )
 
 
-def is_cluster(redis: Redis | RedisCluster) -> bool:
-    """Tell whether `redis` is a cluster client."""
-    return isinstance(redis, RedisCluster)
+def is_cluster(redis: Any) -> bool:
+    """Tell whether `redis` is a cluster client (asyncio's or the blocking one)."""
+    return isinstance(redis, RedisCluster | SyncRedisCluster)
 
 
 def slot_groups(keys: Sequence[str]) -> list[list[str]]:

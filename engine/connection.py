@@ -7,15 +7,20 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import hiredis
+import redis
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
+from redis.cluster import ClusterNode as SyncClusterNode
+from redis.cluster import RedisCluster as SyncRedisCluster
 from redis.driver_info import DriverInfo
+from redis.retry import Retry as SyncRetry
+from redis.sentinel import Sentinel as SyncSentinel
 
-from .cluster import CLUSTER_SCHEMES, cluster_client, is_cluster, node_time
+from .cluster import CLUSTER_SCHEMES, cluster_client, cluster_parts, is_cluster, node_time
 from .errors import ConfigError
 from .failover import WatchedPool
 from .faults import typed
@@ -163,11 +168,9 @@ def connect(
     return client
 
 
-def _sentinel_master(url: str, options: dict[str, Any]) -> TypedRedis:
-    """Connect to the master named in `redis+sentinel://[:pw@]h1:p1,h2:p2/service[/db]`.
-
-    The client follows a new master within a second of a failover (engine/failover.py).
-    """
+def sentinel_parts(url: str) -> tuple[list[tuple[str, int]], str, dict[str, Any], str | None]:
+    """Return the sentinels, the service, the master's options (db, password) and the
+    sentinels' password of `redis+sentinel://[:pw@]h1:p1,h2:p2/service[/db]`."""
     parts = urlsplit(url)
     hosts = []
     for item in parts.netloc.rpartition("@")[2].split(","):
@@ -178,27 +181,72 @@ def _sentinel_master(url: str, options: dict[str, Any]) -> TypedRedis:
         raise ConfigError(
             "a Sentinel URL needs the service name: redis+sentinel://host:port/mymaster"
         )
-    service = path[0]
     db = int(path[1]) if len(path) > 1 else 0
     password = unquote(parts.password) if parts.password else None
     query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+    return hosts, path[0], {"db": db, "password": password}, query.get("sentinel_password")
+
+
+def _sentinel_kwargs(options: dict[str, Any], password: str | None) -> dict[str, Any]:
     # Sentinels are asked on connection checkouts (see failover.py): never wait long for one.
-    sentinel_kwargs: dict[str, Any] = {
+    kwargs: dict[str, Any] = {
         "socket_timeout": options["socket_connect_timeout"],
         "socket_connect_timeout": options["socket_connect_timeout"],
     }
-    if "sentinel_password" in query:
-        sentinel_kwargs["password"] = query["sentinel_password"]
-    sentinel = Sentinel(hosts, sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
+    if password is not None:
+        kwargs["password"] = password
+    return kwargs
+
+
+def _sentinel_master(url: str, options: dict[str, Any]) -> TypedRedis:
+    """Connect to the master named in `redis+sentinel://[:pw@]h1:p1,h2:p2/service[/db]`.
+
+    The client follows a new master within a second of a failover (engine/failover.py).
+    """
+    hosts, service, master_options, sentinel_password = sentinel_parts(url)
+    sentinel = Sentinel(hosts, sentinel_kwargs=_sentinel_kwargs(options, sentinel_password))  # type: ignore[no-untyped-call]
     master: TypedRedis = sentinel.master_for(
         service,
         redis_class=TypedRedis,
         connection_pool_class=WatchedPool,
-        db=db,
-        password=password,
+        **master_options,
         **options,
     )
     return master
+
+
+def connect_sync(settings: EngineSettings, *, timeout_s: float | None = None) -> Any:
+    """Return a synchronous client (redis-py's, thread-safe pool) for the same URLs as
+    `connect`: redis://, rediss://, unix://, Sentinel, Cluster. Failures are not translated
+    here: the caller passes them through `faults.typed` (SyncClient does).
+
+    A Sentinel client asks the sentinels for the master on each new connection and drops a
+    connection the master refuses as READONLY (redis-py's own handling).
+    """
+    options: dict[str, Any] = {
+        "decode_responses": True,
+        "encoding_errors": "surrogateescape",
+        "socket_connect_timeout": settings.connect_timeout_s,
+        "socket_timeout": timeout_s or settings.socket_timeout_s,
+        "health_check_interval": 30,
+        "driver_info": DRIVER,
+    }
+    url = settings.redis_url
+    scheme = urlsplit(url).scheme
+    if scheme == SENTINEL_SCHEME:
+        hosts, service, master_options, sentinel_password = sentinel_parts(url)
+        watchers = _sentinel_kwargs(options, sentinel_password)
+        sentinel = SyncSentinel(hosts, sentinel_kwargs=watchers)  # type: ignore[no-untyped-call]
+        retry = SyncRetry(NoBackoff(), 0)
+        return sentinel.master_for(service, **master_options, **options, retry=retry)  # type: ignore[no-untyped-call]
+    if scheme in CLUSTER_SCHEMES:
+        nodes, from_url = cluster_parts(url)
+        return SyncRedisCluster(
+            startup_nodes=[SyncClusterNode(host, port) for host, port in nodes],  # type: ignore[no-untyped-call]
+            **from_url,
+            **options,
+        )
+    return redis.Redis.from_url(url, **options, retry=SyncRetry(NoBackoff(), 0))
 
 
 def ms_from_time(reply: tuple[int, int] | list[Any]) -> int:

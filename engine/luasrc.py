@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+import redis as sync_redis
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.exceptions import NoScriptError
@@ -46,6 +47,26 @@ _SOURCES = load_sources()
 _SHAS = {verb: hashlib.sha1(source.encode()).hexdigest() for verb, (_, source) in _SOURCES.items()}
 
 
+def _key_names(verb: str, num_keys: int, keys: QueueKeys | Sequence[str]) -> Sequence[str]:
+    names = keys.for_script(verb) if isinstance(keys, QueueKeys) else keys
+    if len(names) != num_keys:
+        raise ValueError(f"{verb} takes {num_keys} keys, got {len(names)}")
+    return names
+
+
+def run_sync(
+    redis: sync_redis.Redis, verb: str, keys: QueueKeys | Sequence[str], args: list[Any]
+) -> Any:
+    """Run script `verb` on a synchronous client (Script.__call__'s twin, the same source)."""
+    num_keys, source = _SOURCES[verb]
+    command = ("EVALSHA", _SHAS[verb], num_keys, *_key_names(verb, num_keys, keys), *args)
+    try:
+        return redis.execute_command(*command)  # type: ignore[no-untyped-call]
+    except NoScriptError:  # a server that restarted, flushed its scripts or is new
+        redis.script_load(source)
+        return redis.execute_command(*command)  # type: ignore[no-untyped-call]
+
+
 @dataclass(frozen=True, slots=True)
 class Script:
     """One transition script bound to a client: EVALSHA, loading the source after NOSCRIPT.
@@ -61,10 +82,7 @@ class Script:
     redis: Redis
 
     def _names(self, keys: QueueKeys | Sequence[str]) -> Sequence[str]:
-        names = keys.for_script(self.verb) if isinstance(keys, QueueKeys) else keys
-        if len(names) != self.num_keys:
-            raise ValueError(f"{self.verb} takes {self.num_keys} keys, got {len(names)}")
-        return names
+        return _key_names(self.verb, self.num_keys, keys)
 
     def queue_in(self, pipe: Pipeline, keys: QueueKeys, args: list[Any]) -> None:
         """Add a call of the script to `pipe` (its reply is NOSCRIPT if the server lacks it)."""

@@ -6,6 +6,7 @@ the queue check)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -16,6 +17,7 @@ from .settings import EngineSettings
 if TYPE_CHECKING:
     from .client import Client
     from .job import Job
+    from .syncclient import SyncClient
 
 AsyncSubmit = Callable[["Job"], Awaitable["Job"]]
 SyncSubmit = Callable[["Job"], "Job"]
@@ -24,14 +26,21 @@ _settings: EngineSettings | None = None
 _installed: tuple[AsyncSubmit, SyncSubmit] | None = None
 # One client per event loop: a client's connections belong to the loop that made them.
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Client] = weakref.WeakKeyDictionary()
+# The sync client of the configured settings (thread-safe: every thread of the process shares it).
+_sync_client: SyncClient | None = None
+_sync_lock = threading.Lock()
 
 
 def configure(settings: EngineSettings) -> None:
     """Submit `task.enqueue()` and `task.delay()` jobs to the Redis of `settings` (the last of
     `configure` and `install` called wins)."""
-    global _settings, _installed
+    global _settings, _installed, _sync_client
     _settings, _installed = settings, None
     _clients.clear()
+    with _sync_lock:
+        old, _sync_client = _sync_client, None
+    if old is not None:
+        old.close()
 
 
 def install(async_submit: AsyncSubmit, sync_submit: SyncSubmit) -> None:
@@ -68,13 +77,13 @@ def submit(job: Job) -> Job:
     """Submit `job` from sync code (not from inside a running event loop: await enqueue())."""
     if _installed is not None:
         return _installed[1](job)
-    from .client import Client
-
+    global _sync_client
     settings = _chosen_settings()
+    with _sync_lock:
+        if _sync_client is None or _sync_client.settings != settings:
+            from .syncclient import SyncClient
 
-    async def once() -> Job:
-        async with Client(settings) as client:
-            await client.enqueue_many([job])
-        return job
-
-    return asyncio.run(once())
+            _sync_client = SyncClient(settings)
+        client = _sync_client
+    client.enqueue_many([job])
+    return job

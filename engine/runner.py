@@ -60,6 +60,8 @@ class Outcome:
     # Seconds before the retry; None re-queues at once.
     delay_s: float | None = None
     result_ttl_s: int = 86_400
+    # When the worker had it (time.monotonic()): the start of the window until it is durable.
+    ended_at: float = 0.0
 
 
 def options_for(task: Task, job: Job) -> TaskOptions:

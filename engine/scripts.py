@@ -50,6 +50,8 @@ __all__ = [
     "claim_argv",
     "claimed",
     "load_sources",
+    "read_submission",
+    "submit_argv",
 ]
 
 
@@ -89,6 +91,31 @@ def claimed(rows: list[list[Any]]) -> list[Claimed]:
     return [Claimed._make(row) for row in rows]
 
 
+def submit_argv(
+    keys: QueueKeys,
+    *,
+    events_maxlen: int,
+    replaced_ttl_ms: int,
+    atomic: bool,
+    jobs: Sequence[bytes],
+) -> list[Any]:
+    """Return submit-13.lua's ARGV (Scripts.submit; the sync client sends the same)."""
+    argv: list[Any] = [keys.job_prefix, events_maxlen, replaced_ttl_ms, _flag(atomic)]
+    return [*argv, keys.children_prefix, len(jobs), *jobs]
+
+
+def read_submission(keys: QueueKeys, out: list[Any]) -> Submission:
+    """Read submit-13.lua's reply; a refused batch raises UnknownParent or DuplicateJob."""
+    if out[0] == Code.UNKNOWN_PARENT:
+        raise UnknownParent(
+            f"depends_on names job {out[1]!r}, which is not in queue {keys.queue!r}"
+        )
+    if out[0] == Code.DUPLICATE_ID:  # a flow refused whole
+        raise DuplicateJob(f"job ids already exist: {out[1]}")
+    rows = zip(out[1::3], out[2::3], out[3::3], strict=True)
+    return Submission(out[0] == 0, [Submitted(*row) for row in rows])
+
+
 class Scripts:
     """Every transition script on one Redis client, each as a typed method."""
 
@@ -105,16 +132,14 @@ class Scripts:
         jobs: Sequence[bytes],
     ) -> Submission:
         """Submit jobs (each one JSON array, engine/submit.py); a refused batch raises."""
-        argv: list[Any] = [keys.job_prefix, events_maxlen, replaced_ttl_ms, _flag(atomic)]
-        out = await self.raw["submit"](keys, [*argv, keys.children_prefix, len(jobs), *jobs])
-        if out[0] == Code.UNKNOWN_PARENT:
-            raise UnknownParent(
-                f"depends_on names job {out[1]!r}, which is not in queue {keys.queue!r}"
-            )
-        if out[0] == Code.DUPLICATE_ID:  # a flow refused whole
-            raise DuplicateJob(f"job ids already exist: {out[1]}")
-        rows = zip(out[1::3], out[2::3], out[3::3], strict=True)
-        return Submission(out[0] == 0, [Submitted(*row) for row in rows])
+        argv = submit_argv(
+            keys,
+            events_maxlen=events_maxlen,
+            replaced_ttl_ms=replaced_ttl_ms,
+            atomic=atomic,
+            jobs=jobs,
+        )
+        return read_submission(keys, await self.raw["submit"](keys, argv))
 
     async def claim(self, keys: QueueKeys, **options: Unpack[ClaimOptions]) -> list[Claimed]:
         """Claim up to max_jobs ready jobs (most_suspects -1: any number of suspects).

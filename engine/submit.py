@@ -11,7 +11,7 @@ from . import serializer
 from .errors import ConfigError
 from .job import Job
 from .keys import QueueKeys
-from .scripts import Scripts, Submission
+from .scripts import Scripts, Submission, read_submission, submit_argv
 from .settings import EngineSettings
 from .task import json_args
 
@@ -109,6 +109,19 @@ def job_spec(
     return serializer.dumps(spec)
 
 
+def submit_args(
+    settings: EngineSettings, keys: QueueKeys, specs: list[bytes], atomic: bool = False
+) -> list[Any]:
+    """Return submit-13.lua's ARGV for `specs` (what the async and the sync clients send)."""
+    return submit_argv(
+        keys,
+        events_maxlen=settings.events_emergency_maxlen,
+        replaced_ttl_ms=settings.default_result_ttl_s * 1000,
+        atomic=atomic,
+        jobs=specs,
+    )
+
+
 async def submit(
     scripts: Scripts,
     settings: EngineSettings,
@@ -117,10 +130,5 @@ async def submit(
     atomic: bool = False,
 ) -> Submission:
     """Run submit-13.lua; return what it did with each job; a refused batch raises."""
-    return await scripts.submit(
-        keys,
-        events_maxlen=settings.events_emergency_maxlen,
-        replaced_ttl_ms=settings.default_result_ttl_s * 1000,
-        atomic=atomic,
-        jobs=specs,
-    )
+    argv = submit_args(settings, keys, specs, atomic)
+    return read_submission(keys, await scripts.raw["submit"](keys, argv))

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 from collections import defaultdict, deque
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
@@ -41,6 +42,13 @@ from .task import Registry, Task
 from .transitions import TransitionHooks
 from .upkeep import Running, Upkeep
 from .versions import Versions
+
+# Outcome writes in flight at once: an outcome goes to Redis as soon as its job ends while fewer
+# are in flight (its window to a SIGKILL is one round trip); beyond, outcomes gather into the
+# next write, so batches form only under load.
+MAX_FLUSHES = 2
+# How many windows (job end -> outcome durable, seconds) a worker keeps for its benchmark.
+WINDOWS_KEPT = 10_000
 
 log = logging.getLogger("engine.worker")
 
@@ -106,6 +114,10 @@ class Worker(ClaimSteps, ShutdownSteps):
         self._unflushed = 0
         self._slot_free = asyncio.Event()
         self._flush_wanted = asyncio.Event()
+        self._flush_error: BaseException | None = None  # the last failed write (backs off)
+        self._flush_retry = Reconnect("flush")
+        # Seconds from a job's end to its outcome durable in Redis, the latest WINDOWS_KEPT.
+        self.windows: deque[float] = deque(maxlen=WINDOWS_KEPT)
         self._stopping = asyncio.Event()
         # Cleared while the worker is quiet (engine/control.py): it claims nothing, runs on.
         self._claiming = asyncio.Event()
@@ -440,6 +452,7 @@ class Worker(ClaimSteps, ShutdownSteps):
     def _finish(self, rec: Running, outcome: Outcome | None) -> None:
         self._forget(rec)
         if outcome is not None:
+            outcome.ended_at = time.monotonic()
             self._outcomes.append(outcome)
             self._unflushed += 1
             self._flush_wanted.set()
@@ -480,30 +493,54 @@ class Worker(ClaimSteps, ShutdownSteps):
         return not any(sizes)
 
     async def _flush_loop(self) -> None:
-        retry = Reconnect("flush")
-        while True:
-            await self._flush_wanted.wait()
-            self._flush_wanted.clear()
-            batch, self._outcomes = self._outcomes, []
-            if batch:
-                failpoints.bug("bug_in_flush")
-                # Outcomes not written (Redis gone or refusing) stay pending, ahead of newer ones;
-                # rewriting one is safe: the fenced scripts refuse what this worker no longer owns.
-                self._writing = batch
-                try:
-                    unwritten, error = await self.writer.write(batch)
-                finally:
-                    self._writing = []
-                self._unflushed -= len(batch) - len(unwritten)
-                self._slot_free.set()  # claims wait on unwritten outcomes too (claiming.py)
-                if error is not None:
-                    self._outcomes[:0] = unwritten
-                    self._flush_wanted.set()
-                    await retry.failed(error)
-                    continue
-                retry.ok()
-            if self._stopping.is_set() and not self._active and not self._outcomes:
-                return
+        """Write outcomes as soon as they come, up to MAX_FLUSHES writes in flight; beyond
+        that they gather into the next write (a batch forms only under load)."""
+        flying: dict[asyncio.Task[None], list[Outcome]] = {}
+        try:
+            while True:
+                await self._flush_wanted.wait()
+                self._flush_wanted.clear()
+                if self._flush_error is not None:  # back off before writing again
+                    error, self._flush_error = self._flush_error, None
+                    await self._flush_retry.failed(error)
+                while self._outcomes and len(flying) < MAX_FLUSHES:
+                    failpoints.bug("bug_in_flush")
+                    batch, self._outcomes = self._outcomes, []
+                    write = asyncio.create_task(self._write_outcomes(batch, flying))
+                    flying[write] = batch
+                    write.add_done_callback(self._crash_on_bug)
+                    self._writing = [o for b in flying.values() for o in b]
+                stopped = self._stopping.is_set() and not self._active
+                if stopped and not self._outcomes and not flying:
+                    return
+        finally:
+            for write in flying:
+                write.cancel()
+            await asyncio.gather(*flying, return_exceptions=True)
+
+    async def _write_outcomes(
+        self, batch: list[Outcome], flying: dict[asyncio.Task[None], list[Outcome]]
+    ) -> None:
+        """Write one batch; what is not written (Redis gone or refusing) goes back ahead of the
+        newer outcomes, and the flusher backs off. Rewriting one is safe: the fenced scripts
+        refuse what this worker no longer owns."""
+        try:
+            unwritten, error = await self.writer.write(batch)
+        finally:
+            me = asyncio.current_task()
+            if me is not None:
+                flying.pop(me, None)
+            self._writing = [o for b in flying.values() for o in b]
+        self._unflushed -= len(batch) - len(unwritten)
+        self._slot_free.set()  # claims wait on unwritten outcomes too (claiming.py)
+        if error is not None:
+            self._outcomes[:0] = unwritten
+            self._flush_error = error
+        else:
+            self._flush_retry.ok()
+            now = time.monotonic()
+            self.windows.extend(now - o.ended_at for o in batch)
+        self._flush_wanted.set()
 
     async def _upkeep_loop(self) -> None:
         retry = Reconnect("upkeep")

@@ -301,24 +301,30 @@ async def test_sigkill_chaos_with_default_settings(
         await asyncio.sleep(2)
     await wait_terminal(client, ids, 120)
     report = audit(settings.redis_url, ids, ledger, set(kill_times))
-    report.assert_clean()
-    assert report.states == {"completed": 2000}, report.states
-    # The cleaner hands a cut-off job back within the liveness window, a cleaner interval and
-    # 1 s of the kill (p99; defaults: 2 s and 1 s).
     back = handbacks(settings.redis_url, ledger, kill_times)
     p99 = back[int(0.99 * (len(back) - 1))]
-    defaults = EngineSettings.from_url(settings.redis_url)
-    assert p99 <= defaults.liveness_window_s + defaults.cleaner_interval_s + 1.0, back[-10:]
+    # Jobs that ran to their end twice: their worker died after the function returned and
+    # before the completion was durable (the window; bench/completion_window.py). Reported
+    # (first, whatever the asserts below find), not asserted: a kill lands in that window by
+    # chance.
+    twice = [job for job, n in ends_per_job(ledger).items() if n > 1]
     record(
         "sigkill_chaos_defaults",
         jobs=2000,
         kills=len(kill_times),
         lost=len(report.lost),
+        completed_twice=len(twice),
         orphaned=len(back),
         handback_p50_s=round(statistics.median(back), 2),
         handback_p99_s=round(p99, 2),
         handback_max_s=round(back[-1], 2),
     )
+    report.assert_clean()
+    assert report.states == {"completed": 2000}, report.states
+    # The cleaner hands a cut-off job back within the liveness window, a cleaner interval and
+    # 1 s of the kill (p99; defaults: 2 s and 1 s).
+    defaults = EngineSettings.from_url(settings.redis_url)
+    assert p99 <= defaults.liveness_window_s + defaults.cleaner_interval_s + 1.0, back[-10:]
 
 
 async def test_blocked_loops_and_cpu_bound_jobs_keep_their_jobs(

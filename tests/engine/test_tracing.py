@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from engine import Client, EngineSettings, tracing
+from engine import Client, EngineSettings, SyncClient, tracing
 
 from . import tasks as t
 from .helpers import drain
@@ -83,3 +83,18 @@ async def test_off_without_the_package(
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "off", done.stderr
+
+
+def test_a_sync_enqueue_opens_the_same_span(
+    settings: EngineSettings, spans: InMemorySpanExporter
+) -> None:
+    """SyncClient runs the client's steps: its producer span is a child of the caller's span,
+    and the job carries that context."""
+    with SyncClient(settings) as sync, trace.get_tracer("test").start_as_current_span("view"):
+        job = sync.enqueue(t.add, 1, 2)
+        stored = sync.redis.hget(sync._enqueuer.keys("default").job(job.id), "trace_context")
+    assert stored is not None and "traceparent" in stored
+    finished = spans.get_finished_spans()
+    view, enqueue = named(finished, "view"), named(finished, "jobsite.enqueue add")
+    assert enqueue.kind is SpanKind.PRODUCER
+    assert enqueue.parent is not None and enqueue.parent.span_id == view.context.span_id

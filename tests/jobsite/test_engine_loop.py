@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextvars
 import multiprocessing
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -38,7 +39,8 @@ def queued(server: RedisServer) -> int:
 def test_sync_calls_share_pooled_connections(
     engine: EngineSettings, redis_server: RedisServer
 ) -> None:
-    services.enqueue(t.add, 0, 0)  # opens the loop's connection
+    first = services.enqueue(t.add, 0, 0)  # opens the sync client's connection
+    services.get_job(first.id)  # opens the loop's connection
     before = connections_received(redis_server)
     jobs = [services.enqueue(t.add, i, i) for i in range(50)]
     assert {services.get_job(job.id).id for job in jobs[:10]} == {job.id for job in jobs[:10]}
@@ -116,3 +118,62 @@ def test_a_forked_child_enqueues_on_a_loop_of_its_own(
     assert queued(redis_server) == 2
     services.enqueue(t.add, 1, 1)  # the parent's loop still serves it
     assert queued(redis_server) == 3
+
+
+@pytest.fixture
+def no_new_loops(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Count event loops made and engine loops started (a sync enqueue must make neither)."""
+    import asyncio
+
+    import uvloop
+
+    from jobsite.jobs.services import engineloop
+
+    made: list[str] = []
+
+    def counted(name: str, real: Any) -> Any:
+        def make(*args: Any, **kwargs: Any) -> Any:
+            made.append(name)
+            return real(*args, **kwargs)
+
+        return make
+
+    monkeypatch.setattr(asyncio, "new_event_loop", counted("asyncio", asyncio.new_event_loop))
+    monkeypatch.setattr(uvloop, "new_event_loop", counted("uvloop", uvloop.new_event_loop))
+    monkeypatch.setattr(engineloop, "_current", None)  # restored after: the test starts none
+    monkeypatch.setattr(engineloop, "EngineLoop", counted("engine loop", engineloop.EngineLoop))
+    yield made
+
+
+def test_a_sync_enqueue_runs_on_the_callers_thread_without_a_loop(
+    engine: EngineSettings, redis_server: RedisServer, no_new_loops: list[str]
+) -> None:
+    """services.enqueue and a django.tasks task's enqueue(), from 8 threads at once: no event
+    loop is made, the engine loop is not started, Redis is talked to on each caller's thread."""
+    from engine import SyncClient
+    from tests.jobsite import dj_tasks
+
+    where: list[tuple[str, int]] = []
+    real_run = SyncClient._run
+
+    def run(self: SyncClient, step: Any) -> Any:
+        where.append((threading.current_thread().name, threading.get_ident()))
+        return real_run(self, step)
+
+    def caller(n: int) -> None:
+        for i in range(5):
+            services.enqueue(t.add, n, i)
+            dj_tasks.add.enqueue(n, i)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(SyncClient, "_run", run)
+        threads = [threading.Thread(target=caller, args=(n,), name=f"view-{n}") for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert queued(redis_server) == 80
+    assert no_new_loops == []
+    assert {name for name, _ in where} == {f"view-{n}" for n in range(8)}
+    idents = {thread.name: thread.ident for thread in threads}
+    assert all(idents[name] == ident for name, ident in where)

@@ -23,6 +23,7 @@ from jobsite.jobs import conf, services
 from jobsite.jobs.history.mirror import Mirror
 from jobsite.jobs.models import JobRecord
 from jobsite.jobs.permissions import OPERATORS, VIEWERS
+from jobsite.jobs.services import roles
 from jobsite.jobs.tasks.registry import load_tasks
 from tests.engine import tasks as t
 
@@ -196,6 +197,7 @@ def test_every_operation_narrows_to_the_tokens_queue(two_queues: EngineSettings)
     secrets = [*jobs.scheduled, *jobs.failed, jobs.schedule]
     before = dict(JobRecord.objects.values_list("id", "state"))
     key = billing_operator()
+    roles.save_role("default", ["default"])  # a role of default's queue, not billing's
     for method, path, body, _perm in api_table(jobs):
         response = api(method, path, key, body)
         text = response.content.decode()

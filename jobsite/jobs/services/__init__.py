@@ -282,7 +282,18 @@ async def _push(client: Client, jobs: list[Job]) -> None:
         log.info("outbox push found jobs already submitted count=%d", len(jobs))
 
 
-push, apush = twins(_push)
+async def apush(jobs: list[Job]) -> None:
+    """Async twin of `push`, on the caller's own loop (engineloop.loop_client: no hop)."""
+    await _push(engineloop.loop_client(engine_settings()), jobs)
+
+
+def push(jobs: list[Job]) -> None:
+    """Submit jobs from sync code on the caller's thread (engineloop.sync_client: no hop);
+    ids that already reached Redis count as submitted (pushing is idempotent)."""
+    try:
+        engineloop.sync_client(engine_settings()).enqueue_many(jobs)
+    except DuplicateJob:
+        log.info("outbox push found jobs already submitted count=%d", len(jobs))
 
 
 def _outbox_payload(job: Job) -> dict[str, Any]:

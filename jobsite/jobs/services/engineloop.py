@@ -1,6 +1,9 @@
 """How a service call reaches the engine: `twins()` makes the sync and async forms of an
 operation; both run on the process's engine loop (one daemon thread running an event loop, and
-the engine clients it keeps open), except inside a `session()`.
+the engine clients it keeps open), except inside a `session()`. An enqueue from sync code does
+not hop: it runs on the caller's thread on the process's `sync_client` (engine.SyncClient, a
+blocking connection pool beside the loop), the hot path of a view; one from async code runs on
+the caller's own loop (`loop_client`).
 
 `async_to_sync` makes a new event loop for each call, and an engine client belongs to one
 loop, so each sync call used to open a connection, name it, register its queue and close it
@@ -15,6 +18,7 @@ import atexit
 import logging
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from concurrent.futures import Future
@@ -22,7 +26,7 @@ from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Any, Concatenate
 
-from engine import Client, EngineSettings
+from engine import Client, EngineSettings, SyncClient
 from jobsite.jobs.conf import engine_settings
 
 log = logging.getLogger("jobsite.engineloop")
@@ -117,16 +121,60 @@ async def acall[T](settings: EngineSettings, fn: Callable[[Client], Awaitable[T]
     return await asyncio.wrap_future(engine_loop().submit(settings, fn))
 
 
+# Sync clients kept open, one per EngineSettings (the least recently used beyond MOST_CLIENTS
+# is closed); every thread shares them (redis-py's blocking pool is thread-safe).
+_sync_clients: OrderedDict[EngineSettings, SyncClient] = OrderedDict()
+_sync_lock = threading.Lock()
+
+
+def sync_client(settings: EngineSettings) -> SyncClient:
+    """Return the process's sync client of `settings` (made on first use)."""
+    with _sync_lock:
+        client = _sync_clients.get(settings)
+        if client is not None:
+            _sync_clients.move_to_end(settings)
+            return client
+        client = _sync_clients[settings] = SyncClient(settings)
+        while len(_sync_clients) > MOST_CLIENTS:
+            _sync_clients.popitem(last=False)[1].close()
+        return client
+
+
+# An enqueue from async code runs on the caller's own loop, on a client of that loop (as fast as
+# the engine's own client: no hop); kept per loop, dropped with it.
+_loop_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Client] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def loop_client(settings: EngineSettings) -> Client:
+    """Return the running loop's client of `settings` (a `session()`'s inside one)."""
+    shared = _session_client()
+    if shared is not None:
+        return shared
+    loop = asyncio.get_running_loop()
+    client = _loop_clients.get(loop)
+    if client is None or client.settings != settings:
+        client = _loop_clients[loop] = Client(settings)
+    return client
+
+
 def _forget_in_child() -> None:
     """A forked child has no engine thread: let it start its own (the parent's sockets stay)."""
-    global _current, _lock
+    global _current, _lock, _sync_lock
     _current, _lock = None, threading.Lock()
+    _sync_clients.clear()  # their pools belong to the parent's sockets
+    _loop_clients.clear()
+    _sync_lock = threading.Lock()
 
 
 def _close_at_exit() -> None:
     with _lock:
         if _current is not None:
             _current.close()
+    with _sync_lock:
+        while _sync_clients:
+            _sync_clients.popitem()[1].close()
 
 
 os.register_at_fork(after_in_child=_forget_in_child)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
+import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -77,6 +79,16 @@ def task_defaults(alias: str) -> dict[str, Any]:
     return dict(backend.options.get("TASK_OPTIONS", {})) if backend.options else {}
 
 
+# How many django Tasks a backend keeps the checked engine task of (a `using()` call makes a new
+# Task object each time: the oldest go first).
+REFS_KEPT = 256
+
+
+@functools.cache
+def _signature(func: Any) -> inspect.Signature:
+    return inspect.signature(func)
+
+
 def _dt(ms: int | None) -> datetime | None:
     return None if not ms else datetime.fromtimestamp(ms / 1000, tz=UTC)
 
@@ -101,6 +113,10 @@ class JobsiteBackend(BaseTaskBackend):
         super().__init__(alias, params)
         self._tasks: dict[str, DjangoTask] | None = None
         self.outbox = bool(self.options.get("TRANSACTIONAL_OUTBOX", False))
+        # The engine task of each django Task checked lately, by identity (a Task is frozen):
+        # building one costs more than the rest of an enqueue but Redis' round trip.
+        self._refs: dict[int, tuple[DjangoTask, Task]] = {}
+        self._refs_lock = threading.Lock()
 
     @property
     def tasks(self) -> dict[str, DjangoTask]:
@@ -114,21 +130,37 @@ class JobsiteBackend(BaseTaskBackend):
         self._checked_ref(task)
 
     def _checked_ref(self, task: DjangoTask) -> Task:
-        """Validate `task` (see validate_task); return the engine task it is enqueued as."""
+        """Validate `task` (see validate_task); return the engine task it is enqueued as.
+
+        A Task checked before is not checked again (it is frozen, and so are its backend's
+        options), except for its queue: JOBSITE["QUEUES"] may change.
+        """
+        known = self._refs.get(id(task))
+        if known is not None and known[0] is task:
+            try:
+                check_queue(task.queue_name)
+            except ConfigError as exc:
+                raise InvalidTask(str(exc)) from None
+            return known[1]
         super().validate_task(task)
         try:
             validate_queue_name(task.queue_name)
             check_queue(task.queue_name)
-            return engine_ref(task)  # the engine's options, checked here
+            ref = engine_ref(task)  # the engine's options, checked here
         except ConfigError as exc:
             raise InvalidTask(str(exc)) from None
+        with self._refs_lock:
+            self._refs[id(task)] = (task, ref)
+            while len(self._refs) > REFS_KEPT:
+                del self._refs[next(iter(self._refs))]
+        return ref
 
     def _prepare(self, task: DjangoTask, args: Any, kwargs: Any) -> tuple[EngineJob, TaskResult]:
         """Check the call and build its job and result; nothing reaches Redis yet."""
         ref = self._checked_ref(task)
         lead = (None,) if task.takes_context else ()
         try:
-            inspect.signature(task.func).bind(*lead, *args, **kwargs)
+            _signature(task.func).bind(*lead, *args, **kwargs)
         except TypeError as exc:
             raise InvalidArguments(f"task {task.module_path!r}: {exc}") from None
         job = ref.call(*args, **kwargs)
