@@ -126,6 +126,25 @@ def test_a_locked_history_table_is_waited_out_and_the_worker_beside_goes_on(
     _check(site, f"history table locked {LOCK_S:g} s while {jobs} jobs ran", tally, seconds)
 
 
+def test_a_burst_worker_waits_out_a_locked_table_before_it_exits(site: Site) -> None:
+    """`runworker --burst` (worker and mirror) drains the streams before it exits: a history
+    table locked past SQLite's busy timeout (and PostgreSQL's lock) is waited out, not a crash."""
+    jobs = 5000
+    asyncio.run(site.feed(jobs))
+    proc = site.start("burst", "worker,mirror", "--burst", "--concurrency", "100")
+    deadline = time.monotonic() + 60
+    while "worker started" not in site.log("burst"):  # its checks ran on an unlocked database
+        assert proc.poll() is None and time.monotonic() < deadline, site.log("burst")
+        time.sleep(0.05)
+    with history_locked(site):
+        ran_s = asyncio.run(site.drained(timeout_s=60))
+        time.sleep(8.0)  # past SQLite's 5 s busy timeout: the last drain waits too
+        assert proc.poll() is None, site.log("burst")  # still waiting, not crashed
+    assert proc.wait(timeout=120) == 0, site.log("burst")
+    tally = site.tally()
+    _check(site, f"burst of {jobs} jobs ({ran_s:.1f} s) through a locked table", tally, 0.0)
+
+
 def test_postgres_unreachable_refusing_then_blackholed_is_waited_out(
     site: Site, tmp_path: Path
 ) -> None:

@@ -44,6 +44,8 @@ log = logging.getLogger("jobsite.runworker")
 LOOPS = ("worker", "mirror", "relay", "reconcile", "retention", "depth", "health")
 # Database failures that pass (a dropped connection, a locked SQLite file): retried like Redis'.
 DB_TRANSIENT: tuple[type[BaseException], ...] = (OperationalError, InterfaceError)
+# How long a burst's last drain of the streams waits out database trouble before it gives up.
+DRAIN_PATIENCE_S = 60.0
 
 
 class Command(BaseCommand):
@@ -237,12 +239,25 @@ class Command(BaseCommand):
 
     @staticmethod
     async def _drain(mirror: Mirror | None) -> None:
-        """In burst mode: apply every event still in the streams before exiting."""
+        """In burst mode: apply every event still in the streams before exiting.
+
+        Database trouble (SQLite busy with another loop's write, a dropped connection) is waited
+        out as the mirror loop waits it out, for DRAIN_PATIENCE_S; nothing unwritten is acked.
+        """
         if mirror is None:
             return
-        await mirror.start()
-        while await mirror.step(block_ms=200):
-            pass
+        retry = Reconnect("mirror drain", transient=DB_TRANSIENT)
+        deadline = time.monotonic() + DRAIN_PATIENCE_S
+        while True:
+            try:
+                await mirror.start()
+                while await mirror.step(block_ms=200):
+                    pass
+                return
+            except Exception as exc:
+                if time.monotonic() > deadline:
+                    raise
+                await retry.failed(exc)  # re-raises a bug
 
 
 def recycling_flags(options: dict[str, Any]) -> dict[str, Any]:
