@@ -36,7 +36,7 @@ from jobsite.jobs.api.schemas import (
 from jobsite.jobs.api.waiting import reasons_out
 from jobsite.jobs.arguments import check_types
 from jobsite.jobs.models import JobRecord
-from jobsite.jobs.permissions import Perm, aneed, need
+from jobsite.jobs.permissions import Grant, Perm, aneed, need
 from jobsite.jobs.search import text_search
 from jobsite.jobs.tasks import runnable
 
@@ -177,15 +177,23 @@ def list_jobs(
     return JobPage.model_validate({"items": items, "next_cursor": next_cursor})
 
 
+async def _live_job(request: HttpRequest, job_id: str, perm: Perm) -> tuple[Grant, EngineJob]:
+    """Return the request's rights and the live job `job_id` if they allow `perm` on its queue
+    (404 when Redis no longer holds the job, 403 when its queue is not theirs)."""
+    rights = await aneed(request, perm)
+    try:
+        job = await services.aget_job(job_id)
+    except JobNotFound:
+        raise HttpError(404, f"no live job with id {job_id!r}") from None
+    await rights.arequire(perm, job.queue)
+    return rights, job
+
+
 @router.delete("/{job_id}", response={202: CancelOut, **ERRORS})
 async def cancel(request: HttpRequest, job_id: str) -> Status[CancelOut]:
     """Cancel a queued or running job."""
-    rights = await aneed(request, Perm.CANCEL)
-    try:
-        queue = (await services.aget_job(job_id)).queue
-    except JobNotFound:
-        raise HttpError(404, f"no live job with id {job_id!r}") from None
-    await rights.arequire(Perm.CANCEL, queue)
+    rights, job = await _live_job(request, job_id, Perm.CANCEL)
+    queue = job.queue
     outcome = (await services.acancel([(job_id, queue)]))[job_id]
     if outcome == "not_found":
         raise HttpError(404, f"no live job with id {job_id!r}")
@@ -199,12 +207,7 @@ async def cancel(request: HttpRequest, job_id: str) -> Status[CancelOut]:
 @router.post("/{job_id}/retry", response={200: JobOut, **ERRORS})
 async def retry(request: HttpRequest, job_id: str) -> JobOut:
     """Retry a finished job (failed, stalled, expired, dropped, cancelled) as a new series."""
-    rights = await aneed(request, Perm.RETRY)
-    try:
-        job = await services.aget_job(job_id)
-    except JobNotFound:
-        raise HttpError(404, f"no job with id {job_id!r} in Redis") from None
-    await rights.arequire(Perm.RETRY, job.queue)
+    rights, job = await _live_job(request, job_id, Perm.RETRY)
     refused = runnable.why_not(job.task, job.errors)
     if refused:  # it would only be dropped again
         raise HttpError(409, f"job {job_id!r} cannot run: {refused}")
@@ -262,12 +265,7 @@ async def replay(request: HttpRequest, job_id: str, body: ReplayIn) -> Status[Jo
 @router.post("/{job_id}/run-now", response={200: JobOut, **ERRORS})
 async def run_now(request: HttpRequest, job_id: str) -> JobOut:
     """Run a scheduled job (waiting for its run_at or a retry's backoff) now."""
-    rights = await aneed(request, Perm.RETRY)
-    try:
-        job = await services.aget_job(job_id)
-    except JobNotFound:
-        raise HttpError(404, f"no job with id {job_id!r} in Redis") from None
-    await rights.arequire(Perm.RETRY, job.queue)
+    rights, job = await _live_job(request, job_id, Perm.RETRY)
     outcome = (await services.arun_now([(job_id, job.queue)]))[job_id]
     if outcome != "promoted":
         raise HttpError(409, f"job {job_id!r} is {RUN_NOW_SKIPPED.get(outcome, outcome)}")
