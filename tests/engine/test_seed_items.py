@@ -69,9 +69,13 @@ async def run_scheduler_until(settings: EngineSettings, client: Client, done: ob
 
 
 async def tick_ids(client: Client, name: str) -> list[str]:
-    keys = client.keys("default")
-    found = [k.removeprefix(keys.job("")) for k in await client.redis.keys(keys.job(f"{name}@*"))]
-    return sorted(found)
+    """Return the ids of the jobs of schedule `name` Redis holds (a cluster's slot too)."""
+    found: list[str] = []
+    cursor = None
+    while cursor != 0:
+        cursor, ids = await client.scan_job_ids("default", cursor or 0)
+        found += [i for i in ids if i.startswith(f"{name}@")]
+    return sorted(set(found))
 
 
 async def test_repeat_every_at_enqueue_with_a_limit_fires_n_times_then_ends(
