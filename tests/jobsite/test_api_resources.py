@@ -94,7 +94,7 @@ def test_every_dlq_alias_answers_as_the_resource_does(engine: EngineSettings, to
     assert call(web, "post", "/dlq/resubmit", token, data=body).json() == {"count": 1}
     assert call(web, "post", "/dlq/purge", token, data={"queue": "default"}).status_code == 422
     left = [j["id"] for j in call(web, "get", "/dead-letters/jobs", token).json()]
-    assert left == booms[2:]
+    assert sorted(left) == sorted(booms[2:])  # a worker of 10 fails them in any order
 
 
 def test_dead_letters_act_by_ids_and_by_queue(engine: EngineSettings, token: str) -> None:
@@ -137,7 +137,7 @@ def test_the_client_uses_the_dead_letter_resource(engine: EngineSettings, token:
     booms = _fail(engine, web, token, 2)
     with JobsiteClient("http://testserver", token, transport=transport) as client:
         client.http.event_hooks["request"] = [record]
-        assert [j["id"] for j in client.dlq(task="boom")] == booms
+        assert sorted(j["id"] for j in client.dlq(task="boom")) == sorted(booms)
         assert client.purge_dlq("default", [booms[0]])["changed"] == 1
         assert client.resubmit_dlq("default", ids=[booms[1]])["changed"] == 1
         assert client.dlq() == []
