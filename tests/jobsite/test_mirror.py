@@ -436,3 +436,40 @@ def test_notes_of_folded_submits_change_no_row_and_are_acked(engine: EngineSetti
     assert rows[old].state == "cancelled" and rows[new].state == "scheduled"
     assert [tr["to"] for tr in rows[old].transitions] == ["scheduled", "cancelled"]
     assert rows[gone].state == "submitted"  # from its own event, not the note's empty state
+
+
+def test_the_mirror_keeps_its_connection_across_batches_whatever_conn_max_age(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # CONN_MAX_AGE 0 (Django's default) ends a connection with each request; a mirror writing
+    # batch after batch keeps it, and drops it only once it broke.
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 0)
+    connection.ensure_connection()
+    connection.close_at = time.monotonic()  # what Django sets for CONN_MAX_AGE 0
+    closed: list[bool] = []
+    monkeypatch.setattr(connection, "close", lambda: closed.append(True))
+    for _ in range(2):
+        mirror_module._closing_stale(JobRecord.objects.count)
+    assert closed == []
+    connection.errors_occurred = True
+    monkeypatch.setattr(connection, "is_usable", lambda: False)
+    mirror_module._closing_stale(JobRecord.objects.count)
+    assert closed == [True]
+
+
+def test_a_gap_check_with_nothing_to_repair_leaves_the_batch_being_written(
+    engine: EngineSettings,
+) -> None:
+    # The check runs every second: waiting for the batch being written each time would stop
+    # the next read from overlapping its write.
+    async def check() -> int:
+        mirror = Mirror(["default"], consumer="checker")
+        try:
+            await mirror.reader.ensure_groups()
+            mirror._writing = asyncio.get_running_loop().create_future()  # a write under way
+            return await asyncio.wait_for(mirror.repair(), timeout=5)
+        finally:
+            mirror._writing = None
+            await mirror.aclose()
+
+    assert async_to_sync(check)() == 0

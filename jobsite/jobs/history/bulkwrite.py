@@ -11,6 +11,7 @@ caller made under `lock_queues`.
 from __future__ import annotations
 
 import functools
+import time
 import weakref
 from collections.abc import Callable, Container, Iterable, Sequence
 from concurrent.futures import Executor
@@ -370,9 +371,28 @@ def search_aside(
 
 def write_texts(texts: list[tuple[str, str]], stored_ids: Container[str]) -> None:
     """Write search texts in a transaction of this thread's connection (search_aside)."""
-    connection.close_if_unusable_or_obsolete()  # after an error: a fresh connection
+    drop_stale_connection()  # after an error: a fresh connection
     with transaction.atomic():
         upsert_search(texts, stored_ids=stored_ids)
+
+
+def drop_stale_connection() -> None:
+    """Close this thread's connection if it broke, or outlived a CONN_MAX_AGE above 0.
+
+    Django's close_old_connections ends a request: with CONN_MAX_AGE 0 (Django's default) it
+    closes every time, and a loop writing batch after batch would connect again for each one.
+    """
+    if connection.connection is None or connection.in_atomic_block:
+        return
+    if connection.errors_occurred:
+        if connection.is_usable():
+            connection.errors_occurred = False
+        else:
+            connection.close()
+        return
+    max_age_s = connection.settings_dict["CONN_MAX_AGE"]
+    if max_age_s and connection.close_at is not None and time.monotonic() >= connection.close_at:
+        connection.close()
 
 
 def close_connection() -> None:

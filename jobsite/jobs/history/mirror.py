@@ -176,9 +176,9 @@ _by_id = operator.itemgetter("id")
 
 
 def _closing_stale[T](fn: Callable[..., T], *args: Any) -> T:
-    """Run `fn` after dropping a connection that broke or outlived its age (as Django does
-    around a request); one that fails closes for the next call to open afresh."""
-    db.close_old_connections()
+    """Run `fn` after dropping a connection that broke or outlived its age (kept across calls
+    whatever CONN_MAX_AGE); one that fails closes for the next call to open afresh."""
+    bulkwrite.drop_stale_connection()
     try:
         return fn(*args)
     except (db.OperationalError, db.InterfaceError):
@@ -327,17 +327,24 @@ class Mirror:
         when it was first found gone (its later events, if any, are then applied): if its row
         has not ended by then, it is counted (`gap_lost`) and logged, never invented. A loss
         the cleaner did not record (see EventReader.behind_trim) rebuilds every job of the
-        queue. Runs between batches (the one being written is committed first), so a row is
-        never written from a hash older than an event already applied.
+        queue. When there is something to repair it runs between batches (the one being
+        written is committed first), so a row is never written from a hash older than an event
+        already applied; when there is nothing, the batch being written is left to finish.
         """
-        await self.settle()
-        total = 0
+        gaps = []
         for queue in self.queues:
             unrecorded = await self.reader.behind_trim(queue)
+            missed = await self.reader.missed(queue)
+            if unrecorded or missed:
+                gaps.append((queue, unrecorded, missed))
+        if not gaps:
+            return 0
+        await self.settle()
+        total = 0
+        for queue, unrecorded, missed in gaps:
             if unrecorded:
                 total += await self.resync(queue)
                 await self.reader.record_gap(queue, unrecorded)
-            missed = await self.reader.missed(queue)
             if not missed:
                 continue
             read_to, written_to = await self.reader.positions(queue)
