@@ -231,6 +231,8 @@ class WorkerRecord(models.Model):
     host = models.CharField(max_length=200)
     pid = models.IntegerField()
     queues = models.CharField(max_length=500)
+    # The worker role whose queues it follows ("": queues given at start).
+    role = models.CharField(max_length=100, blank=True, default="")
     concurrency = models.IntegerField()
     current_jobs = models.JSONField(default=list)
     started_at = models.DateTimeField()

@@ -3,12 +3,13 @@ backend's OPTIONS["TASK_OPTIONS"] (JobsiteTask, the backend's task_class)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
 
-from engine import Client, EngineSettings
+from engine import Client, EngineSettings, JobNotFound
 from jobsite.jobs.tasks.backend import JobsiteBackend, engine_ref
 from jobsite.jobs.tasks.djtasks import InvalidTask, TaskResultStatus, task_backends
 from jobsite.jobs.tasks.taskclass import JobsiteTask
@@ -74,6 +75,27 @@ def test_limits_and_version_reach_the_job(engine: EngineSettings) -> None:
     assert (job.version, job.ttl_ms) == (1, 60_000)
     async_to_sync(run_worker)(engine)
     assert dj_tasks.report.get_result(result.id).return_value == 1
+
+
+def test_cleanup_on_reaches_the_job_and_drops_it(engine: EngineSettings) -> None:
+    dropped = dj_tasks.add.using(cleanup_on={"completed": 0, "failed": 600}).enqueue(1, 2)
+    assert json.loads(engine_job(engine, dropped.id).cleanup_ms) == {
+        "completed": 0,
+        "failed": 600_000,
+    }
+    listed = dj_tasks.add.using(cleanup_on=["completed"]).enqueue(2, 2)
+    assert json.loads(engine_job(engine, listed.id).cleanup_ms) == {"completed": 0}
+    kept = dj_tasks.add.enqueue(3, 3)
+    assert engine_job(engine, kept.id).cleanup_ms is None
+    async_to_sync(run_worker)(engine)
+    for gone in (dropped.id, listed.id):  # completed: its hash went at once
+        with pytest.raises(JobNotFound):
+            engine_job(engine, gone)
+    assert dj_tasks.add.get_result(kept.id).return_value == 6
+    with pytest.raises(InvalidTask, match="not a final state"):
+        dj_tasks.add.using(cleanup_on={"started": 5})
+    with pytest.raises(InvalidTask, match="seconds >= 0"):
+        dj_tasks.add.using(cleanup_on={"failed": -1})
 
 
 def test_backend_task_options_are_every_tasks_defaults(engine: EngineSettings) -> None:

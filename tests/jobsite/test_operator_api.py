@@ -171,6 +171,63 @@ def test_a_job_of_an_unknown_task_is_not_retried(engine: EngineSettings, token: 
     assert services.get_job(gone).state is JobState.DROPPED
 
 
+def test_a_job_that_cannot_run_says_why(engine: EngineSettings, token: str) -> None:
+    """The job's JSON tells the page why it has no Retry (and no replay): its task is unknown."""
+    web = WebClient()
+    gone = _unknown_task_job(engine)
+    failed = services.enqueue(t.boom).id
+    async_to_sync(run_worker)(engine)
+    live = call(web, "get", f"/jobs/{gone}", token).json()
+    assert "'gone.task'" in live["cannot_run"] and "unknown task" in live["cannot_run"]
+    assert call(web, "get", f"/jobs/{failed}", token).json()["cannot_run"] == ""
+    async_to_sync(mirror_all)()
+    listed = {j["id"]: j for j in call(web, "get", "/jobs", token).json()["items"]}
+    assert "unknown task" in listed[gone]["cannot_run"] and listed[failed]["cannot_run"] == ""
+    services.purge([(gone, "default")])  # gone from Redis: the history row says the same
+    assert "unknown task" in call(web, "get", f"/jobs/{gone}", token).json()["cannot_run"]
+    assert b'id="cannot-run"' in _staff_page(f"/dashboard/jobs/{gone}/")
+
+
+def _staff_page(url: str) -> bytes:
+    from jobsite.jobs.permissions import OPERATORS
+
+    from .conftest import staff_user
+
+    web = WebClient()
+    web.force_login(staff_user("op", OPERATORS))
+    page = web.get(url)
+    assert page.status_code == 200
+    return page.content
+
+
+def test_resubmit_of_a_whole_queue_skips_jobs_that_cannot_run(
+    engine: EngineSettings, token: str
+) -> None:
+    web = WebClient()
+    gone = _unknown_task_job(engine)
+    failed = services.enqueue(t.boom).id
+    async_to_sync(run_worker)(engine)
+    async_to_sync(mirror_all)()
+    assert services.in_dlq("default", [gone, failed]) == {gone, failed}
+    reason = "dropped as an unknown task; no worker has it (register the task first)"
+
+    whole = {"queue": "default", "dry_run": True}
+    counted = call(web, "post", "/dead-letters/resubmit", token, data=whole).json()
+    assert counted == {"matched": 2, "changed": 0, "skipped": {reason: 1}}
+    done = call(web, "post", "/dead-letters/resubmit", token, data={"queue": "default"}).json()
+    assert done == {"matched": 2, "changed": 1, "skipped": {reason: 1}}
+    assert services.get_job(gone).state is JobState.DROPPED
+    assert services.get_job(failed).state is JobState.SUBMITTED
+    assert services.in_dlq("default", [gone, failed]) == {gone}
+
+    # The old alias: the same skip, said beside its count.
+    alias = call(web, "post", "/dlq/resubmit", token, data={"queue": "default"}).json()
+    assert alias == {"count": 0, "skipped": {reason: 1}}
+    by_ids = call(web, "post", "/dlq/resubmit", token, data={"queue": "default", "ids": [gone]})
+    assert by_ids.json() == {"count": 0, "skipped": {reason: 1}}
+    assert services.get_job(gone).state is JobState.DROPPED
+
+
 def test_the_engine_client_is_what_the_services_use(engine: EngineSettings) -> None:
     async def go(client: Client) -> dict[str, str]:
         return await client.run_now("default", ["nothing"])

@@ -1,13 +1,21 @@
 """The admin's worker roles page: listed from Redis, saved and deleted by operators (audited),
-read-only for viewers, bad input refused with nothing changed."""
+read-only for viewers, bad input refused with nothing changed; the workers' list shows each
+worker's role."""
 
 from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+import time
 
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.test import Client as WebClient
 
-from engine import EngineSettings
+from engine import EngineSettings, Worker
+from jobsite.jobs import services
+from jobsite.jobs.history.reconcile import sync_workers
 from jobsite.jobs.permissions import OPERATORS, VIEWERS
 from jobsite.jobs.services.roles import role, save_role
 
@@ -54,3 +62,31 @@ def test_viewer_reads_but_cannot_change(engine: EngineSettings) -> None:
     assert web.post(URL, {"delete": "etl"}).status_code == 403
     assert role("etl").role.queues == ("load",)  # type: ignore[union-attr]
     assert WebClient().get(URL).status_code == 302  # anonymous: to the login page
+
+
+def test_the_workers_list_shows_each_workers_role(engine: EngineSettings) -> None:
+    save_role("etl", ["default", "spare"])
+    fast = dataclasses.replace(engine, heartbeat_interval_s=0.05)
+    with_role, plain = Worker(fast, [], role="etl"), Worker(fast, [], queues=["other"])
+    threads = [threading.Thread(target=asyncio.run, args=(w.run(),)) for w in (with_role, plain)]
+    for thread in threads:
+        thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(services.workers()) < 2:
+            assert time.monotonic() < deadline, "the workers never registered"
+            time.sleep(0.05)
+        sync_workers()
+        page = logged_in("viewer", VIEWERS).get("/admin/jobsite/workerrecord/").content.decode()
+    finally:
+        for worker in (with_role, plain):
+            if worker._loop is not None and not worker._loop.is_closed():
+                worker._loop.call_soon_threadsafe(worker.stop)
+        for thread in threads:
+            thread.join(10)
+    assert 'class="sortable column-role"' in page
+    rows = page.split("<tr")
+    (mine,) = [row for row in rows if with_role.id in row and "field-role" in row]
+    assert '<td class="field-role">etl</td>' in mine
+    (other,) = [row for row in rows if plain.id in row and "field-role" in row]
+    assert '<td class="field-role">-</td>' in other  # queues given at start: no role

@@ -310,7 +310,16 @@ class ViewOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(WorkerRecord)
 class WorkerAdmin(RolePages, ViewOnlyAdmin):
-    list_display = ("id", "host", "pid", "queues", "concurrency", "heartbeat_at", "started_at")
+    list_display = (
+        "id",
+        "host",
+        "pid",
+        "role",
+        "queues",
+        "concurrency",
+        "heartbeat_at",
+        "started_at",
+    )
     actions = ("quiet_workers", "resume_workers", "stop_workers")
 
     def get_urls(self) -> list[URLPattern]:

@@ -205,20 +205,29 @@ async def _by_ids(
     return BulkOut(matched=len(chosen), changed=changed, skipped=skipped)
 
 
-def _count(rights: Grant, queue: str, task: str | None) -> int:
-    return deadletters.dead_rows(rights, queue, task).count()
+def _count(rights: Grant, queue: str, task: str | None) -> tuple[int, int]:
+    """Return how many dead letters of `queue` (of `task`) the history holds, and how many of
+    them could not run again."""
+    rows = deadletters.dead_rows(rights, queue, task)
+    return rows.count(), runnable.count_unfit(rows)
+
+
+def _skipped(left: int) -> dict[str, int]:
+    return {runnable.REASON: left} if left else {}
 
 
 async def _whole_queue(request: HttpRequest, queue: str, task: str | None, dry: bool) -> BulkOut:
-    """Resubmit every dead letter of `queue` (of `task`); a dry run counts the history's."""
+    """Resubmit every dead letter of `queue` (of `task`) but those that cannot run (skipped
+    with the reason); a dry run counts the history's."""
     rights = await aneed(request, Perm.RETRY, queue)
     _refuse_unknown(task)
     if dry:
-        return BulkOut(matched=await sync_to_async(_count)(rights, queue, task), changed=0)
-    count = await services.aresubmit_dlq(queue, task=task)
+        matched, left = await sync_to_async(_count)(rights, queue, task)
+        return BulkOut(matched=matched, changed=0, skipped=_skipped(left))
+    count, left = await runnable.aresubmit_dlq(queue, task=task)
     selector = {"queue": queue, "task": task, "dlq": True}
     await audit.arecord_bulk(rights.user, "resubmit", selector, count, rights.via)
-    return BulkOut(matched=count, changed=count)
+    return BulkOut(matched=count + left, changed=count, skipped=_skipped(left))
 
 
 @router.post("/resubmit", response={200: BulkOut, **ERRORS})
@@ -255,19 +264,33 @@ async def dlq_purge(request: HttpRequest, body: PurgeIn) -> CountOut:
     return CountOut(count=count)
 
 
-@dlq_aliases.post("/resubmit", response={200: CountOut, **ERRORS}, include_in_schema=False)
-async def dlq_resubmit(request: HttpRequest, body: ResubmitIn) -> CountOut:
-    """Resubmit DLQ jobs by ids, or every one of a task (or all) in a queue."""
+class DlqResubmitOut(CountOut):
+    """How many were resubmitted, and why the others were left (reason -> count; left out
+    when none were)."""
+
+    skipped: dict[str, int] = {}
+
+
+# `skipped` only when something was (else the answer is the old `{count}`).
+@dlq_aliases.post(
+    "/resubmit",
+    response={200: DlqResubmitOut, **ERRORS},
+    include_in_schema=False,
+    exclude_defaults=True,
+)
+async def dlq_resubmit(request: HttpRequest, body: ResubmitIn) -> DlqResubmitOut:
+    """Resubmit DLQ jobs by ids, or every one of a task (or all) in a queue; those that would
+    only be dropped again stay in the DLQ, counted in `skipped`."""
     rights = await aneed(request, Perm.RETRY, body.queue)
-    ids = body.ids
-    if ids is not None:  # those that would only be dropped again are left in the DLQ
-        ids = [i for i, _ in await _runnable("resubmit", [(i, body.queue) for i in ids], {})]
-    else:
-        _refuse_unknown(body.task)
-    count = await services.aresubmit_dlq(body.queue, ids=ids, task=body.task) if ids != [] else 0
+    skipped: dict[str, int] = {}
     if body.ids is not None:
+        pairs = await _runnable("resubmit", [(i, body.queue) for i in body.ids], skipped)
+        ids = [i for i, _ in pairs]
+        count = await services.aresubmit_dlq(body.queue, ids=ids) if ids else 0
         await audit.arecord(rights.user, "resubmit", body.ids, rights.via)
-    else:
-        selector = {"queue": body.queue, "task": body.task, "dlq": True}
-        await audit.arecord_bulk(rights.user, "resubmit", selector, count, rights.via)
-    return CountOut(count=count)
+        return DlqResubmitOut(count=count, skipped=skipped)
+    _refuse_unknown(body.task)
+    count, left = await runnable.aresubmit_dlq(body.queue, task=body.task)
+    selector = {"queue": body.queue, "task": body.task, "dlq": True}
+    await audit.arecord_bulk(rights.user, "resubmit", selector, count, rights.via)
+    return DlqResubmitOut(count=count, skipped=_skipped(left))

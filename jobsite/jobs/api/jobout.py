@@ -13,6 +13,7 @@ from jobsite.jobs import services
 from jobsite.jobs.api import related
 from jobsite.jobs.api.schemas import EventOut, JobOut, LogLineOut
 from jobsite.jobs.models import DEAD, JobRecord
+from jobsite.jobs.tasks import runnable
 from jobsite.jobs.tasks.registry import known_tasks
 
 
@@ -92,7 +93,8 @@ def _log_lines(raw: Any) -> list[LogLineOut]:
 
 def ended(values: dict[str, Any]) -> dict[str, Any]:
     """Return the fields told by a job's end and its task: failed_at or cancelled_at, the last
-    attempt's duration, the retries its task allows, its newest error's message."""
+    attempt's duration, the retries its task allows, its newest error's message, and why it
+    cannot run again (the reason POST /jobs/{id}/retry refuses it with)."""
     state, end = values.get("state"), values.get("completed_at")
     begun = values.get("retried_at") or values.get("started_at")
     errors = values.get("errors") or []
@@ -105,6 +107,7 @@ def ended(values: dict[str, Any]) -> dict[str, Any]:
         "duration_seconds": (end - begun).total_seconds() if end and begun else None,
         "max_retries": retries if retries is not None else task and task.options.max_retries,
         "error": last.get("message"),
+        "cannot_run": runnable.why_not(values.get("task") or "", errors),
     }
 
 

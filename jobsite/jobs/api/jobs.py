@@ -86,7 +86,15 @@ async def get_job(request: HttpRequest, job_id: str) -> JobDetailOut:
 
 
 # The columns a list item is made of; the fields told by a job's end come from them (ended).
-DERIVED = ("failed_at", "cancelled_at", "duration_seconds", "max_retries", "error", "phase")
+DERIVED = (
+    "failed_at",
+    "cancelled_at",
+    "duration_seconds",
+    "max_retries",
+    "error",
+    "phase",
+    "cannot_run",
+)
 LISTED = [f for f in JobOut.model_fields if f != "history" and f not in DERIVED]
 
 

@@ -79,6 +79,9 @@ class JobOut(Out):
     # The retries the task allows, and the newest error's message alone.
     max_retries: int | None = None
     error: str | None = None
+    # Why a retry (or replay) would not run it ("": it would): dropped as an unknown task
+    # that no worker has registered yet (POST /jobs/{id}/retry answers 409 then).
+    cannot_run: str = ""
     history: list[EventOut] = []
 
 

@@ -104,6 +104,7 @@ def sync_workers() -> int:
                 "host": info["host"],
                 "pid": info["pid"],
                 "queues": info["queues"],
+                "role": info.get("role") or "",
                 "concurrency": info["concurrency"],
                 "current_jobs": info["current_jobs"],
                 "started_at": datetime.fromtimestamp(info["started_at_ms"] / 1000, tz=UTC),

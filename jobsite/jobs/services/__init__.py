@@ -111,6 +111,13 @@ async def _dlq(
     return await client.dlq(queue, offset, limit, task=task, version=version)
 
 
+async def _scan_dlq(client: Client, queue: str, cursor: int, count: int) -> tuple[int, list[str]]:
+    """Return the next ZSCAN cursor over `queue`'s dead-letter queue and the ids of one step
+    (0: done; an id may come twice, as ZSCAN may return it)."""
+    at, page = await client.redis.zscan(client.keys(queue).dlq, cursor, count=count)
+    return int(at), [str(job_id) for job_id, _ in page]
+
+
 async def _in_dlq(client: Client, queue: str, ids: list[str]) -> set[str]:
     """Return the ids among `ids` that the dead-letter queue of `queue` holds."""
     return await client.in_dlq(queue, ids)
@@ -244,6 +251,7 @@ set_rate_limit, aset_rate_limit = twins(_set_rate_limit)
 enqueue_flow, aenqueue_flow = twins(_enqueue_flow)
 dlq, adlq = twins(_dlq)
 in_dlq, ain_dlq = twins(_in_dlq)
+scan_dlq, ascan_dlq = twins(_scan_dlq)
 known_queues, aknown_queues = twins(_known_queues)
 
 

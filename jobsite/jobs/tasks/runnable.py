@@ -6,11 +6,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine import UnknownTask, serializer
 from jobsite.jobs import services
 from jobsite.jobs.tasks.registry import known_tasks
+
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
+
+    from jobsite.jobs.models import JobRecord
 
 # The error type the worker records for a job of a task it has no function for.
 UNKNOWN_TASK = UnknownTask.__name__
@@ -48,3 +53,35 @@ async def asplit(pairs: Iterable[tuple[str, str]]) -> tuple[list[tuple[str, str]
             else:
                 fit.append((job_id, queue))
     return fit, unfit
+
+
+# The dead letters one step of a whole-queue resubmit reads (as the engine's resubmit_dlq).
+DLQ_PAGE = 500
+
+
+async def aresubmit_dlq(queue: str, task: str | None = None) -> tuple[int, int]:
+    """Resubmit every dead letter of `queue` (only those of `task` when given) that may run
+    again; return how many were resubmitted and how many were left because they cannot run.
+
+    Only the jobs of a task not registered here have their errors read."""
+    done, left, cursor = 0, set[str](), 0
+    while True:
+        cursor, ids = await services.ascan_dlq(queue, cursor, DLQ_PAGE)
+        if ids:
+            names = [f.get("task", "") for f in await services.ajob_fields(queue, ids, ["task"])]
+            chosen = [(i, n) for i, n in zip(ids, names, strict=True) if task is None or n == task]
+            suspects = [(i, queue) for i, n in chosen if n and unknown(n)]
+            unfit = set((await asplit(suspects))[1]) if suspects else set()
+            left.update(unfit)
+            fit = [(i, queue) for i, _ in chosen if i not in unfit]
+            done += await services.aresubmit(fit) if fit else 0
+        if cursor == 0:
+            return done, len(left)
+
+
+def count_unfit(rows: QuerySet[JobRecord]) -> int:
+    """Count the history rows (dead letters) a resubmit would leave: dropped as an unknown task
+    still unknown (only the rows of tasks not registered here are read)."""
+    names = [n for n in rows.order_by().values_list("task", flat=True).distinct() if unknown(n)]
+    chosen = rows.filter(task__in=names).values_list("task", "errors")
+    return sum(1 for name, errors in chosen.iterator() if why_not(name, errors))

@@ -51,6 +51,9 @@ class JobsiteTask(DjangoTask):
     concurrency_key: str | Callable[..., str] | None = None
     concurrency_limit: int | Callable[..., int] | None = None
     rate_limit: str | None = None
+    # Retention by final state: state -> seconds its hash is kept (a list of states: 0 each);
+    # checked by the engine's rule with the rest (validate_task).
+    cleanup_on: Mapping[str, float] | list[str] | None = None
 
     def __post_init__(self) -> None:
         if self.deduplication is not None and not isinstance(self.deduplication, Deduplication):

@@ -73,7 +73,12 @@
       ran: current ? span(current, job.completed_at) : "–"};
     $("#facts").innerHTML = Object.entries(facts).map(([k, v]) => `<dt>${esc(k)}</dt><dd>${esc(v)}</dd>`).join("");
     $("#actions [data-action=cancel]").hidden = !(may("cancel") && vocabulary.cancellable.includes(job.state));
-    $("#actions [data-action=retry]").hidden = !(may("retry") && vocabulary.retryable.includes(job.state));
+    // A job the API would refuse to retry (its task is unknown to every worker) gets no Retry,
+    // and the page says why.
+    const blocked = $("#cannot-run");
+    blocked.hidden = !job.cannot_run;
+    blocked.textContent = job.cannot_run ? `Cannot be retried or replayed: ${job.cannot_run}.` : "";
+    $("#actions [data-action=retry]").hidden = !(may("retry") && vocabulary.retryable.includes(job.state) && !job.cannot_run);
   }
 
   // The phases inside `started` of the latest claim (horsies' CLAIMED, RUNNING): claimed at

@@ -2,7 +2,7 @@
 // Filled from the `jobsite:job` event job.js fires on every refresh (detail: GET /jobs/{id}).
 (() => {
   "use strict";
-  const {$, esc, seg, config, api, jobPage, hideForbidden} = window.jobsite;
+  const {$, esc, seg, config, api, may, jobPage, hideForbidden} = window.jobsite;
   const section = $("#replay");
   const form = $("form", section);
   const text = $("#replay-arguments");
@@ -18,6 +18,8 @@
     if (job.replays?.length) parts.push(`Replayed as ${job.replays.map(link).join(", ")}.`);
     $(".links", section).innerHTML = parts.join(" ") || "Not a replay, and not replayed yet.";
     if (!edited) text.value = JSON.stringify({args: job.args, kwargs: job.kwargs}, null, 2);
+    // No replay of a task no worker has (the API answers 422); job.js shows the reason.
+    form.hidden = Boolean(job.cannot_run) || !may("retry");
   });
   text.addEventListener("input", () => { edited = true; });
 
