@@ -359,3 +359,17 @@ async def test_disown_hands_back_only_this_workers_unheld_jobs(client: Client) -
         "0",
     )
     assert await client.scripts.disown(k, events_maxlen=1000, worker_id="w1", held=[]) == [kept.id]
+
+
+def test_each_script_defines_only_the_helpers_it_calls() -> None:
+    # Every helper is a closure made again on each call: one a script never calls is dropped.
+    for verb, (_, source) in load_sources().items():
+        code = re.sub(r"--\[\[.*?\]\]|--[^\n]*", " ", source, flags=re.DOTALL)
+        defined = re.findall(r"^(?:local function (\w+)|(\w+) = function)\(", code, re.MULTILINE)
+        for name in {a or b for a, b in defined}:
+            calls = re.findall(rf"(?<![\w.]){name}\(", code)
+            assert len(calls) > 1 or re.search(rf"\b{name}\b(?!\()", code), (verb, name)
+    # A helper that only other helpers call is kept with them.
+    submit = load_sources()["submit"][1]
+    assert "local function note(" in submit  # deduplicate calls it
+    assert "local function owned(" not in submit and "local function stall(" not in submit
