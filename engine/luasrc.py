@@ -7,9 +7,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol
 
-import redis as sync_redis
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.exceptions import NoScriptError
@@ -78,6 +77,11 @@ def _used(chunks: list[tuple[str | None, str]], script: str) -> str:
     return "".join(text for name, text in chunks if name is None or name in words)
 
 
+def _inline(script: str, texts: dict[str, str]) -> str:
+    """Return `script` with each `--@include name` line replaced by `texts[name]`."""
+    return _INCLUDE.sub(lambda m: texts[m["name"]], script)
+
+
 def load_sources() -> dict[str, tuple[int, str]]:
     """Return verb -> (key count, Lua source with includes inlined) for every script file."""
     out: dict[str, tuple[int, str]] = {}
@@ -96,7 +100,7 @@ def load_sources() -> dict[str, tuple[int, str]]:
         for name in reversed(list(included)):
             kept[name] = _used(included[name], body_and_kept)
             body_and_kept += kept[name]
-        source = _INCLUDE.sub(lambda m, kept=kept: kept[m["name"]], script)
+        source = _inline(script, kept)
         verb, num_keys = match["verb"], int(match["keys"])
         if len(SCRIPT_KEYS.get(verb, ())) != num_keys:
             raise RuntimeError(
@@ -119,17 +123,23 @@ def _key_names(verb: str, num_keys: int, keys: QueueKeys | Sequence[str]) -> Seq
     return names
 
 
-def run_sync(
-    redis: sync_redis.Redis, verb: str, keys: QueueKeys | Sequence[str], args: list[Any]
-) -> Any:
+class SyncRunner(Protocol):
+    """What run_sync needs of a synchronous client."""
+
+    def execute_command(self, *args: Any) -> Any: ...
+
+    def script_load(self, script: str) -> Any: ...
+
+
+def run_sync(redis: SyncRunner, verb: str, keys: QueueKeys | Sequence[str], args: list[Any]) -> Any:
     """Run script `verb` on a synchronous client (Script.__call__'s twin, the same source)."""
     num_keys, source = _SOURCES[verb]
     command = ("EVALSHA", _SHAS[verb], num_keys, *_key_names(verb, num_keys, keys), *args)
     try:
-        return redis.execute_command(*command)  # type: ignore[no-untyped-call]
+        return redis.execute_command(*command)
     except NoScriptError:  # a server that restarted, flushed its scripts or is new
         redis.script_load(source)
-        return redis.execute_command(*command)  # type: ignore[no-untyped-call]
+        return redis.execute_command(*command)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from typing import Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from .cluster import cluster_typed, is_cluster
 from .connection import connect_sync
@@ -33,9 +36,13 @@ class SyncClient:
         )
         self._typed = cluster_typed if is_cluster(self.redis) else typed
         self._enqueuer = Enqueuer(settings)
+        # A cluster routes each command by its keys: it keeps redis-py's own path.
+        self._held = None if is_cluster(self.redis) else HeldConnections(self.redis)
 
     def close(self) -> None:
         """Close the connection pool."""
+        if self._held is not None:
+            self._held.clear()
         self.redis.close()
 
     def __enter__(self) -> SyncClient:
@@ -62,7 +69,7 @@ class SyncClient:
         """Send one step to Redis; a failure raises the engine's typed error."""
         try:
             if isinstance(step, Eval):
-                return run_sync(self.redis, step.verb, step.keys, step.argv)
+                return run_sync(self._held or self.redis, step.verb, step.keys, step.argv)
             if isinstance(step, Call):
                 return getattr(self.redis, step.method)(*step.args)
             if not step.commands:
@@ -73,3 +80,55 @@ class SyncClient:
                 return pipe.execute()
         except Exception as exc:
             raise self._typed(exc, self.settings.redacted_url)  # noqa: B904 (keeps the cause)
+
+
+class HeldConnections:
+    """Run single commands on connections kept at hand, taken once from a client's pool.
+
+    redis-py's pool records metrics and polls the socket each time a connection is taken and
+    given back: about 14 us of a one-job enqueue of about 100 us on loopback. A connection kept
+    here is polled once as it is taken (closed by the server, or holding an unread reply: it
+    connects again) and is used as is; one that fails goes back to the pool disconnected.
+    Thread-safe: each call takes a connection of its own (list pop and append are atomic).
+    """
+
+    def __init__(self, redis: Any) -> None:
+        self.redis = redis
+        self.pool = redis.connection_pool
+        self._idle: list[Any] = []
+        self._pid = os.getpid()
+
+    def execute_command(self, *command: Any) -> Any:
+        """Send one command and return its reply (a `-ERR` reply raises, as redis-py does)."""
+        if os.getpid() != self._pid:  # forked: the parent's sockets are not ours to use
+            self._idle, self._pid = [], os.getpid()
+        try:
+            connection = self._idle.pop()
+        except IndexError:
+            connection = self.pool.get_connection()
+        else:
+            try:
+                stale = connection.can_read()
+            except (RedisConnectionError, OSError):
+                stale = True
+            if stale:
+                connection.disconnect()
+        try:
+            connection.send_command(*command)
+            reply = connection.read_response()
+        except BaseException:
+            connection.disconnect()
+            self.pool.release(connection)
+            raise
+        self._idle.append(connection)
+        return reply
+
+    def script_load(self, source: str) -> Any:
+        """Load a script (after NOSCRIPT) through the client."""
+        return self.redis.script_load(source)
+
+    def clear(self) -> None:
+        """Give every connection kept back to the pool."""
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            self.pool.release(connection)

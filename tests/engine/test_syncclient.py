@@ -85,6 +85,35 @@ def test_threads_share_one_client(sync: SyncClient, settings: EngineSettings) ->
     assert sync.redis.zcard(sync._enqueuer.keys("default").submitted) == 160
 
 
+def test_connections_held_at_hand_survive_being_dropped_by_the_server(sync: SyncClient) -> None:
+    # The enqueue keeps its connections out of the pool; ones the server closed (a restart, a
+    # `timeout`, CLIENT KILL) connect again instead of failing the next enqueue.
+    if sync._held is None:
+        pytest.skip("on a cluster the sync client keeps redis-py's own path")
+
+    def burst() -> None:
+        for i in range(5):
+            sync.enqueue(t.add, i, i)
+
+    threads = [threading.Thread(target=burst) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    held = len(sync._held._idle)
+    assert 1 <= held <= 4
+    killed = sync.redis.client_kill_filter(_type="normal", skipme=True)
+    assert killed >= held
+    for i in range(held + 1):  # each held connection in turn
+        assert sync.enqueue(t.add, i, i).state is JobState.SUBMITTED
+    # A command that fails gives its connection back to the pool, disconnected.
+    sync.redis.execute_command("SCRIPT", "FLUSH")
+    assert sync.enqueue(t.add, 1, 1).state is JobState.SUBMITTED  # NOSCRIPT, loaded again
+    with pytest.raises(Exception, match="unknown command"):
+        sync._held.execute_command("NO-SUCH-COMMAND")
+    assert len(sync._held._idle) <= held
+
+
 def test_a_dead_redis_raises_the_typed_error() -> None:
     settings = EngineSettings.from_url(f"redis://127.0.0.1:{free_port()}/0")
     with SyncClient(settings) as sync, pytest.raises(RedisUnavailable, match="cannot reach"):
