@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import math
 import os
 import random
 import re
@@ -45,6 +47,11 @@ QUEUE = "default"
 GROUP = "mirror"
 TARGET_GROWTH_MIB = 10.0
 WARM_FRACTION = 0.10
+# A key with a ttl also has an entry in Redis' expires dict (jemalloc's 24-byte class), which
+# MEMORY USAGE leaves out.
+EXPIRES_ENTRY_BYTES = 24
+# runworker's loops other than the mirror (--mirror-apart runs the mirror in its own runworker).
+LOOPS_BESIDE_MIRROR = ("worker", "relay", "reconcile", "retention", "depth", "health")
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,7 @@ class Sample:
     done: int
     rss_kib: int
     children_rss_kib: int
+    mirror_rss_kib: int  # the mirror's own runworker with --mirror-apart, else 0
     children: int
     redis_used_bytes: int
     live: int
@@ -153,6 +161,21 @@ def dict_tables_bytes(keys: int, with_ttl: int) -> int:
     return table(keys) + table(with_ttl)
 
 
+def delete_retained(r: redis.Redis) -> int:
+    """Delete every job hash and the DLQ (the retained results; the worker is stopped); return
+    used_memory afterwards."""
+    pipe = r.pipeline(transaction=False)
+    for n, key in enumerate(r.scan_iter(match="*:job:*", count=5000), 1):
+        pipe.unlink(key)
+        if n % 5000 == 0:
+            pipe.execute()
+    pipe.execute()
+    for key in list(r.scan_iter(match="*:dlq", count=5000)):
+        r.unlink(key)
+    time.sleep(1)  # UNLINK frees big values in the background
+    return int(r.info("memory")["used_memory"])
+
+
 async def mirror_ready(r: Any, stream: str) -> bool:
     """Return whether the mirror's consumer group exists on `stream`."""
     if not await r.exists(stream):
@@ -171,13 +194,19 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     db_url = args.database_url or f"sqlite:///{tmp}/soak.sqlite3"
     server = start_redis(tmp)
     worker: subprocess.Popen[bytes] | None = None
+    procs: list[subprocess.Popen[bytes]] = []
     try:
         env = worker_env(db_url, server.url)
         subprocess.run(
             [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True
         )
         argv = [sys.executable, "manage.py", "runworker", "--concurrency", str(args.concurrency)]
+        if args.mirror_apart:
+            argv += ["--only", ",".join(LOOPS_BESIDE_MIRROR)]
+            mirror_argv = [sys.executable, "manage.py", "runworker", "--only", "mirror"]
+            procs.append(start_group(mirror_argv, env, ROOT, tmp / "mirror.log"))
         worker = start_group(argv, env, ROOT, tmp / "runworker.log")
+        procs.append(worker)
         settings = EngineSettings.from_url(server.url)
         sync_redis = redis.Redis.from_url(server.url)
         async with Client(settings) as client:
@@ -207,6 +236,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                     rss_kib=vm_rss_kib(worker.pid),  # type: ignore[union-attr]
                     children_rss_kib=sum(vm_rss_kib(p) for p in kids),
                     children=len(kids),
+                    mirror_rss_kib=vm_rss_kib(procs[0].pid) if args.mirror_apart else 0,
                     redis_used_bytes=int(info["used_memory"]),
                     live=live,
                     backlog=backlog,
@@ -218,7 +248,8 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 return (
                     f"fed={s.fed:,} done={s.done:,} live={s.live:,} backlog={s.backlog:,}"
                     f" rss_mib={s.rss_kib / 1024:.1f} children_rss_mib="
-                    f"{s.children_rss_kib / 1024:.1f} redis_mib={s.redis_used_bytes / 2**20:.1f}"
+                    f"{s.children_rss_kib / 1024:.1f} mirror_rss_mib={s.mirror_rss_kib / 1024:.1f}"
+                    f" redis_mib={s.redis_used_bytes / 2**20:.1f}"
                 )
 
             first = await sample()
@@ -236,8 +267,8 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                         await asyncio.sleep(args.sample_s)
                         s = await sample()
                         progress.update(bar, completed=s.done, line=line(s))
-                        if worker.poll() is not None:  # type: ignore[union-attr]
-                            raise RuntimeError(f"runworker exited: see {tmp / 'runworker.log'}")
+                        if any(proc.poll() is not None for proc in procs):
+                            raise RuntimeError(f"a runworker exited: see the logs in {tmp}")
 
                 sampling = asyncio.create_task(sampler())
                 batch = max(1, args.rate // 100)
@@ -278,11 +309,12 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         with_ttl = int(
             next(iter(sync_redis.info("keyspace").values()), {}).get("expires", 0)  # type: ignore[union-attr]
         )
-        sync_redis.close()
         rows = history_rows(db_url)
+        stop_groups(procs, grace_s=30)
+        after_delete = delete_retained(sync_redis)
+        sync_redis.close()
     finally:
-        if worker is not None:
-            stop_groups([worker], grace_s=30)
+        stop_groups(procs, grace_s=30)
         stop_group(server.proc)
     return {
         "jobs": args.jobs,
@@ -296,6 +328,9 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "end_used_bytes": end_used,
         "retained": kinds,
         "dict_tables_bytes": dict_tables_bytes(dbsize, with_ttl),
+        "expires_entries_bytes": EXPIRES_ENTRY_BYTES * with_ttl,
+        "after_delete_used_bytes": after_delete,
+        "mirror_apart": args.mirror_apart,
         "keys": dbsize,
         "rows": rows,
         "counts": {k: v for k, v in counts.items() if v},
@@ -309,33 +344,42 @@ def growth(samples: list[dict[str, Any]], jobs: int) -> tuple[dict[str, Any], di
     return warm, samples[-1]
 
 
+def nice_step(raw: float) -> float:
+    """Return the smallest of 1, 2, 5 times a power of ten at least `raw`."""
+    if raw <= 0:
+        return 1.0
+    magnitude = 10 ** math.floor(math.log10(raw))
+    return next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+
+
 def svg_plot(samples: list[dict[str, Any]], title: str) -> str:
-    """Return an SVG of the runworker's RSS (and its children's) and Redis used_memory, in MiB,
-    against seconds since the feed began: two panels, one x axis."""
-    width, height, left, right, top, gap, panel = 760, 470, 70, 20, 40, 60, 160
-    xs = [float(s["t_s"]) for s in samples]
-    x_max = max(xs[-1], 1.0)
+    """Return an SVG against seconds since the feed began, three panels: the runworker's RSS
+    (its child processes' and a separate mirror's beside it) in MiB, Redis used_memory in MiB,
+    and the mirror's backlog and the live jobs in thousands."""
+
+    def line(name: str, field: str, scale: float, color: str) -> tuple[str, list[float], str]:
+        return name, [s[field] / scale for s in samples], color
+
+    rss = [line("runworker", "rss_kib", 1024, "#1f77b4")]
+    if any(s["children_rss_kib"] for s in samples):
+        rss.append(line("its child processes", "children_rss_kib", 1024, "#ff7f0e"))
+    if any(s.get("mirror_rss_kib") for s in samples):
+        rss.append(line("mirror runworker", "mirror_rss_kib", 1024, "#9467bd"))
     series = [
+        ("runworker RSS, MiB", rss),
+        ("Redis used_memory, MiB", [line("used_memory", "redis_used_bytes", 2**20, "#2ca02c")]),
         (
-            "runworker RSS, MiB",
-            [("runworker", [s["rss_kib"] / 1024 for s in samples], "#1f77b4")]
-            + (
-                [
-                    (
-                        "its child processes",
-                        [s["children_rss_kib"] / 1024 for s in samples],
-                        "#ff7f0e",
-                    )
-                ]
-                if any(s["children_rss_kib"] for s in samples)
-                else []
-            ),
-        ),
-        (
-            "Redis used_memory, MiB",
-            [("used_memory", [s["redis_used_bytes"] / 2**20 for s in samples], "#2ca02c")],
+            "thousands",
+            [
+                line("mirror backlog, events", "backlog", 1000, "#d62728"),
+                line("live jobs", "live", 1000, "#7f7f7f"),
+            ],
         ),
     ]
+    left, right, top, gap, panel, width = 70, 20, 40, 60, 160, 760
+    height = top + len(series) * (panel + gap)
+    xs = [float(s["t_s"]) for s in samples]
+    x_max = max(xs[-1], 1.0)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}"'
         f' viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
@@ -346,8 +390,8 @@ def svg_plot(samples: list[dict[str, Any]], title: str) -> str:
     for index, (label, lines) in enumerate(series):
         y0 = top + index * (panel + gap)
         y_max = max(max(v) for _, v, _ in lines) * 1.1 or 1.0
-        nice = 10 ** len(str(int(y_max))) / 10 if y_max >= 10 else 1.0
-        step = max(nice, round(y_max / 4 / nice) * nice) or 1.0
+        step = nice_step(y_max / 4)
+        digits = max(0, -math.floor(math.log10(step)))
 
         def px(x: float) -> float:
             return left + plot_w * x / x_max
@@ -365,7 +409,9 @@ def svg_plot(samples: list[dict[str, Any]], title: str) -> str:
             out.append(
                 f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#eee"/>'
             )
-            out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{tick:,.0f}</text>')
+            out.append(
+                f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{tick:,.{digits}f}</text>'
+            )
             tick += step
         out.append(
             f'<text x="16" y="{y0 + panel / 2}" text-anchor="middle"'
@@ -407,7 +453,9 @@ def report(result: dict[str, Any], command: str, svg_rel: str | None) -> str:
     kinds = result["retained"]
     # What the jobs fed left behind on purpose: their hashes (results kept a day) and the DLQ.
     kept = sum(k["bytes"] for kind, k in kinds.items() if kind.endswith((":job:<id>", ":dlq")))
-    explained = kept + result["dict_tables_bytes"]
+    explained = kept + result["dict_tables_bytes"] + result["expires_entries_bytes"]
+    after = result["after_delete_used_bytes"]
+    third = next(s for s in samples if s["t_s"] >= last["t_s"] * 2 / 3)
     kids = max(s["children"] for s in samples)
     rows = result["rows"]
     fed = result["jobs"]
@@ -433,16 +481,21 @@ def report(result: dict[str, Any], command: str, svg_rel: str | None) -> str:
         f" {last['rss_kib'] / 1024:.1f} MiB | |",
         f"| RSS growth after warm-up | {rss_growth:+.1f} MiB |"
         f" < {TARGET_GROWTH_MIB:g} MiB: {'met' if rss_growth < TARGET_GROWTH_MIB else 'missed'} |",
+        f"| runworker RSS growth over the last third (t={third['t_s']:,} s to the end) |"
+        f" {(last['rss_kib'] - third['rss_kib']) / 1024:+.1f} MiB | |",
         f"| runworker RSS peak | {peak:.1f} MiB | |",
         f"| child processes' RSS peak (isolation; {kids} at most) | {kids_peak:.1f} MiB | |",
         f"| most jobs live (waiting, running, retry due) at a sample | {live_peak:,} | |",
         f"| largest mirror backlog at a sample | {backlog_peak:,} events | |",
         f"| Redis used_memory before the feed | {start / mib:.1f} MiB | |",
         f"| Redis used_memory at the end | {end / mib:.1f} MiB | |",
-        f"| retained results: job hashes and the DLQ (MEMORY USAGE) + Redis' key tables |"
-        f" {explained / mib:.1f} MiB | |",
-        f"| end - start - retained results | {(end - start - explained) / mib:+.1f} MiB |"
-        " about 0 |",
+        f"| retained results: job hashes and the DLQ (MEMORY USAGE) + Redis' key tables and"
+        f" expiry entries | {explained / mib:.1f} MiB | |",
+        f"| end - start - retained results | {(end - start - explained) / mib:+.1f} MiB"
+        f" ({(end - start - explained) / max(1, fed):+.0f} B a job) | about 0 |",
+        f"| Redis used_memory once the worker stopped and the job hashes and DLQ were deleted |"
+        f" {after / mib:.1f} MiB ({(after - start) / mib:+.1f} MiB from the start) |"
+        " the start's |",
         f"| job rows in the history (counted in the database) | {row_total:,} |"
         f" = jobs fed ({fed:,}): {'met' if row_total == fed else 'MISSED'} |",
         "",
@@ -475,6 +528,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle-s", type=float, default=15.0, help="wait after the drain")
     parser.add_argument("--drain-timeout-s", type=float, default=900.0)
     parser.add_argument("--no-docs", action="store_true", help="do not write docs/ (print only)")
+    parser.add_argument(
+        "--mirror-apart", action="store_true", help="run the mirror in a runworker of its own"
+    )
+    parser.add_argument("--json", type=Path, help="also write the results and samples here")
     args = parser.parse_args(argv)
     if args.quick:
         args.jobs = 20_000
@@ -489,6 +546,8 @@ def main(argv: list[str] | None = None) -> int:
             if log.exists():
                 print(log.read_text(errors="replace")[-3000:], file=sys.stderr)
             raise
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
     if not args.no_docs:
         title = f"bench.soak: {result['jobs']:,} jobs at {result['rate']:,}/s, one runworker"
         SVG.parent.mkdir(parents=True, exist_ok=True)
