@@ -11,8 +11,10 @@ full collections alone still took 1 s of 10.4 s.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 # Collections of the middle generation between two full ones (CPython's default: 10). Young
@@ -44,3 +46,27 @@ def worker_heap() -> Iterator[None]:
         gc.set_threshold(*thresholds)
         if freeze:
             gc.unfreeze()
+
+
+def _find_malloc_trim() -> Callable[[int], int] | None:
+    """Return glibc's malloc_trim, or None where the C library has none (musl, macOS)."""
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim
+    except (AttributeError, OSError, TypeError):
+        return None
+    return trim
+
+
+_malloc_trim = _find_malloc_trim()
+
+
+def give_back() -> None:
+    """Free cyclic garbage and give the C allocator's free pages back to the system.
+
+    A process that held a large batch keeps its peak size: the allocators keep what was freed
+    for reuse. Measured on the mirror (3 drains of 90,000 events in a row, SQLite): 176, 202
+    and 199 MiB after each drain, 143, 158 and 163 after this.
+    """
+    gc.collect()
+    if _malloc_trim is not None:
+        _malloc_trim(0)

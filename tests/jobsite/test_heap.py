@@ -61,3 +61,25 @@ def test_runworker_runs_its_loops_in_the_worker_heap_and_leaves_it_even_when_one
         call_command("runworker", "--only", "mirror")
     assert seen and seen[0][0] > FROZEN_AT_START and seen[0][1] >= FULL_EVERY
     assert gc.get_freeze_count() == 0 and gc.get_threshold() == thresholds
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmRSS"))
+    return int(line.split()[1])
+
+
+def test_give_back_returns_freed_pages_a_batch_held() -> None:
+    from jobsite.jobs import heap
+
+    if heap._malloc_trim is None:
+        pytest.skip("no glibc malloc_trim here")
+    batch = [bytes(1024) + bytes([i % 256]) for i in range(100_000)]  # ~100 MiB from malloc
+    pin = bytes(1024) + b"pin"  # above them on the heap: freeing them cannot shrink the heap
+    held = _rss_kib()
+    del batch
+    freed = _rss_kib()
+    heap.give_back()
+    given = _rss_kib()
+    assert pin and freed > held - 20_000  # freed, but still the process's
+    assert given < freed - 50_000, (held, freed, given)

@@ -473,3 +473,29 @@ def test_a_gap_check_with_nothing_to_repair_leaves_the_batch_being_written(
             await mirror.aclose()
 
     assert async_to_sync(check)() == 0
+
+
+def test_a_mirror_gives_memory_back_when_it_falls_idle_after_a_backlog(
+    engine: EngineSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobsite.jobs import heap
+    from jobsite.jobs.history import mirror as mirror_module
+
+    given: list[int] = []
+    monkeypatch.setattr(heap, "give_back", lambda: given.append(1))
+    monkeypatch.setattr(mirror_module, "GIVE_BACK_EVENTS", 9)
+    async_to_sync(make_history)(engine)  # 22 jobs, 3 or more events each
+
+    async def drain() -> None:
+        mirror = Mirror(["default"], consumer="idle")
+        try:
+            await mirror.start()
+            while await mirror.step(block_ms=50):
+                pass
+            assert given == [1]
+            await mirror.step(block_ms=50)  # idle again, nothing new applied
+            assert given == [1]
+        finally:
+            await mirror.aclose()
+
+    async_to_sync(drain)()

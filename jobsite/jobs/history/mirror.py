@@ -24,6 +24,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from engine import ENDED_STATES, IDLE_MS, SNAPSHOT_IDS, Event, EventReader, connect, run_periodic
+from jobsite.jobs import heap
 from jobsite.jobs.conf import engine_settings
 from jobsite.jobs.history import bulkwrite, rollup
 from jobsite.jobs.history import rows as history
@@ -36,6 +37,9 @@ ENDED = frozenset(str(s) for s in ENDED_STATES)
 BLOCK_MS = 1000
 # A consumer idle this long with nothing pending is gone for good: its name is deleted.
 CONSUMER_GONE_MS = 600_000
+# Events applied since the last heap.give_back after which a mirror that falls idle gives back
+# the memory its batches held (a backlog's batches are the process's peak).
+GIVE_BACK_EVENTS = 20_000
 
 
 def consumer_name() -> str:
@@ -276,6 +280,7 @@ class Mirror:
         self.reclaim_idle_ms = reclaim_idle_ms
         self.gap_check_every_s = gap_check_every_s
         self.applied = 0
+        self._given_back_at = 0  # self.applied at the last heap.give_back
         # Missed jobs whose hash was gone, by the stream's newest entry (sortable) then.
         self._gone_at: dict[str, str] = {}
         # Events read but left for a later batch, unacked, by job (see the class docstring),
@@ -453,6 +458,9 @@ class Mirror:
                 await self.reader.finish_reads()
                 events = await self.reader.read(self.batch, None)
             if not events:
+                if self.applied - self._given_back_at >= GIVE_BACK_EVENTS:
+                    self._given_back_at = self.applied
+                    heap.give_back()
                 return 0
         if len(events) >= self.batch and self._carried_n + len(events) <= self.carry_max:
             pool = await self._carry(events)
