@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from . import serializer
 from .backoff import Backoff, validate_backoff
@@ -373,13 +373,25 @@ def _parent_ids(parents: Iterable[Job | str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(ids))
 
 
+@overload
+def task(
+    fn: Callable[..., Any], *, name: str | None = None, version: int = 1, **options: Any
+) -> Task: ...
+
+
+@overload
+def task(
+    fn: None = None, *, name: str | None = None, version: int = 1, **options: Any
+) -> Callable[[Callable[..., Any]], Task]: ...
+
+
 def task(
     fn: Callable[..., Any] | None = None,
     *,
     name: str | None = None,
     version: int = 1,
     **options: Any,
-) -> Any:
+) -> Task | Callable[[Callable[..., Any]], Task]:
     """Declare a task: `@task` or `@task(name=..., version=..., queue=..., max_retries=...)`."""
 
     def wrap(f: Callable[..., Any]) -> Task:

@@ -406,9 +406,7 @@ class AsyncJobsiteClient(_Calls):
         """Close the connection pool."""
         await self.http.aclose()
 
-    async def _send(  # type: ignore[override]
-        self, method: str, path: str, body: Any, params: dict[str, str] | None
-    ) -> Any:
+    async def _send(self, method: str, path: str, body: Any, params: dict[str, str] | None) -> Any:
         return _answer(await self.http.request(method, path, json=body, params=params))
 
     async def why(self, job_id: str) -> list[dict[str, Any]]:

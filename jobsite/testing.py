@@ -21,13 +21,14 @@ from django.test import override_settings
 
 from engine import Client, Job, RedisServer, Task, Worker
 from jobsite.jobs import conf, services
-from jobsite.jobs.tasks.djtasks import Task as DjangoTask
+from jobsite.jobs.tasks import djtasks
+from jobsite.jobs.tasks.djtasks import AnyTask as DjangoTask
 from jobsite.jobs.tasks.registry import load_tasks
 from jobsite.jobs.tasks.signals import WORKER_HOOKS
 
 
 def _name(task: Task | DjangoTask) -> str:
-    return task.module_path if isinstance(task, DjangoTask) else task.name
+    return task.module_path if isinstance(task, djtasks.Task) else task.name
 
 
 def enqueued_jobs(queue: str = "default") -> list[Job]:
@@ -42,7 +43,7 @@ def enqueued_jobs(queue: str = "default") -> list[Job]:
 def assert_enqueued(task: Task | DjangoTask, *args: Any, **kwargs: Any) -> Job:
     """Assert one waiting job calls `task` with these arguments; return it."""
     name = _name(task)
-    queue = task.queue_name if isinstance(task, DjangoTask) else task.options.queue
+    queue = task.queue_name if isinstance(task, djtasks.Task) else task.options.queue
     jobs = enqueued_jobs(queue)
     for job in jobs:
         if job.task == name and job.args == list(args) and job.kwargs == kwargs:

@@ -7,7 +7,7 @@ In the settings and request headers of a report, and in the local variables of i
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import ItemsView
 from pprint import pformat
 from typing import Any
 
@@ -51,6 +51,6 @@ class RedactingFilter(SafeExceptionReporterFilter):
             return redact_url(cleansed)
         return cleansed
 
-    def get_traceback_frame_variables(self, request: Any, tb_frame: Any) -> Iterable[Any]:
+    def get_traceback_frame_variables(self, request: Any, tb_frame: Any) -> ItemsView[str, Any]:
         variables = super().get_traceback_frame_variables(request, tb_frame)
-        return [(name, _redacted_variable(value)) for name, value in variables]
+        return {name: _redacted_variable(value) for name, value in variables}.items()

@@ -6,7 +6,7 @@ over the table, and the paginator counts at most `BoundedPaginator.cap` rows.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin
 from django.core.paginator import Paginator
@@ -18,7 +18,7 @@ from jobsite.jobs import conf
 from jobsite.jobs.tasks.registry import known_tasks
 
 
-class BoundedPaginator(Paginator):  # type: ignore[type-arg]
+class BoundedPaginator(Paginator):
     """Count at most `cap` + 1 rows (COUNT over a LIMIT subquery); page links stop there."""
 
     cap = 10_000
@@ -26,11 +26,14 @@ class BoundedPaginator(Paginator):  # type: ignore[type-arg]
     @cached_property
     def count(self) -> int:
         """Return the number of rows, or `cap` + 1 when there are more."""
-        return int(self.object_list.order_by()[: self.cap + 1].count())
+        rows = cast("QuerySet[Any]", self.object_list)  # the admin pages a queryset
+        return int(rows.order_by()[: self.cap + 1].count())
 
 
 class _ChoiceFilter(admin.SimpleListFilter):
     """Filter on one column by choices known without reading the table."""
+
+    parameter_name: str  # (each subclass names its column)
 
     def choices_known(self) -> list[str]:
         raise NotImplementedError

@@ -44,7 +44,7 @@ class RoleForm(forms.Form):
         return True
 
 
-class RolePages(admin.ModelAdmin):  # type: ignore[type-arg]
+class RolePages(admin.ModelAdmin):
     """Part of the workers' admin: the roles page."""
 
     def role_urls(self) -> list[URLPattern]:

@@ -115,10 +115,10 @@ async def dead_letter_jobs(
     request: HttpRequest,
     queue: str = "default",
     offset: int = Query(0, ge=0, le=10_000_000),  # type: ignore[type-arg]
-    limit: int = Query(100, ge=1, le=1000),
+    limit: int = Query(100, ge=1, le=1000),  # type: ignore[type-arg]
     task: str | None = Query(None, min_length=1, max_length=255),  # type: ignore[type-arg]
     version: int | None = Query(None, ge=1, le=1_000_000),  # type: ignore[type-arg]
-) -> list[JobOut]:  # type: ignore[type-arg]
+) -> list[JobOut]:
     """List the dead-letter queue of a queue, oldest first; only `task` (and `version`)."""
     await aneed(request, Perm.VIEW, queue)
     jobs = await services.adlq(queue, offset, limit, task=task, version=version)

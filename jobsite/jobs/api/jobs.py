@@ -208,8 +208,8 @@ async def cancel(request: HttpRequest, job_id: str) -> Status[CancelOut]:
     if outcome == "finished":
         raise HttpError(409, "the job already finished")
     await audit.arecord(rights.user, "cancel", [job_id], rights.via, outcome=outcome)
-    job = await live_out(job_id, queue, JobOut)
-    return Status(202, CancelOut(**job.model_dump(), outcome=outcome))
+    out = await live_out(job_id, queue, JobOut)
+    return Status(202, CancelOut(**out.model_dump(), outcome=outcome))
 
 
 @router.post("/{job_id}/retry", response={200: JobOut, **ERRORS})

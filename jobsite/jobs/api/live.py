@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -34,9 +34,9 @@ class Filter(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     state: str | None = None
-    queue: str | None = Field(None, pattern=QUEUE)
-    task: str | None = Field(None, max_length=255)
-    q: str | None = Field(None, max_length=200)
+    queue: str | None = Field(default=None, pattern=QUEUE)
+    task: str | None = Field(default=None, max_length=255)
+    q: str | None = Field(default=None, max_length=200)
     since: datetime | None = None
 
     @field_validator("*", mode="before")
@@ -70,7 +70,7 @@ class Message(BaseModel):
     visible: bool | None = None
 
 
-def throughput(minutes: int, scope: list[str] | None = None) -> list[dict[str, Any]]:
+def throughput(minutes: int, scope: list[str] | None = None) -> list[Mapping[str, Any]]:
     """Return completed and failed jobs per minute over the last `minutes` (from the rollup),
     of the queues in `scope` (None: every queue)."""
     since = (timezone.now() - timedelta(minutes=minutes)).replace(second=0, microsecond=0)

@@ -126,8 +126,9 @@ ANSWERED_AS_IS: dict[type[Exception], int] = {
 }
 
 
-def _as_is(status: int) -> Callable[[HttpRequest, Exception], HttpResponse]:
-    def answer(request: HttpRequest, exc: Exception) -> HttpResponse:
+# (ninja types a handler's exception as the instance or its class.)
+def _as_is(status: int) -> Callable[[HttpRequest, Exception | type[Exception]], HttpResponse]:
+    def answer(request: HttpRequest, exc: Exception | type[Exception]) -> HttpResponse:
         return api.create_response(request, {"detail": str(exc)}, status=status)
 
     return answer

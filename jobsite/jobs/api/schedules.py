@@ -227,8 +227,8 @@ async def _what(rights: Grant, body: TimingIn, queue: str | None) -> Job | list[
         return runtime_job(body.task, body.args, body.kwargs, queue)
     assert body.flow is not None
     if queue is not None:
-        jobs = [j.model_copy(update={"queue": j.queue or queue}) for j in body.flow.jobs]
-        body.flow = body.flow.model_copy(update={"jobs": jobs})
+        queued = [j.model_copy(update={"queue": j.queue or queue}) for j in body.flow.jobs]
+        body.flow = body.flow.model_copy(update={"jobs": queued})
     jobs, _ = await build_flow(rights, body.flow)
     for job in jobs:
         conf.check_queue(job.queue)

@@ -10,7 +10,8 @@ from typing import Any
 from django.db.models import Q
 from django.http import HttpRequest
 from django.utils import timezone
-from ninja.security import HttpBearer, SessionAuthIsStaff
+from ninja.security import HttpBearer
+from ninja.security.session import SessionAuthIsStaff
 
 from jobsite.jobs.models import ApiToken
 from jobsite.jobs.permissions import Grant

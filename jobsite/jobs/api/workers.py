@@ -7,7 +7,8 @@ serve none but those queues. Audited: one entry per worker told.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest
@@ -47,7 +48,7 @@ class ControlOut(Out):
     workers: list[str]
 
 
-def _check_scope(rights: Grant, chosen: list[dict[str, object]]) -> None:
+def _check_scope(rights: Grant, chosen: list[Mapping[str, Any]]) -> None:
     """Refuse (403) when a chosen worker serves a queue outside the request's scope."""
     for w in chosen:
         for queue in str(w.get("queues", "")).split(","):

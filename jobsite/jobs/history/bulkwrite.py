@@ -111,7 +111,7 @@ def _empty_stage(cursor: Any, name: str, definition: str) -> None:
     cursor.execute(f"TRUNCATE {name}")
 
 
-def _stage(cursor: Any, model: type[Model], columns: Sequence[str], rows: list[Any]) -> str:
+def _stage(cursor: Any, model: type[Model], columns: Sequence[str], rows: Sequence[Any]) -> str:
     """Copy rows into this session's staging table for `model`; return the SELECT of them."""
     table = _q(model._meta.db_table)
     stage = _q(f"{model._meta.db_table}_stage")
@@ -124,7 +124,7 @@ def _stage(cursor: Any, model: type[Model], columns: Sequence[str], rows: list[A
 
 
 def _insert(
-    model: type[Model], columns: Sequence[str], rows: list[tuple[Any, ...]], tail: str
+    model: type[Model], columns: Sequence[str], rows: Sequence[tuple[Any, ...]], tail: str
 ) -> None:
     """Run `INSERT INTO model (columns) <rows> <tail>` for many rows in one go."""
     table = _q(model._meta.db_table)

@@ -8,7 +8,7 @@ Queue depth comes from the samples `sample_depth` takes once a minute (runworker
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -58,7 +58,7 @@ def _percentiles(hists: dict[int, int]) -> dict[str, float | None]:
     }
 
 
-def _durations(rows: list[dict[str, Any]], index: dict[datetime, int]) -> dict[str, Any]:
+def _durations(rows: Sequence[Mapping[str, Any]], index: dict[datetime, int]) -> dict[str, Any]:
     """Return per point and overall p50 and p95 (ms) of the wait and run histograms."""
     by_point: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
     overall: dict[str, list[tuple[int, int]]] = defaultdict(list)
@@ -79,7 +79,9 @@ def _durations(rows: list[dict[str, Any]], index: dict[datetime, int]) -> dict[s
     return out
 
 
-def _throughput(rows: list[dict[str, Any]], index: dict[datetime, int]) -> dict[str, list[int]]:
+def _throughput(
+    rows: Sequence[Mapping[str, Any]], index: dict[datetime, int]
+) -> dict[str, list[int]]:
     out = {series: [0] * len(index) for series in COUNTS}
     for r in rows:
         if r["series"] in out and r["start"] in index:
@@ -90,7 +92,10 @@ def _throughput(rows: list[dict[str, Any]], index: dict[datetime, int]) -> dict[
 def _depth(samples: QuerySet[QueueDepth], chosen: Range, index: dict[datetime, int]) -> Any:
     """Return the deepest sample of each point (queues summed), None where none was taken."""
     out: dict[str, list[int | None]] = {d: [None] * len(index) for d in DEPTHS}
-    per_minute = samples.values("minute").annotate(**{d: Sum(d) for d in DEPTHS})
+    # (the sums' names are not literals: rows read as mappings)
+    per_minute: Iterable[Mapping[str, Any]] = samples.values("minute").annotate(
+        **{d: Sum(d) for d in DEPTHS}
+    )
     for s in per_minute:
         seconds = int(s["minute"].timestamp())
         start = datetime.fromtimestamp(seconds - seconds % chosen.step_s, tz=s["minute"].tzinfo)

@@ -78,7 +78,8 @@ def percentile(buckets: Mapping[int, int], q: float) -> float | None:
             part = (rank - seen) / n
             if bucket <= 0:
                 return low + (high - low) * part
-            return low * (high / low) ** part
+            growth: float = (high / low) ** part  # (float ** float is typed Any: complex)
+            return low * growth
         seen += n
     return bucket_bounds_ms(max(buckets))[1]
 

@@ -5,9 +5,14 @@ rows: their tables, indexes, content types, permissions (so groups and users kee
 admin log entries and API token scopes move to the new names instead of being created afresh.
 """
 
+from typing import Any, cast
+
 import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 
 # New model name -> (old table, old model name).
 OLD = {
@@ -22,19 +27,20 @@ OLD = {
 OLD_LAST = "0002_token_scope_and_groups"
 
 
-def _old_migrations(connection):
+def _old_migrations(connection: BaseDatabaseWrapper) -> set[str]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT name FROM django_migrations WHERE app = %s", ["jobs"])
         return {name for (name,) in cursor.fetchall()}
 
 
-def _rename_indexes(schema_editor, model):
+def _rename_indexes(schema_editor: BaseDatabaseSchemaEditor, model: type[models.Model]) -> None:
     """Give the adopted table's indexes the names this state expects (found by columns)."""
     connection = schema_editor.connection
     with connection.cursor() as cursor:
         found = connection.introspection.get_constraints(cursor, model._meta.db_table)
     for index in model._meta.indexes:
-        columns = [model._meta.get_field(name).column for name in index.fields]
+        # (an index names the model's own fields, never a reverse relation)
+        columns = [cast("models.Field[Any, Any]", model._meta.get_field(name)).column for name in index.fields]
         for name, info in found.items():
             plain = info["index"] and not info["unique"] and not info["primary_key"]
             if plain and info["columns"] == columns and name != index.name:
@@ -42,12 +48,12 @@ def _rename_indexes(schema_editor, model):
                 schema_editor.rename_index(model, old, index)
 
 
-def _move_names(apps):
+def _move_names(apps: StateApps) -> None:
     """Move content types, permissions and token scopes from the old label to this one."""
     ContentType = apps.get_model("contenttypes", "ContentType")
     Permission = apps.get_model("auth", "Permission")
     ApiToken = apps.get_model("jobsite", "ApiToken")
-    codenames = {}
+    codenames: dict[str, str] = {}
     for new, (_, old) in OLD.items():
         if ContentType.objects.filter(app_label="jobsite", model=new).exists():
             continue
@@ -66,7 +72,7 @@ def _move_names(apps):
         token.save(update_fields=["permissions"])
 
 
-def create_or_adopt(apps, schema_editor):
+def create_or_adopt(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     connection = schema_editor.connection
     adopting = "jobs_job" in connection.introspection.table_names()
     if adopting and OLD_LAST not in _old_migrations(connection):
@@ -78,7 +84,7 @@ def create_or_adopt(apps, schema_editor):
         if model._meta.app_label != "jobsite":
             continue
         if adopting:
-            schema_editor.alter_db_table(model, OLD[model._meta.model_name][0], model._meta.db_table)
+            schema_editor.alter_db_table(model, OLD[cast(str, model._meta.model_name)][0], model._meta.db_table)
             _rename_indexes(schema_editor, model)
         else:
             schema_editor.create_model(model)

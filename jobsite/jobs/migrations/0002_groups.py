@@ -2,6 +2,8 @@
 
 from django.contrib.auth.management import create_permissions
 from django.db import migrations
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 
 # As of this migration (jobsite.jobs.permissions.GROUPS may grow later, through new migrations).
 READ = ["view_jobrecord", "view_jobevent", "view_queuerecord", "view_workerrecord"]
@@ -18,10 +20,10 @@ GROUPS = {
 }
 
 
-def make_groups(apps, schema_editor):
+def make_groups(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     # Permissions are created after all migrations; make them now so the groups can hold them.
     for config in apps.get_app_configs():
-        config.models_module = True
+        config.models_module = True  # type: ignore[assignment]  # Django's idiom: any truthy value
         create_permissions(config, verbosity=0, apps=apps)
         config.models_module = None
     Group = apps.get_model("auth", "Group")
@@ -33,7 +35,7 @@ def make_groups(apps, schema_editor):
         )
 
 
-def drop_groups(apps, schema_editor):
+def drop_groups(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     apps.get_model("auth", "Group").objects.filter(name__in=list(GROUPS)).delete()
 
 

@@ -8,9 +8,13 @@ PostgreSQL indexes (after this one's deferred index statements have run).
 """
 
 from collections import Counter, defaultdict
+from datetime import datetime
+from typing import Any
 
 import orjson
 from django.db import migrations, models
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 from django.db.models.functions import TruncMinute
 
 from jobsite.jobs.history.rows import search_text
@@ -18,7 +22,7 @@ from jobsite.jobs.history.rows import search_text
 CHUNK = 1000
 
 
-def _transition(event):
+def _transition(event: Any) -> dict[str, Any]:
     return {
         "id": event.event_id,
         "from": event.from_state,
@@ -30,7 +34,7 @@ def _transition(event):
     }
 
 
-def carry_history(apps, schema_editor):
+def carry_history(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     """Move events into their jobs' rows, fill the search table and the minute counts."""
     alias = schema_editor.connection.alias
     JobRecord = apps.get_model("jobsite", "JobRecord").objects.using(alias)
@@ -60,7 +64,7 @@ def carry_history(apps, schema_editor):
             for row in chunk
         ]
         JobSearch.objects.using(alias).bulk_create(texts, ignore_conflicts=True)
-    counts = Counter()
+    counts: Counter[tuple[datetime, str, str]] = Counter()
     minutes = JobEvent.exclude(from_state=models.F("to_state")).annotate(m=TruncMinute("at"))
     for minute, queue, state, n in minutes.values_list("m", "queue", "to_state").annotate(
         n=models.Count("id")

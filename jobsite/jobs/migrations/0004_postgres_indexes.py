@@ -6,11 +6,13 @@ app uses LIKE on them (ids are only ever compared whole); each costs a write per
 """
 
 from django.db import migrations
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 
 TRIGRAM_INDEX = "jobsite_search_trgm"
 
 
-def postgres_indexes(apps, schema_editor):
+def postgres_indexes(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     """Add the trigram index and drop unused LIKE twins (PostgreSQL only)."""
     connection = schema_editor.connection
     if connection.vendor != "postgresql":
@@ -29,7 +31,7 @@ def postgres_indexes(apps, schema_editor):
         )
 
 
-def drop_trigram_index(apps, schema_editor):
+def drop_trigram_index(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(f"DROP INDEX IF EXISTS {TRIGRAM_INDEX}")
 

@@ -9,16 +9,18 @@ Only pages written from now on take the setting; `VACUUM FULL` or `pg_repack` re
 """
 
 from django.db import migrations
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 
 FILLFACTOR = 70
 
 
-def set_fillfactor(apps, schema_editor):
+def set_fillfactor(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(f"ALTER TABLE jobsite_jobrecord SET (fillfactor = {FILLFACTOR})")
 
 
-def reset_fillfactor(apps, schema_editor):
+def reset_fillfactor(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute("ALTER TABLE jobsite_jobrecord RESET (fillfactor)")
 

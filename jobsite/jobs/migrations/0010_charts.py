@@ -6,17 +6,20 @@ task "" (unknown) in every span, then dropped.
 """
 
 from collections import Counter
+from datetime import datetime
 
 from django.db import migrations, models
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 
 SPANS_S = (60, 900, 3600)
 
 
-def copy_minutes(apps, schema_editor):
+def copy_minutes(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     alias = schema_editor.connection.alias
     MinuteCount = apps.get_model("jobsite", "MinuteCount")
     RollupCount = apps.get_model("jobsite", "RollupCount")
-    rows = Counter()
+    rows: Counter[tuple[int, datetime, str, str]] = Counter()
     for minute, queue, state, n in MinuteCount.objects.using(alias).values_list(
         "minute", "queue", "state", "count"
     ):

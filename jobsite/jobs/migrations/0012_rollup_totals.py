@@ -2,9 +2,11 @@
 index on each slice over time; the totals of what was already counted are made here."""
 
 from django.db import migrations, models
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 
 
-def add_totals(apps, schema_editor):
+def add_totals(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     from jobsite.jobs.history.rollup import add_totals
 
     add_totals(schema_editor.connection)

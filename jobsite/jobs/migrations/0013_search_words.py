@@ -6,13 +6,15 @@ a few milliseconds, and costs the mirror fewer index entries per job.
 """
 
 from django.db import migrations
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 
 from jobsite.jobs.search import SEARCH_WORDS_INDEX, SEARCH_WORDS_SQL
 
 TRIGRAM_INDEX = "jobsite_search_trgm"
 
 
-def words_index(apps, schema_editor):
+def words_index(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     if schema_editor.connection.vendor != "postgresql":
         return
     schema_editor.execute(
@@ -22,7 +24,7 @@ def words_index(apps, schema_editor):
     schema_editor.execute(f"DROP INDEX IF EXISTS {TRIGRAM_INDEX}")
 
 
-def trigram_index(apps, schema_editor):
+def trigram_index(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     if schema_editor.connection.vendor != "postgresql":
         return
     schema_editor.execute(

@@ -7,6 +7,9 @@ than 3.34, without the trigram tokenizer) keeps scanning: the search checks for 
 """
 
 from django.db import migrations
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.backends.utils import CursorWrapper
+from django.db.migrations.state import StateApps
 
 from jobsite.jobs.search import SEARCH_TRIGRAMS
 
@@ -30,7 +33,7 @@ TRIGGERS = {
 }
 
 
-def _has_trigrams(cursor) -> bool:
+def _has_trigrams(cursor: CursorWrapper) -> bool:
     try:
         cursor.execute("CREATE VIRTUAL TABLE temp.jobsite_probe USING fts5(x, tokenize='trigram')")
     except Exception:
@@ -39,7 +42,7 @@ def _has_trigrams(cursor) -> bool:
     return True
 
 
-def add_trigrams(apps, schema_editor):
+def add_trigrams(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     if schema_editor.connection.vendor != "sqlite":
         return
     with schema_editor.connection.cursor() as cursor:
@@ -54,7 +57,7 @@ def add_trigrams(apps, schema_editor):
     schema_editor.execute(f"INSERT INTO {SEARCH_TRIGRAMS} ({SEARCH_TRIGRAMS}) VALUES ('rebuild')")
 
 
-def drop_trigrams(apps, schema_editor):
+def drop_trigrams(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     if schema_editor.connection.vendor != "sqlite":
         return
     for name in TRIGGERS:

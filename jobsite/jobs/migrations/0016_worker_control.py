@@ -2,14 +2,16 @@
 
 from django.contrib.auth.management import create_permissions
 from django.db import migrations
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 
 OPERATORS = "Jobsite operators"
 CODENAME = "change_workerrecord"
 
 
-def grant(apps, schema_editor):
+def grant(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     for config in apps.get_app_configs():
-        config.models_module = True
+        config.models_module = True  # type: ignore[assignment]  # Django's idiom: any truthy value
         create_permissions(config, verbosity=0, apps=apps)
         config.models_module = None
     Group = apps.get_model("auth", "Group")
@@ -19,7 +21,7 @@ def grant(apps, schema_editor):
         group.permissions.add(*perm)
 
 
-def revoke(apps, schema_editor):
+def revoke(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     Group = apps.get_model("auth", "Group")
     Permission = apps.get_model("auth", "Permission")
     perm = Permission.objects.filter(content_type__app_label="jobsite", codename=CODENAME)

@@ -160,7 +160,7 @@ async def aschedule(queue: str, name: str) -> ScheduleState | None:
 
 
 async def _save_schedule(
-    client: Client, name: str, job: Job | list[Job], *, exists: bool | None, **timing: Any
+    client: Client, /, name: str, job: Job | list[Job], *, exists: bool | None, **timing: Any
 ) -> Repeatable | None:
     """Store schedule `name` submitting copies of `job` (or of a flow: a list of jobs, parents
     first), timed by `timing` (Repeats.add).

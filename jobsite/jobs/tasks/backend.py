@@ -7,7 +7,7 @@ import importlib
 import inspect
 import threading
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from engine import (
     PER_CALL_OPTIONS,
@@ -23,17 +23,20 @@ from engine import Job as EngineJob
 from jobsite.jobs import services
 from jobsite.jobs.conf import check_queue, task_modules
 from jobsite.jobs.models import JobRecord
+from jobsite.jobs.tasks import djtasks
+from jobsite.jobs.tasks.djtasks import AnyTask as DjangoTask
+from jobsite.jobs.tasks.djtasks import (
+    AnyTaskResult as TaskResult,
+)
 from jobsite.jobs.tasks.djtasks import (
     BaseTaskBackend,
     InvalidTask,
     TaskError,
-    TaskResult,
     TaskResultDoesNotExist,
     TaskResultStatus,
     task_backends,
     task_enqueued,
 )
-from jobsite.jobs.tasks.djtasks import Task as DjangoTask
 from jobsite.jobs.tasks.taskclass import JobsiteTask, engine_options_of
 
 STATUS = {
@@ -51,7 +54,7 @@ def django_tasks_in(module_names: list[str]) -> dict[str, DjangoTask]:
     found: dict[str, DjangoTask] = {}
     for name in module_names:
         for value in vars(importlib.import_module(name)).values():
-            if isinstance(value, DjangoTask):
+            if isinstance(value, djtasks.Task):
                 found[value.module_path] = value
     return found
 
@@ -182,23 +185,34 @@ class JobsiteBackend(BaseTaskBackend):
         self.tasks[task.module_path] = task
         return job, result
 
-    def enqueue(self, task: DjangoTask, args: Any, kwargs: Any) -> TaskResult:
-        """Enqueue at once (or through the outbox when that option is on); send task_enqueued."""
+    def enqueue[**P, R](
+        self, task: djtasks.Task[P, R], args: Any, kwargs: Any
+    ) -> djtasks.TaskResult[P, R]:
+        """Enqueue at once (or through the outbox when that option is on); send task_enqueued.
+
+        (The results are built for a task of any function, hence the casts to `task`'s types.)
+        """
         job, result = self._prepare(task, args, kwargs)
         task_enqueued.send(type(self), task_result=result)
         done = services.submit(job, outbox=self.outbox)
         if done.id != result.id:  # deduplicated: the result is the job holding the id
-            return self.get_result(done.id)
-        return self.to_result(done) if done.state.is_terminal else result
+            return cast("djtasks.TaskResult[P, R]", self.get_result(done.id))
+        return cast(
+            "djtasks.TaskResult[P, R]", self.to_result(done) if done.state.is_terminal else result
+        )
 
-    async def aenqueue(self, task: DjangoTask, args: Any, kwargs: Any) -> TaskResult:
+    async def aenqueue[**P, R](
+        self, task: djtasks.Task[P, R], args: Any, kwargs: Any
+    ) -> djtasks.TaskResult[P, R]:
         """Enqueue on the engine's async path (no outbox: there is no transaction here)."""
         job, result = self._prepare(task, args, kwargs)
         await task_enqueued.asend(type(self), task_result=result)
         done = await services.asubmit(job)
         if done.id != result.id:  # deduplicated: the result is the job holding the id
-            return await self.aget_result(done.id)
-        return self.to_result(done) if done.state.is_terminal else result
+            return cast("djtasks.TaskResult[P, R]", await self.aget_result(done.id))
+        return cast(
+            "djtasks.TaskResult[P, R]", self.to_result(done) if done.state.is_terminal else result
+        )
 
     def get_result(self, result_id: str) -> TaskResult:
         """Read the job from Redis, or from the mirrored history once Redis forgot it."""

@@ -9,12 +9,14 @@ task API directly.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import django
 from django.core.exceptions import ImproperlyConfigured
 
-if django.VERSION >= (6, 0):
+# mypy checks against the installed Django (the lock's 6.1): the other branches are for the
+# Django 6.0 and 5.2 suites (TYPE_CHECKING is False when running, so nothing changes there).
+if TYPE_CHECKING or django.VERSION >= (6, 0):
     from django.tasks import Task, TaskContext, default_task_backend, task, task_backends
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import (
@@ -29,7 +31,7 @@ if django.VERSION >= (6, 0):
     from django.tasks.signals import task_enqueued, task_finished, task_started
     from django.utils.json import normalize_json
 
-    if django.VERSION < (6, 1):
+    if not TYPE_CHECKING and django.VERSION < (6, 1):
 
         def task(
             function: Any = None,
@@ -70,7 +72,19 @@ else:  # pragma: no cover - run by the Django 5.2 suite
     from django_tasks.signals import task_enqueued, task_finished, task_started
     from django_tasks.utils import normalize_json
 
+if TYPE_CHECKING:
+    # django-stubs makes these generic (the task's parameters and return value); Django's
+    # classes are not subscriptable when running. Annotations name the task of any function.
+    AnyTask = Task[..., Any]
+    AnyTaskResult = TaskResult[..., Any]
+    AnyTaskContext = TaskContext[..., Any]
+else:
+    AnyTask, AnyTaskResult, AnyTaskContext = Task, TaskResult, TaskContext
+
 __all__ = [
+    "AnyTask",
+    "AnyTaskContext",
+    "AnyTaskResult",
     "BaseTaskBackend",
     "InvalidTask",
     "Task",

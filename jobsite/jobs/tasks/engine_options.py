@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from engine import task_ref
-from jobsite.jobs.tasks.djtasks import Task as DjangoTask
+from jobsite.jobs.tasks.djtasks import AnyTask as DjangoTask
 
 F = TypeVar("F", bound=Callable[..., Any])
 _ATTRIBUTE = "__jobsite_engine_options__"

@@ -21,11 +21,15 @@ from django.utils import timezone
 from engine import JobContext, Task, collect_tasks, task
 from jobsite.jobs import conf
 from jobsite.jobs.tasks.backend import django_tasks_in, task_defaults
-from jobsite.jobs.tasks.djtasks import Task as DjangoTask
+from jobsite.jobs.tasks.djtasks import AnyTask as DjangoTask
 from jobsite.jobs.tasks.djtasks import (
-    TaskContext,
+    AnyTaskContext as TaskContext,
+)
+from jobsite.jobs.tasks.djtasks import (
+    AnyTaskResult as TaskResult,
+)
+from jobsite.jobs.tasks.djtasks import (
     TaskError,
-    TaskResult,
     TaskResultStatus,
     normalize_json,
     task_backends,
@@ -108,8 +112,9 @@ def _signature(dtask: DjangoTask) -> inspect.Signature:
     return sig.replace(parameters=[lead, *params])
 
 
+# (django-stubs declares TaskContext not frozen; Django's is frozen.)
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class JobTaskContext(TaskContext):
+class JobTaskContext(TaskContext):  # type: ignore[misc]
     """The context a django.tasks function with `takes_context=True` gets: Django's own
     (`task_result`, `attempt`), with the engine's job behind it, so the task can drive the
     dashboard's progress bar and job log, keep its lease alive and see a cancel.
@@ -223,7 +228,7 @@ def wrap(dtask: DjangoTask) -> Task:
         run = run_sync
     run.__signature__ = _signature(dtask)  # type: ignore[attr-defined]
     run.__wrapped__ = dtask.func  # type: ignore[attr-defined]  # its type hints
-    return task(run, name=dtask.module_path, **options)  # type: ignore[no-any-return]
+    return task(run, name=dtask.module_path, **options)
 
 
 def load_tasks(modules: list[str]) -> list[Task]:

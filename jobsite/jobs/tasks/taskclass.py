@@ -21,8 +21,8 @@ from datetime import datetime
 from typing import Any
 
 from engine import ConfigError, Deduplication
+from jobsite.jobs.tasks.djtasks import AnyTask as DjangoTask
 from jobsite.jobs.tasks.djtasks import InvalidTask
-from jobsite.jobs.tasks.djtasks import Task as DjangoTask
 
 # Options Django's own `using()` takes; the rest of `using()`'s keywords are engine options.
 _DJANGO_USING = ("priority", "queue_name", "run_after", "backend")

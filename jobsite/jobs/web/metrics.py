@@ -198,7 +198,7 @@ class EngineCollector(Collector):
             "Jobs waiting for a worker with their task version (a rolling deploy).",
             labels=["queue", "task", "version"],
         )
-        for q in self.snapshot.queues:
+        for q in snapshot.queues:
             for tag, n in sorted(q.waiting_for_version.items()):
                 task, _, version = tag.rpartition("@")
                 versions.add_metric([q.queue, task, version], n)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import signal
 import time
@@ -116,7 +117,7 @@ class Command(BaseCommand):
                 on_signal()
 
         for name, task in background.items():
-            task.add_done_callback(lambda t, name=name: watch(name, t))
+            task.add_done_callback(functools.partial(watch, name))
         try:
             if worker is not None:
                 await worker.run()
@@ -139,8 +140,8 @@ class Command(BaseCommand):
                 await mirror.aclose()
             await sync_to_async(connections.close_all, thread_sensitive=True)()
         if crashed:
-            name, exc = crashed[0]
-            raise CommandError(f"loop {name} crashed: {exc!r}; see the log above", returncode=70)
+            where, error = crashed[0]
+            raise CommandError(f"loop {where} crashed: {error!r}; see the log above", returncode=70)
 
     def _background(
         self,
