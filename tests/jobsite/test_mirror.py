@@ -483,7 +483,7 @@ def test_a_mirror_gives_memory_back_when_it_falls_idle_after_a_backlog(
 
     given: list[int] = []
     monkeypatch.setattr(heap, "give_back", lambda: given.append(1))
-    monkeypatch.setattr(mirror_module, "GIVE_BACK_EVENTS", 9)
+    monkeypatch.setattr(mirror_module, "GIVE_BACK_BATCH", 9)
     async_to_sync(make_history)(engine)  # 22 jobs, 3 or more events each
 
     async def drain() -> None:

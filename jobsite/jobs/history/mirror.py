@@ -37,9 +37,9 @@ ENDED = frozenset(str(s) for s in ENDED_STATES)
 BLOCK_MS = 1000
 # A consumer idle this long with nothing pending is gone for good: its name is deleted.
 CONSUMER_GONE_MS = 600_000
-# Events applied since the last heap.give_back after which a mirror that falls idle gives back
-# the memory its batches held (a backlog's batches are the process's peak).
-GIVE_BACK_EVENTS = 20_000
+# A batch this large (a backlog's) raised the process's peak: once the mirror falls idle, it
+# gives that memory back (heap.give_back). A mirror keeping up writes batches far smaller.
+GIVE_BACK_BATCH = 5_000
 
 
 def consumer_name() -> str:
@@ -280,7 +280,7 @@ class Mirror:
         self.reclaim_idle_ms = reclaim_idle_ms
         self.gap_check_every_s = gap_check_every_s
         self.applied = 0
-        self._given_back_at = 0  # self.applied at the last heap.give_back
+        self._largest_batch = 0  # events of the largest batch since the last heap.give_back
         # Missed jobs whose hash was gone, by the stream's newest entry (sortable) then.
         self._gone_at: dict[str, str] = {}
         # Events read but left for a later batch, unacked, by job (see the class docstring),
@@ -423,6 +423,7 @@ class Mirror:
         await self._db(write_batch, batch, self._aside)
         await self.reader.ack(batch.events)
         self.applied += len(batch.events)
+        self._largest_batch = max(self._largest_batch, len(batch.events))
         await self._notify()
 
     async def settle(self) -> None:
@@ -458,8 +459,8 @@ class Mirror:
                 await self.reader.finish_reads()
                 events = await self.reader.read(self.batch, None)
             if not events:
-                if self.applied - self._given_back_at >= GIVE_BACK_EVENTS:
-                    self._given_back_at = self.applied
+                if self._largest_batch >= GIVE_BACK_BATCH:
+                    self._largest_batch = 0
                     heap.give_back()
                 return 0
         if len(events) >= self.batch and self._carried_n + len(events) <= self.carry_max:
