@@ -243,7 +243,9 @@ class Mirror:
     Behind (a full read), a job whose state in Redis has moved past its newest event read so
     far is carried to a later batch, unacked, until its next events come (see `unsettled`): a
     backlog where every job was enqueued before any ran then writes each row once, not twice.
-    A short read, or more than `carry_max` events carried, writes everything carried.
+    A short read, or more than `carry_max` events carried, writes everything carried; a short
+    read carries its own unsettled jobs for one step only (a mirror keeping up then writes a
+    job that ran within a batch's time once, not at `submitted` and again at its end).
 
     Every `reclaim_every_s` it takes over what another consumer of the group read and left
     unacked for `reclaim_idle_ms` (that reader stopped): a mirror that dies and is not
@@ -465,9 +467,14 @@ class Mirror:
                 return 0
         if len(events) >= self.batch and self._carried_n + len(events) <= self.carry_max:
             pool = await self._carry(events)
-        else:
-            pool = [e for seen in carried.values() for e in seen] + events
+        else:  # what was carried is written now; what this read carries waits one step only
             self._carried, self._carried_n = {}, 0
+            pool = await self._carry(events) if events else []
+            for job in [job for job in self._carried if job in carried]:
+                again = self._carried.pop(job)
+                self._carried_n -= len(again)
+                carried[job] += again
+            pool += [e for seen in carried.values() for e in seen]
         if pool:
             batch = prepare(pool, await self._hashes(pool))
             await self.settle()
