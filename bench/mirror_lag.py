@@ -1,9 +1,9 @@
 """Mirror lag: event written -> row committed, at a steady job rate, on SQLite and PostgreSQL.
 
 `python -m bench.mirror_lag [--rate 5000] [--seconds 20]` (run by `bin/bench-mirror`). For each
-database it starts a worker process, feeds jobs at `--rate` per second for `--seconds`, runs the
-mirror in this process, and measures per event (written `at`, Redis time) to the commit of its
-batch. It also samples the group's backlog (entries not yet delivered plus pending) every second.
+database it starts a worker process, feeds jobs at `--rate` per second for `--seconds` once that
+worker has registered, runs the mirror in this process, and measures per event (written `at`,
+Redis time) to the commit of its batch. It also samples the group's backlog (entries not yet delivered plus pending) every second.
 Writes the "mirror-lag" section of docs/benchmarks.md.
 """
 
@@ -85,6 +85,14 @@ async def measure(
     mirror_module.write_batch = timed_batch  # type: ignore[attr-defined]
     mirror = mirror_module.Mirror(["default"], consumer="bench")  # type: ignore[attr-defined]
     await mirror.start()
+    # The lag of a running system: the feed starts once the worker has registered (jobs fed
+    # while it boots would make a backlog, and time its start-up, not the mirror).
+    async with Client(EngineSettings.from_url(redis_url)) as client:
+        deadline = time.monotonic() + 60
+        while not await client.workers():
+            if time.monotonic() > deadline or worker.poll() is not None:
+                raise RuntimeError("the worker process did not register within 60 s")
+            await asyncio.sleep(0.1)
     stopping = asyncio.Event()
     runner = asyncio.create_task(mirror.run(stopping))
     feeder = await asyncio.create_subprocess_exec(
