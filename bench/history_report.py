@@ -168,8 +168,8 @@ FILLS = {
 MIRRORS = {
     "PostgreSQL": "Mirror: a backlog made by an in-process burst worker, drained by a fresh"
     " `Mirror`; the lag run is `bench.mirror_lag.measure` (feeder and worker processes; the"
-    " feed starts once the worker has registered) against this database. WAL from `pg_current_wal_lsn()` (server-wide), split by kind"
-    " with `pg_waldump --stats`.",
+    " feed starts once the worker has registered) against this database. WAL from"
+    " `pg_current_wal_lsn()` (server-wide), split by kind with `pg_waldump --stats`.",
     "SQLite": "The mirror is not timed here (see the PostgreSQL section and mirror-lag).",
 }
 

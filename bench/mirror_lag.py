@@ -3,8 +3,8 @@
 `python -m bench.mirror_lag [--rate 5000] [--seconds 20]` (run by `bin/bench-mirror`). For each
 database it starts a worker process, feeds jobs at `--rate` per second for `--seconds` once that
 worker has registered, runs the mirror in this process, and measures per event (written `at`,
-Redis time) to the commit of its batch. It also samples the group's backlog (entries not yet delivered plus pending) every second.
-Writes the "mirror-lag" section of docs/benchmarks.md.
+Redis time) to the commit of its batch. It also samples the group's backlog (entries not yet
+delivered plus pending) every second. Writes the "mirror-lag" section of docs/benchmarks.md.
 """
 
 from __future__ import annotations
