@@ -17,8 +17,13 @@ The timer: asyncio's (and uvloop's) own timers wake at millisecond granularity (
 timeout), too coarse for 0.5 ms; a Linux timerfd (`os.timerfd_create`, Python 3.13+) watched by
 the loop wakes within microseconds. Without it, `loop.call_at` is the fallback.
 
-What it costs: `bin/bench --rtt-ms 0` runs through the proxy with no delay; compare with a run
-without `--rtt-ms` (docs/benchmarks.md, "Redis across a network", gives the figures).
+What it costs (2026-11-26, 2 cores shared with other work, redis-benchmark against a private
+redis-server): a sequential PING's p50 goes from 15 to 39 µs through the proxy at 0 ms (so each
+round trip pays about 25 µs more beyond the delay asked for), and 20 clients pipelining SETs by
+10 get 314,000 SETs/s through it instead of 575,000 direct: one Python process forwards about
+31,000 chunks/s each way. At 0.5 ms each way a PING's p50 is 1.17 ms (minimum 1.07 ms): never
+less than the delay, and about 0.1 ms per wake-up more. `bin/bench --rtt-ms 0` runs every
+system through the proxy with no delay, to compare with a run without `--rtt-ms`.
 """
 
 from __future__ import annotations
