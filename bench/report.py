@@ -44,7 +44,8 @@ class Context:
     redis_version: str
     versions: dict[str, dict[str, str]]
     argv: list[str]
-    # PING round trip p50 in ms, "direct" and "proxied", when run with --rtt-ms.
+    # With --rtt-ms: PING round trip p50 in ms ("direct", "proxied") and the proxy's CPU and
+    # wall time in s ("proxy_cpu_s", "proxy_wall_s").
     pings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -153,7 +154,16 @@ def network_note(ctx: Context) -> str:
         f" run, PING round trip p50: {ctx.pings['direct']:.3f} ms direct,"
         f" {ctx.pings['proxied']:.3f} ms through the proxy. The proxy is a Python process on"
         " the same 2 cores (this kernel has no `tc netem`), so it also takes CPU from the"
-        " systems; `bin/bench --rtt-ms 0` shows that cost alone.\n"
+        f" systems{proxy_usage(ctx.pings)}; `bin/bench --rtt-ms 0` shows that cost alone.\n"
+    )
+
+
+def proxy_usage(pings: dict[str, float]) -> str:
+    cpu_s, wall_s = pings.get("proxy_cpu_s"), pings.get("proxy_wall_s")
+    if cpu_s is None or not wall_s:
+        return ""
+    return (
+        f" ({cpu_s:,.0f} s of CPU over the run's {wall_s:,.0f} s, {cpu_s / wall_s:.0%} of a core)"
     )
 
 

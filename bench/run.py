@@ -93,9 +93,20 @@ def ping_rtt_ms(url: str, n: int = 300) -> float:
     return percentile(took, 50)
 
 
+def cpu_s(pid: int) -> float:
+    """Return the CPU time (user + system) process `pid` has used so far, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
-def network(server: procs.RedisServer, rtt_ms: float | None, run_dir: Path) -> Iterator[str]:
-    """Yield the URL the systems use: Redis itself, or a latency proxy in front of it."""
+def network(
+    server: procs.RedisServer, rtt_ms: float | None, run_dir: Path, usage: dict[str, float]
+) -> Iterator[str]:
+    """Yield the URL the systems use: Redis itself, or a latency proxy in front of it.
+
+    A proxy's CPU time and the wall time it served go into `usage` when it stops.
+    """
     if rtt_ms is None:
         yield server.url
         return
@@ -105,11 +116,16 @@ def network(server: procs.RedisServer, rtt_ms: float | None, run_dir: Path) -> I
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proxy = procs.start_group(argv, env, ROOT, run_dir / "latency-proxy.log")
     url = f"redis://127.0.0.1:{port}/0"
+    started = time.monotonic()
     try:
         procs.wait_ping(url, proxy)
         log(event="proxy_started", port=port, rtt_ms=rtt_ms, pid=proxy.pid)
         yield url
     finally:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            usage["proxy_cpu_s"] = cpu_s(proxy.pid)
+            usage["proxy_wall_s"] = time.monotonic() - started
+            log(event="proxy_usage", **usage)
         procs.stop_group(proxy)
 
 
@@ -153,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     sync_n = 500 if args.quick else 5000
     if args.only == "django-enqueue":
         try:
-            with network(server, args.rtt_ms, run_dir) as url:
+            with network(server, args.rtt_ms, run_dir, {}) as url:
                 rows = sync_enqueue.run_all(ROOT, url, sync_n)
         finally:
             procs.stop_group(server.proc)
@@ -170,9 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         redis_version = str(client.info("server")["redis_version"])
         log(event="redis_started", port=server.port, run_dir=run_dir)
-        with network(server, args.rtt_ms, run_dir) as url:
+        with network(server, args.rtt_ms, run_dir, pings) as url:
             if args.rtt_ms is not None:
-                pings = {"direct": ping_rtt_ms(server.url), "proxied": ping_rtt_ms(url)}
+                pings.update(direct=ping_rtt_ms(server.url), proxied=ping_rtt_ms(url))
                 direct_us, proxied_us = pings["direct"] * 1000, pings["proxied"] * 1000
                 log(event="ping", direct_p50_us=direct_us, proxied_p50_us=proxied_us)
             for system in args.systems:
