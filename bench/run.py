@@ -173,8 +173,9 @@ def main(argv: list[str] | None = None) -> int:
                 rows = sync_enqueue.run_all(ROOT, url, sync_n)
         finally:
             procs.stop_group(server.proc)
-        body = sync_enqueue.markdown(rows, sync_n)
-        report.put_section(out, "django-enqueue-peers", body)
+        body = sync_enqueue.markdown(rows, sync_n, args.rtt_ms)
+        name = "django-enqueue-peers" if args.rtt_ms is None else "django-enqueue-peers-rtt"
+        report.put_section(out, name, body)
         print(body)
         log(event="done", report=out, run_dir=run_dir)
         return 0
@@ -211,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     shown = list(sys.argv[1:] if argv is None else argv)
     context = report.Context(sizes, args.quick, redis_version, found, shown, pings)
     out.parent.mkdir(parents=True, exist_ok=True)
-    sync_body = sync_enqueue.markdown(sync_rows, sync_n)
+    sync_body = sync_enqueue.markdown(sync_rows, sync_n, args.rtt_ms)
     if args.rtt_ms is not None:
         body = report.markdown(results, context) + "\n" + sync_body
         report.put_section(out, report.RTT_SECTION, report.demote(body))
