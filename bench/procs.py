@@ -45,17 +45,23 @@ def start_redis(run_dir: Path, timeout_s: float = 10.0) -> RedisServer:
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     log.close()
     server = RedisServer(port, proc)
+    wait_ping(server.url, proc, timeout_s)
+    return server
+
+
+def wait_ping(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+    """Wait until a PING to `url` (served by `proc`) answers; stop `proc` if it never does."""
     deadline = time.monotonic() + timeout_s
-    client = redis.Redis.from_url(server.url)
+    client = redis.Redis.from_url(url)
     try:
         while True:
             try:
                 client.ping()
-                return server
+                return
             except redis.ConnectionError:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     stop_group(proc)
-                    raise RuntimeError(f"redis-server did not start: see {run_dir}") from None
+                    raise RuntimeError(f"{proc.args!r} did not answer PING on {url}") from None
                 time.sleep(0.05)
     finally:
         client.close()

@@ -6,14 +6,14 @@ import os
 import platform
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from bench.peers import load
-from bench.scenarios import Result, Sizes
+from bench.scenarios import TIMEOUT_ROUND_TRIPS, Result, Sizes
 
 # key, title, short title (console), unit, higher is better
 METRICS = (
@@ -26,6 +26,15 @@ METRICS = (
     ("memory_mib_per_10k", "Redis mem / 10k jobs", "mem/10k", "MiB", False),
 )
 BASE = "jobsite"
+# key, title: Redis reads (round trips) and commands per job, from bench.scenarios' counters.
+ROUND_TRIPS = (
+    ("rt_enqueue_one", "Round trips per enqueue (one at a time)"),
+    ("rt_bulk", "Round trips per job, bulk enqueue"),
+    ("rt_worker", "Round trips per job, worker (1 proc)"),
+    ("commands_worker", "Commands per job, worker (1 proc)"),
+)
+# The section of docs/benchmarks.md that `bin/bench --rtt-ms R` writes.
+RTT_SECTION = "redis-across-a-network"
 
 
 @dataclass(frozen=True)
@@ -35,6 +44,13 @@ class Context:
     redis_version: str
     versions: dict[str, dict[str, str]]
     argv: list[str]
+    # With --rtt-ms: PING round trip p50 in ms ("direct", "proxied") and the proxy's CPU and
+    # wall time in s ("proxy_cpu_s", "proxy_wall_s").
+    pings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def rtt_ms(self) -> float | None:
+        return self.sizes.rtt_ms if self.pings else None
 
 
 def cpu_model() -> str:
@@ -104,6 +120,58 @@ def ratio_rows(results: dict[str, dict[str, Result]]) -> list[list[str]]:
     return rows
 
 
+def round_trip_rows(results: dict[str, dict[str, Result]]) -> list[list[str]]:
+    rows = []
+    for system, out in results.items():
+        cells = [out.get(key) for key, _ in ROUND_TRIPS]
+        rows.append(
+            [load(system).LABEL]
+            + [f"{v:,.2f}" if isinstance(v, float) else fmt(v, "") for v in cells]
+        )
+    return rows
+
+
+def round_trips(results: dict[str, dict[str, Result]]) -> str:
+    header = ["System"] + [title for _, title in ROUND_TRIPS]
+    intro = (
+        "Counted by Redis: `INFO stats` `total_reads_processed` (one read per request or"
+        " pipeline a client sent and then waited on, so one per round trip) and"
+        " `total_commands_processed`, before and after each phase, divided by the jobs. The"
+        " enqueue figure is over the enqueue-one-at-a-time scenario (its connection set-up"
+        " included); bulk and worker are the two halves of the 1-process throughput scenario"
+        " (the worker's start, idle polls and shutdown included)."
+    )
+    return intro + "\n\n" + markdown_table(header, round_trip_rows(results))
+
+
+def network_note(ctx: Context) -> str:
+    if ctx.rtt_ms is None:
+        return ""
+    return (
+        f"\n**Redis across a network: {ctx.rtt_ms:g} ms round trip added.** Every system (its"
+        " clients and workers) reaches the private redis-server through `bench/latency_proxy.py`,"
+        f" which holds every chunk {ctx.rtt_ms / 2:g} ms each way, in order. Measured before the"
+        f" run, PING round trip p50: {ctx.pings['direct']:.3f} ms direct,"
+        f" {ctx.pings['proxied']:.3f} ms through the proxy. The proxy is a Python process on"
+        " the same 2 cores (this kernel has no `tc netem`), so it also takes CPU from the"
+        f" systems{proxy_usage(ctx.pings)}; `bin/bench --rtt-ms 0` shows that cost alone.\n"
+    )
+
+
+def proxy_usage(pings: dict[str, float]) -> str:
+    cpu_s, wall_s = pings.get("proxy_cpu_s"), pings.get("proxy_wall_s")
+    if cpu_s is None or not wall_s:
+        return ""
+    return (
+        f" ({cpu_s:,.0f} s of CPU over the run's {wall_s:,.0f} s, {cpu_s / wall_s:.0%} of a core)"
+    )
+
+
+def demote(text: str) -> str:
+    """Return markdown `text` with every heading one level deeper (for a section)."""
+    return re.sub(r"^(#+) ", r"#\1 ", text, flags=re.M)
+
+
 def method(ctx: Context) -> str:
     s = ctx.sizes
     memory_note = "" if s.memory == 10_000 else f" (measured on {s.memory:,} jobs, scaled)"
@@ -128,8 +196,9 @@ def method(ctx: Context) -> str:
   (`bench/minimal_loop.py`: a Lua claim by priority with a lease, a token-fenced Lua completion,
   one event per job, one script call per batch of 100, nothing else). Its row in the relative
   table is Jobsite's share of that floor.
-- Timeouts: a system that does not reach its count within max(60 s, jobs/150 s) is reported as
-  `timeout` with the count it reached; it never hangs the run."""
+- Timeouts: a system that does not reach its count within max(60 s, jobs/150 s) (plus
+  {TIMEOUT_ROUND_TRIPS} round trips per job across a network) is reported as `timeout` with the
+  count it reached; it never hangs the run."""
 
 
 def configs(results: dict[str, dict[str, Result]]) -> str:
@@ -162,10 +231,13 @@ def markdown(results: dict[str, dict[str, Result]], ctx: Context) -> str:
         f" missing, or (memory) one side keeps under {MEMORY_FLOOR_MIB} MiB per 10k jobs, i.e."
         " stores nothing per finished job by default, so a ratio would only measure noise."
     )
-    return f"""# Benchmarks: Jobsite and its peers
+    title = "Benchmarks: Jobsite and its peers"
+    if ctx.rtt_ms is not None:
+        title = f"Redis across a network ({ctx.rtt_ms:g} ms round trip)"
+    return f"""# {title}
 {warning}
 Generated {time.strftime("%Y-%m-%d %H:%M")} by `{" ".join(["bin/bench", *ctx.argv])}`.
-
+{network_note(ctx)}
 ## Results
 
 {markdown_table(header, results_rows(results))}
@@ -175,6 +247,10 @@ Generated {time.strftime("%Y-%m-%d %H:%M")} by `{" ".join(["bin/bench", *ctx.arg
 {legend}
 
 {markdown_table(["Peer"] + [title for _, title, *_ in METRICS], ratio_rows(results))}
+
+## Round trips per job
+
+{round_trips(results)}
 {notes(results)}
 ## Method
 
@@ -201,6 +277,7 @@ Generated {time.strftime("%Y-%m-%d %H:%M")} by `{" ".join(["bin/bench", *ctx.arg
 bash bin/bench                       # full run, rewrites this file
 bash bin/bench --quick               # smoke run, report under var/bench/<time>/
 bash bin/bench --systems jobsite,rq --jobs 50000
+bash bin/bench --rtt-ms 1            # Redis 1 ms away: the section "Redis across a network"
 ```
 
 `bin/bench` makes `.venv` (Jobsite), `.venv-bench` (the peers, pinned in
@@ -212,7 +289,8 @@ under `var/bench/<time>/`.
 
 def print_rich(results: dict[str, dict[str, Result]], ctx: Context) -> None:
     console = Console()
-    table = Table(title="Benchmark" + (" (quick smoke run)" if ctx.quick else ""))
+    rtt = "" if ctx.rtt_ms is None else f", {ctx.rtt_ms:g} ms RTT"
+    table = Table(title="Benchmark" + (" (quick smoke run)" if ctx.quick else "") + rtt)
     table.add_column("System")
     for _, _, short, unit, _ in METRICS:
         table.add_column(f"{short}\n{unit}", justify="right")
@@ -235,6 +313,13 @@ def print_rich(results: dict[str, dict[str, Result]], ctx: Context) -> None:
         ratios.add_row(load(system).LABEL, *cells)
     if BASE in results and len(results) > 1:
         console.print(ratios)
+    trips = Table(title="Round trips (Redis reads) and commands per job")
+    trips.add_column("System")
+    for _, title in ROUND_TRIPS:
+        trips.add_column(title, justify="right")
+    for row in round_trip_rows(results):
+        trips.add_row(*row)
+    console.print(trips)
 
 
 SECTION = re.compile(r"<!-- section:(?P<name>[a-z-]+) -->.*?<!-- /section:(?P=name) -->", re.S)

@@ -7,6 +7,11 @@
 3. latency: one idle worker, a few warm-up jobs, then samples enqueued one at a time ~10 ms apart
    stamped with time.time(); p50 / p99 of (task start - stamp).
 4. memory: used_memory after M jobs finished and the worker stopped, minus before, scaled to 10k.
+
+Round trips: Redis counts the reads it processes (`INFO stats total_reads_processed`: one per
+chunk a client sent and Redis read, so one per request or pipeline that waits for its reply). The
+difference across enqueue_one gives round trips per enqueue; across throughput_1 it gives them
+per job for the bulk enqueue and, separately, for the worker's run (with its commands per job).
 """
 
 from __future__ import annotations
@@ -37,10 +42,27 @@ class Sizes:
     samples: int
     memory: int
     gap_ms: float = 10.0
+    # The round trip added between every system and Redis (bin/bench --rtt-ms); 0 on loopback.
+    rtt_ms: float = 0.0
 
 
-def timeout_for(n: int) -> float:
-    return max(60.0, n / 150)
+# Round trips per job allowed for in a timeout across a network (RQ's worker makes about 18).
+TIMEOUT_ROUND_TRIPS = 40
+
+
+def timeout_for(n: int, rtt_ms: float = 0.0) -> float:
+    return max(60.0, n / 150) + n * TIMEOUT_ROUND_TRIPS * rtt_ms / 1000
+
+
+@dataclass(frozen=True)
+class Counters:
+    """Redis' cumulative counts of client reads (round trips) and commands."""
+
+    reads: int
+    commands: int
+
+    def per_job(self, before: Counters, n: int) -> tuple[float, float]:
+        return (self.reads - before.reads) / n, (self.commands - before.commands) / n
 
 
 @dataclass
@@ -69,10 +91,17 @@ class SystemBench:
             env["BENCH_PROBE_DIR"] = str(probe_dir)
         return env
 
+    def timeout(self, n: int) -> float:
+        return timeout_for(n, self.sizes.rtt_ms)
+
+    def counters(self) -> Counters:
+        stats = self.redis.info("stats")
+        return Counters(int(stats["total_reads_processed"]), int(stats["total_commands_processed"]))
+
     def client(self, mode: str, n: int = 0) -> dict[str, float]:
         argv = [str(self.python), "-m", "bench.client", self.system, mode, str(n)]
         argv += ["--gap-ms", str(self.sizes.gap_ms)]
-        timeout = timeout_for(n) + (n * self.sizes.gap_ms / 1000 if mode == "spaced" else 0)
+        timeout = self.timeout(n) + (n * self.sizes.gap_ms / 1000 if mode == "spaced" else 0)
         try:
             done = subprocess.run(
                 argv, env=self.env(), cwd=self.root, capture_output=True, timeout=timeout
@@ -125,22 +154,29 @@ class SystemBench:
 
 def enqueue_one(bench: SystemBench, out: dict[str, Result]) -> None:
     bench.flush()
+    before = bench.counters()
     done = bench.client("one", bench.sizes.one)
     out["enqueue_one"] = done["n"] / done["elapsed_s"]
+    out["rt_enqueue_one"] = bench.counters().per_job(before, bench.sizes.one)[0]
 
 
 def _throughput(bench: SystemBench, out: dict[str, Result], processes: int) -> None:
     n = bench.sizes.jobs
     probe_dir = bench.fresh(f"throughput{processes}")
+    before = bench.counters()
     done = bench.client("bulk", n)
     out[f"bulk_{processes}"] = n / done["elapsed_s"]
+    enqueued = bench.counters()
     started = bench.workers(f"throughput{processes}", processes, bench.peer.BURST, probe_dir)
     try:
-        totals = wait_for_count(probe_dir, n, timeout_for(n), started)
+        totals = wait_for_count(probe_dir, n, bench.timeout(n), started)
         if bench.peer.BURST:  # let it exit by itself rather than be signalled mid-teardown
             procs.wait_exit(started, 3.0)
     finally:
         procs.stop_groups(started)
+    if processes == 1:
+        out["rt_bulk"] = enqueued.per_job(before, n)[0]
+        out["rt_worker"], out["commands_worker"] = bench.counters().per_job(enqueued, n)
     bench.check(f"throughput{processes}", read_probe(probe_dir).count, n, processes)
     if totals.span_s <= 0:
         raise BenchError("no measurable span")
@@ -161,9 +197,9 @@ def latency(bench: SystemBench, out: dict[str, Result]) -> None:
     started = bench.workers("latency", 1, False, probe_dir)
     try:
         bench.client("bulk", WARMUP)
-        wait_for_count(probe_dir, WARMUP, timeout_for(WARMUP), started)
+        wait_for_count(probe_dir, WARMUP, bench.timeout(WARMUP), started)
         bench.client("spaced", samples)
-        totals = wait_for_count(probe_dir, WARMUP + samples, timeout_for(samples), started)
+        totals = wait_for_count(probe_dir, WARMUP + samples, bench.timeout(samples), started)
     finally:
         procs.stop_groups(started)
     bench.check("latency", read_probe(probe_dir).count, WARMUP + samples, 1)
@@ -182,7 +218,7 @@ def memory(bench: SystemBench, out: dict[str, Result]) -> None:
     burst = bench.peer.BURST
     started = bench.workers("memory", 1, burst, probe_dir)
     try:
-        wait_for_count(probe_dir, n, timeout_for(n), started)
+        wait_for_count(probe_dir, n, bench.timeout(n), started)
         # Let the last job's completion be written: a burst worker exits by itself.
         if not (burst and procs.wait_exit(started, 10.0)):
             time.sleep(1.0)
@@ -195,8 +231,8 @@ def memory(bench: SystemBench, out: dict[str, Result]) -> None:
 
 # Each step with the result keys it fills; a failed step fills its unfilled keys with the error.
 STEPS: tuple[tuple[Callable[[SystemBench, dict[str, Result]], None], tuple[str, ...]], ...] = (
-    (enqueue_one, ("enqueue_one",)),
-    (throughput_1, ("bulk_1", "throughput_1")),
+    (enqueue_one, ("enqueue_one", "rt_enqueue_one")),
+    (throughput_1, ("bulk_1", "throughput_1", "rt_bulk", "rt_worker", "commands_worker")),
     (throughput_2, ("bulk_2", "throughput_2")),
     (latency, ("latency_p50_ms", "latency_p99_ms")),
     (memory, ("memory_mib_per_10k",)),

@@ -181,15 +181,20 @@ def run_all(root: Path, url: str, n: int, runs: int = 2) -> dict[str, dict[str, 
     return out
 
 
-def markdown(rows: dict[str, dict[str, float] | str], n: int) -> str:
+def markdown(rows: dict[str, dict[str, float] | str], n: int, rtt_ms: float | None = None) -> str:
     """Return the report section: per path the figures and the ratio to Dramatiq's."""
     ref = rows.get(REFERENCE)
+    away = (
+        ""
+        if rtt_ms is None
+        else f" {rtt_ms:g} ms away (through `bench/latency_proxy.py`, `--rtt-ms {rtt_ms:g}`)"
+    )
     lines = [
         "## Enqueue from sync code, as a view does",
         "",
         f"`bin/bench --only django-enqueue`, {time.strftime('%Y-%m-%d %H:%M')}: {n} sequential "
         f"calls per path (each timed), then {n} calls from {THREADS} threads at once, on the "
-        "private redis-server (flushed between paths), best of 2 runs; the ratios are to "
+        f"private redis-server{away} (flushed between paths), best of 2 runs; the ratios are to "
         "Dramatiq's `send()` in the same run. On a shared machine these figures are noisy.",
         "",
         "| path | calls/s | p50 µs | p99 µs | 8 threads, calls/s | share of Dramatiq (seq) "
