@@ -46,6 +46,7 @@ async def test_quiet_resume_stop_one_of_two_under_flow(
     a, b = (WorkerProc(settings.redis_url, ledger, concurrency=10).start() for _ in range(2))
     procs += [a, b]
     ids = [f"ctl-{i}" for i in range(2000)]
+    later = [f"ctl-later-{i}" for i in range(400)]
     async with Client(settings) as client:
         a_id = (await entry(client, a.pid))["id"]
         await entry(client, b.pid)
@@ -67,11 +68,15 @@ async def test_quiet_resume_stop_one_of_two_under_flow(
         resume_at = time.time()
         assert await client.control("resume", worker=a_id) == [a_id]
         await wait_state(client, a.pid, "claiming")
+        # Work for both once A claims again (B alone may have caught up with the flow by now):
+        # 2 s of it for B alone, so A finds some however slow its wake-up on a busy machine.
+        await client.enqueue_many([ct.work.using(job_id=job_id).call(50) for job_id in later])
         await asyncio.sleep(0.5)
         assert await client.control("stop", worker=a_id) == [a_id]
         stop_at = time.time()
         assert await asyncio.to_thread(a.wait, 30) == 0
         await producer
+        ids += later
         await wait_terminal(client, ids, timeout_s=60)
     # Claims, as the server stamped them: none by A between the order and the resume, or
     # after the stop (a claim already queued behind its wait included).
