@@ -64,7 +64,8 @@ def _used(chunks: list[tuple[str | None, str]], script: str) -> str:
     """Return the include's text with only the functions `script` calls, directly or not.
 
     Every function of an include is a closure made again on each call of a script: leaving
-    out those it never calls saves that work (about 3 us a call of submit-13.lua).
+    out those it never calls saves that work (the 36 definitions alone took about 2.7 us a
+    call; submit-13.lua now makes 24 of them).
     """
     # Unnamed chunks are always kept: what they use is kept too.
     words = _words(script + "".join(text for name, text in chunks if name is None))
