@@ -1,5 +1,5 @@
 """The window between a job's end and its durable completion, with outcomes written as soon as
-they come (engine.worker.MAX_FLUSHES writes in flight) and one write at a time (as before).
+they come (engine.worker.flusher.MAX_FLUSHES writes in flight) and one write at a time (as before).
 
     .venv/bin/python -m bench.completion_window [--jobs 2000] [--no-docs]
 
@@ -20,8 +20,8 @@ import time
 
 from bench.report import publish
 from engine import Client, EngineSettings, Worker, task
-from engine import worker as worker_module
 from engine.devserver import RedisServer
+from engine.worker import flusher as worker_module
 
 
 @task(name="bench.window.sleep")
@@ -88,7 +88,8 @@ def report(rows: dict[tuple[str, int], dict[str, float]], n: int) -> str:
         "the reply of the script that made its outcome durable (a SIGKILL inside it re-runs a "
         "job that ran to its end). Light: concurrency 8, jobs sleeping 1-4 ms; saturated: "
         "concurrency 100, no-op jobs enqueued first. Writes in flight 1 is the flusher before "
-        f"(one batch at a time); {worker_module.MAX_FLUSHES} is now (`engine.worker.MAX_FLUSHES`).",
+        f"(one batch at a time); {worker_module.MAX_FLUSHES} is now "
+        "(`engine.worker.flusher.MAX_FLUSHES`).",
         "",
         "| load | writes in flight | window p50 µs | window p99 µs | max µs | jobs/s |",
         "|---|---:|---:|---:|---:|---:|",

@@ -43,11 +43,14 @@ PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("the task and the benchmark's probe", ("bench/",)),
-    ("claiming: claim replies into running jobs", ("engine/claiming.py", "engine/job.py")),
-    ("writing outcomes: completion batches", ("engine/outcomes.py", "Worker._flush_loop")),
+    ("claiming: claim replies into running jobs", ("engine/worker/claimer.py", "engine/job.py")),
+    (
+        "writing outcomes: completion batches",
+        ("engine/worker/outcomes.py", "engine/worker/flusher.py"),
+    ),
     (
         "running a job: asyncio task, runner, context",
-        ("engine/runner.py", "engine/worker.py", "engine/context.py", "asyncio/tasks.py"),
+        ("engine/runner.py", "engine/worker/unit.py", "engine/context.py", "asyncio/tasks.py"),
     ),
     ("event loop: uvloop's own work (callbacks, epoll, sockets)", ("asyncio/runners.py",)),
 )

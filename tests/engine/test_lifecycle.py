@@ -188,14 +188,14 @@ async def test_a_job_cancelled_before_its_first_step_still_finishes(
 ) -> None:
     job = await client.enqueue(t.waits, 5)
     worker = Worker(settings, [t.waits], concurrency=1)
-    [rec], error = await worker._claim(1)
+    [rec], error = await worker.claimer.claim(1)
     assert error is None
-    await worker._admit([rec])  # the task exists but has not run a single step yet
-    worker._stop_job(rec, StopReason.CANCELLED)
+    await worker.claimer.admit([rec])  # the task exists but has not run a single step yet
+    rec.stop(StopReason.CANCELLED)
     for _ in range(3):  # the cancellation, then the task's done callbacks
         await asyncio.sleep(0)
-    assert worker._active == {} and len(worker._outcomes) == 1
-    await worker.writer.write(worker._outcomes)
+    assert worker.book.active == {} and len(worker.flusher.queued) == 1
+    await worker.writer.write(worker.flusher.queued)
     assert (await client.get(job.id)).state is JobState.CANCELLED
     await worker.redis.aclose()
     await worker.blocking.aclose()

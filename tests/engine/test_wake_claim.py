@@ -106,8 +106,8 @@ async def test_a_stopped_worker_claims_nothing_with_the_claim_it_had_queued(
     slow_wake = dataclasses.replace(settings, idle_wait_s=2.0)
     worker, running = await _idle_worker(slow_wake)
     worker.stop()  # still waiting: its claim is already queued behind the wait
-    assert worker._fencing is not None
-    await worker._fencing
+    assert worker.shutdown.fencing is not None
+    await worker.shutdown.fencing
     job = await client.enqueue(t.add, 2, 3)  # wakes the wait: the queued claim runs now
     await asyncio.wait_for(running, 5)
     assert (await client.get(job.id)).state is JobState.SUBMITTED

@@ -12,7 +12,7 @@ import resource
 import sys
 import time
 
-from .settings import EngineSettings
+from ..settings import EngineSettings
 
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 

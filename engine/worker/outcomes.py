@@ -7,12 +7,12 @@ import logging
 from collections import defaultdict
 from collections.abc import Awaitable
 
-from . import failpoints, serializer
-from .errors import Code
-from .keys import QueueKeys
-from .runner import Kind, Outcome
-from .scripts import CompleteJob, Scripts
-from .settings import EngineSettings
+from .. import failpoints, serializer
+from ..errors import Code
+from ..keys import QueueKeys
+from ..runner import Kind, Outcome
+from ..scripts import CompleteJob, Scripts
+from ..settings import EngineSettings
 
 log = logging.getLogger("engine.worker")
 

@@ -7,48 +7,18 @@ import socket
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
 
-from . import serializer
-from .context import JobContext
-from .job import Job
-from .keys import QueueKeys, control_key, worker_key, workers_key
-from .runner import StopReason
-from .scripts import RenewJob, Scripts
-from .settings import EngineSettings
-from .task import Task, TaskOptions
+from .. import serializer
+from ..job import Job
+from ..keys import QueueKeys, control_key, worker_key, workers_key
+from ..scripts import RenewJob, Scripts
+from ..settings import EngineSettings
 
-
-@dataclass(eq=False, slots=True)
-class Running:
-    """A job this worker claimed: waiting for a local slot, or running."""
-
-    job: Job
-    keys: QueueKeys
-    task: Task | None
-    opts: TaskOptions | None
-    ctx: JobContext
-    handle: Any = None
-    # Why the worker is stopping it (None: it is not being stopped).
-    stop_reason: StopReason | None = None
-    claimed_at: float = field(default_factory=time.monotonic)
-    # Why the job cannot run at all (a payload written past the client's checks).
-    poison: str | None = None
-    # Runs alone in the worker's child process (a suspect: an earlier run's process died).
-    isolated: bool = False
-    # The claim began it (claim-12.lua): it starts without begin-2.lua.
-    begun: bool = False
-
-    def lease_ms(self, lease_ms: int) -> int:
-        """Return the lease to grant; capped so a task silent past its heartbeat limit stalls."""
-        limit = self.opts.max_heartbeat_interval_s if self.opts else None
-        if limit is None or self.handle is None:
-            return lease_ms
-        left_ms = int((limit - (time.monotonic() - self.ctx.last_heartbeat)) * 1000)
-        return max(0, min(lease_ms, left_ms))
+if TYPE_CHECKING:
+    from .unit import RunningJob
 
 
 class Upkeep:
@@ -63,12 +33,12 @@ class Upkeep:
         self.worker_id = worker_id
         self.started_at_ms = int(time.time() * 1000)
 
-    async def renew(self, records: Sequence[Running]) -> list[tuple[Running, int]]:
+    async def renew(self, records: Sequence[RunningJob]) -> list[tuple[RunningJob, int]]:
         """Renew every lease; return (record, code) with 0 ok, 1 cancel requested, -2 lease lost."""
-        by_queue: dict[QueueKeys, list[Running]] = defaultdict(list)
+        by_queue: dict[QueueKeys, list[RunningJob]] = defaultdict(list)
         for rec in records:
             by_queue[rec.keys].append(rec)
-        out: list[tuple[Running, int]] = []
+        out: list[tuple[RunningJob, int]] = []
         for keys, recs in by_queue.items():
             jobs: list[RenewJob] = []
             for rec in recs:
@@ -123,7 +93,7 @@ class Upkeep:
         self,
         queues: Sequence[str],
         concurrency: int,
-        records: Sequence[Running],
+        records: Sequence[RunningJob],
         state: str = "claiming",
         role: str = "",
     ) -> str | None:

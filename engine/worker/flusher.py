@@ -1,0 +1,100 @@
+"""Make outcomes durable as they come: a batch forms only while earlier writes are in flight."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+
+from .. import failpoints
+from ..reconnect import Reconnect
+from ..runner import Outcome
+from .outcomes import OutcomeWriter
+
+# Outcome writes in flight at once: an outcome goes to Redis as soon as its job ends while fewer
+# are in flight (its window to a SIGKILL is one round trip); beyond, outcomes gather into the
+# next write, so batches form only under load.
+MAX_FLUSHES = 2
+# How many windows (job end -> outcome durable, seconds) a worker keeps for its benchmark.
+WINDOWS_KEPT = 10_000
+
+
+class Flusher:
+    """Queue ended jobs' outcomes and write them, up to MAX_FLUSHES writes in flight."""
+
+    def __init__(
+        self,
+        writer: OutcomeWriter,
+        on_written: Callable[[], None],
+        on_bug: Callable[[asyncio.Task[None]], None],
+    ) -> None:
+        self.writer = writer
+        self._on_written = on_written  # claims wait on unwritten outcomes too
+        self._on_bug = on_bug
+        self.queued: list[Outcome] = []
+        self._flying: dict[asyncio.Task[None], list[Outcome]] = {}
+        # Outcomes queued or being written: a worker holds back claims past `concurrency` of them.
+        self.unflushed = 0
+        self.wanted = asyncio.Event()
+        self._error: BaseException | None = None  # the last failed write (backs off)
+        self._retry = Reconnect("flush")
+        # Seconds from a job's end to its outcome durable in Redis, the latest WINDOWS_KEPT.
+        self.windows: deque[float] = deque(maxlen=WINDOWS_KEPT)
+
+    def add(self, outcome: Outcome) -> None:
+        """Queue an ended job's outcome; it is written at once unless writes are in flight."""
+        outcome.ended_at = time.monotonic()
+        self.queued.append(outcome)
+        self.unflushed += 1
+        self.wanted.set()
+
+    def pending(self) -> Iterator[Outcome]:
+        """Yield the outcomes not durable yet: queued or being written."""
+        yield from self.queued
+        for batch in self._flying.values():
+            yield from batch
+
+    async def run(self, done: Callable[[], bool]) -> None:
+        """Write outcomes until `done()` holds and none is left; a failed write backs off."""
+        flying = self._flying
+        try:
+            while True:
+                await self.wanted.wait()
+                self.wanted.clear()
+                if self._error is not None:  # back off before writing again
+                    error, self._error = self._error, None
+                    await self._retry.failed(error)
+                while self.queued and len(flying) < MAX_FLUSHES:
+                    failpoints.bug("bug_in_flush")
+                    batch, self.queued = self.queued, []
+                    write = asyncio.create_task(self._write(batch))
+                    flying[write] = batch
+                    write.add_done_callback(self._on_bug)
+                if done() and not self.queued and not flying:
+                    return
+        finally:
+            for write in flying:
+                write.cancel()
+            await asyncio.gather(*flying, return_exceptions=True)
+
+    async def _write(self, batch: list[Outcome]) -> None:
+        """Write one batch; what is not written (Redis gone or refusing) goes back ahead of the
+        newer outcomes, and the flusher backs off. Rewriting one is safe: the fenced scripts
+        refuse what this worker no longer owns."""
+        try:
+            unwritten, error = await self.writer.write(batch)
+        finally:
+            me = asyncio.current_task()
+            if me is not None:
+                self._flying.pop(me, None)
+        self.unflushed -= len(batch) - len(unwritten)
+        self._on_written()
+        if error is not None:
+            self.queued[:0] = unwritten
+            self._error = error
+        else:
+            self._retry.ok()
+            now = time.monotonic()
+            self.windows.extend(now - o.ended_at for o in batch)
+        self.wanted.set()

@@ -1,0 +1,133 @@
+"""The worker's way out: fence claims, hand back what did not begin, wait out the grace period."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+
+from .. import failpoints
+from ..errors import RedisUnavailable
+from ..keys import QueueKeys, stop_field
+from ..liveness import Liveness
+from ..runner import Kind, Outcome, StopReason
+from ..settings import EngineSettings
+from .book import Book
+
+log = logging.getLogger("engine.worker")
+
+
+class Shutdown:
+    """Stop a worker: no claim after the fence, parked jobs back, running ones given the grace."""
+
+    def __init__(
+        self,
+        settings: EngineSettings,
+        worker_id: str,
+        redis: Redis,
+        book: Book,
+        liveness: Liveness,
+        stopping: asyncio.Event,
+        queues: Callable[[], Sequence[QueueKeys]],
+        crashed: Callable[[], bool],
+    ) -> None:
+        self.settings = settings
+        self.worker_id = worker_id
+        self.redis = redis
+        self.book = book
+        self.liveness = liveness
+        self._queues = queues  # the worker's queues now (a role may change them)
+        self._crashed = crashed
+        self.stopping = stopping
+        self.forced = asyncio.Event()  # a second signal, or a crash: stop running jobs now
+        self.fencing: asyncio.Task[None] | None = None
+
+    def fence(self) -> None:
+        """Stop claiming: at once here, and on the server for a claim already queued there."""
+        if self.stopping.is_set():
+            return
+        self.stopping.set()
+        if self.liveness.status.state == "claiming":
+            self.liveness.status.state = "stopping"
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # stopped before it ran: nothing was queued on the server
+            log.info("worker stopping id=%s claims=off", self.worker_id)
+            return
+        self.fencing = loop.create_task(self._fence_claims())
+
+    async def _fence_claims(self) -> None:
+        """Mark this worker stopping in each queue's meta, so no claim of its runs after this.
+
+        An idle worker's next claim already waits on the server behind its BZPOPMIN
+        (Claimer._wait_for_work): the fence makes it claim nothing, however late a job comes.
+        Logged once it holds: a job enqueued after the line is never claimed here.
+        """
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for keys in self._queues():
+                    pipe.hset(keys.meta, stop_field(self.worker_id), "1")
+                await pipe.execute()
+        except RedisUnavailable as exc:  # no claim reaches Redis either, then
+            log.warning("could not fence claims worker=%s error=%r", self.worker_id, exc)
+        log.info("worker stopping id=%s claims=off", self.worker_id)
+
+    async def unfence(self) -> None:
+        """Remove the stop fields at exit (best effort: a leftover field fences only this id)."""
+        if self.fencing is None:
+            return
+        await self.fencing
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for keys in self._queues():
+                    pipe.hdel(keys.meta, stop_field(self.worker_id))
+                await pipe.execute()
+        except RedisUnavailable as exc:
+            log.warning("could not remove the claim fence worker=%s error=%r", self.worker_id, exc)
+
+    async def run(self) -> None:
+        """Hand back jobs not begun, give running ones the grace period, then apply on_shutdown."""
+        for rec in self.book.unpark_all():
+            failpoints.hit("during_handback")
+            error = {"type": "Shutdown", "message": "claimed, not begun"}
+            self.book.forget(rec)
+            self.book.flusher.add(Outcome(rec.job, Kind.RELEASE, error=error))
+        running = self.book.handles()
+        if running:
+            log.info(
+                "shutdown: waiting worker=%s running=%d grace_s=%s",
+                self.worker_id,
+                len(running),
+                self.settings.shutdown_grace_s,
+            )
+            await self._wait_running(self.settings.shutdown_grace_s)
+        for rec in list(self.book.active.values()):
+            policy = rec.opts.on_shutdown if rec.opts else "stop"
+            if self._crashed():
+                # Not the job's fault: hand it back as it was.
+                rec.stop(StopReason.RESUBMIT)
+            elif policy != "continue":
+                failpoints.hit("during_handback")
+                rec.stop(StopReason.RESUBMIT if policy == "resubmit" else StopReason.STOP)
+        await self._wait_running(None)
+
+    async def _wait_running(self, timeout_s: float | None) -> None:
+        """Wait for running jobs, at most `timeout_s`; a second signal stops the rest now."""
+        handles = self.book.handles()
+        if not handles:
+            return
+        all_done: asyncio.Future[Any] = asyncio.gather(*handles, return_exceptions=True)
+        forced: asyncio.Future[Any] = asyncio.ensure_future(self.forced.wait())
+        await asyncio.wait(
+            [all_done, forced], timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+        )
+        if forced.done():
+            # After a crash the jobs are not at fault: they go back as they were.
+            how = StopReason.RESUBMIT if self._crashed() else StopReason.STOP
+            for rec in list(self.book.active.values()):
+                rec.stop(how)
+            await all_done
+        forced.cancel()

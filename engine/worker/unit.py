@@ -1,0 +1,226 @@
+"""A claimed job as a unit of work: it runs, stops and finishes itself (Sidekiq's unit of work)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING
+
+from .. import failpoints, tracing
+from ..context import JobContext
+from ..hooks import HookEvent, Hooks
+from ..isolate import IsolationUnavailable, Lanes
+from ..job import Job
+from ..keys import QueueKeys
+from ..runner import Kind, Outcome, Runner, StopReason, error_info, options_for, stopped_outcome
+from ..scripts import Claimed
+from ..settings import EngineSettings
+from ..task import Registry, Task, TaskOptions
+from .sidewrites import SideWrites
+from .upkeep import Upkeep
+
+if TYPE_CHECKING:
+    from .book import Book
+
+log = logging.getLogger("engine.worker")
+
+
+@dataclass(eq=False, slots=True)
+class RunningJob:
+    """A job this worker claimed, from its claim to its outcome queued for writing."""
+
+    job: Job
+    keys: QueueKeys
+    task: Task | None
+    opts: TaskOptions | None
+    ctx: JobContext
+    book: Book
+    handle: asyncio.Task[None] | None = None
+    # Why the worker is stopping it (None: it is not being stopped).
+    stop_reason: StopReason | None = None
+    claimed_at: float = field(default_factory=time.monotonic)
+    # Why the job cannot run at all (a payload written past the client's checks).
+    poison: str | None = None
+    # Runs alone in the worker's child process (a suspect: an earlier run's process died).
+    isolated: bool = False
+    # The claim began it (claim-12.lua): it starts without begin-2.lua.
+    begun: bool = False
+
+    def lease_ms(self, lease_ms: int) -> int:
+        """Return the lease to grant; capped so a task silent past its heartbeat limit stalls."""
+        limit = self.opts.max_heartbeat_interval_s if self.opts else None
+        if limit is None or self.handle is None:
+            return lease_ms
+        left_ms = int((limit - (time.monotonic() - self.ctx.last_heartbeat)) * 1000)
+        return max(0, min(lease_ms, left_ms))
+
+    def stop(self, reason: StopReason) -> None:
+        """Stop it: cancel its coroutine and tell sync code through job.cancelled; one not
+        started yet (waiting for its task's slot) is dropped."""
+        if self.stop_reason is not None:
+            return
+        self.stop_reason = reason
+        self.ctx.cancel()
+        if self.handle is not None:
+            self.handle.cancel()
+        else:
+            self.book.drop(self)
+
+    def finish(self, outcome: Outcome | None) -> None:
+        """Give back its slots and queue its outcome (None: nothing to write)."""
+        self.book.finish(self, outcome)
+
+
+class Attempts:
+    """Run claimed jobs to their outcome, here or (a suspect) alone in a child process."""
+
+    def __init__(
+        self,
+        settings: EngineSettings,
+        worker_id: str,
+        registry: Registry,
+        runner: Runner,
+        lane: Lanes | None,
+        hooks: Hooks,
+        side: SideWrites,
+        upkeep: Upkeep,
+        traced: bool,
+    ) -> None:
+        self.settings = settings
+        self.worker_id = worker_id
+        self.registry = registry
+        self.runner = runner
+        self.lane = lane
+        self.hooks = hooks
+        self.side = side
+        self.upkeep = upkeep
+        self.traced = traced
+        self._lines = 0
+
+    def prepare(self, keys: QueueKeys, row: Claimed, book: Book) -> RunningJob:
+        """Make a claimed row a job to run (one whose payload is too large fails unrun)."""
+        size = len(row.args or "") + len(row.kwargs or "")
+        poison = None
+        limit = self.settings.max_payload_bytes
+        if size > limit:
+            row = row._replace(args="[]", kwargs="{}")
+            poison = f"payload of {size} bytes is over {limit}"
+        job = Job.from_claim(keys.queue, row)
+        task = self.registry.get(job.task, job.version)
+        opts = options_for(task, job) if task is not None else None
+        ctx = JobContext(
+            job,
+            self.worker_id,
+            self.write_progress,
+            asyncio.get_running_loop(),
+            self.upkeep.parent_results,
+            self.write_log,
+        )
+        return RunningJob(job, keys, task, opts, ctx, book, poison=poison, begun=bool(row.begun))
+
+    def suspects_wanted(self, running: int) -> int:
+        """Return how many suspects to claim beside `running` ones: one per idle child (-1: any)."""
+        return -1 if self.lane is None else max(0, self.lane.size - running)
+
+    def start(self, rec: RunningJob) -> None:
+        """Run a begun job in a task of its own, started eagerly: its first step runs now.
+
+        A job that never waits (a quick async task) ends inside this call and never goes
+        through the event loop's queue; one that waits is scheduled like any other task.
+        """
+        failpoints.hit("after_begin")
+        handle = asyncio.Task(self._run(rec), loop=asyncio.get_running_loop(), eager_start=True)
+        rec.handle = handle
+        if not handle.done():  # one that ended in its first step was not cancelled before it
+            handle.add_done_callback(partial(_cancelled_before_start, rec))
+
+    async def _run(self, rec: RunningJob) -> None:
+        with tracing.run_span(rec.job) if self.traced else tracing.OFF as span:
+            outcome = await self._attempt(rec)
+            if outcome is not None and span is not None:
+                tracing.record_outcome(span, outcome.kind, outcome.error)
+        if self.side.holds(rec.job):
+            # Its held progress and log lines go first (its outcome would fence them); stopped
+            # meanwhile, its outcome is known and is queued all the same.
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.side.settle(rec.job, self.settings.lease_ms / 1000)
+        rec.finish(outcome)
+        if outcome is not None and self.hooks.hooks:
+            # A retry or a dead letter reaches the hooks from the event stream (TransitionHooks).
+            kind = "completed" if outcome.kind == Kind.COMPLETE else outcome.kind
+            event = HookEvent("after_run", rec.job, self.worker_id, kind, outcome.error)
+            await self.hooks.emit(event)
+
+    async def _attempt(self, rec: RunningJob) -> Outcome | None:
+        """Run one claimed job; return its outcome (None: nothing to write)."""
+        outcome: Outcome | None
+        self._default_timeout(rec.job)
+        try:
+            if rec.poison is not None:
+                error = error_info(rec.job, None, "PayloadTooLarge", rec.poison)
+                outcome = Outcome(rec.job, Kind.FAILED, error=error)
+            elif rec.isolated and self.lane is not None:
+                outcome = await self._run_isolated(rec, self.lane)
+            else:
+                if self.hooks.hooks:  # nothing built per job without hooks (the hot path)
+                    await self.hooks.emit(HookEvent("before_run", rec.job, self.worker_id))
+                outcome = await self.runner.run(rec.job, rec.ctx)
+        except asyncio.CancelledError:
+            outcome = stopped_outcome(rec.job, rec.stop_reason)
+        except Exception as exc:  # a bug in the engine itself: fail the job, keep the worker
+            log.exception("runner error job=%s worker=%s", rec.job.id, self.worker_id)
+            error = error_info(rec.job, exc, "EngineError", repr(exc))
+            outcome = Outcome(rec.job, Kind.FAILED, error=error)
+        if outcome is not None and rec.ctx.cancelled and outcome.kind in (Kind.RETRY, Kind.FAILED):
+            outcome.kind = Kind.CANCELLED
+        return outcome
+
+    def _default_timeout(self, job: Job) -> None:
+        """Give a job whose task and call set no timeout_s the settings' WORKER_TIMEOUT."""
+        timeout_s = self.settings.worker_timeout_for(job.queue)
+        if timeout_s is None or "timeout_s" in job.options:
+            return
+        task = self.registry.get(job.task, job.version)
+        if task is not None and task.options.timeout_s is None:
+            job.options = {**job.options, "timeout_s": timeout_s}
+
+    async def _run_isolated(self, rec: RunningJob, lane: Lanes) -> Outcome:
+        """Run a suspect alone in the child process; its lease is renewed here meanwhile."""
+        results = await self.upkeep.parent_results(rec.job) if rec.job.parents else None
+
+        async def progress(pct: float, message: str) -> None:
+            await self.write_progress(rec.job, pct, message)
+
+        async def log_line(message: str) -> None:
+            await self.write_log(rec.job, message)
+
+        try:
+            return await lane.run(rec.job, results, rec.ctx.touch, progress, log_line)
+        except IsolationUnavailable as exc:
+            # Not the job's fault: run suspects here from now on, like any other job.
+            log.error(
+                "suspects run in the worker from now on worker=%s error=%s", self.worker_id, exc
+            )
+            self.lane = None
+            await lane.close()
+            return await self.runner.run(rec.job, rec.ctx)
+
+    async def write_progress(self, job: Job, pct: float, message: str) -> None:
+        """Write a job's progress (held while Redis is away)."""
+        await self.side.write(job, "progress", partial(self.upkeep.progress, job, pct, message))
+
+    async def write_log(self, job: Job, message: str) -> None:
+        """Append a line to a job's log (held while Redis is away)."""
+        self._lines += 1  # a line id: a write retried after a timeout is stored once
+        line = partial(self.upkeep.log, job, message, str(self._lines))
+        await self.side.write(job, "log", line)
+
+
+def _cancelled_before_start(rec: RunningJob, handle: asyncio.Task[None]) -> None:
+    """Finish a job whose task was cancelled before its first step (no code of it ran)."""
+    if handle.cancelled():
+        rec.finish(stopped_outcome(rec.job, rec.stop_reason))

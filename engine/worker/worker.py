@@ -1,0 +1,437 @@
+"""The worker: claims jobs in batches, begins and runs them in slots, flushes outcomes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from collections import defaultdict, deque
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from redis.asyncio import Redis
+
+from .. import failpoints, tracing
+from ..cleaner import Cleaner
+from ..connection import connect
+from ..errors import ConfigError, LoopCrashed, RedisUnavailable
+from ..hooks import Hook, Hooks
+from ..isolate import Isolation, Lanes
+from ..job import Job
+from ..keys import QueueKeys, stop_field
+from ..liveness import Liveness
+from ..reconnect import Reconnect
+from ..roles import RoleFollower
+from ..runner import Kind, Outcome, Runner, StopReason
+from ..scheduler import Scheduler
+from ..scripts import Scripts
+from ..settings import EngineSettings
+from ..task import Registry, Task
+from ..transitions import TransitionHooks
+from ..versions import Versions
+from .book import Book
+from .claimer import Claimer
+from .flusher import Flusher
+from .outcomes import OutcomeWriter
+from .recycle import Recycler
+from .shutdown import Shutdown
+from .sidewrites import SideWrites
+from .unit import Attempts
+from .upkeep import Upkeep
+
+log = logging.getLogger("engine.worker")
+
+
+class Worker:
+    """Run jobs from one or more queues (claimed in the given order), `concurrency` at once.
+
+    Its collaborators: a Claimer claims and starts jobs, each a RunningJob that stops and
+    finishes itself into the Book; the Flusher makes outcomes durable; Shutdown is the way out.
+    The worker wires them, renews leases and follows control orders (its upkeep loop).
+    """
+
+    def __init__(
+        self,
+        settings: EngineSettings,
+        tasks: Iterable[Task],
+        queues: Sequence[str] | None = None,
+        concurrency: int = 10,
+        burst: bool = False,
+        worker_id: str | None = None,
+        queue_concurrency: Mapping[str, int] | None = None,
+        isolation: Isolation | None = None,
+        hooks: Iterable[Hook] = (),
+        role: str | None = None,
+    ) -> None:
+        if role is not None and queues is not None:
+            raise ConfigError("give a worker its queues or a role, not both")
+        self.settings = settings
+        # A role's queues are read at run() and followed while running (engine/roles.py).
+        self.role = RoleFollower(settings.prefix, role) if role is not None else None
+        if queues is None:
+            queues = () if role is not None else ("default",)
+        self.hooks = Hooks(hooks)
+        self.registry = Registry(tasks)
+        self.concurrency = concurrency
+        self.id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.redis: Redis = connect(settings)
+        # The client for waits on markers (with its claim on wake).
+        self.blocking: Redis = connect(settings, block_s=settings.idle_wait_s)
+        self.scripts = Scripts(self.redis)
+        self.executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="job")
+        self.counters: dict[str, int] = defaultdict(int)
+        self.writer = OutcomeWriter(settings, self.scripts, self.id, self.counters)
+        self.upkeep = Upkeep(settings, self.redis, self.scripts, self.id)
+        self.side = SideWrites(self._side_code, self._crash_on_bug, settings.job_log_max_lines)
+        keys = [QueueKeys(settings.prefix, q) for q in queues]
+        self.versions = Versions(settings, self.registry, keys)
+        self.scheduler = Scheduler(settings, self.redis, list(queues))
+        self.liveness = Liveness(settings, self.id, self._crash_from_thread)
+        self.cleaner = Cleaner(settings, self.redis, list(queues), liveness=self.liveness)
+        self.attempts = Attempts(
+            settings,
+            self.id,
+            self.registry,
+            Runner(self.registry, self.executor),
+            _lanes(settings, isolation or Isolation.for_tasks(self.registry), self.id),
+            self.hooks,
+            self.side,
+            self.upkeep,
+            # Spans per run only when the application set up an OpenTelemetry SDK before this.
+            traced=tracing.active(),
+        )
+        self.flusher = Flusher(self.writer, self._slot_free, self._crash_on_bug)
+        self._stopping = asyncio.Event()
+        self.book = Book(concurrency, self.flusher, self._stopping)
+        self.shutdown = Shutdown(
+            settings,
+            self.id,
+            self.redis,
+            self.book,
+            self.liveness,
+            self._stopping,
+            lambda: self.claimer.queues,
+            lambda: self.crashed is not None,
+        )
+        # Cleared while the worker is quiet (engine/control.py): it claims nothing, runs on.
+        self._claiming = asyncio.Event()
+        self._claiming.set()
+        self.claimer = Claimer(
+            settings,
+            self.id,
+            self.redis,
+            self.blocking,
+            self.scripts,
+            self.book,
+            self.flusher,
+            self.attempts,
+            self.versions,
+            held=sorted({t.name for t in self.registry if t.options.max_concurrent is not None}),
+            burst=burst,
+            stopping=self._stopping,
+            claiming=self._claiming,
+            on_claims=self._check_recycle,
+            on_bug=self._crash_on_bug,
+        )
+        self.claimer.queue_limits = dict(queue_concurrency or {})
+        self.claimer.follow(keys)
+        self.recycler = Recycler(settings)
+        self.retired: str | None = None  # why it retired (recycling), as key=value text
+        # The first exception that killed one of the worker's loops (a bug): the process stops.
+        self.crashed: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # The reader of transitions for the hooks, while run() has one (hooks given).
+        self._transitions: TransitionHooks | None = None
+
+    @property
+    def queues(self) -> list[QueueKeys]:
+        """Return the queues this worker claims from, in order."""
+        return self.claimer.queues
+
+    @property
+    def windows(self) -> deque[float]:
+        """Return the latest windows from a job's end to its outcome durable, in seconds."""
+        return self.flusher.windows
+
+    def _slot_free(self) -> None:
+        self.book.slot_free.set()
+
+    def stop(self) -> None:
+        """Stop claiming (first call); force running jobs to stop (second call)."""
+        if self._stopping.is_set():
+            log.warning("second signal: forcing stop worker=%s", self.id)
+            self.shutdown.forced.set()
+        self.shutdown.fence()
+        self.book.slot_free.set()
+        self._claiming.set()  # a quiet worker's claim loop wakes to see the stop
+
+    def retire(self, reason: str) -> None:
+        """Stop claiming for good, let running jobs finish, exit 0: a fresh worker follows."""
+        if self.retired is not None or self._stopping.is_set():
+            return
+        self.retired = reason
+        self.liveness.status.state = "retiring"
+        log.info("worker retiring id=%s %s", self.id, reason)
+        self.stop()
+
+    def _obey(self, order: str | None) -> None:
+        """Follow an order of engine/control.py: quiet, resume (no order) or stop."""
+        if self._stopping.is_set():
+            return
+        if order == "stop":
+            log.info("worker stopping id=%s by=control", self.id)
+            self.stop()
+        elif order == "quiet" and self._claiming.is_set():
+            self._claiming.clear()
+            self.liveness.status.state = "quiet"
+            log.info("worker quiet id=%s claims=off by=control", self.id)
+        elif order is None and not self._claiming.is_set():
+            self._claiming.set()
+            self.liveness.status.state = "claiming"
+            log.info("worker resumed id=%s claims=on by=control", self.id)
+
+    def _check_recycle(self) -> None:
+        if self.retired is None and (reason := self.recycler.reason(self.claimer.claims)):
+            self.retire(reason)
+
+    async def run(self) -> None:
+        """Run until stopped, or until the queues are empty in burst mode.
+
+        A worker with a role takes its queues from it first: ConfigError when there is none.
+        """
+        if self.role is not None:
+            await self._start_role(self.role)
+        log.info(
+            "worker started id=%s role=%s queues=%s concurrency=%d burst=%s url=%s",
+            self.id,
+            self.role.name if self.role else "-",
+            ",".join(k.queue for k in self.queues),
+            self.concurrency,
+            self.claimer.burst,
+            self.settings.redacted_url,
+        )
+        self._loop = asyncio.get_running_loop()
+        await asyncio.to_thread(self.liveness.start, self._loop)
+        if self.attempts.lane is not None:
+            self.attempts.lane.warm()
+        # Transitions made anywhere (cleaner, clients, other workers) reach the hooks from the
+        # event stream (engine/transitions.py); it drains once the last outcome is written.
+        flushed = asyncio.Event()
+        transitions = await self._transition_hooks()
+        loops = [
+            asyncio.create_task(self._guard("flusher", self.flusher.run(self._flushed_all))),
+            asyncio.create_task(self._guard("upkeep", self._upkeep_loop())),
+            asyncio.create_task(self._guard("scheduler", self.scheduler.run(self._stopping))),
+            asyncio.create_task(self._guard("cleaner", self.cleaner.run(self._stopping))),
+        ]
+        if transitions is not None:
+            loops.append(asyncio.create_task(self._guard("hooks", transitions.run(flushed))))
+        try:
+            await self._advertise_versions()
+            await self._guard("claim", self.claimer.run())
+            await self.shutdown.run()
+        finally:
+            self._stopping.set()
+            self.flusher.wanted.set()
+            # After a crash, Redis may never answer again: the leases hand the jobs back then.
+            timeout_s = self.settings.shutdown_grace_s if self.crashed else None
+            await asyncio.wait([loops[0]], timeout=timeout_s)
+            flushed.set()
+            if len(loops) > 4:
+                await asyncio.wait([loops[4]], timeout=self.settings.shutdown_grace_s)
+            for task in loops:
+                task.cancel()
+            await asyncio.gather(*loops, return_exceptions=True)
+            await self._close()
+        if self.crashed is not None:
+            raise LoopCrashed(f"worker {self.id}: a loop crashed") from self.crashed
+
+    def _flushed_all(self) -> bool:
+        """Return whether the flusher may end once its queue is empty: stopped, nothing runs."""
+        return self._stopping.is_set() and not self.book.active
+
+    async def _transition_hooks(self) -> TransitionHooks | None:
+        """Return the reader of transitions for the hooks (None: no hooks given)."""
+        if not self.hooks.hooks:
+            return None
+        names = [k.queue for k in self.queues]
+        transitions = self._transitions = TransitionHooks(self.settings, names, self.hooks, self.id)
+        try:
+            await transitions.prepare(self.redis)
+        except Exception as exc:  # its loop makes the groups once Redis answers
+            log.warning("transition hooks not ready worker=%s error=%r", self.id, exc)
+        return transitions
+
+    async def _close(self) -> None:
+        """Let go of everything run() started: threads, registry entry, fence, connections."""
+        await asyncio.to_thread(self.liveness.stop)
+        await self.side.close()
+        try:
+            await self.upkeep.deregister()
+        except RedisUnavailable:
+            log.warning("could not deregister worker=%s (redis unavailable)", self.id)
+        await self.shutdown.unfence()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        if self.attempts.lane is not None:
+            await self.attempts.lane.close()
+        await self.redis.aclose()
+        await self.claimer.close()
+        await self.blocking.aclose()
+        stats = " ".join(f"{k}={v}" for k, v in sorted(self.counters.items()))
+        log.info("worker stopped id=%s %s", self.id, stats)
+
+    async def _start_role(self, role: RoleFollower) -> None:
+        """Take the role's queues (waiting while Redis is away); an unknown role ends the worker
+        before it starts anything."""
+        retry = Reconnect("role")
+        while True:
+            try:
+                await self.follow_queues(await role.load(self.redis))
+                return
+            except ConfigError:
+                await self.redis.aclose()
+                await self.blocking.aclose()
+                raise
+            except Exception as exc:
+                await retry.failed(exc)
+
+    async def _follow_role(self, role: RoleFollower) -> None:
+        """Swap to the role's queues when they changed (read with each registry renewal)."""
+        names = await role.changed(self.redis)
+        if names is not None:
+            try:
+                await self.follow_queues(names)
+            except BaseException:
+                role.unread()  # Redis failed meanwhile: read the role again next time
+                raise
+
+    async def follow_queues(self, names: Sequence[str]) -> None:
+        """Claim from the queues `names` (in order) from now on; jobs claimed from the others
+        run to their end. The one step that changes a running worker's queues (a role's)."""
+        new = [QueueKeys(self.settings.prefix, q) for q in names]
+        old = self.queues
+        if new == old:
+            return
+        # Its task versions are named in a new queue before its first claim there.
+        self.versions.serve(new)
+        await self.versions.advertise(self.redis, force=True)
+        if self._transitions is not None:  # its hooks read a new queue's events from its first
+            self._transitions.follow(names)
+            await self._transitions.prepare(self.redis)
+        wake = self.claimer.follow(new)
+        self.scheduler.queues = list(new)
+        self.cleaner.queues = list(new)
+        added = [k for k in new if k not in old]
+        removed = [k for k in old if k not in new]
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for keys in removed:  # a quiet worker's claim fence stays only where it claims
+                    pipe.hdel(keys.meta, stop_field(self.id))
+                if self.liveness.status.state == "quiet":
+                    for keys in added:
+                        pipe.hset(keys.meta, stop_field(self.id), "1")
+                if old:  # end the wait on the old queues' markers now (others claim nothing)
+                    pipe.zadd(old[0].marker, {"0": 0})
+                await pipe.execute()
+        finally:
+            if wake is not None:
+                await wake.close()
+        if old:
+            log.info(
+                "worker queues changed id=%s role=%s queues=%s was=%s",
+                self.id,
+                self.role.name if self.role else "-",
+                ",".join(names),
+                ",".join(k.queue for k in old),
+            )
+
+    async def _advertise_versions(self) -> None:
+        """Name this worker's task versions before its first claim (else it would claim jobs of
+        versions it lacks); wait while Redis is away."""
+        retry = Reconnect("versions")
+        while not self._stopping.is_set():
+            try:
+                await self.versions.advertise(self.redis, force=True)
+                return
+            except Exception as exc:
+                await retry.failed(exc)
+
+    async def _guard(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
+        """Run one loop; a bug in it stops the whole worker (it must not live on without it)."""
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.critical("loop crashed loop=%s worker=%s; stopping", name, self.id, exc_info=exc)
+            self._crash(exc)
+
+    def _crash_on_bug(self, task: asyncio.Task[None]) -> None:
+        """Stop the worker if a detached step died of a bug (nothing else awaits it)."""
+        exc = None if task.cancelled() else task.exception()
+        if exc is not None:
+            log.critical("step crashed worker=%s; stopping", self.id, exc_info=exc)
+            self._crash(exc)
+
+    def _crash_from_thread(self, exc: BaseException) -> None:
+        """Stop the worker after a bug in a thread of its own (the liveness thread)."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._crash, exc)
+
+    def _crash(self, exc: BaseException) -> None:
+        """Stop the worker after a bug: hand running jobs back, then exit non-zero."""
+        if self.crashed is None:
+            self.crashed = exc
+        self.shutdown.fence()
+        self.shutdown.forced.set()
+        self.book.slot_free.set()
+        self.flusher.wanted.set()
+
+    def _side_code(self, job: Job, name: str, code: int) -> None:
+        if code < 0:
+            self.writer.count(Outcome(job, Kind.FAILED), name, code)
+
+    async def _upkeep_loop(self) -> None:
+        """Renew leases (stopping jobs cancelled or lost), follow the role and control orders."""
+        retry = Reconnect("upkeep")
+        while True:
+            try:
+                records = list(self.book.active.values())
+                failpoints.bug("bug_in_upkeep")
+                for rec, code in await self.upkeep.renew(records):
+                    if self.book.active.get(rec.job.token or rec.job.id) is not rec:
+                        continue  # it finished while the renewal was in flight
+                    if code == 1 and rec.handle is not None:
+                        rec.stop(StopReason.CANCELLED)
+                    elif code < 0:
+                        self.writer.count(Outcome(rec.job, Kind.FAILED), "heartbeat", code)
+                        rec.stop(StopReason.LEASE_LOST)
+                if self.role is not None and not self._stopping.is_set():
+                    await self._follow_role(self.role)
+                order = await self.upkeep.register(
+                    [k.queue for k in self.queues],
+                    self.concurrency,
+                    records,
+                    self.liveness.status.state,
+                    role=self.role.name if self.role else "",
+                )
+                self._obey(order)
+                await self.versions.advertise(self.redis)
+                retry.ok()
+                self._check_recycle()
+            except Exception as exc:
+                await retry.failed(exc)
+                continue
+            await asyncio.sleep(self.settings.heartbeat_interval_s)
+
+
+def _lanes(settings: EngineSettings, isolation: Isolation | None, worker_id: str) -> Lanes | None:
+    """Return the children suspects run alone in (None: tasks not loadable there; run here)."""
+    if not isolation:
+        log.warning("no isolation for suspects: a task module is not importable by name")
+        return None
+    line_limit = 4 * settings.max_payload_bytes + (1 << 20)
+    return Lanes(isolation, worker_id, line_limit, settings.isolation_processes)
