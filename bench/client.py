@@ -4,7 +4,8 @@
 
 MODE is `one` (N sequential enqueues; the first, which opens the connection, is not timed),
 `bulk` (N jobs through the system's bulk path), `spaced` (N sequential enqueues stamped with
-time.time(), MS apart, for latency) or `versions`. Needs BENCH_REDIS_URL. Prints one JSON line.
+time.time(), MS apart, for latency), `settle` (the sender's settle(), if it has one) or
+`versions`. Needs BENCH_REDIS_URL. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ from bench.peers import load
 async def _run(system: str, mode: str, n: int, gap_s: float) -> dict[str, float]:
     sender = await load(system).open_sender(os.environ["BENCH_REDIS_URL"])
     try:
+        if mode == "settle":
+            settle = getattr(sender, "settle", None)
+            if settle is not None:
+                await settle()
+            return {"n": 0, "elapsed_s": 0.0}
         if mode == "bulk":
             start = time.perf_counter()
             await sender.bulk(n)
@@ -56,7 +62,7 @@ def _versions(system: str) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.client")
     parser.add_argument("system")
-    parser.add_argument("mode", choices=("one", "bulk", "spaced", "versions"))
+    parser.add_argument("mode", choices=("one", "bulk", "spaced", "settle", "versions"))
     parser.add_argument("n", type=int, nargs="?", default=0)
     parser.add_argument("--gap-ms", type=float, default=10.0)
     args = parser.parse_args(argv)

@@ -6,7 +6,8 @@
    probe files, so interpreter start-up is not counted.
 3. latency: one idle worker, a few warm-up jobs, then samples enqueued one at a time ~10 ms apart
    stamped with time.time(); p50 / p99 of (task start - stamp).
-4. memory: used_memory after M jobs finished and the worker stopped, minus before, scaled to 10k.
+4. memory: used_memory after M jobs finished, the worker stopped and the system's own
+   housekeeping settled (bench.client settle), minus before, scaled to 10k.
 
 Round trips: Redis counts the reads it processes (`INFO stats total_reads_processed`: one per
 chunk a client sent and Redis read, so one per request or pipeline that waits for its reply). The
@@ -225,6 +226,7 @@ def memory(bench: SystemBench, out: dict[str, Result]) -> None:
     finally:
         procs.stop_groups(started)
     time.sleep(0.2)
+    bench.client("settle")
     bench.check("memory", read_probe(probe_dir).count, n, 1)
     out["memory_mib_per_10k"] = (bench.used_memory() - before) / 2**20 * 10_000 / n
 

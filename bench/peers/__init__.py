@@ -6,7 +6,9 @@ Each `bench.peers.<system>` module defines:
   `worker_argv(bindir, url, burst, index) -> list[str]` (one worker process; pure, no imports of
   the peer's library), and `async def open_sender(url) -> Sender` (imports the library lazily; runs
   only inside that system's own venv, via bench.client).
-A Sender has `async one(t_enqueued)`, `async bulk(n)` and `async close()`.
+A Sender has `async one(t_enqueued)`, `async bulk(n)` and `async close()`, and may have
+`async settle()`: what the system's own housekeeping does to Redis once the jobs finished, before
+its memory is read (Jobsite: the history mirror catches up and the stream is trimmed by it).
 """
 
 from __future__ import annotations

@@ -30,7 +30,8 @@ class _Sender:
         from engine import Client, EngineSettings
 
         self.noop = noop
-        self.client = Client(EngineSettings.from_url(url))
+        self.settings = EngineSettings.from_url(url)
+        self.client = Client(self.settings)
 
     async def one(self, t_enqueued: float) -> None:
         await self.client.enqueue(self.noop, t_enqueued)
@@ -38,6 +39,23 @@ class _Sender:
     async def bulk(self, n: int) -> None:
         for size in chunks(n, BATCH):
             await self.client.enqueue_many([self.noop.call(0.0) for _ in range(size)])
+
+    async def settle(self) -> None:
+        """Leave Redis as a project running the history mirror has it once the mirror caught up:
+        its group read and acknowledged every event, and the cleaner trimmed the stream by that."""
+        from engine.cleaner import Cleaner
+        from engine.keys import QueueKeys
+
+        redis = self.client.redis
+        keys = QueueKeys(self.settings.prefix, "default")
+        group = self.settings.events_group
+        await redis.xgroup_create(keys.events, group, id="0", mkstream=True)
+        while read := await redis.xreadgroup(group, "bench", {keys.events: ">"}, count=5000):
+            ids = [entry_id for _, entries in read for entry_id, _ in entries]
+            if not ids:
+                break
+            await redis.xack(keys.events, group, *ids)
+        await Cleaner(self.settings, redis, ["default"]).trim_events(keys)
 
     async def close(self) -> None:
         await self.client.aclose()

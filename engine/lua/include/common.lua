@@ -63,9 +63,10 @@
   many(cmd, key, args): run a variadic command (ZADD, ZREM...) once for a whole batch's `args`
   (in chunks of 1,000, below Lua's unpack limit) instead of once a job.
   begin_fields(t, started_before, now_s, isolated): put the fields that begin a claimed job into
-  `t` (begun, its start stamp: started_at_ms, or retried_at_ms when it started before, the
-  heartbeat, and isolated when '1': release and retry delete it); claim-12.lua and begin-2.lua
-  both write these.
+  `t` (begun, its start stamp: started_at_ms, or retried_at_ms when it started before, and
+  isolated when '1': release and retry delete it); claim-12.lua and begin-2.lua both write
+  these. No heartbeat_at_ms: a job has one once its task heartbeats (heartbeat-1.lua), and a
+  finished job's hash is the smaller by that field for its whole result ttl.
 ]]
 local rcall = redis.call
 
@@ -141,7 +142,6 @@ end
 local function begin_fields(t, started_before, now_s, isolated)
   put_field(t, 'begun', '1')
   put_field(t, started_before and 'retried_at_ms' or 'started_at_ms', now_s)
-  put_field(t, 'heartbeat_at_ms', now_s)
   if isolated == '1' then put_field(t, 'isolated', '1') end
 end
 
