@@ -112,7 +112,7 @@ async def test_a_lost_reply_hands_the_jobs_back_at_once(
     """Claims (or begins) reach Redis but their replies are lost: the worker hands the jobs they
     took back as soon as Redis answers, not when their 60 s leases run out, and counts no stall.
     Each job runs once. With batches of 2 in 5 slots, claims are also sent ahead of the jobs a
-    claim brought (Worker._claim_ahead), and one of those may be the cut one."""
+    claim brought (Claimer._claim_ahead), and one of those may be the cut one."""
     task = ct.plain if verb == "claim" else ct.held  # held: claimed, then begun by begin-2.lua
     async with Client(settings) as client:
         ids = [j.id for j in await client.enqueue_many([task.call(20) for _ in range(30)])]
