@@ -40,12 +40,14 @@ Q.children = ARGV[5]
 local repeat_due, repeat_last = KEYS[12], KEYS[13]
 local atomic, count = ARGV[4] == '1', tonumber(ARGV[6])
 local specs, batch = {}, {}
+-- An empty list to read (never written): a job without parents allocates none.
+local NONE = {}
 for j = 1, count do
   specs[j] = cjson.decode(ARGV[6 + j])
   batch[specs[j][1]] = true
 end
 for j = 1, count do
-  for _, parent in ipairs(specs[j][5].parents or {}) do
+  for _, parent in ipairs(specs[j][5].parents or NONE) do
     if not batch[parent] and rcall('EXISTS', Q.prefix .. parent) == 0 then
       return {-5, parent}
     end
@@ -79,12 +81,15 @@ for j = 1, count do
     local due = nil
     if delay ~= '' then due = now + tonumber(delay) end
     if run_at ~= '' then due = tonumber(run_at) end
-    local parents, renamed = {}, false
-    for i, parent in ipairs(x.parents or {}) do
-      parents[i] = alias[parent] or parent
-      renamed = renamed or parents[i] ~= parent
+    local parents, renamed, pending, dead = NONE, false, 0, nil
+    if x.parents then
+      parents = {}
+      for i, parent in ipairs(x.parents) do
+        parents[i] = alias[parent] or parent
+        renamed = renamed or parents[i] ~= parent
+      end
+      pending, dead = attach_parents(Q, id, parents)
     end
-    local pending, dead = attach_parents(Q, id, parents)
     local state = 'submitted'
     if pending > 0 then
       state = 'blocked'
