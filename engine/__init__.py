@@ -74,7 +74,16 @@ from .schedule_health import ScheduleHealth, sample_dlq, schedule_health, swap_s
 from .serverinfo import ServerInfo, server_info
 from .settings import EngineSettings, redact_url
 from .syncclient import SyncClient
-from .task import PER_CALL_OPTIONS, Registry, Task, TaskOptions, collect_tasks, task, task_ref
+from .task import (
+    PER_CALL_OPTIONS,
+    Registry,
+    Task,
+    TaskOptions,
+    bind_or_raise,
+    collect_tasks,
+    task,
+    task_ref,
+)
 from .worker import Worker
 
 __all__ = [
@@ -140,6 +149,7 @@ __all__ = [
     "Worker",
     "WrongState",
     "add_probe_arguments",
+    "bind_or_raise",
     "check_chosen_job_id",
     "check_job_id",
     "check_role_name",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -154,6 +155,22 @@ _STR_FIELDS = (
     "cleanup_ms",
 )
 _KNOWN = frozenset((*_JSON_FIELDS, *_INT_FIELDS, *_FLOAT_FIELDS, *_STR_FIELDS))
+# Fields to_hash writes as str(value) when not None.
+_PLAIN_FIELDS: tuple[str, ...] = (
+    "worker",
+    "token",
+    "dlq",
+    "begun",
+    "progress",
+    "progress_message",
+    "logs_count",
+    "logs_dropped",
+    "fingerprint",
+    *TIMESTAMP_FIELDS,
+    *LIMIT_FIELDS,
+    *FEATURE_FIELDS,
+)
+_plain_values = operator.attrgetter(*_PLAIN_FIELDS)
 
 
 @dataclass(slots=True)
@@ -264,39 +281,35 @@ class Job:
         if payload:
             out["args"] = serializer.dumps(self.args).decode()
             out["kwargs"] = serializer.dumps(self.kwargs).decode()
+        out.update(self.set_fields())
+        return out
+
+    def set_fields(self) -> list[tuple[str, str]]:
+        """Return the hash fields of `to_hash` beyond the six always written and the payload
+        (id, task, queue, version, state, priority; args, kwargs): those set, in its order."""
+        out: list[tuple[str, str]] = []
         if self.attempt:
-            out["attempt"] = str(self.attempt)
+            out.append(("attempt", str(self.attempt)))
         if self.stalls:
-            out["stalls"] = str(self.stalls)
+            out.append(("stalls", str(self.stalls)))
         if self.options:
-            out["options"] = serializer.dumps(self.options).decode()
+            out.append(("options", serializer.dumps(self.options).decode()))
         if self.result is not None:
-            out["result"] = serializer.dumps(self.result).decode()
+            out.append(("result", serializer.dumps(self.result).decode()))
         if self.errors:
-            out["errors"] = serializer.dumps(self.errors).decode()
+            out.append(("errors", serializer.dumps(self.errors).decode()))
         if self.parents:
-            out["parents"] = serializer.dumps(self.parents).decode()
+            out.append(("parents", serializer.dumps(self.parents).decode()))
         if self.logs:
-            out["logs"] = serializer.dumps(self.logs).decode()
-        for name in (
-            "worker",
-            "token",
-            "dlq",
-            "begun",
-            "progress",
-            "progress_message",
-            "logs_count",
-            "logs_dropped",
-            "fingerprint",
-            *TIMESTAMP_FIELDS,
-            *LIMIT_FIELDS,
-            *FEATURE_FIELDS,
-        ):
-            value = getattr(self, name)
+            out.append(("logs", serializer.dumps(self.logs).decode()))
+        # One C call reads the ~30 optional fields (getattr one by one cost ~2 us an enqueue).
+        for name, value in zip(_PLAIN_FIELDS, _plain_values(self), strict=True):
             if value is not None:
-                out[name] = str(value)
+                out.append((name, str(value)))
         for name, value in self.extra.items():
-            out[name] = value if isinstance(value, str) else serializer.dumps(value).decode()
+            out.append(
+                (name, value if isinstance(value, str) else serializer.dumps(value).decode())
+            )
         return out
 
     def to_dict(self) -> dict[str, Any]:

@@ -60,27 +60,68 @@ def _words(lua: str) -> set[str]:
     return set(_WORD.findall(_COMMENT.sub(" ", lua)))
 
 
-def _used(chunks: list[tuple[str | None, str]], script: str) -> str:
-    """Return the include's text with only the functions `script` calls, directly or not.
+def _needed(chunks: list[tuple[str | None, str]], code: str, unnamed: bool) -> set[str]:
+    """Return the names of the include's functions `code` calls, directly or not.
 
     Every function of an include is a closure made again on each call of a script: leaving
     out those it never calls saves that work (the 36 definitions alone took about 2.7 us a
-    call; submit-13.lua now makes 24 of them).
+    call). With `unnamed`, the include's unnamed chunks come too, and what they use.
     """
-    # Unnamed chunks are always kept: what they use is kept too.
-    words = _words(script + "".join(text for name, text in chunks if name is None))
+    unnamed_text = "".join(text for name, text in chunks if name is None) if unnamed else ""
+    words = _words(code + unnamed_text)
     named = {name: _words(text) for name, text in chunks if name is not None}
     while True:
         found = {w for name in words & named.keys() for w in named[name]}
         if found <= words:
             break
         words |= found
-    return "".join(text for name, text in chunks if name is None or name in words)
+    return words & named.keys()
 
 
-def _inline(script: str, texts: dict[str, str]) -> str:
-    """Return `script` with each `--@include name` line replaced by `texts[name]`."""
-    return _INCLUDE.sub(lambda m: texts[m["name"]], script)
+def _expand(script: str) -> str:
+    """Return `script` with each `--@include name` line replaced by the helpers it needs.
+
+    An include placed a second time inside a function (`local function name(` to a line that
+    is `end` alone) defines there the helpers only that function's code calls; its first
+    place defines what the rest of the script calls. A script calls such a function only when
+    it needs those helpers: its other calls never make their closures.
+    """
+    pieces = _INCLUDE.split(script)  # code, include name, code, include name, ..., code
+    codes, names = pieces[0::2], pieces[1::2]
+    chunks = {name: _chunks(_read(f"include/{name}.lua")) for name in names}
+    marked = "".join(code + (f"\0{i}\0" if i < len(names) else "") for i, code in enumerate(codes))
+    # A repeated include -> the span of the function around it.
+    spans: dict[int, tuple[int, int]] = {}
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            at = marked.index(f"\0{i}\0")
+            start = marked.rindex("\nlocal function ", 0, at) + 1
+            spans[i] = (start, marked.index("\nend\n", at) + len("\nend\n"))
+    kept: list[set[str]] = [set() for _ in names]
+    inlined = [""] * len(names)
+
+    def served(i: int) -> str:
+        """The code after place i that its helpers serve, later includes inlined."""
+        at = marked.index(f"\0{i}\0")
+        code = marked[at : spans[i][1]] if i in spans else marked[at:]
+        for j, (start, end) in spans.items():  # another place's function has its own
+            if j != i and names[j] == names[i]:
+                code = code.replace(marked[start:end], "")
+        return re.sub("\0(\\d+)\0", lambda m: inlined[int(m[1])], code)
+
+    # Last place first: what one include uses of another (an earlier one) counts as used.
+    for i in reversed(range(len(names))):
+        kept[i] = _needed(chunks[names[i]], served(i), unnamed=i not in spans)
+        inlined[i] = _text(chunks[names[i]], kept[i], unnamed=i not in spans)
+    for i in spans:  # what the first place defines is in scope here
+        outer = kept[names.index(names[i])]
+        inlined[i] = _text(chunks[names[i]], kept[i] - outer, unnamed=False)
+    return re.sub("\0(\\d+)\0", lambda m: inlined[int(m[1])], marked)
+
+
+def _text(chunks: list[tuple[str | None, str]], names: set[str], unnamed: bool) -> str:
+    """Return the include's chunks named in `names` (and the unnamed ones with `unnamed`)."""
+    return "".join(text for name, text in chunks if name in names or (unnamed and name is None))
 
 
 def load_sources() -> dict[str, tuple[int, str]]:
@@ -90,18 +131,7 @@ def load_sources() -> dict[str, tuple[int, str]]:
         match = _NAME.match(entry.name)
         if not match:
             continue
-        script = _read(entry.name)
-        included = {
-            m["name"]: _chunks(_read(f"include/{m['name']}.lua")) for m in _INCLUDE.finditer(script)
-        }
-        body = _INCLUDE.sub("", script)
-        # What one include uses of another (an earlier one) counts as used by the script.
-        body_and_kept = body
-        kept: dict[str, str] = {}
-        for name in reversed(list(included)):
-            kept[name] = _used(included[name], body_and_kept)
-            body_and_kept += kept[name]
-        source = _inline(script, kept)
+        source = _expand(_read(entry.name))
         verb, num_keys = match["verb"], int(match["keys"])
         if len(SCRIPT_KEYS.get(verb, ())) != num_keys:
             raise RuntimeError(

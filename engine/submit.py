@@ -17,8 +17,6 @@ from .task import json_args
 
 # Fields the hash does not take from the client: the script's own, the key's (id, queue).
 _SCRIPT_FIELDS = frozenset(("state", "submitted_at_ms", "run_at_ms", "id", "queue"))
-# Fields left out at their defaults (Job.from_hash, the claim and the mirror read them so).
-_DEFAULTS = {"version": "1", "kwargs": "{}", "priority": "0"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,16 +71,17 @@ def job_spec(
     repeatable whose last run the job becomes (a run made by hand); `ride` the repeatable whose
     tick, taken by an earlier job of the call, this job goes with (a flow's other jobs)."""
     args, kwargs = json_args(job, limit_bytes)
-    fields = job.to_hash(payload=False)
-    fields["args"], fields["kwargs"] = args.decode(), kwargs.decode()
     extras: dict[str, Any] = {}
+    keyed: list[str] = []
     if job.parents:
         extras["parents"] = list(job.parents)
     if job.dedup_id is not None:
-        fields["dedup_key"] = keys.dedup(job.dedup_id)
-        extras["dedup"] = [fields["dedup_key"], job.dedup_mode, job.dedup_ttl_ms or 0]
+        dedup_key = keys.dedup(job.dedup_id)
+        keyed += ("dedup_key", dedup_key)
+        extras["dedup"] = [dedup_key, job.dedup_mode, job.dedup_ttl_ms or 0]
     if job.concurrency_key is not None:
-        fields["ckey_active"], fields["ckey_waiting"] = keys.concurrency(job.concurrency_key)
+        active, waiting = keys.concurrency(job.concurrency_key)
+        keyed += ("ckey_active", active, "ckey_waiting", waiting)
         extras["keyed"] = True
     if tick is not None:
         extras["repeat"] = [
@@ -102,10 +101,21 @@ def job_spec(
         "" if job.run_at_ms is None else str(job.run_at_ms),
         str(job.priority),
         extras,
+        "task",
+        job.task,
     ]
-    for name, value in fields.items():
-        if name not in _SCRIPT_FIELDS and _DEFAULTS.get(name) != value:
+    # The job's hash fields (Job.to_hash) but the script's own and those at their defaults.
+    if job.version != 1:
+        spec += ("version", str(job.version))
+    if job.priority != 0:
+        spec += ("priority", str(job.priority))
+    for name, value in job.set_fields():
+        if name not in _SCRIPT_FIELDS:
             spec += (name, value)
+    spec += ("args", args.decode())
+    if kwargs != b"{}":
+        spec += ("kwargs", kwargs.decode())
+    spec += keyed
     return serializer.dumps(spec)
 
 

@@ -6,7 +6,9 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from hiredis import pack_command
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import DataError
 
 from .cluster import cluster_typed, is_cluster
 from .connection import connect_sync
@@ -82,6 +84,15 @@ class SyncClient:
             raise self._typed(exc, self.settings.redacted_url)  # noqa: B904 (keeps the cause)
 
 
+def _packed(command: tuple[Any, ...]) -> bytes:
+    """Pack a command as redis-py's hiredis packer does (a value of no Redis type: DataError)."""
+    try:
+        packed: bytes = pack_command(command)
+    except TypeError as exc:
+        raise DataError(str(exc)) from exc
+    return packed
+
+
 class HeldConnections:
     """Run single commands on connections kept at hand, taken once from a client's pool.
 
@@ -114,7 +125,9 @@ class HeldConnections:
             if stale:
                 connection.disconnect()
         try:
-            connection.send_command(*command)
+            # hiredis packs the command in one call (redis-py's packer first walks every
+            # argument in Python: ~3 us of a one-job enqueue's 24 arguments).
+            connection.send_packed_command([_packed(command)])
             reply = connection.read_response()
         except BaseException:
             connection.disconnect()

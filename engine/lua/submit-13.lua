@@ -33,19 +33,33 @@
 ]]
 --@include common
 --@include deadlines
---@include deduplication
---@include repeat_ticks
 local Q = queue(ARGV[1], ARGV[2], ARGV[3])
 Q.children = ARGV[5]
 local repeat_due, repeat_last = KEYS[12], KEYS[13]
 local atomic, count = ARGV[4] == '1', tonumber(ARGV[6])
 local specs, batch = {}, {}
+-- An empty list to read (never written): a job without parents allocates none.
+local NONE = {}
+-- Whether a job of the batch has parents, a dedup id or a repeatable's tick.
+local rare = false
 for j = 1, count do
   specs[j] = cjson.decode(ARGV[6 + j])
   batch[specs[j][1]] = true
+  local x = specs[j][5]
+  rare = rare or x.parents ~= nil or x.dedup ~= nil or x['repeat'] ~= nil
 end
+-- The helpers only those jobs call (their ticks, dedup ids, failed parents), made by
+-- with_rare() for a batch that has one: each is a closure made again on every call.
+local R = {}
+local function with_rare()
+--@include common
+--@include deduplication
+--@include repeat_ticks
+  R.take, R.record, R.dedup, R.hold, R.fail = take_tick, record_tick, deduplicate, hold_dedup, fail_child
+end
+if rare then with_rare() end
 for j = 1, count do
-  for _, parent in ipairs(specs[j][5].parents or {}) do
+  for _, parent in ipairs(specs[j][5].parents or NONE) do
     if not batch[parent] and rcall('EXISTS', Q.prefix .. parent) == 0 then
       return {-5, parent}
     end
@@ -66,12 +80,12 @@ for j = 1, count do
   local key = Q.prefix .. id
   local skip, owner, held = nil, id, ''
   if x['repeat'] then
-    skip = take_tick(Q, repeat_due, repeat_last, x['repeat'])
+    skip = R.take(Q, repeat_due, repeat_last, x['repeat'])
     taken[x['repeat'][1]] = skip or false
   end
   if x.ride and taken[x.ride] then skip = taken[x.ride] end
   if not skip and rcall('EXISTS', key) == 1 then skip = -4 end
-  if not skip and x.dedup then skip, owner, held = deduplicate(Q, id, x.dedup) end
+  if not skip and x.dedup then skip, owner, held = R.dedup(Q, id, x.dedup) end
   if skip then
     if skip == 'deduplicated' then alias[id] = owner end
     out[#out + 1], out[#out + 2], out[#out + 3] = skip, owner or id, held or ''
@@ -79,12 +93,15 @@ for j = 1, count do
     local due = nil
     if delay ~= '' then due = now + tonumber(delay) end
     if run_at ~= '' then due = tonumber(run_at) end
-    local parents, renamed = {}, false
-    for i, parent in ipairs(x.parents or {}) do
-      parents[i] = alias[parent] or parent
-      renamed = renamed or parents[i] ~= parent
+    local parents, renamed, pending, dead = NONE, false, 0, nil
+    if x.parents then
+      parents = {}
+      for i, parent in ipairs(x.parents) do
+        parents[i] = alias[parent] or parent
+        renamed = renamed or parents[i] ~= parent
+      end
+      pending, dead = attach_parents(Q, id, parents)
     end
-    local pending, dead = attach_parents(Q, id, parents)
     local state = 'submitted'
     if pending > 0 then
       state = 'blocked'
@@ -110,11 +127,11 @@ for j = 1, count do
       make_ready(Q, key, id, priority, seq + j, x.keyed == true)
     end
     emit(Q, id, 'unsubmitted', state, 0)
-    if x.dedup then hold_dedup(x.dedup, id) end
-    if x['repeat'] then record_tick(repeat_due, repeat_last, x['repeat'], id) end
+    if x.dedup then R.hold(x.dedup, id) end
+    if x['repeat'] then R.record(repeat_due, repeat_last, x['repeat'], id) end
     if x.last_of then rcall('HSET', repeat_last, x.last_of, id) end
     if dead then
-      fail_child(Q, id, dead[1], dead[2])
+      R.fail(Q, id, dead[1], dead[2])
       state = rcall('HGET', key, 'state')
     end
     out[#out + 1], out[#out + 2], out[#out + 3] = state, id, state

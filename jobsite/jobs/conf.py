@@ -99,7 +99,8 @@ def check_queue(name: str) -> None:
 
     A job on a queue nothing serves would wait forever; new queues are a deliberate choice.
     """
-    if option("ANY_QUEUE") or name in queues():
+    found = values()  # read once: this runs on every enqueue
+    if found.get("ANY_QUEUE", False) or name in found.get("QUEUES", DJANGO_KEYS["QUEUES"]):
         return
     raise ConfigError(
         f"queue {name!r} is not one of JOBSITE['QUEUES'] {queues()}; add it there "

@@ -373,3 +373,16 @@ def test_each_script_defines_only_the_helpers_it_calls() -> None:
     submit = load_sources()["submit"][1]
     assert "local function note(" in submit  # deduplicate calls it
     assert "local function owned(" not in submit and "local function stall(" not in submit
+
+
+def test_submit_makes_the_rare_helpers_only_for_a_batch_that_needs_them() -> None:
+    # A second `--@include common` inside with_rare() defines what only that function calls.
+    submit = load_sources()["submit"][1]
+    start = submit.index("local function with_rare()")
+    inner = submit[start : submit.index("if rare then with_rare() end")]
+    outer = submit.replace(inner, "")
+    for name in ("deduplicate", "take_tick", "record_tick", "fail_child", "append_error"):
+        assert f"local function {name}(" in inner and f"local function {name}(" not in outer
+    for name in ("queue", "emit", "make_ready", "attach_parents", "deadline_of"):
+        assert f"local function {name}(" in outer and f"local function {name}(" not in inner
+    assert submit.count("local rcall = redis.call") == 1

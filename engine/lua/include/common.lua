@@ -188,9 +188,8 @@ end
 
 local function make_ready(Q, key, id, priority, seq, keyed)
   local score = ready_score(priority or 0, seq)
-  local ck = {false}
-  if keyed ~= false then ck = rcall('HMGET', key, 'ckey_active', 'ckey_waiting', 'concurrency_limit') end
-  if ck[1] then
+  local ck = keyed ~= false and rcall('HMGET', key, 'ckey_active', 'ckey_waiting', 'concurrency_limit')
+  if ck and ck[1] then
     if rcall('SISMEMBER', ck[1], id) == 0 and rcall('SCARD', ck[1]) >= tonumber(ck[3]) then
       rcall('ZADD', ck[2], score, id)
       turn(Q, ck[2], 1)

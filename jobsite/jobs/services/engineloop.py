@@ -125,18 +125,26 @@ async def acall[T](settings: EngineSettings, fn: Callable[[Client], Awaitable[T]
 # is closed); every thread shares them (redis-py's blocking pool is thread-safe).
 _sync_clients: OrderedDict[EngineSettings, SyncClient] = OrderedDict()
 _sync_lock = threading.Lock()
+# The settings object last asked for and its client: the next call with the very same object
+# (engine_settings() is cached) skips the lock and the settings' hash (~2 us an enqueue).
+_last_sync: tuple[EngineSettings, SyncClient] | None = None
 
 
 def sync_client(settings: EngineSettings) -> SyncClient:
     """Return the process's sync client of `settings` (made on first use)."""
+    global _last_sync
+    last = _last_sync
+    if last is not None and last[0] is settings:
+        return last[1]
     with _sync_lock:
         client = _sync_clients.get(settings)
         if client is not None:
             _sync_clients.move_to_end(settings)
-            return client
-        client = _sync_clients[settings] = SyncClient(settings)
-        while len(_sync_clients) > MOST_CLIENTS:
-            _sync_clients.popitem(last=False)[1].close()
+        else:
+            client = _sync_clients[settings] = SyncClient(settings)
+            while len(_sync_clients) > MOST_CLIENTS:
+                _sync_clients.popitem(last=False)[1].close()
+        _last_sync = (settings, client)
         return client
 
 
@@ -161,9 +169,10 @@ def loop_client(settings: EngineSettings) -> Client:
 
 def _forget_in_child() -> None:
     """A forked child has no engine thread: let it start its own (the parent's sockets stay)."""
-    global _current, _lock, _sync_lock
+    global _current, _lock, _sync_lock, _last_sync
     _current, _lock = None, threading.Lock()
     _sync_clients.clear()  # their pools belong to the parent's sockets
+    _last_sync = None
     _loop_clients.clear()
     _sync_lock = threading.Lock()
 
@@ -172,7 +181,9 @@ def _close_at_exit() -> None:
     with _lock:
         if _current is not None:
             _current.close()
+    global _last_sync
     with _sync_lock:
+        _last_sync = None
         while _sync_clients:
             _sync_clients.popitem()[1].close()
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 import importlib
-import inspect
 import threading
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -16,6 +14,7 @@ from engine import (
     JobNotFound,
     JobState,
     Task,
+    bind_or_raise,
     task_ref,
     validate_queue_name,
 )
@@ -85,11 +84,6 @@ def task_defaults(alias: str) -> dict[str, Any]:
 # How many django Tasks a backend keeps the checked engine task of (a `using()` call makes a new
 # Task object each time: the oldest go first).
 REFS_KEPT = 256
-
-
-@functools.cache
-def _signature(func: Any) -> inspect.Signature:
-    return inspect.signature(func)
 
 
 def _dt(ms: int | None) -> datetime | None:
@@ -163,7 +157,7 @@ class JobsiteBackend(BaseTaskBackend):
         ref = self._checked_ref(task)
         lead = (None,) if task.takes_context else ()
         try:
-            _signature(task.func).bind(*lead, *args, **kwargs)
+            bind_or_raise(task.func, (*lead, *args), kwargs)
         except TypeError as exc:
             raise InvalidArguments(f"task {task.module_path!r}: {exc}") from None
         job = ref.call(*args, **kwargs)
