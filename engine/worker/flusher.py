@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
+from array import array
+from collections.abc import Callable, Iterable, Iterator
 
 from .. import failpoints
 from ..reconnect import Reconnect
@@ -18,6 +18,39 @@ from .outcomes import OutcomeWriter
 MAX_FLUSHES = 2
 # How many windows (job end -> outcome durable, seconds) a worker keeps for its benchmark.
 WINDOWS_KEPT = 10_000
+
+
+class Windows:
+    """The latest `size` windows, oldest first, as doubles in one array (no float objects).
+
+    A deque of floats kept one object per window, each made while its batch's objects were
+    alive: after a busy spell the survivors held the interpreter's 1 MiB arenas of that spell
+    (pymalloc frees an arena only once it is empty). Measured in a soak (bench.soak, 300,000
+    jobs): 3,756 of the objects alone in a sparse arena at the end were these floats.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._values = array("d", bytes(8 * size))
+        self._next = 0
+        self._count = 0
+
+    def extend(self, values: Iterable[float]) -> None:
+        """Keep `values`, dropping the oldest beyond the size."""
+        kept, at, size = self._values, self._next, len(self._values)
+        for value in values:
+            kept[at] = value
+            at = (at + 1) % size
+            self._count += 1
+        self._next = at
+        self._count = min(self._count, size)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[float]:
+        start = (self._next - self._count) % len(self._values)
+        for i in range(self._count):
+            yield self._values[(start + i) % len(self._values)]
 
 
 class Flusher:
@@ -40,7 +73,7 @@ class Flusher:
         self._error: BaseException | None = None  # the last failed write (backs off)
         self._retry = Reconnect("flush")
         # Seconds from a job's end to its outcome durable in Redis, the latest WINDOWS_KEPT.
-        self.windows: deque[float] = deque(maxlen=WINDOWS_KEPT)
+        self.windows = Windows(WINDOWS_KEPT)
 
     def add(self, outcome: Outcome) -> None:
         """Queue an ended job's outcome; it is written at once unless writes are in flight."""

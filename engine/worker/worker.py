@@ -7,7 +7,7 @@ import logging
 import os
 import socket
 import uuid
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -34,7 +34,7 @@ from ..transitions import TransitionHooks
 from ..versions import Versions
 from .book import Book
 from .claimer import Claimer
-from .flusher import Flusher
+from .flusher import Flusher, Windows
 from .outcomes import OutcomeWriter
 from .recycle import Recycler
 from .shutdown import Shutdown
@@ -152,7 +152,7 @@ class Worker:
         return self.claimer.queues
 
     @property
-    def windows(self) -> deque[float]:
+    def windows(self) -> Windows:
         """Return the latest windows from a job's end to its outcome durable, in seconds."""
         return self.flusher.windows
 

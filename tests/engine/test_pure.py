@@ -1,4 +1,4 @@
-"""Pure tests: backoff formulas, the job model, settings and task options (no Redis)."""
+"""Pure tests: backoff formulas, the job model, settings, task options, windows (no Redis)."""
 
 from __future__ import annotations
 
@@ -260,3 +260,14 @@ def test_call_checks_the_signature() -> None:
 def test_engine_imports_without_django() -> None:
     code = "import engine, sys; assert 'django' not in sys.modules, 'django imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_windows_keep_the_latest_oldest_first() -> None:
+    from engine.worker.flusher import Windows
+
+    windows = Windows(3)
+    assert (list(windows), len(windows), max(windows, default=0.0)) == ([], 0, 0.0)
+    windows.extend([1.0, 2.0])
+    assert list(windows) == [1.0, 2.0]
+    windows.extend(float(n) for n in range(3, 8))
+    assert (list(windows), len(windows)) == ([5.0, 6.0, 7.0], 3)
