@@ -499,3 +499,29 @@ def test_a_mirror_gives_memory_back_when_it_falls_idle_after_a_backlog(
             await mirror.aclose()
 
     async_to_sync(drain)()
+
+
+def test_a_busy_mirror_gives_memory_back_without_falling_idle(
+    engine: EngineSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobsite.jobs import heap
+    from jobsite.jobs.history import mirror as mirror_module
+
+    given: list[int] = []
+    monkeypatch.setattr(heap, "give_back", lambda: given.append(1))
+    monkeypatch.setattr(mirror_module, "GIVE_BACK_BATCH", 10**9)  # never for falling idle
+    monkeypatch.setattr(mirror_module, "GIVE_BACK_BUSY_S", 0.0)  # due at each busy step
+    async_to_sync(make_history)(engine)  # 22 jobs, 3 or more events each
+
+    async def drain() -> tuple[int, int]:
+        mirror = Mirror(["default"], consumer="busy", batch=5)  # a write in flight each step
+        try:
+            await mirror.start()
+            while await mirror.step(block_ms=50):
+                pass
+            return len(given), mirror.applied
+        finally:
+            await mirror.aclose()
+
+    gave, applied = async_to_sync(drain)()
+    assert applied > 10 and gave >= 1

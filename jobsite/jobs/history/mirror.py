@@ -40,6 +40,8 @@ CONSUMER_GONE_MS = 600_000
 # A batch this large (a backlog's) raised the process's peak: once the mirror falls idle, it
 # gives that memory back (heap.give_back). A mirror keeping up writes batches far smaller.
 GIVE_BACK_BATCH = 5_000
+# A mirror that never falls idle (a steady feed) gives memory back this often instead.
+GIVE_BACK_BUSY_S = 60.0
 
 
 def consumer_name() -> str:
@@ -283,6 +285,7 @@ class Mirror:
         self.gap_check_every_s = gap_check_every_s
         self.applied = 0
         self._largest_batch = 0  # events of the largest batch since the last heap.give_back
+        self._give_back_at = time.monotonic() + GIVE_BACK_BUSY_S  # while busy, not before
         # Missed jobs whose hash was gone, by the stream's newest entry (sortable) then.
         self._gone_at: dict[str, str] = {}
         # Events read but left for a later batch, unacked, by job (see the class docstring),
@@ -428,6 +431,14 @@ class Mirror:
         self._largest_batch = max(self._largest_batch, len(batch.events))
         await self._notify()
 
+    def _give_back(self) -> None:
+        """Give memory back (heap.give_back) and start the busy interval again."""
+        began = time.perf_counter()
+        heap.give_back()
+        self._largest_batch = 0
+        self._give_back_at = time.monotonic() + GIVE_BACK_BUSY_S
+        log.debug("gave memory back took_ms=%.1f", (time.perf_counter() - began) * 1000)
+
     async def settle(self) -> None:
         """Wait until the batch being written is committed and acked (raising its error)."""
         writing, self._writing = self._writing, None
@@ -454,6 +465,8 @@ class Mirror:
         """
         carried = self._carried
         busy = self._writing is not None or bool(carried)
+        if busy and time.monotonic() >= self._give_back_at:
+            self._give_back()
         events = await self.reader.read(self.batch, None if busy else block_ms)
         if not events and not carried:
             await self.settle()
@@ -462,8 +475,7 @@ class Mirror:
                 events = await self.reader.read(self.batch, None)
             if not events:
                 if self._largest_batch >= GIVE_BACK_BATCH:
-                    self._largest_batch = 0
-                    heap.give_back()
+                    self._give_back()
                 return 0
         if len(events) >= self.batch and self._carried_n + len(events) <= self.carry_max:
             pool = await self._carry(events)
