@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import threading
 import time
 from collections.abc import Awaitable, Callable
 
@@ -14,14 +15,27 @@ from .faults import Fault, classify, refusal
 log = logging.getLogger("engine.reconnect")
 
 # Bumped when Redis is known to be back (a new master found after a failover): every backoff
-# sleep in the process, in any thread, ends within _WAKE_POLL_S instead of sleeping on.
+# sleep in the process, in any thread, ends at once instead of sleeping on.
 _wakes = [0]
-_WAKE_POLL_S = 0.05
+# The backoff sleeps under way, each with its loop: wake_all ends them (no polling: a worker
+# whose Redis is down wakes only for its retries).
+_sleeping: set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()
+_sleeping_lock = threading.Lock()
 
 
 def wake_all() -> None:
-    """End every backoff sleep of the process soon: Redis is worth trying again now."""
+    """End every backoff sleep of the process now: Redis is worth trying again."""
     _wakes[0] += 1
+    with _sleeping_lock:
+        sleeping = list(_sleeping)
+    for loop, woken in sleeping:
+        with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
+            loop.call_soon_threadsafe(_end_sleep, woken)
+
+
+def _end_sleep(woken: asyncio.Future[None]) -> None:
+    if not woken.done():
+        woken.set_result(None)
 
 
 class Reconnect:
@@ -91,10 +105,16 @@ class Reconnect:
 
 async def _backoff(delay_s: float) -> None:
     """Sleep `delay_s`, or less if `wake_all` is called meanwhile."""
-    woken = _wakes[0]
-    deadline = time.monotonic() + delay_s
-    while (left_s := deadline - time.monotonic()) > 0 and _wakes[0] == woken:
-        await asyncio.sleep(min(left_s, _WAKE_POLL_S))
+    loop = asyncio.get_running_loop()
+    entry = (loop, loop.create_future())
+    with _sleeping_lock:
+        _sleeping.add(entry)
+    try:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(entry[1], delay_s)
+    finally:
+        with _sleeping_lock:
+            _sleeping.discard(entry)
 
 
 async def run_periodic(
