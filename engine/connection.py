@@ -95,6 +95,24 @@ class _EngineConnection:
                 pass
         return super().pack_command(*args)  # type: ignore[misc,no-any-return]
 
+    async def send_now(self, data: bytes) -> None:
+        """Write one packed command, connecting first if the socket is gone or closed; wait for
+        the socket to drain (within the socket timeout) only when it did not take it all.
+
+        redis-py's `send_packed_command` waits for the drain under `asyncio.wait_for` on every
+        command, which costs more than the write on loopback.
+        """
+        if self._peer_gone():
+            await self.disconnect(nowait=True)  # type: ignore[attr-defined]
+        if not self.is_connected:  # type: ignore[attr-defined]
+            await self.connect()  # type: ignore[attr-defined]
+        writer = self._writer
+        assert writer is not None
+        writer.write(data)
+        if writer.transport.get_write_buffer_size():
+            async with asyncio.timeout(self.socket_timeout):  # type: ignore[attr-defined]
+                await writer.drain()
+
     async def can_read(self) -> bool:
         """Also call a pooled connection whose socket was reset unfit, so the pool replaces it.
 

@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.exceptions import NoScriptError
 
+from .held import AsyncHeldConnections, held_runner
 from .keys import SCRIPT_KEYS, QueueKeys
 
 _NAME = re.compile(r"^(?P<verb>[a-z_]+)-(?P<keys>\d+)\.lua$")
@@ -177,8 +178,9 @@ def run_sync(redis: SyncRunner, verb: str, keys: QueueKeys | Sequence[str], args
 class Script:
     """One transition script bound to a client: EVALSHA, loading the source after NOSCRIPT.
 
-    It calls the client's EVALSHA itself: redis-py's Script object added a layer of wrappers
-    (about 10 us) to every call of a one-job enqueue.
+    It sends EVALSHA itself, on connections held from the client's pool where it may
+    (engine/held.py): redis-py's Script object and its per-command pool checkout added layers
+    of wrappers to every call of a one-job enqueue.
     """
 
     verb: str
@@ -186,6 +188,8 @@ class Script:
     source: str
     sha: str
     redis: Redis
+    # What sends its EVALSHA: connections held from the client's pool, or the client itself.
+    run: Redis | AsyncHeldConnections
 
     def _names(self, keys: QueueKeys | Sequence[str]) -> Sequence[str]:
         return _key_names(self.verb, self.num_keys, keys)
@@ -198,10 +202,10 @@ class Script:
         """Run the script with a queue's keys (or an explicit key list) and its ARGV."""
         command = ("EVALSHA", self.sha, self.num_keys, *self._names(keys), *args)
         try:
-            return await self.redis.execute_command(*command)  # type: ignore[no-untyped-call]
+            return await self.run.execute_command(*command)
         except NoScriptError:  # a server that restarted, flushed its scripts or is new
             await self.redis.script_load(self.source)  # the same source: the same sha
-            return await self.redis.execute_command(*command)  # type: ignore[no-untyped-call]
+            return await self.run.execute_command(*command)
 
 
 class ScriptSet:
@@ -213,12 +217,13 @@ class ScriptSet:
 
     def __init__(self, redis: Redis) -> None:
         self._redis = redis
+        self._run = held_runner(redis)  # one set of held connections for all its scripts
         self._by_verb: dict[str, Script] = {}
 
     def __getitem__(self, verb: str) -> Script:
         script = self._by_verb.get(verb)
         if script is None:
             num_keys, source = _SOURCES[verb]
-            script = Script(verb, num_keys, source, _SHAS[verb], self._redis)
+            script = Script(verb, num_keys, source, _SHAS[verb], self._redis, self._run)
             self._by_verb[verb] = script
         return script

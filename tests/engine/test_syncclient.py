@@ -106,7 +106,7 @@ def test_connections_held_at_hand_survive_being_dropped_by_the_server(sync: Sync
     assert killed >= held
     for i in range(held + 1):  # each held connection in turn
         assert sync.enqueue(t.add, i, i).state is JobState.SUBMITTED
-    # A command that fails gives its connection back to the pool, disconnected.
+    # An error reply (read whole) leaves the connection held; NOSCRIPT loads the script again.
     sync.redis.execute_command("SCRIPT", "FLUSH")
     assert sync.enqueue(t.add, 1, 1).state is JobState.SUBMITTED  # NOSCRIPT, loaded again
     with pytest.raises(Exception, match="unknown command"):
@@ -142,3 +142,5 @@ async def test_a_sentinel_url(tmp_path: Path) -> None:
             assert sync.redis.connection_pool.connection_kwargs["db"] == 0
         async with Client(settings) as client:
             assert (await client.get(job.id)).state is JobState.SUBMITTED
+            # Its scripts keep redis-py's checkouts: that is how a failover is noticed.
+            assert client.scripts.raw._run is client.redis
