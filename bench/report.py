@@ -191,10 +191,14 @@ def method(ctx: Context) -> str:
   each stamped with `time.time()` just before its enqueue; latency = task start - stamp.
 - **Redis memory**: `INFO memory used_memory` after the jobs finished and the worker stopped,
   minus before, per 10,000 jobs{memory_note}, with each system's default result retention
-  (1 MiB = 2^20 bytes). Jobsite's event stream is then as a project running the history mirror
-  has it once the mirror caught up (`bench.client settle`: the mirror's group read and
-  acknowledged every event, and the cleaner trimmed the stream by that); the job records stay,
-  kept a day.
+  (1 MiB = 2^20 bytes); both read right after `CONFIG RESETSTAT`, which frees the latency
+  histogram Redis 7 keeps for each command name it has run (about 26 KB each, scripts' commands
+  included: a fixed cost of the server that grows with the kinds of command a system uses,
+  not with its jobs; the commands first run in this step, such as Jobsite's settling below,
+  would otherwise count). Jobsite's event
+  stream is then as a project running the history mirror has it once the mirror caught up
+  (`bench.client settle`: the mirror's group read and acknowledged every event, and the cleaner
+  trimmed the stream by that); the job records stay, kept a day.
 - **Minimal loop** is not a peer: it is the floor under Jobsite's worker
   (`bench/minimal_loop.py`: a Lua claim by priority with a lease, a token-fenced Lua completion,
   one event per job, one script call per batch of 100, nothing else). Its row in the relative

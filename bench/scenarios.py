@@ -7,7 +7,8 @@
 3. latency: one idle worker, a few warm-up jobs, then samples enqueued one at a time ~10 ms apart
    stamped with time.time(); p50 / p99 of (task start - stamp).
 4. memory: used_memory after M jobs finished, the worker stopped and the system's own
-   housekeeping settled (bench.client settle), minus before, scaled to 10k.
+   housekeeping settled (bench.client settle), minus before, scaled to 10k; both read after
+   CONFIG RESETSTAT, so Redis's per-command latency histograms are not counted.
 
 Round trips: Redis counts the reads it processes (`INFO stats total_reads_processed`: one per
 chunk a client sent and Redis read, so one per request or pipeline that waits for its reply). The
@@ -150,6 +151,10 @@ class SystemBench:
                 self.notes.append(f"{scenario}: {errors} error lines in {path.name}")
 
     def used_memory(self) -> int:
+        """Return `used_memory` without Redis's latency histograms: Redis 7 keeps one (about
+        26 KB) for each command name a server has run, scripts' commands included, until
+        CONFIG RESETSTAT. That is a fixed cost of the server, not of any job."""
+        self.redis.config_resetstat()
         return int(self.redis.info("memory")["used_memory"])
 
 

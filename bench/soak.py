@@ -66,6 +66,8 @@ class Sample:
     redis_used_bytes: int
     live: int
     backlog: int
+    # The transition hooks' consumer group (engine/transitions.py): runworker always has it.
+    hooks_backlog: int = 0
 
 
 def vm_rss_kib(pid: int) -> int:
@@ -226,7 +228,9 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 ((_, counts),) = await client.queue_states([QUEUE])
                 done = sum(v for k, v in counts.items() if k.endswith("_total"))
                 live = counts["submitted"] + counts["started"] + counts["scheduled"]
-                _, backlog, _ = await mirror_lag(client.redis, keys, GROUP, int(time.time() * 1000))
+                now_ms = int(time.time() * 1000)
+                _, backlog, _ = await mirror_lag(client.redis, keys, GROUP, now_ms)
+                _, hooks_backlog, _ = await mirror_lag(client.redis, keys, "hooks", now_ms)
                 kids = descendants(worker.pid)  # type: ignore[union-attr]
                 info = await client.redis.info("memory")
                 s = Sample(
@@ -240,6 +244,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                     redis_used_bytes=int(info["used_memory"]),
                     live=live,
                     backlog=backlog,
+                    hooks_backlog=hooks_backlog,
                 )
                 samples.append(s)
                 return s
@@ -247,6 +252,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             def line(s: Sample) -> str:
                 return (
                     f"fed={s.fed:,} done={s.done:,} live={s.live:,} backlog={s.backlog:,}"
+                    f" hooks_backlog={s.hooks_backlog:,}"
                     f" rss_mib={s.rss_kib / 1024:.1f} children_rss_mib="
                     f"{s.children_rss_kib / 1024:.1f} mirror_rss_mib={s.mirror_rss_kib / 1024:.1f}"
                     f" redis_mib={s.redis_used_bytes / 2**20:.1f}"
@@ -288,14 +294,16 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 while True:
                     ((_, counts),) = await client.queue_states([QUEUE])
                     live = counts["submitted"] + counts["started"] + counts["scheduled"]
-                    _, backlog, _ = await mirror_lag(
-                        client.redis, keys, GROUP, int(time.time() * 1000)
-                    )
-                    if live == 0 and backlog == 0:
+                    now_ms = int(time.time() * 1000)
+                    _, backlog, _ = await mirror_lag(client.redis, keys, GROUP, now_ms)
+                    _, hooks, _ = await mirror_lag(client.redis, keys, "hooks", now_ms)
+                    if live == 0 and backlog == 0 and hooks == 0:
                         break
                     if time.monotonic() > deadline or sampling.done():
                         sampling.cancel()
-                        raise RuntimeError(f"not drained: live={live} backlog={backlog}")
+                        raise RuntimeError(
+                            f"not drained: live={live} backlog={backlog} hooks_backlog={hooks}"
+                        )
                     await asyncio.sleep(0.5)
                 drain_s = time.monotonic() - feed_start - feed_s
                 sampling.cancel()
@@ -447,6 +455,7 @@ def report(result: dict[str, Any], command: str, svg_rel: str | None) -> str:
     peak = max(s["rss_kib"] for s in samples) / 1024
     kids_peak = max(s["children_rss_kib"] for s in samples) / 1024
     backlog_peak = max(s["backlog"] for s in samples)
+    hooks_peak = max(s.get("hooks_backlog", 0) for s in samples)
     live_peak = max(s["live"] for s in samples)
     mib = 2**20
     start, end = result["start_used_bytes"], result["end_used_bytes"]
@@ -487,6 +496,7 @@ def report(result: dict[str, Any], command: str, svg_rel: str | None) -> str:
         f"| child processes' RSS peak (isolation; {kids} at most) | {kids_peak:.1f} MiB | |",
         f"| most jobs live (waiting, running, retry due) at a sample | {live_peak:,} | |",
         f"| largest mirror backlog at a sample | {backlog_peak:,} events | |",
+        f"| largest transition hooks' backlog at a sample | {hooks_peak:,} events | |",
         f"| Redis used_memory before the feed | {start / mib:.1f} MiB | |",
         f"| Redis used_memory at the end | {end / mib:.1f} MiB | |",
         f"| retained results: job hashes and the DLQ (MEMORY USAGE) + Redis' key tables and"

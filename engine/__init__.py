@@ -54,7 +54,7 @@ from .keys import (
     version_tag,
 )
 from .limits import Deduplication
-from .metrics import Histogram, Metrics, QueueMetrics
+from .metrics import GroupLag, Histogram, Metrics, QueueMetrics
 from .producer import configure
 from .reconnect import Reconnect, run_periodic
 from .repeat import Repeatable
@@ -109,6 +109,7 @@ __all__ = [
     "EngineSettings",
     "Event",
     "EventReader",
+    "GroupLag",
     "Histogram",
     "Hook",
     "HookEvent",

@@ -16,6 +16,7 @@ from . import clearing, control, serializer
 from .connection import connect, server_ms
 from .enqueueing import Enqueuer, drive_async
 from .errors import Code, ConfigError, DuplicateJob, JobNotFound, JobTimeout
+from .events import live_groups
 from .job import TERMINAL_STATES, Job, JobState
 from .keys import (
     QueueKeys,
@@ -238,9 +239,12 @@ class Client:
     async def metrics(self, queues: Iterable[str], group: str = "mirror") -> Metrics:
         """Return the metrics of `queues` (counts, histograms, depths, mirror lag), workers alive.
 
-        `group` is the consumer group whose lag is reported (the Django mirror's by default).
+        `group` is the consumer group whose lag is reported (the Django mirror's by default); the
+        lag of every other group read lately (the transition hooks') is in `groups`.
         """
-        return await read_metrics(self.redis, self.settings.prefix, list(queues), group)
+        prefix = self.settings.prefix
+        others = [g for g in await live_groups(self.redis, prefix) if g != group]
+        return await read_metrics(self.redis, prefix, list(queues), group, others)
 
     async def cancel(self, job_ids: Iterable[str], queue: str | None = None) -> dict[str, str]:
         """Cancel jobs; return id -> "cancelled", "cancelling" (running), "not_found" or "finished".

@@ -61,6 +61,15 @@ class Histogram:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupLag:
+    """What a consumer group of a queue's event stream has not acknowledged."""
+
+    # Events not acknowledged (undelivered plus pending), and the age of the oldest (0: none).
+    backlog: int
+    lag_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class QueueMetrics:
     """One queue's metrics."""
 
@@ -97,6 +106,9 @@ class QueueMetrics:
     worker_slots: int = 0
     # task@version -> jobs waiting for a worker with that version (claim-12.lua).
     waiting_for_version: dict[str, int] = field(default_factory=dict)
+    # Every other consumer group read lately (Client.metrics: events.live_groups, such as the
+    # transition hooks') -> its lag. The stream is trimmed only below what each acknowledged.
+    groups: dict[str, GroupLag] = field(default_factory=dict)
 
     @property
     def runnable_per_slot(self) -> float:
@@ -220,9 +232,15 @@ async def mirror_lag(
 
 
 async def queue_metrics(
-    redis: Redis, keys: QueueKeys, group: str, now_ms: int, slots: int = 0
+    redis: Redis,
+    keys: QueueKeys,
+    group: str,
+    now_ms: int,
+    slots: int = 0,
+    others: Sequence[str] = (),
 ) -> QueueMetrics:
-    """Return the metrics of one queue (`slots`: of the live workers serving it)."""
+    """Return the metrics of one queue (`slots`: of the live workers serving it; `others`: the
+    consumer groups besides the mirror's whose lag to report)."""
     async with redis.pipeline(transaction=False) as pipe:
         pipe.hgetall(keys.stats)
         pipe.zcard(keys.submitted)
@@ -239,6 +257,10 @@ async def queue_metrics(
     depth["submitted"] += int(stats.get("waiting_turn", 0)) + int(stats.get("waiting_version", 0))
     oldest_ms = await oldest_waiting_ms(redis, keys, now_ms)
     length, backlog, lag_ms = await mirror_lag(redis, keys, group, now_ms)
+    groups: dict[str, GroupLag] = {}
+    for name in others:
+        _, behind, age_ms = await mirror_lag(redis, keys, name, now_ms)
+        groups[name] = GroupLag(behind, age_ms / 1000)
     return QueueMetrics(
         keys.queue,
         jobs,
@@ -257,6 +279,7 @@ async def queue_metrics(
         oldest_runnable_s=oldest_ms / 1000 if runnable else 0.0,
         worker_slots=slots,
         waiting_for_version=await _waiting_for_version(redis, keys, sorted(unserved)),
+        groups=groups,
     )
 
 
@@ -291,13 +314,18 @@ async def worker_slots(redis: Redis, prefix: str) -> dict[str, int]:
 
 
 async def read_metrics(
-    redis: Redis, prefix: str, queues: Sequence[str], group: str = "mirror"
+    redis: Redis,
+    prefix: str,
+    queues: Sequence[str],
+    group: str = "mirror",
+    others: Sequence[str] = (),
 ) -> Metrics:
-    """Return the metrics of `queues` and the workers alive; `group` is the mirror's."""
+    """Return the metrics of `queues` and the workers alive; `group` is the mirror's, `others`
+    the other consumer groups whose lag to report."""
     now_ms = await server_ms(redis)
     slots = await worker_slots(redis, prefix)
     out = [
-        await queue_metrics(redis, QueueKeys(prefix, q), group, now_ms, slots.get(q, 0))
+        await queue_metrics(redis, QueueKeys(prefix, q), group, now_ms, slots.get(q, 0), others)
         for q in queues
     ]
     return Metrics(tuple(out), await workers_alive(redis, prefix))

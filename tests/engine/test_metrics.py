@@ -9,8 +9,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from engine import Client, EngineSettings, JobState, task
-from engine.events import EventReader
+from engine import Client, EngineSettings, GroupLag, JobState, task
+from engine.events import GROUP_STALE_MS, EventReader, register_group
+from engine.keys import event_groups_key
 from engine.metrics import BUCKETS_MS, parse_stats
 
 from . import chaos_tasks as ct
@@ -149,6 +150,27 @@ async def test_counts_equal_what_the_workers_did(
     assert default.oldest_waiting_s == 0
     assert idle.depth["submitted"] == 3 and idle.oldest_waiting_s > 0
     assert metrics.workers_alive == 0
+
+
+async def test_the_lag_of_every_other_group_read_lately(
+    client: Client, settings: EngineSettings
+) -> None:
+    # The transition hooks' group holds trimming back as the mirror's does: its lag is reported.
+    keys = client.keys("default")
+    await client.enqueue_many([ct.work.call(1) for _ in range(4)])
+    await asyncio.sleep(0.2)
+    await register_group(client.redis, settings.prefix, "hooks")
+    await client.redis.xgroup_create(keys.events, "hooks", id="0")
+    await client.redis.xgroup_create(keys.events, "gone", id="0")  # registered long ago
+    long_ago = int(time.time() * 1000) - GROUP_STALE_MS - 1000
+    await client.redis.hset(event_groups_key(settings.prefix), "gone", long_ago)
+    (q,) = (await client.metrics(["default"])).queues
+    assert set(q.groups) == {"hooks"}  # not the mirror's (its own fields), not a stale one
+    assert q.groups["hooks"].backlog == 4 and q.groups["hooks"].lag_s >= 0.2
+    reader = EventReader(client.redis, settings, ["default"], "hooks", "h-1")
+    await reader.ack(await reader.read(10, block_ms=10))
+    (q,) = (await client.metrics(["default"])).queues
+    assert q.groups["hooks"] == GroupLag(0, 0.0)
 
 
 async def test_mirror_backlog_and_lag(client: Client, settings: EngineSettings) -> None:

@@ -19,6 +19,7 @@ from django.test import override_settings
 
 from engine import Client, EngineSettings, Worker
 from engine.devserver import free_port
+from engine.events import register_group
 from jobsite.jobs.history import alerts, health
 from jobsite.jobs.tasks.signals import queue_health_changed, schedule_health_changed
 from tests.engine import tasks as t
@@ -89,6 +90,31 @@ def test_a_task_failing_80_percent_is_degraded(engine: EngineSettings) -> None:
         "task fails_first_time failed 80% of its last 10 runs, against 0% over the day before"
         in verdict.reasons
     )
+
+
+def test_a_consumer_group_that_lags_degrades_the_queue(engine: EngineSettings) -> None:
+    # The transition hooks' group keeps the stream from being trimmed while it lags.
+    _enqueue(engine, t.add, 1, 2)
+    async_to_sync(mirror_all)()  # the mirror itself is caught up
+
+    async def hooks_group_at_start() -> None:
+        async with Client(engine) as client:
+            await register_group(client.redis, engine.prefix, "hooks")
+            await client.redis.xgroup_create(client.keys("default").events, "hooks", id="0")
+
+    async_to_sync(hooks_group_at_start)()
+    time.sleep(0.3)
+    with override_settings(JOBSITE={**settings.JOBSITE, "HEALTH": {"MIRROR_LAG_S": 0.2}}):
+        [verdict] = health.queue_health(["default"])
+    assert verdict.verdict == "failing"  # nobody serves the queue, and a job waits
+    [reason] = [r for r in verdict.reasons if "consumer group" in r]
+    assert re.fullmatch(
+        r"the event stream's consumer group 'hooks' is \d+ s and 1 events behind "
+        r"\(threshold 0.2 s\); the stream is kept until it catches up",
+        reason,
+    )
+    assert verdict.figures["groups_lag_s"] >= 0.3
+    assert not any("history mirror" in r for r in verdict.reasons)
 
 
 def test_a_missed_schedule_signals_once(

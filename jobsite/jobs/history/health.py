@@ -8,7 +8,8 @@ Queue verdicts are `ok`, `degraded` or `failing`, with the reasons in words:
   FAILURE_MIN_JOBS ended and the share that failed is at least FAILURE_RATE_FACTOR times, and
   FAILURE_RATE_MARGIN above, its share over the day before (the charts' rollup);
 - its dead-letter queue grew by DLQ_GROWTH or more within DLQ_WINDOW_S;
-- the mirror is more than MIRROR_LAG_S behind.
+- the mirror, or another consumer group of its event stream read lately (the transition
+  hooks'), is more than MIRROR_LAG_S behind.
 Schedule states come from engine/schedule_health.py (tolerance: the schedule's, else
 SCHEDULE_TOLERANCE_S).
 
@@ -176,6 +177,13 @@ def judge_queue(
             f"the history mirror is {q.mirror_lag_s:.0f} s behind "
             f"(threshold {th['MIRROR_LAG_S']:g} s)"
         )
+    for name, lag in sorted(q.groups.items()):
+        if lag.lag_s > th["MIRROR_LAG_S"]:
+            degraded.append(
+                f"the event stream's consumer group {name!r} is {lag.lag_s:.0f} s and "
+                f"{lag.backlog} events behind (threshold {th['MIRROR_LAG_S']:g} s); the stream "
+                "is kept until it catches up"
+            )
     verdict = "failing" if failing else "degraded" if degraded else "ok"
     figures = {
         "waiting": float(waiting),
@@ -183,6 +191,7 @@ def judge_queue(
         "dlq": float(q.dlq),
         "dlq_growth": float(grew),
         "mirror_lag_s": q.mirror_lag_s,
+        "groups_lag_s": max((lag.lag_s for lag in q.groups.values()), default=0.0),
     }
     return QueueHealth(q.queue, verdict, failing + degraded, figures)
 

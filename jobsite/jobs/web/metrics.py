@@ -193,6 +193,22 @@ class EngineCollector(Collector):
             for q in snapshot.queues:
                 family.add_metric([q.queue], float(getattr(q, attr)))
             yield family
+        backlog = GaugeMetricFamily(
+            "jobsite_event_group_backlog",
+            "Events a consumer group of the event stream besides the mirror's (the transition"
+            " hooks') has not acknowledged; the stream is kept for it.",
+            labels=["queue", "group"],
+        )
+        lag = GaugeMetricFamily(
+            "jobsite_event_group_lag_seconds",
+            "Age of the oldest event that group has not acknowledged; 0 when none.",
+            labels=["queue", "group"],
+        )
+        for q in snapshot.queues:
+            for group, behind in sorted(q.groups.items()):
+                backlog.add_metric([q.queue, group], behind.backlog)
+                lag.add_metric([q.queue, group], behind.lag_s)
+        yield from (backlog, lag)
         versions = GaugeMetricFamily(
             "jobsite_queue_waiting_for_version",
             "Jobs waiting for a worker with their task version (a rolling deploy).",
