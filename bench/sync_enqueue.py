@@ -6,8 +6,10 @@
 PATHS: Jobsite `services.enqueue(task)` and a `django.tasks` task's `enqueue()` (the
 JobsiteBackend), Dramatiq `actor.send()`, RQ `Queue.enqueue()`, Celery `task.delay()` and a
 `django.tasks` task's `enqueue()` on the django-tasks-db backend (SQLite in a temporary
-folder). Each path runs N sequential calls (each timed: calls/s, p50, p99; the first call,
-which opens the connections, is not counted), then N calls from 8 threads at once (calls/s).
+folder) and on PostgreSQL (a database of its own on BENCH_DATABASE_URL's server, default
+127.0.0.1:5432, dropped after). Each path runs N sequential calls (each timed: calls/s, p50,
+p99; the first call, which opens the connections, is not counted), then N calls from 8 threads
+at once (calls/s).
 Needs BENCH_REDIS_URL.
 """
 
@@ -35,7 +37,11 @@ PATHS = {
     "rq": ("RQ `Queue.enqueue()`", ".venv-bench"),
     "celery": ("Celery `task.delay()`", ".venv-bench"),
     "django-tasks-db": ("`django.tasks` on django-tasks-db (SQLite)", ".venv-bench"),
+    "django-tasks-db-pg": ("`django.tasks` on django-tasks-db (PostgreSQL)", ".venv-bench"),
 }
+# The PostgreSQL server of the django-tasks-db-pg path: a database of its own is made there for
+# the run and dropped after.
+PG_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 # The peer the targets name: Jobsite's sync paths at least as fast as it.
 REFERENCE = "dramatiq"
 
@@ -87,17 +93,49 @@ def _celery() -> Callable[[], Any]:
     return lambda: noop.delay(0.0)
 
 
-def _django_tasks_db() -> Callable[[], Any]:
+def _pg_database() -> dict[str, Any]:
+    """Make a database of this run's own on PG_URL; return its Django settings (dropped at exit)."""
+    import atexit
+    from urllib.parse import urlsplit
+
+    import psycopg
+
+    name = f"bench_dtdb_{os.getpid()}"
+    with psycopg.connect(PG_URL, autocommit=True, connect_timeout=5) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+    def drop() -> None:
+        from django.db import connections
+
+        connections.close_all()
+        with psycopg.connect(PG_URL, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    atexit.register(drop)
+    url = urlsplit(PG_URL)
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": name,
+        "USER": url.username or "postgres",
+        "PASSWORD": url.password or "",
+        "HOST": url.hostname or "127.0.0.1",
+        "PORT": str(url.port or 5432),
+    }
+
+
+def _django_tasks_db(postgres: bool) -> Callable[[], Any]:
     import django
     from django.conf import settings
     from django.core.management import call_command
 
-    folder = tempfile.mkdtemp(prefix="bench-dtdb-")
+    if postgres:
+        database = _pg_database()
+    else:
+        folder = tempfile.mkdtemp(prefix="bench-dtdb-")
+        database = {"ENGINE": "django.db.backends.sqlite3", "NAME": f"{folder}/db.sqlite3"}
     settings.configure(
         INSTALLED_APPS=["django_tasks_db"],
-        DATABASES={
-            "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": f"{folder}/db.sqlite3"}
-        },
+        DATABASES={"default": database},
         TASKS={"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}},
         USE_TZ=True,
     )
@@ -118,7 +156,8 @@ def measure(path: str, n: int) -> dict[str, float]:
     if path.startswith("jobsite"):
         one = _jobsite(path)
     else:
-        one = {"dramatiq": _dramatiq, "rq": _rq, "celery": _celery}.get(path, _django_tasks_db)()
+        makers = {"dramatiq": _dramatiq, "rq": _rq, "celery": _celery}
+        one = makers[path]() if path in makers else _django_tasks_db(path.endswith("-pg"))
     one()  # opens what the path keeps open
     took: list[float] = []
     start = time.perf_counter()
