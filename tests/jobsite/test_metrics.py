@@ -91,9 +91,7 @@ def test_scrape_after_a_run_counts_what_the_worker_did(metrics_token: str) -> No
     assert by(got["jobsite_mirror_lag_seconds"], "queue") == {("default",): 0}
     # The worker's transition hooks read the stream as a group of their own: caught up.
     assert by(got["jobsite_event_group_backlog"], "queue", "group") == {("default", "hooks"): 0}
-    assert by(got["jobsite_event_group_lag_seconds"], "queue", "group") == {
-        ("default", "hooks"): 0
-    }
+    assert by(got["jobsite_event_group_lag_seconds"], "queue", "group") == {("default", "hooks"): 0}
     assert got["jobsite_workers_alive"] == [({}, 0)]
     assert got["jobsite_outbox_size"] == [({}, 1)]
     (queue,) = async_to_sync(services.ametrics_snapshot)().queues  # the async twin agrees
