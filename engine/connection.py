@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import select
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -102,7 +103,7 @@ class _EngineConnection:
         redis-py's `send_packed_command` waits for the drain under `asyncio.wait_for` on every
         command, which costs more than the write on loopback.
         """
-        if self._peer_gone():
+        if self._peer_gone() or self._readable():
             await self.disconnect(nowait=True)  # type: ignore[attr-defined]
         if not self.is_connected:  # type: ignore[attr-defined]
             await self.connect()  # type: ignore[attr-defined]
@@ -131,6 +132,18 @@ class _EngineConnection:
         the network reset while it sat idle failed the next command.
         """
         return bool(super().should_reconnect()) or self._peer_gone()  # type: ignore[misc]
+
+    def _readable(self) -> bool:
+        """Tell whether the idle socket has bytes or an end waiting that the loop has not read
+        yet (a peer that just closed it, a reply never read): one poll, as redis-py's checkout
+        does with a read. A connection kept idle has nothing to read."""
+        writer = self._writer
+        sock = writer.transport.get_extra_info("socket") if writer is not None else None
+        if sock is None:
+            return False
+        poll = select.poll()
+        poll.register(sock.fileno(), select.POLLIN)
+        return bool(poll.poll(0))
 
     def _peer_gone(self) -> bool:
         """Tell, without I/O, whether the socket was reset (RST) or closed by the peer (EOF)."""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
+import redis
 from redis.asyncio import Redis
 
 from engine import Client, EngineSettings, JobState, RedisUnavailable
@@ -44,13 +46,12 @@ async def test_connections_the_server_dropped_connect_again(client: Client) -> N
     held = _held(client)
     await asyncio.gather(*(client.enqueue(t.add, i, i) for i in range(4)))
     kept = len(held._idle)
-    killer = Redis.from_url(client.settings.redis_url)
-    try:
-        assert await killer.client_kill_filter(_type="normal", skipme=True) >= kept
-    finally:
-        await killer.aclose()
-    await asyncio.sleep(0.05)  # the loop sees the resets
-    for i in range(kept + 1):  # each held connection in turn
+    # A blocking client, so that this loop runs no step between the kill and the enqueues: the
+    # ends wait unread in the sockets, and each held connection in turn must see its own.
+    with redis.Redis.from_url(client.settings.redis_url) as killer:
+        assert killer.client_kill_filter(_type="normal", skipme=True) >= kept
+    time.sleep(0.05)  # the ends reach this side's sockets
+    for i in range(kept + 1):
         assert (await client.enqueue(t.add, i, i)).state is JobState.SUBMITTED
 
 
