@@ -7,8 +7,9 @@ drain under a timeout. On a one-job enqueue on loopback that is most of the clie
 connection kept here, on a slow machine; `bench/sync_enqueue.py` has the sync figures).
 
 A connection kept here is checked with one poll as it is taken (an end or bytes waiting: the
-peer closed it, or a reply was never read) and connects again if it must; it is used as is. One that fails, or whose
-call was cancelled with a reply unread, goes back to the pool disconnected; an error reply
+peer closed it, or a reply was never read) and connects again if it must; it is used as is.
+One that fails, or whose call was cancelled with a reply unread, goes back to the pool
+disconnected; an error reply
 (`-ERR`, NOSCRIPT) leaves it fit. Each call takes a connection of its own, so concurrent
 callers never share one (list pop and append are atomic).
 

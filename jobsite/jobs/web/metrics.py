@@ -193,6 +193,11 @@ class EngineCollector(Collector):
             for q in snapshot.queues:
                 family.add_metric([q.queue], float(getattr(q, attr)))
             yield family
+        yield from self._groups(snapshot)
+        yield from self._versions(snapshot)
+
+    def _groups(self, snapshot: Metrics) -> Iterable[GaugeMetricFamily]:
+        """The lag of each other consumer group of the queues' event streams."""
         backlog = GaugeMetricFamily(
             "jobsite_event_group_backlog",
             "Events a consumer group of the event stream besides the mirror's (the transition"
@@ -209,6 +214,9 @@ class EngineCollector(Collector):
                 backlog.add_metric([q.queue, group], behind.backlog)
                 lag.add_metric([q.queue, group], behind.lag_s)
         yield from (backlog, lag)
+
+    def _versions(self, snapshot: Metrics) -> Iterable[GaugeMetricFamily]:
+        """The jobs waiting for a worker with their task version."""
         versions = GaugeMetricFamily(
             "jobsite_queue_waiting_for_version",
             "Jobs waiting for a worker with their task version (a rolling deploy).",
