@@ -81,6 +81,11 @@ async def test_fifty_concurrent_submits_give_exactly_one_job(
     dedup = {"id": "race", "mode": mode, "ttl": 30}
     clients = [Client(settings) for _ in range(50)]
     try:
+        # Connected one by one first: the race is of the submits. Fifty cluster clients learning
+        # the cluster at once keep the loop busy for seconds on a slow host, and a reply that has
+        # arrived then waits past the socket timeout (5 s) to be read.
+        for c in clients:
+            await c.ping()
         jobs = await asyncio.gather(
             *(
                 c.enqueue(t.add.using(deduplication=dedup, delay_s=5), i, i)
