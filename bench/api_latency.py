@@ -175,7 +175,7 @@ def main() -> int:
         return 0
     sys.path.insert(0, str(ROOT))
     from bench.report import put_section
-    from engine.devserver import RedisServer
+    from engine.dev.devserver import RedisServer
 
     measured = {}
     with tempfile.TemporaryDirectory() as tmp, RedisServer() as redis_server:

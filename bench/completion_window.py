@@ -20,7 +20,7 @@ import time
 
 from bench.report import publish
 from engine import Client, EngineSettings, Worker, task
-from engine.devserver import RedisServer
+from engine.dev.devserver import RedisServer
 from engine.worker import flusher as worker_module
 
 

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bench.report import publish
-from engine.devserver import RedisServer
+from engine.dev.devserver import RedisServer
 
 
 def _best_rate(n: int, runs: int, one: Callable[[], Any]) -> float:

@@ -30,7 +30,7 @@ import redis.asyncio as aredis
 import uvloop
 
 from bench.report import publish
-from engine.devserver import RedisServer
+from engine.dev.devserver import RedisServer
 
 PING = hiredis.pack_command(("PING",))
 TARGET_PER_S = 8_000
@@ -109,7 +109,7 @@ async def client_layers_us(url: str, calls: int, runs: int) -> dict[str, float]:
     """Time redis-py's PING and EVALSHA, the submit script alone, and Client.enqueue."""
     from bench.peers.jobsite_tasks import noop
     from engine import Client, EngineSettings
-    from engine.submit import job_spec, submit
+    from engine.producing.submit import job_spec, submit
 
     out: dict[str, float] = {}
     plain = aredis.Redis.from_url(url)

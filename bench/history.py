@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         return sqlite_main(args, command)
     from bench import history_report as report
     from bench import history_time
-    from engine.devserver import RedisServer
+    from engine.dev.devserver import RedisServer
 
     info = filled_before(args)
     made = info is None

@@ -84,7 +84,7 @@ TRACEBACK = (
         _FRAME.format(mod=m, line=40 + 17 * i, fn=f)
         for i, (m, f) in enumerate(
             [
-                ("engine/runner", "run_task"),
+                ("engine/running/runner", "run_task"),
                 ("shop/tasks", "charge_card"),
                 ("shop/payments/gateway", "charge"),
                 ("shop/payments/client", "post"),

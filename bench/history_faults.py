@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 import orjson
 
 from engine import Client, EngineSettings
-from engine.devserver import RedisServer
+from engine.dev.devserver import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
 # The history's tables a run empties (the rows, their search texts, the rollups).

@@ -318,7 +318,7 @@ def verify(url: str) -> None:
     """Check sampled rows against jobsite.jobs.history.rows: search texts and state changes."""
     import orjson
 
-    from engine.events import Event
+    from engine.stream.events import Event
     from jobsite.jobs.history.rows import search_text, transition
 
     with connect(url) as conn:

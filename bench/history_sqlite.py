@@ -101,7 +101,7 @@ def _events(
 
 def job(n: int, rows: int, start_ms: int, rng: random.Random) -> tuple[tuple[Any, ...], list]:
     """Return job `n`'s row and its state changes (as bench.history_data.CHUNK_SQL makes them)."""
-    from engine.events import Event
+    from engine.stream.events import Event
     from jobsite.jobs.history.rows import search_text, transition
 
     step = SPAN_MS / rows
@@ -287,7 +287,7 @@ def main(args: argparse.Namespace, command: str) -> int:
     from bench import history_report as report
     from bench import history_time
     from bench.history import known_queues, setup_django
-    from engine.devserver import RedisServer
+    from engine.dev.devserver import RedisServer
 
     path = Path(args.sqlite).resolve()
     info = read_info(path) if args.reuse else None

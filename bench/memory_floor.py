@@ -26,7 +26,7 @@ import uuid
 import redis
 
 from bench.report import publish
-from engine.devserver import RedisServer
+from engine.dev.devserver import RedisServer
 
 TARGET_MIB = 3.0
 STATES = ("submitted", "started", "completed")

@@ -20,7 +20,7 @@ from typing import Any
 async def _events(redis_url: str, jobs: int) -> tuple[list[Any], dict[str, dict[str, str]]]:
     from demo.demo_tasks import resize_image
     from engine import Client, EngineSettings, Worker
-    from engine.events import EventReader
+    from engine.stream.events import EventReader
     from jobsite.jobs.tasks.registry import load_tasks
 
     cap = max(100_000, jobs * 4)  # the whole backlog stays, read or not
@@ -56,7 +56,7 @@ def main() -> int:
     django.setup()
     from django.core.management import call_command
 
-    from engine.devserver import RedisServer
+    from engine.dev.devserver import RedisServer
     from jobsite.jobs.history.mirror import apply_batch
 
     call_command("migrate", verbosity=0)

@@ -156,7 +156,7 @@ def main() -> int:
         return 0
     sys.path.insert(0, str(ROOT))
     from bench.report import put_section
-    from engine.devserver import RedisServer
+    from engine.dev.devserver import RedisServer
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

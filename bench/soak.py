@@ -66,7 +66,7 @@ class Sample:
     redis_used_bytes: int
     live: int
     backlog: int
-    # The transition hooks' consumer group (engine/transitions.py): runworker always has it.
+    # The transition hooks' consumer group (engine/stream/transitions.py): runworker always has it.
     hooks_backlog: int = 0
 
 
@@ -191,7 +191,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
     from bench import soak_tasks
     from engine import Client, EngineSettings
-    from engine.metrics import mirror_lag
+    from engine.ops.metrics import mirror_lag
 
     db_url = args.database_url or f"sqlite:///{tmp}/soak.sqlite3"
     server = start_redis(tmp)

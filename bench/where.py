@@ -29,7 +29,7 @@ import redis
 from bench import procs
 from bench.collect import read_probe
 from bench.report import publish
-from engine.luasrc import load_sources
+from engine.seam.luasrc import load_sources
 
 ROOT = Path(__file__).resolve().parent.parent
 

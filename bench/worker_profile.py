@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bench.report import publish
 from bench.where import _enqueue
-from engine.devserver import RedisServer
+from engine.dev.devserver import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,8 +38,8 @@ PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "(redis/",
             "asyncio/streams.py",
             "asyncio/timeouts.py",
-            "engine/connection.py",
-            "engine/luasrc",
+            "engine/transport/",
+            "engine/seam/luasrc",
         ),
     ),
     ("the task and the benchmark's probe", ("bench/",)),
@@ -50,7 +50,12 @@ PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "running a job: asyncio task, runner, context",
-        ("engine/runner.py", "engine/worker/unit.py", "engine/context.py", "asyncio/tasks.py"),
+        (
+            "engine/running/runner.py",
+            "engine/worker/unit.py",
+            "engine/running/context.py",
+            "asyncio/tasks.py",
+        ),
     ),
     ("event loop: uvloop's own work (callbacks, epoll, sockets)", ("asyncio/runners.py",)),
 )

@@ -14,8 +14,7 @@ from collections import Counter
 from rich.console import Console
 from rich.table import Table
 
-from engine import Client, EngineSettings, Job, task_ref
-from engine.devserver import RedisServer
+from engine import Client, EngineSettings, Job, RedisServer, task_ref
 
 from . import demo_tasks as t
 

@@ -26,9 +26,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from engine import Client, EngineSettings, RedisUnavailable
-from engine.devserver import RedisServer
-from engine.reconnect import Reconnect
+from engine import Client, EngineSettings, Reconnect, RedisServer, RedisUnavailable
 
 from .demo import demo_jobs
 from .localkey import local_secret_key

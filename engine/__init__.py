@@ -1,14 +1,9 @@
 """Jobsite's job engine: asyncio workers on Redis. Never imports Django."""
 
-from . import control, drain, producer, serializer
-from .clearing import CLEARABLE
+from . import serializer
 from .cli import add_probe_arguments, parse_queues, run_probe
 from .client import Client
-from .cluster import is_cluster
-from .connection import connect, server_ms
-from .context import JobContext
-from .declared import SyncReport, declared_repeatable, sync_declared
-from .devserver import RedisServer
+from .dev.devserver import RedisServer
 from .errors import (
     ConfigError,
     DuplicateJob,
@@ -29,10 +24,6 @@ from .errors import (
     UnknownTask,
     WrongState,
 )
-from .events import IDLE_MS, SNAPSHOT_IDS, Event, EventReader
-from .explain import WAITING_STATES, Reason, explain
-from .hooks import Hook, HookEvent
-from .isolate import Isolation
 from .job import (
     DEAD_STATES,
     ENDED_STATES,
@@ -53,13 +44,11 @@ from .keys import (
     validate_queue_name,
     version_tag,
 )
-from .limits import Deduplication
-from .metrics import GroupLag, Histogram, Metrics, QueueMetrics
-from .producer import configure
-from .reconnect import Reconnect, run_periodic
-from .repeat import Repeatable
-from .result import TaskResult
-from .roles import (
+from .ops import control, drain
+from .ops.clearing import CLEARABLE
+from .ops.explain import WAITING_STATES, Reason, explain
+from .ops.metrics import GroupLag, Histogram, Metrics, QueueMetrics
+from .ops.roles import (
     MAX_ROLE_QUEUES,
     Role,
     check_role_name,
@@ -68,12 +57,21 @@ from .roles import (
     list_roles,
     set_role,
 )
-from .runner import error_info
-from .schedule_health import STATES as SCHEDULE_STATES
-from .schedule_health import ScheduleHealth, sample_dlq, schedule_health, swap_state
-from .serverinfo import ServerInfo, server_info
+from .periodic.declared import SyncReport, declared_repeatable, sync_declared
+from .periodic.repeat import Repeatable
+from .periodic.schedule_health import STATES as SCHEDULE_STATES
+from .periodic.schedule_health import ScheduleHealth, sample_dlq, schedule_health, swap_state
+from .producing import producer
+from .producing.limits import Deduplication
+from .producing.producer import configure
+from .producing.syncclient import SyncClient
+from .result import TaskResult
+from .running.context import JobContext
+from .running.isolate import Isolation
+from .running.runner import error_info
 from .settings import EngineSettings, redact_url
-from .syncclient import SyncClient
+from .stream.events import IDLE_MS, SNAPSHOT_IDS, Event, EventReader
+from .stream.hooks import Hook, HookEvent
 from .task import (
     PER_CALL_OPTIONS,
     Registry,
@@ -84,6 +82,10 @@ from .task import (
     task,
     task_ref,
 )
+from .transport.cluster import is_cluster
+from .transport.connection import connect, server_ms
+from .transport.reconnect import Reconnect, run_periodic
+from .transport.serverinfo import ServerInfo, server_info
 from .worker import Worker
 
 __all__ = [

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from .errors import ConfigError, LoopCrashed, RedisUnavailable
-from .preflight import check_redis
-from .probe import probe, status_dir
+from .ops.probe import probe, status_dir
 from .settings import EngineSettings
 from .task import Task, collect_tasks
+from .transport.preflight import check_redis
 from .worker import Worker
 
 # Exit status of a worker stopped by a bug in one of its loops (EX_SOFTWARE).

@@ -12,11 +12,8 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from . import clearing, control, serializer
-from .connection import connect, server_ms
-from .enqueueing import Enqueuer, drive_async
+from . import serializer
 from .errors import Code, ConfigError, DuplicateJob, JobNotFound, JobTimeout
-from .events import live_groups
 from .job import TERMINAL_STATES, Job, JobState
 from .keys import (
     QueueKeys,
@@ -26,13 +23,17 @@ from .keys import (
     worker_key,
     workers_key,
 )
-from .limits import rate_interval_ms
-from .metrics import Metrics, read_metrics
-from .repeat import Repeats
-from .scripts import Scripts, Submitted
+from .ops import clearing, control
+from .ops.metrics import Metrics, read_metrics
+from .periodic.repeat import Repeats
+from .producing.enqueueing import Enqueuer, drive_async
+from .producing.limits import rate_interval_ms
+from .producing.submit import job_spec
+from .seam.scripts import Scripts, Submitted
 from .settings import EngineSettings
-from .submit import job_spec
+from .stream.events import live_groups
 from .task import Task
+from .transport.connection import connect, server_ms
 
 _LIVE = ("submitted", "scheduled", "blocked", "started", "dlq")
 _TERMINAL = sorted(TERMINAL_STATES)
@@ -51,7 +52,7 @@ class Client:
         self.scripts = Scripts(self.redis)
         # Repeatable and cron jobs: add, update, pause, resume, remove, list.
         self.repeats = Repeats(settings, self.redis)
-        # The enqueue's steps, shared with the SyncClient (engine/enqueueing.py).
+        # The enqueue's steps, shared with the SyncClient (engine/producing/enqueueing.py).
         self._enqueuer = Enqueuer(settings)
 
     def keys(self, queue: str) -> QueueKeys:
@@ -329,7 +330,7 @@ class Client:
 
     async def clear_state(self, queue: str, state: str, dry_run: bool = False) -> int:
         """Delete `queue`'s finished jobs of `state` from Redis, one script call per SCAN step
-        (engine/clearing.py); return how many (with `dry_run`, how many there are)."""
+        (engine/ops/clearing.py); return how many (with `dry_run`, how many there are)."""
         if dry_run:
             return await clearing.count_state(self, queue, state)
         return await clearing.clear_state(self, queue, state)

@@ -13,7 +13,7 @@ from . import serializer
 from .errors import SerializationError
 
 if TYPE_CHECKING:
-    from .rows import Claimed
+    from .seam.rows import Claimed
 
 
 class JobState(StrEnum):
@@ -231,11 +231,11 @@ class Job:
     rate_interval_ms: float | None = None
     # Name of the repeatable whose tick made this job.
     repeat: str | None = None
-    # The enqueue's OpenTelemetry context as JSON (engine.tracing), when tracing is on.
+    # The enqueue's OpenTelemetry context as JSON (engine.stream.tracing), when tracing is on.
     trace_context: str | None = None
     # The job this one replays with edited arguments (jobsite's POST /jobs/{id}/replay).
     replay_of: str | None = None
-    # The fingerprint of the newest error record (engine.fingerprint; set by the scripts).
+    # The fingerprint of the newest error record (engine.ops.fingerprint; set by the scripts).
     fingerprint: str | None = None
     # The graph this job was submitted in (enqueue_flow gives every job of a flow the same id).
     flow_id: str | None = None

@@ -115,13 +115,13 @@ def id_owner_key(prefix: str, job_id: str) -> str:
 
 def event_groups_key(prefix: str) -> str:
     """Return the key of the HASH of opt-in consumer groups of the event streams -> last read
-    ms (engine/transitions.py: trimming honours those read lately)."""
+    ms (engine/stream/transitions.py: trimming honours those read lately)."""
     return f"{prefix}:event_groups"
 
 
 def health_key(prefix: str, kind: str, name: str) -> str:
     """Return the key holding the last recorded health state of a schedule ("schedule",
-    "queue/name") or a queue ("queue", its name): engine/schedule_health.py's swap_state."""
+    "queue/name") or a queue ("queue", its name): periodic/schedule_health.py's swap_state."""
     return f"{prefix}:health:{kind}:{name}"
 
 
@@ -142,11 +142,11 @@ def alive_key(prefix: str, worker_id: str) -> str:
 
 def control_key(prefix: str, worker_id: str) -> str:
     """Return the key of an order to one worker ("quiet", "stop"; absent: claim), which it
-    reads with its registry renewal (engine/control.py)."""
+    reads with its registry renewal (engine/ops/control.py)."""
     return f"{prefix}:control:{worker_id}"
 
 
-# The hash tag of the keys of worker roles (engine/roles.py): they share a slot (one
+# The hash tag of the keys of worker roles (engine/ops/roles.py): they share a slot (one
 # transaction writes both), and "@" is in no queue name, so no queue's keys carry this tag.
 ROLES_TAG = "{@roles}"
 
@@ -242,7 +242,7 @@ class QueueKeys:
         `waiting_turn` counts the jobs waiting for their concurrency key's turn, and
         `turn|<waiting ZSET key>` those of one key (deleted at zero; common.lua's turn).
 
-        Metrics fields (common.lua, engine/metrics.py): `done|<task>|<state>` per task totals,
+        Metrics fields (common.lua, engine/ops/metrics.py): `done|<task>|<state>` per task totals,
         and the `run`/`wait` histograms as `<kind>|<task>|<le_ms>` and `<kind>|<task>|sum_ms`.
         The history's gaps (trim-3.lua, the mirror): `gap_entries`, `gap_jobs`,
         `gap_unrecorded`, `gap_rebuilt`, `gap_lost`.
@@ -277,12 +277,12 @@ class QueueKeys:
 
     def build(self, digest: str) -> str:
         """Return the key of the SET of task@versions a worker build runs (expires unless
-        renewed); `digest` names the set (engine/versions.py)."""
+        renewed); `digest` names the set (engine/ops/versions.py)."""
         return f"{self.base}:build:{digest}"
 
     @property
     def draining(self) -> str:
-        """HASH of the queue's last drain (engine/drain.py): its progress and outcome."""
+        """HASH of the queue's last drain (engine/ops/drain.py): its progress and outcome."""
         return f"{self.base}:draining"
 
     @property

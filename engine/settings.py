@@ -11,7 +11,7 @@ from urllib.parse import unquote_plus, urlsplit
 
 from .errors import ConfigError
 
-# Schemes of Redis Cluster URLs (engine/cluster.py): redis+cluster://h1:p1,h2:p2 (TLS: rediss+).
+# Schemes of Redis Cluster URLs (transport/cluster.py): redis+cluster://h1:p1,h2:p2 (TLS: rediss+).
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
@@ -112,7 +112,7 @@ class EngineSettings:
     # A worker whose liveness key (renewed by a thread, every quarter of this) is older is dead:
     # the cleaner hands its jobs back without waiting for their leases.
     liveness_window_s: float = 2.0
-    # Child processes a worker may run suspects in, one suspect each (engine/isolate.py).
+    # Child processes a worker may run suspects in, one suspect each (engine/running/isolate.py).
     isolation_processes: int = 2
     # How often the cleaner looks for expired leases, dead workers, deadlines and retention.
     cleaner_interval_s: float = 1.0
@@ -129,7 +129,7 @@ class EngineSettings:
     # Per-job log lines (`job.log`): the newest lines kept, by count and by bytes of JSON text.
     job_log_max_lines: int = 200
     job_log_max_bytes: int = 64 * 1024
-    # Where workers write the status files probes read (engine/probe.py); "": a directory per
+    # Where workers write the status files probes read (engine/ops/probe.py); "": a directory per
     # prefix under the system's temporary directory.
     status_dir: str = ""
     # Recycling (0: no limit): a worker retires after claiming this many jobs, above this

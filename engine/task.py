@@ -18,7 +18,7 @@ from .backoff import Backoff, validate_backoff
 from .errors import ConfigError, InvalidArguments, PayloadTooLarge, UnknownTask
 from .job import OPTION_FIELDS, TERMINAL_STATES, Job, JobState
 from .keys import check_chosen_job_id, new_job_id, validate_queue_name
-from .limits import Deduplication, FromArgs, check_limit, from_args, rate_interval_ms
+from .producing.limits import Deduplication, FromArgs, check_limit, from_args, rate_interval_ms
 
 DeadLetterPolicy = Literal["save", "none"]
 ShutdownPolicy = Literal["stop", "resubmit", "continue"]
@@ -271,15 +271,15 @@ class Task:
         return self.fn(*args, **kwargs)
 
     async def enqueue(self, *args: Any, **kwargs: Any) -> Job:
-        """Submit a call of this task (engine.producer: the configured settings or the
+        """Submit a call of this task (engine.producing.producer: the configured settings or the
         application's submit functions)."""
-        from . import producer
+        from .producing import producer
 
         return await producer.asubmit(self.call(*args, **kwargs))
 
     def delay(self, *args: Any, **kwargs: Any) -> Job:
         """Submit a call of this task from sync code (see `enqueue`)."""
-        from . import producer
+        from .producing import producer
 
         return producer.submit(self.call(*args, **kwargs))
 

@@ -9,8 +9,8 @@ import pytest
 import redis
 
 from engine import Client, EngineSettings
-from engine.devcluster import ClusterServer
-from engine.devserver import RedisServer
+from engine.dev.devcluster import ClusterServer
+from engine.dev.devserver import RedisServer
 
 # The kit users get: its fixtures (jobsite_eager, jobsite_redis), loaded as a user's would be.
 pytest_plugins = ["jobsite.testing"]

@@ -16,7 +16,7 @@ import pytest
 
 from demo import serve
 from demo.demo import demo_jobs
-from engine.devserver import RedisServer, free_port
+from engine.dev.devserver import RedisServer, free_port
 from tests import serving
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.devserver import RedisServer
+from engine.dev.devserver import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
 # A private redis-server's URL for the projects these tests start (check W003 pings it).

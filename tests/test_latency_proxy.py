@@ -7,7 +7,7 @@ import time
 import redis.asyncio as aredis
 
 from bench.latency_proxy import LatencyProxy
-from engine.devserver import RedisServer
+from engine.dev.devserver import RedisServer
 
 RTT_MS = 20.0
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from engine.devserver import RedisServer, free_port
+from engine.dev.devserver import RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

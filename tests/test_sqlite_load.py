@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine.devserver import RedisServer, free_port
+from engine.dev.devserver import RedisServer, free_port
 from tests import serving
 
 pytestmark = pytest.mark.chaos

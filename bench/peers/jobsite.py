@@ -43,8 +43,8 @@ class _Sender:
     async def settle(self) -> None:
         """Leave Redis as a project running the history mirror has it once the mirror caught up:
         its group read and acknowledged every event, and the cleaner trimmed the stream by that."""
-        from engine.cleaner import Cleaner
         from engine.keys import QueueKeys
+        from engine.periodic.cleaner import Cleaner
 
         redis = self.client.redis
         keys = QueueKeys(self.settings.prefix, "default")

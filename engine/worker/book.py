@@ -7,7 +7,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable
 
 from ..keys import QueueKeys
-from ..runner import Outcome
+from ..running.runner import Outcome
 from .flusher import Flusher
 from .unit import RunningJob
 

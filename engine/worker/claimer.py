@@ -11,15 +11,15 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
-from .. import failpoints
-from ..cluster import Fanout, is_cluster, per_slot
+from ..dev import failpoints
 from ..errors import Code, RedisUnavailable
 from ..keys import QueueKeys
-from ..reconnect import Reconnect
-from ..runner import Kind, Outcome
-from ..scripts import BeginJob, Claimed, Scripts, claim_argv, claimed
+from ..ops.versions import Versions
+from ..running.runner import Kind, Outcome
+from ..seam.scripts import BeginJob, Claimed, Scripts, claim_argv, claimed
 from ..settings import EngineSettings
-from ..versions import Versions
+from ..transport.cluster import Fanout, is_cluster, per_slot
+from ..transport.reconnect import Reconnect
 from .book import Book
 from .flusher import Flusher
 from .unit import Attempts, RunningJob
@@ -62,7 +62,7 @@ class Claimer:
         self.held = held
         self.burst = burst
         self.stopping = stopping
-        self.claiming = claiming  # cleared while the worker is quiet (engine/control.py)
+        self.claiming = claiming  # cleared while the worker is quiet (engine/ops/control.py)
         self._on_claims = on_claims  # recycling counts claims
         self._on_bug = on_bug
         self.queue_limits: dict[str, int] = {}
@@ -82,7 +82,7 @@ class Claimer:
         """Claim from `queues` from now on; return the old waits on markers, for the caller to
         close (None: there were none)."""
         old, self.queues = self._wake, list(queues)
-        # On a cluster whose slots split the queues: one BZPOPMIN per slot (engine/cluster.py).
+        # On a cluster whose slots split the queues: one BZPOPMIN per slot (transport/cluster.py).
         markers = [k.marker for k in self.queues]
         self._wake = per_slot(self.blocking, markers, self.blocking.bzpopmin)
         # One queue on one node: an idle worker's claim rides behind its BZPOPMIN.
@@ -98,7 +98,7 @@ class Claimer:
         """Claim and start jobs until the worker stops (or, in burst mode, the queues empty)."""
         woke_with_jobs = False
         while not self.stopping.is_set():
-            # Quiet (engine/control.py): wait for resume or stop (a claim sent ahead starts first).
+            # Quiet (ops/control.py): wait for resume or stop (a claim sent ahead starts first).
             if not self.claiming.is_set() and self._ahead is None:
                 await self.claiming.wait()
                 continue

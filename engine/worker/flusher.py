@@ -7,9 +7,9 @@ import time
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 
-from .. import failpoints
-from ..reconnect import Reconnect
-from ..runner import Outcome
+from ..dev import failpoints
+from ..running.runner import Outcome
+from ..transport.reconnect import Reconnect
 from .outcomes import OutcomeWriter
 
 # Outcome writes in flight at once: an outcome goes to Redis as soon as its job ends while fewer

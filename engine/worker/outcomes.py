@@ -7,11 +7,12 @@ import logging
 from collections import defaultdict
 from collections.abc import Awaitable
 
-from .. import failpoints, serializer
+from .. import serializer
+from ..dev import failpoints
 from ..errors import Code
 from ..keys import QueueKeys
-from ..runner import Kind, Outcome
-from ..scripts import CompleteJob, Scripts
+from ..running.runner import Kind, Outcome
+from ..seam.scripts import CompleteJob, Scripts
 from ..settings import EngineSettings
 
 log = logging.getLogger("engine.worker")

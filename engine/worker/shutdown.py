@@ -9,13 +9,13 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from .. import failpoints
+from ..dev import failpoints
 from ..errors import RedisUnavailable
 from ..keys import QueueKeys, stop_field
-from ..liveness import Liveness
-from ..runner import Kind, Outcome, StopReason
+from ..running.runner import Kind, Outcome, StopReason
 from ..settings import EngineSettings
 from .book import Book
+from .liveness import Liveness
 
 log = logging.getLogger("engine.worker")
 

@@ -16,9 +16,9 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from ..faults import Fault, classify
 from ..job import Job
-from ..reconnect import Reconnect
+from ..transport.faults import Fault, classify
+from ..transport.reconnect import Reconnect
 
 log = logging.getLogger("engine.sidewrites")
 

@@ -10,15 +10,24 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
-from .. import failpoints, tracing
-from ..context import JobContext
-from ..hooks import HookEvent, Hooks
-from ..isolate import IsolationUnavailable, Lanes
+from ..dev import failpoints
 from ..job import Job
 from ..keys import QueueKeys
-from ..runner import Kind, Outcome, Runner, StopReason, error_info, options_for, stopped_outcome
-from ..scripts import Claimed
+from ..running.context import JobContext
+from ..running.isolate import IsolationUnavailable, Lanes
+from ..running.runner import (
+    Kind,
+    Outcome,
+    Runner,
+    StopReason,
+    error_info,
+    options_for,
+    stopped_outcome,
+)
+from ..seam.scripts import Claimed
 from ..settings import EngineSettings
+from ..stream import tracing
+from ..stream.hooks import HookEvent, Hooks
 from ..task import Registry, Task, TaskOptions
 from .sidewrites import SideWrites
 from .upkeep import Upkeep

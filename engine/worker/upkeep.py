@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from .. import serializer
 from ..job import Job
 from ..keys import QueueKeys, control_key, worker_key, workers_key
-from ..scripts import RenewJob, Scripts
+from ..seam.scripts import RenewJob, Scripts
 from ..settings import EngineSettings
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ class Upkeep:
         role: str = "",
     ) -> str | None:
         """Write this worker's registry entry (it expires unless renewed); return the order
-        waiting for it ("quiet", "stop"; None: claim; engine/control.py)."""
+        waiting for it ("quiet", "stop"; None: claim; engine/ops/control.py)."""
         now_ms = int(time.time() * 1000)
         ttl_ms = max(int(self.settings.heartbeat_interval_s * 1000 * 6), 3000)
         current = [
@@ -113,9 +113,9 @@ class Upkeep:
             "started_at_ms": str(self.started_at_ms),
             "heartbeat_at_ms": str(now_ms),
             "current_jobs": serializer.dumps(current).decode(),
-            # claiming, quiet, stopping or retiring (engine/probe.py's Status.state)
+            # claiming, quiet, stopping or retiring (engine/ops/probe.py's Status.state)
             "state": state,
-            # The role whose queues it follows ("": queues given at start; engine/roles.py).
+            # The role whose queues it follows ("": queues given at start; engine/ops/roles.py).
             "role": role,
         }
         key = worker_key(self.settings.prefix, self.worker_id)

@@ -14,27 +14,28 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from .. import failpoints, tracing
-from ..cleaner import Cleaner
-from ..connection import connect
+from ..dev import failpoints
 from ..errors import ConfigError, LoopCrashed, RedisUnavailable
-from ..hooks import Hook, Hooks
-from ..isolate import Isolation, Lanes
 from ..job import Job
 from ..keys import QueueKeys, stop_field
-from ..liveness import Liveness
-from ..reconnect import Reconnect
-from ..roles import RoleFollower
-from ..runner import Kind, Outcome, Runner, StopReason
-from ..scheduler import Scheduler
-from ..scripts import Scripts
+from ..ops.roles import RoleFollower
+from ..ops.versions import Versions
+from ..periodic.cleaner import Cleaner
+from ..periodic.scheduler import Scheduler
+from ..running.isolate import Isolation, Lanes
+from ..running.runner import Kind, Outcome, Runner, StopReason
+from ..seam.scripts import Scripts
 from ..settings import EngineSettings
+from ..stream import tracing
+from ..stream.hooks import Hook, Hooks
+from ..stream.transitions import TransitionHooks
 from ..task import Registry, Task
-from ..transitions import TransitionHooks
-from ..versions import Versions
+from ..transport.connection import connect
+from ..transport.reconnect import Reconnect
 from .book import Book
 from .claimer import Claimer
 from .flusher import Flusher, Windows
+from .liveness import Liveness
 from .outcomes import OutcomeWriter
 from .recycle import Recycler
 from .shutdown import Shutdown
@@ -69,7 +70,7 @@ class Worker:
         if role is not None and queues is not None:
             raise ConfigError("give a worker its queues or a role, not both")
         self.settings = settings
-        # A role's queues are read at run() and followed while running (engine/roles.py).
+        # A role's queues are read at run() and followed while running (engine/ops/roles.py).
         self.role = RoleFollower(settings.prefix, role) if role is not None else None
         if queues is None:
             queues = () if role is not None else ("default",)
@@ -116,7 +117,7 @@ class Worker:
             lambda: self.claimer.queues,
             lambda: self.crashed is not None,
         )
-        # Cleared while the worker is quiet (engine/control.py): it claims nothing, runs on.
+        # Cleared while the worker is quiet (engine/ops/control.py): it claims nothing, runs on.
         self._claiming = asyncio.Event()
         self._claiming.set()
         self.claimer = Claimer(
@@ -178,7 +179,7 @@ class Worker:
         self.stop()
 
     def _obey(self, order: str | None) -> None:
-        """Follow an order of engine/control.py: quiet, resume (no order) or stop."""
+        """Follow an order of engine/ops/control.py: quiet, resume (no order) or stop."""
         if self._stopping.is_set():
             return
         if order == "stop":
@@ -218,7 +219,7 @@ class Worker:
         if self.attempts.lane is not None:
             self.attempts.lane.warm()
         # Transitions made anywhere (cleaner, clients, other workers) reach the hooks from the
-        # event stream (engine/transitions.py); it drains once the last outcome is written.
+        # event stream (engine/stream/transitions.py); it drains once the last outcome is written.
         flushed = asyncio.Event()
         transitions = await self._transition_hooks()
         loops = [

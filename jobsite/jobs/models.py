@@ -48,7 +48,7 @@ class JobRecord(models.Model):
     logs = models.JSONField(default=list, db_default=[], blank=True, editable=False)
     logs_dropped = models.IntegerField(default=0, db_default=0, editable=False)
     worker = models.CharField(max_length=200, blank=True, default="")
-    # The fingerprint of the newest error (engine.fingerprint): dead letters are grouped by it.
+    # The fingerprint of the newest error (engine.ops.fingerprint): dead letters are grouped by it.
     fingerprint = models.CharField(
         max_length=32, blank=True, default="", db_default="", editable=False
     )

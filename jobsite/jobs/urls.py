@@ -1,7 +1,7 @@
 """The app's URLs: a project mounts them with `path("jobs/", include("jobsite.jobs.urls"))`.
 
 The dashboard is under `dashboard/`, the JSON API under `api/v1/` (its docs at `api/v1/docs`),
-Prometheus metrics at `metrics`, probes at `healthz` and `readyz` (engine/probe.py's twins
+Prometheus metrics at `metrics`, probes at `healthz` and `readyz` (engine/ops/probe.py's twins
 for the web app).
 Reverse them as `jobsite:dashboard` and `jobsite:api:<name>`.
 """

@@ -19,7 +19,7 @@ import pytest
 
 from demo.demo_tasks import charge_card, import_rows, resize_image
 from engine import Client, ConfigError, EngineSettings, JobState
-from engine.devserver import RedisServer, free_port
+from engine.dev.devserver import RedisServer, free_port
 from tests import serving
 
 pytestmark = pytest.mark.browser

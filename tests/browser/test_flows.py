@@ -10,7 +10,7 @@ import pytest
 
 from demo.demo_tasks import resize_image
 from engine import Client, EngineSettings
-from engine.rows import BeginJob
+from engine.seam.rows import BeginJob
 
 from . import test_dashboard as dash
 from .test_dashboard import DOCS, engine, launch, login

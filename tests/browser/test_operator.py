@@ -23,7 +23,7 @@ import pytest
 
 from demo.demo_tasks import charge_card, convert_price, resize_image, send_email
 from engine import EngineSettings, JobState
-from engine.devserver import RedisServer, free_port
+from engine.dev.devserver import RedisServer, free_port
 from tests import serving
 
 from .test_dashboard import CHROMIUM, DOCS, confirm, engine, launch, login

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import redis
 
-from engine.devserver import RedisServer, free_port
+from engine.dev.devserver import RedisServer, free_port
 
 SERVICE = "jobs"
 

@@ -16,12 +16,12 @@ import pytest
 from redis.crc import key_slot
 
 from engine import Client, EngineSettings, JobState, QueueKeys, Worker
-from engine.cleaner import Cleaner
-from engine.cluster import TypedRedisCluster
-from engine.connection import connect, server_ms
-from engine.devcluster import ClusterServer
+from engine.dev.devcluster import ClusterServer
 from engine.errors import ConfigError, RedisUnavailable
-from engine.events import EventReader
+from engine.periodic.cleaner import Cleaner
+from engine.stream.events import EventReader
+from engine.transport.cluster import TypedRedisCluster
+from engine.transport.connection import connect, server_ms
 
 from ..faultproxy import FaultProxy
 from . import tasks as t
@@ -89,7 +89,7 @@ async def test_a_fresh_client_takes_many_commands_at_once(
 
 
 async def test_a_dead_cluster_raises_the_typed_error() -> None:
-    from engine.devcluster import free_cluster_port
+    from engine.dev.devcluster import free_cluster_port
 
     settings = EngineSettings.from_url(f"redis+cluster://127.0.0.1:{free_cluster_port()}")
     redis = connect(settings)

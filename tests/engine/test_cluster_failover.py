@@ -18,8 +18,8 @@ import pytest
 import redis
 
 from engine import QueueKeys
-from engine.devcluster import ClusterServer
-from engine.devserver import RedisServer
+from engine.dev.devcluster import ClusterServer
+from engine.dev.devserver import RedisServer
 
 from .harness import WorkerProc
 from .sentinels import PromotionClock

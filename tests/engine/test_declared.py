@@ -16,9 +16,9 @@ from engine import (
     declared_repeatable,
     sync_declared,
 )
-from engine.connection import connect
-from engine.scheduler import Scheduler
-from engine.scripts import DeclaredEntry
+from engine.periodic.scheduler import Scheduler
+from engine.seam.scripts import DeclaredEntry
+from engine.transport.connection import connect
 
 from . import tasks as t
 

@@ -19,8 +19,8 @@ from engine import (
     RedisUnavailable,
     SerializationError,
 )
-from engine.devserver import free_port
-from engine.submit import job_spec, submit
+from engine.dev.devserver import free_port
+from engine.producing.submit import job_spec, submit
 
 from . import tasks as t
 from .helpers import command_calls, dbsize, reset_stats, sync_redis

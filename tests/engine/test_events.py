@@ -6,8 +6,8 @@ import pytest
 from redis.asyncio import Redis
 
 from engine import Client, EngineSettings
-from engine.connection import connect
-from engine.events import CORE_FIELDS, Event, EventReader
+from engine.stream.events import CORE_FIELDS, Event, EventReader
+from engine.transport.connection import connect
 
 from . import tasks as t
 from .helpers import drain

@@ -1,4 +1,4 @@
-"""Why a job has not started: one job waiting for each reason, explained by engine.explain."""
+"""Why a job has not started: one job waiting for each reason, explained by engine.ops.explain."""
 
 from __future__ import annotations
 

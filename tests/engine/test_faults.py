@@ -9,7 +9,7 @@ import pytest
 from redis import exceptions as rx
 
 from engine import RedisRefused, RedisUnavailable
-from engine.faults import Fault, classify, typed
+from engine.transport.faults import Fault, classify, typed
 
 
 def raised(fn: object, *args: object) -> BaseException:
@@ -75,8 +75,8 @@ def test_a_refusal_is_typed_with_its_reason_and_keeps_its_cause() -> None:
 async def test_a_refusal_inside_a_pipeline_is_typed_too() -> None:
     """NOREPLICAS (a master without its replica) in a pipeline is a refusal, not a bug."""
     from engine import EngineSettings
-    from engine.connection import connect
-    from engine.devserver import RedisServer
+    from engine.dev.devserver import RedisServer
+    from engine.transport.connection import connect
 
     with RedisServer(args=("--min-replicas-to-write", "1")) as server:
         client = connect(EngineSettings.from_url(server.url))
@@ -103,7 +103,7 @@ def test_the_callers_own_transient_errors_are_retried_not_fatal() -> None:
 
 async def test_a_child_that_cannot_load_the_tasks_is_not_blamed_on_the_job() -> None:
     from engine import Job
-    from engine.isolate import Isolation, IsolationUnavailable, Lanes
+    from engine.running.isolate import Isolation, IsolationUnavailable, Lanes
 
     lanes = Lanes(Isolation("no_such_module.load"), "host:1:abc", 1 << 20, 1)
 
@@ -120,7 +120,7 @@ async def test_a_master_move_cuts_every_backoff_short() -> None:
     """After a failover (wake_all), a loop deep in backoff tries Redis again within 0.1 s."""
     import time
 
-    from engine.reconnect import Reconnect, wake_all
+    from engine.transport.reconnect import Reconnect, wake_all
 
     retry = Reconnect("test", cap_s=5.0)
     retry.failures = 8  # the next sleep is 2.5 to 5 s

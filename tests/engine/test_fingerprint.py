@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from engine import Client, EngineSettings, Job
-from engine.fingerprint import (
+from engine.ops.fingerprint import (
     fingerprint,
     fingerprint_hash,
     is_application_file,
@@ -16,7 +16,7 @@ from engine.fingerprint import (
     of_exception,
     top_frame,
 )
-from engine.runner import error_info
+from engine.running.runner import error_info
 
 from . import tasks as t
 from .helpers import drain, sync_redis

@@ -1,4 +1,4 @@
-"""Script calls on connections held from the async client's pool (engine/held.py)."""
+"""Script calls on connections held from the async client's pool (engine/transport/held.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import redis
 from redis.asyncio import Redis
 
 from engine import Client, EngineSettings, JobState, RedisUnavailable
-from engine.connection import connect
-from engine.devserver import free_port
-from engine.held import AsyncHeldConnections, held_runner
+from engine.dev.devserver import free_port
+from engine.transport.connection import connect
+from engine.transport.held import AsyncHeldConnections, held_runner
 
 from . import tasks as t
 

@@ -20,12 +20,12 @@ from redis.crc import key_slot
 
 from engine import Client, EngineSettings, JobState, QueueKeys, declared_repeatable, task_ref
 from engine import drain as engine_drain
-from engine.cleaner import Cleaner
-from engine.declared import sync_declared
-from engine.devserver import RedisServer
-from engine.events import EventReader
+from engine.dev.devserver import RedisServer
 from engine.keys import SCRIPT_KEYS
-from engine.scripts import Scripts, load_sources
+from engine.periodic.cleaner import Cleaner
+from engine.periodic.declared import sync_declared
+from engine.seam.scripts import Scripts, load_sources
+from engine.stream.events import EventReader
 
 from . import tasks as t
 from .helpers import drain

@@ -7,9 +7,9 @@ import dataclasses
 import time
 
 from engine import Client, EngineSettings, JobState, Worker
-from engine.cleaner import Cleaner
-from engine.connection import connect
-from engine.runner import StopReason
+from engine.periodic.cleaner import Cleaner
+from engine.running.runner import StopReason
+from engine.transport.connection import connect
 
 from . import tasks as t
 from .helpers import command_calls, drain, reset_stats, sync_redis

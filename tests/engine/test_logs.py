@@ -11,10 +11,10 @@ import orjson
 import pytest
 
 from engine import Client, EngineSettings, Job, JobContext, JobState
-from engine.context import LOG_MESSAGE_MAX_CHARS
-from engine.isolate import Isolation, Lanes
-from engine.runner import Kind
-from engine.scripts import CompleteJob
+from engine.running.context import LOG_MESSAGE_MAX_CHARS
+from engine.running.isolate import Isolation, Lanes
+from engine.running.runner import Kind
+from engine.seam.scripts import CompleteJob
 
 from . import tasks as t
 from .helpers import drain, sync_redis

@@ -10,9 +10,9 @@ from collections import Counter
 from pathlib import Path
 
 from engine import Client, EngineSettings, GroupLag, JobState, task
-from engine.events import GROUP_STALE_MS, EventReader, register_group
 from engine.keys import event_groups_key
-from engine.metrics import BUCKETS_MS, parse_stats
+from engine.ops.metrics import BUCKETS_MS, parse_stats
+from engine.stream.events import GROUP_STALE_MS, EventReader, register_group
 
 from . import chaos_tasks as ct
 from .harness import WorkerProc, read_ledger

@@ -6,7 +6,7 @@ import pytest
 from redis.asyncio.connection import Connection
 from redis.exceptions import DataError
 
-from engine.connection import engine_connection
+from engine.transport.connection import engine_connection
 
 COMMANDS = [
     ("EVALSHA", "a" * 40, 2, "jobsite:{q}:meta", b"raw", 1.5, -7, "é", *["x"] * 400),

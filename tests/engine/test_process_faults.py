@@ -20,7 +20,7 @@ import pytest
 import redis
 
 from engine import Client, DuplicateJob, EngineSettings, JobState, RedisUnavailable
-from engine.devserver import RedisServer
+from engine.dev.devserver import RedisServer
 
 from ..faultproxy import FaultProxy
 from . import chaos_tasks as ct

@@ -16,12 +16,12 @@ from redis.asyncio.connection import Connection
 from redis.exceptions import DataError
 
 from engine import Client, EngineSettings, JobState, RedisUnavailable, Task, Worker
-from engine.cleaner import Cleaner
-from engine.connection import connect, engine_connection
-from engine.devserver import RedisServer, free_port
+from engine.dev.devserver import RedisServer, free_port
 from engine.keys import workers_key
-from engine.liveness import Liveness
-from engine.preflight import check_redis
+from engine.periodic.cleaner import Cleaner
+from engine.transport.connection import connect, engine_connection
+from engine.transport.preflight import check_redis
+from engine.worker.liveness import Liveness
 
 from ..faultproxy import FaultProxy
 from . import chaos_tasks as ct

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import Client, EngineSettings, JobState, RedisUnavailable, failpoints
+from engine import Client, EngineSettings, JobState, RedisUnavailable
+from engine.dev import failpoints
 
 from . import chaos_tasks as ct
 from .harness import TUNABLES, WorkerProc, audit, handbacks, read_ledger

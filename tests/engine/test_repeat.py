@@ -10,9 +10,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from engine import Client, ConfigError, EngineSettings, JobState, PayloadTooLarge, Worker
-from engine.connection import connect
-from engine.repeat import Repeatable
-from engine.scheduler import Scheduler
+from engine.periodic.repeat import Repeatable
+from engine.periodic.scheduler import Scheduler
+from engine.transport.connection import connect
 
 from . import tasks as t
 from .helpers import dbsize

@@ -6,7 +6,7 @@ import asyncio
 import time
 
 from engine import Client, EngineSettings, Worker
-from engine.schedule_health import ScheduleHealth, schedule_health, swap_state
+from engine.periodic.schedule_health import ScheduleHealth, schedule_health, swap_state
 
 from . import tasks as t
 

@@ -21,7 +21,7 @@ from engine.errors import (
     UnknownParent,
     WrongState,
 )
-from engine.scripts import BeginJob, Claimed, Scripts, load_sources
+from engine.seam.scripts import BeginJob, Claimed, Scripts, load_sources
 
 from . import tasks as t
 

@@ -9,12 +9,12 @@ import time
 import pytest
 
 from engine import Client, ConfigError, EngineSettings, HookEvent, Job, JobState, Worker
-from engine.cleaner import Cleaner
-from engine.connection import connect
 from engine.keys import event_groups_key
-from engine.scheduler import Scheduler
+from engine.periodic.cleaner import Cleaner
+from engine.periodic.scheduler import Scheduler
+from engine.stream.transitions import dead_lettered
 from engine.task import TaskOptions
-from engine.transitions import dead_lettered
+from engine.transport.connection import connect
 
 from . import tasks as t
 from .helpers import drain

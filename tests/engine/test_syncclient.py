@@ -20,8 +20,8 @@ from engine import (
     SyncClient,
     UnknownParent,
 )
-from engine.devcluster import ClusterServer
-from engine.devserver import free_port
+from engine.dev.devcluster import ClusterServer
+from engine.dev.devserver import free_port
 
 from . import tasks as t
 from .helpers import drain

@@ -13,7 +13,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from engine import Client, EngineSettings, SyncClient, tracing
+from engine import Client, EngineSettings, SyncClient
+from engine.stream import tracing
 
 from . import tasks as t
 from .helpers import drain
@@ -78,7 +79,7 @@ async def test_off_without_the_package(
     assert (await client.get(job.id)).trace_context is None
     assert spans.get_finished_spans() == ()
     code = (
-        "import sys; sys.modules['opentelemetry'] = None; from engine import tracing; "
+        "import sys; sys.modules['opentelemetry'] = None; from engine.stream import tracing; "
         "assert not tracing.ENABLED; print('off')"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

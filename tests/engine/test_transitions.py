@@ -1,4 +1,4 @@
-"""Every transition reaches the hooks once, wherever it happened (engine/transitions.py)."""
+"""Every transition reaches the hooks once, wherever it happened (engine/stream/transitions.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections import Counter
 from pathlib import Path
 
 from engine import Client, EngineSettings, HookEvent, Worker
-from engine.events import live_groups
-from engine.transitions import GROUP
+from engine.stream.events import live_groups
+from engine.stream.transitions import GROUP
 
 from . import chaos_tasks
 from . import tasks as t

@@ -6,9 +6,9 @@ import dataclasses
 import time
 
 from engine import Client, EngineSettings
-from engine.cleaner import Cleaner
-from engine.events import GROUP_STALE_MS, EventReader, register_group
 from engine.keys import event_groups_key
+from engine.periodic.cleaner import Cleaner
+from engine.stream.events import GROUP_STALE_MS, EventReader, register_group
 
 from . import tasks as t
 

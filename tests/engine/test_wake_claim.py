@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from engine import Client, EngineSettings, JobState, Worker
-from engine.luasrc import load_sources
+from engine.seam.luasrc import load_sources
 
 from . import tasks as t
 

@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from engine import Client, EngineSettings, JobState, task_ref
-from engine.scripts import CompleteJob
+from engine.seam.scripts import CompleteJob
 
 from . import tasks as t
 from .helpers import drain, run_cli, sync_redis

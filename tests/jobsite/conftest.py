@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group, Permission, User
 from django.test import override_settings
 
 from engine import EngineSettings, Worker
-from engine.devserver import RedisServer
+from engine.dev.devserver import RedisServer
 from jobsite.jobs import conf
 from jobsite.jobs.api.tokens import issue
 from jobsite.jobs.history.mirror import Mirror

@@ -16,8 +16,8 @@ from django.urls import get_resolver
 
 from engine import Client as EngineClient
 from engine import ConfigError, EngineSettings
-from engine.devserver import free_port
-from engine.rows import BeginJob
+from engine.dev.devserver import free_port
+from engine.seam.rows import BeginJob
 from jobsite.jobs import conf, services
 from jobsite.jobs.api.root import api
 from jobsite.jobs.models import ApiToken, JobRecord

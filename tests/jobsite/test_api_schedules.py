@@ -16,7 +16,7 @@ from django.test import override_settings
 from demo.asgi import application as asgi_app
 from demo.wsgi import application as wsgi_app
 from engine import Client, EngineSettings
-from engine.scheduler import Scheduler
+from engine.periodic.scheduler import Scheduler
 from jobsite.client import AsyncJobsiteClient, Conflict, InvalidRequest, JobsiteClient, NotFound
 from jobsite.jobs import services
 from jobsite.jobs.models import JobRecord

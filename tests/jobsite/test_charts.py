@@ -14,7 +14,7 @@ from django.test import Client as WebClient
 from django.utils import timezone
 
 from engine import EngineSettings
-from engine.events import Event, sortable_id
+from engine.stream.events import Event, sortable_id
 from jobsite.jobs import services
 from jobsite.jobs.history.charts import sample_depth
 from jobsite.jobs.history.mirror import apply_batch

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.checks import run_checks
 from django.test import override_settings
 
-from engine.devserver import free_port
+from engine.dev.devserver import free_port
 from jobsite.jobs.checks import TAG
 
 

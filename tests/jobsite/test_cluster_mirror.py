@@ -11,8 +11,8 @@ from asgiref.sync import async_to_sync
 from django.test import override_settings
 
 from engine import Client, EngineSettings, Worker
-from engine.devcluster import ClusterServer
-from engine.events import EventReader
+from engine.dev.devcluster import ClusterServer
+from engine.stream.events import EventReader
 from jobsite.jobs import conf
 from jobsite.jobs.history.mirror import Mirror
 from jobsite.jobs.models import JobRecord

@@ -15,7 +15,7 @@ import redis
 from django.test import override_settings
 
 from engine import Client, EngineSettings
-from engine.devserver import RedisServer
+from engine.dev.devserver import RedisServer
 from jobsite.jobs import conf, services
 from tests.engine import tasks as t
 from tests.faultproxy import FaultProxy

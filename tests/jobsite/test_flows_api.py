@@ -14,7 +14,7 @@ from django.contrib.admin.models import LogEntry
 from django.test import Client as WebClient
 
 from engine import Client, EngineSettings, QueueKeys
-from engine.cleaner import Cleaner
+from engine.periodic.cleaner import Cleaner
 from jobsite.jobs.models import JobRecord
 
 from .conftest import mirror_all, run_worker

@@ -18,8 +18,8 @@ from django.conf import settings
 from django.test import override_settings
 
 from engine import Client, EngineSettings, Worker
-from engine.devserver import free_port
-from engine.events import register_group
+from engine.dev.devserver import free_port
+from engine.stream.events import register_group
 from jobsite.jobs.history import alerts, health
 from jobsite.jobs.tasks.signals import queue_health_changed, schedule_health_changed
 from tests.engine import tasks as t

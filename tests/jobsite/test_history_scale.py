@@ -19,8 +19,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from engine import Client, EngineSettings, QueueKeys
-from engine.events import Event
 from engine.keys import queues_key
+from engine.stream.events import Event
 from jobsite.jobs.api import live
 from jobsite.jobs.history import rows as history
 from jobsite.jobs.history.mirror import apply_batch

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine import Job, JobState
-from engine.isolate import Lanes
+from engine.running.isolate import Lanes
 from jobsite.jobs.tasks.isolation import isolation
 
 from .conftest import MODULES

@@ -15,7 +15,7 @@ from django.urls import reverse
 from prometheus_client.parser import text_string_to_metric_families
 
 from engine import EngineSettings
-from engine.devserver import free_port
+from engine.dev.devserver import free_port
 from jobsite.jobs import conf, services
 from jobsite.jobs.models import OutboxEntry
 from jobsite.jobs.permissions import VIEWERS

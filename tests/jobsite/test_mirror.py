@@ -14,7 +14,7 @@ from asgiref.sync import async_to_sync
 from django.db import DatabaseError, connection, transaction
 
 from engine import Client, EngineSettings, QueueKeys
-from engine.events import Event
+from engine.stream.events import Event
 from jobsite.jobs.history import bulkwrite
 from jobsite.jobs.history import mirror as mirror_module
 from jobsite.jobs.history.mirror import Mirror, apply_batch

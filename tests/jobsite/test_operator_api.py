@@ -12,7 +12,7 @@ from django.contrib.admin.models import LogEntry
 from django.test import Client as WebClient
 
 from engine import Client, EngineSettings, JobState
-from engine.scripts import BeginJob
+from engine.seam.scripts import BeginJob
 from jobsite.jobs import services
 from jobsite.jobs.models import JobRecord
 from tests.engine import tasks as t

@@ -17,7 +17,7 @@ from django.test import Client as WebClient
 
 from demo.asgi import application
 from engine import EngineSettings
-from engine.fingerprint import fingerprint
+from engine.ops.fingerprint import fingerprint
 from jobsite.jobs import services
 from jobsite.jobs.history.reconcile import sync_queues
 from jobsite.jobs.permissions import OPERATORS, VIEWERS, Perm

@@ -20,7 +20,7 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 
 from engine import ConfigError, EngineSettings, QueueKeys
-from engine.repeat import template
+from engine.periodic.repeat import template
 from jobsite.jobs.tasks import schedules
 from jobsite.jobs.tasks.backend import engine_ref
 from tests.engine import tasks as t

@@ -8,7 +8,7 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from engine.devserver import free_port
+from engine.dev.devserver import free_port
 from jobsite.jobs import conf, services
 from jobsite.jobs.tasks.djtasks import TaskResultStatus, task_finished
 from jobsite.testing import assert_enqueued, enqueued_jobs, run_jobs

@@ -1,5 +1,5 @@
 --[[
-  Shared helpers, inlined by engine/luasrc.py where a script says `--@include common`.
+  Shared helpers, inlined by engine/seam/luasrc.py where a script says `--@include common`.
   queue(prefix, maxlen, ttl_ms): Q, the 11 queue keys of keys.QUEUE_KEYS (KEYS[1..11]) by name,
   with the job key prefix, the events maxlen, the ttl of jobs ending outside the DLQ, and the time
   (with_now).
@@ -8,9 +8,9 @@
   ready_score(priority, seq): ZSET score of a ready job (higher priority first, then arrival).
   emit(...): append one transition event to the queue's stream.
   append_error(key, err): append one JSON error object to the job's `errors` JSON array, and
-  set the job's `fingerprint` field to the error's (engine/fingerprint.py; none: field removed).
+  set the job's `fingerprint` field to the error's (engine/ops/fingerprint.py; none: field removed).
   script_error(kind, message, attempt, at_ms): the JSON error object of an error a script makes,
-  fingerprinted by its type alone (fingerprint_hash(kind) in engine/fingerprint.py).
+  fingerprinted by its type alone (fingerprint_hash(kind) in engine/ops/fingerprint.py).
   make_ready(Q, ...): put a `submitted` job where workers find it: the ready ZSET, or the waiting
   ZSET of its concurrency key while that key is at its limit (keyed = false: it has none);
   stats' waiting_turn counts the jobs waiting so, and `turn|<waiting ZSET key>` those of each
@@ -48,7 +48,7 @@
   (err: JSON error object); past its max_stalls (field, default 1) it ends `stalled` (bury),
   else it goes back to `submitted`. Returns 1 when it ended, 0 when it went back. A job with
   stalls > 0 is a suspect: workers run it alone in a process of its own.
-  Metrics (engine/metrics.py reads them), in the queue's stats HASH, bounded by tasks x states x
+  Metrics (engine/ops/metrics.py reads them), in the queue's stats HASH, bounded by tasks x states x
   buckets: `done|<task>|<state>` jobs that reached a terminal state (bury; complete-11.lua);
   histograms `run` (run time of completed jobs) and `wait` (from ready to begun) as
   `<kind>|<task>|<le_ms>` (one bucket per observation, not cumulative; 'inf' past the last

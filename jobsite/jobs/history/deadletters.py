@@ -2,7 +2,7 @@
 
 A dead letter is a job whose row is in a DLQ state (dead in the engine's vocabulary and still
 resubmittable: failed, stalled, dropped, expired). Groups are keyed by the row's `fingerprint`
-(engine.fingerprint, copied from the job hash by the mirror); rows without one (an expiry
+(engine.ops.fingerprint, copied from the job hash by the mirror); rows without one (an expiry
 records no error) form the group "". Reads use the partial index jobsite_job_fingerprint.
 """
 

@@ -10,7 +10,7 @@ Queue verdicts are `ok`, `degraded` or `failing`, with the reasons in words:
 - its dead-letter queue grew by DLQ_GROWTH or more within DLQ_WINDOW_S;
 - the mirror, or another consumer group of its event stream read lately (the transition
   hooks'), is more than MIRROR_LAG_S behind.
-Schedule states come from engine/schedule_health.py (tolerance: the schedule's, else
+Schedule states come from engine/periodic/schedule_health.py (tolerance: the schedule's, else
 SCHEDULE_TOLERANCE_S).
 
 Thresholds are JOBSITE["HEALTH"] keys (DEFAULTS), and per queue under its "QUEUES" key:

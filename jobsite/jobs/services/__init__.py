@@ -217,7 +217,7 @@ get_job, aget_job = twins(_get_job)
 
 
 async def _explain_job(client: Client, job_id: str, queue: str | None = None) -> list[Reason]:
-    """Return why a job has not started, in order (engine.explain); [] once it started."""
+    """Return why a job has not started, in order (engine.ops.explain); [] once it started."""
     return await explain(client, job_id, queue)
 
 
@@ -227,7 +227,7 @@ explain_job, aexplain_job = twins(_explain_job)
 async def _schedules_health(
     client: Client, queues: list[str], default_tolerance_s: float
 ) -> list[ScheduleHealth]:
-    """Return each schedule's dead-man's-switch state (engine/schedule_health.py)."""
+    """Return each schedule's dead-man's-switch state (engine/periodic/schedule_health.py)."""
     return await schedule_health(client, queues, default_tolerance_s)
 
 
@@ -482,7 +482,7 @@ set_paused, aset_paused = twins(_set_paused)
 
 
 async def _control(client: Client, what: str, workers: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Give workers (registry entries, engine/control.py's select) an order: quiet, resume or
+    """Give workers (registry entries, engine/ops/control.py's select) an order: quiet, resume or
     stop; return the ids told."""
     return await engine_control.send(
         client.redis, client.settings.prefix, engine_control.order(what), workers
@@ -493,7 +493,7 @@ control, acontrol = twins(_control)
 
 
 async def _drain_begin(client: Client, queue: str, by: str) -> dict[str, str] | None:
-    """Mark a drain of `queue` running (engine/drain.py); None when one already runs."""
+    """Mark a drain of `queue` running (engine/ops/drain.py); None when one already runs."""
     return await engine_drain.begin(client, queue, by)
 
 

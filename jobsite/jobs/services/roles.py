@@ -1,4 +1,4 @@
-"""Worker roles through the engine (engine/roles.py): services.py's twins for roles.
+"""Worker roles through the engine (engine/ops/roles.py): services.py's twins for roles.
 
 A role names the queues its workers claim from; a change reaches its running workers within
 about a second. Each role is shown with the live workers that follow it.

@@ -1,4 +1,4 @@
-"""Load the worker's tasks in the engine's isolation child (engine/isolate.py).
+"""Load the worker's tasks in the engine's isolation child (engine/running/isolate.py).
 
 The child is a fresh interpreter: Django is set up first, from the DJANGO_SETTINGS_MODULE it
 inherited from `runworker`, so that task modules may import models.

@@ -64,7 +64,7 @@
     return `<button data-job="${esc(f.id)}" data-action="retry">retry</button>`;
   }
 
-  // Quiet, resume and stop for one worker, and for every worker of its host (engine/control.py).
+  // Quiet, resume and stop for one worker, and for every worker of its host (engine/ops/control.py).
   function workerButtons(w) {
     const state = w.state || "claiming";
     const orders = state === "quiet" ? ["resume", "stop"] : state === "claiming" ? ["quiet", "stop"] : [];

@@ -1,0 +1,1 @@
+"""What operators read and command: metrics, waits explained, control, probes, drains, roles."""

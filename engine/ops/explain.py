@@ -1,0 +1,178 @@
+"""Why a job has not started: the reasons a waiting job waits, in the order they apply.
+
+`explain(client, job_id)` reads the job, its queue's settings and the worker registry (a few
+reads, never a script, never on the hot path) and returns a `Reason` per obstacle:
+
+1. `paused`: the queue is paused.
+2. `rate_limited`: the queue's or the task's rate limit; `until_ms` is the next free slot.
+3. `concurrency`: its concurrency key is at its limit; `jobs` are the ids holding it.
+4. `parents`: parents that have not completed; `jobs` are their ids.
+5. `scheduled`: its `run_at` is ahead; `until_ms` is when.
+6. `no_worker`: no live worker serves its queue; or `no_version`: workers serve it, but none
+   with the job's task@version (the claim set it aside, or no worker stamped that version in
+   the queue's `served` HASH lately: engine/ops/versions.py).
+7. `expired`: its deadline passed; the next claim or the cleaner ends it `expired`.
+
+A started or finished job has no reasons. Each reason names what to change (`target`: the
+queue, a job, the workers) so a surface can link to it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..client import Client
+from ..job import JobState
+from ..keys import version_tag
+from ..transport.connection import server_ms
+from .versions import ADVERTISE_S
+
+# The states of a job that has not started yet.
+WAITING_STATES = frozenset(
+    {JobState.SCHEDULED, JobState.BLOCKED, JobState.SUBMITTED, JobState.UNSUBMITTED}
+)
+# A task@version stamped in `served` longer ago than this has no live worker (they stamp every
+# ADVERTISE_S).
+VERSION_STALE_MS = int(3 * ADVERTISE_S * 1000)
+# The most job ids a reason lists (holders of a concurrency key, parents).
+MAX_LISTED = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """One obstacle: its code, a sentence, what to change, and when or who where it applies."""
+
+    code: str
+    message: str
+    # What to change: "queue" (its page: pause, rate limit, concurrency), "job" (jobs' pages),
+    # "workers" (start one for the queue).
+    target: str
+    until_ms: int | None = None
+    jobs: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the reason as plain JSON-ready values."""
+        return asdict(self)
+
+
+def _when(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
+
+
+async def explain(client: Client, job_id: str, queue: str | None = None) -> list[Reason]:
+    """Return why the job has not started, in order; [] for a started or finished job."""
+    job = await client.get(job_id, queue)
+    if job.state not in WAITING_STATES:
+        return []
+    keys = client.keys(job.queue)
+    redis = client.redis
+    now_ms = await server_ms(redis, keys.meta)  # the clock of the queue's scripts
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.hmget(keys.meta, ["paused", "rate_interval_ms", "tat", f"tat:{job.task}"])
+        pipe.hmget(keys.job(job.id), ["ckey_active", "ckey_waiting", "rate_slot_ms"])
+        meta, hidden = await pipe.execute()
+    paused, queue_interval, tat, task_tat = meta
+    ckey_active, ckey_waiting, rate_slot = hidden
+    out: list[Reason] = []
+    if paused == "1":
+        out.append(Reason("paused", f"queue {job.queue!r} is paused", "queue"))
+    slot = _rate_slot(job.state, rate_slot, queue_interval, job.rate_interval_ms, tat, task_tat)
+    if slot is not None and slot > now_ms:
+        out.append(
+            Reason(
+                "rate_limited",
+                f"rate limited: the next free slot is at {_when(slot)}",
+                "queue",
+                until_ms=slot,
+            )
+        )
+    if ckey_active and ckey_waiting and await redis.zscore(ckey_waiting, job.id) is not None:
+        holders: list[str] = sorted(await redis.smembers(ckey_active))  # type: ignore[arg-type]
+        out.append(
+            Reason(
+                "concurrency",
+                f"concurrency key {job.concurrency_key!r} is at its limit of "
+                f"{job.concurrency_limit}, held by {', '.join(holders[:MAX_LISTED]) or 'none'}",
+                "job",
+                jobs=holders[:MAX_LISTED],
+            )
+        )
+    if job.state == JobState.BLOCKED and job.parents:
+        async with redis.pipeline(transaction=False) as pipe:
+            for parent in job.parents:
+                pipe.hget(keys.job(parent), "state")
+            states = await pipe.execute()
+        pending = [p for p, s in zip(job.parents, states, strict=True) if s != "completed"]
+        if pending:
+            out.append(
+                Reason(
+                    "parents",
+                    f"waiting for parents to complete: {', '.join(pending[:MAX_LISTED])}",
+                    "job",
+                    jobs=pending[:MAX_LISTED],
+                )
+            )
+    if (
+        job.state == JobState.SCHEDULED
+        and not rate_slot
+        and job.run_at_ms is not None
+        and job.run_at_ms > now_ms
+    ):
+        out.append(
+            Reason(
+                "scheduled",
+                f"scheduled to run at {_when(job.run_at_ms)}",
+                "job",
+                until_ms=job.run_at_ms,
+                jobs=[job.id],
+            )
+        )
+    if not any(job.queue in str(w.get("queues", "")).split(",") for w in await client.workers()):
+        out.append(Reason("no_worker", f"no live worker serves queue {job.queue!r}", "workers"))
+    else:
+        tag = version_tag(job.task, job.version)
+        seen = await redis.hget(keys.served, tag)
+        aside = job.extra.get("unserved_at_ms")
+        if aside or not seen or now_ms - int(seen) > VERSION_STALE_MS:
+            since = f" (set aside at {_when(int(aside))})" if aside else ""
+            out.append(
+                Reason(
+                    "no_version",
+                    f"no live worker serving queue {job.queue!r} runs {tag}{since}",
+                    "workers",
+                )
+            )
+    if job.deadline_ms is not None and job.deadline_ms <= now_ms:
+        out.append(
+            Reason(
+                "expired",
+                f"its deadline passed at {_when(job.deadline_ms)}: it will end expired",
+                "job",
+                until_ms=job.deadline_ms,
+                jobs=[job.id],
+            )
+        )
+    return out
+
+
+def _rate_slot(
+    state: JobState,
+    rate_slot: str | None,
+    queue_interval: str | None,
+    task_interval: float | None,
+    tat: str | None,
+    task_tat: str | None,
+) -> int | None:
+    """Return the next start slot a rate limit gives the job, or None when none applies."""
+    if state == JobState.SCHEDULED and rate_slot:
+        return int(float(rate_slot))
+    if state != JobState.SUBMITTED:
+        return None
+    slots = []
+    if queue_interval and tat:
+        slots.append(float(tat))
+    if task_interval and task_tat:
+        slots.append(float(task_tat))
+    return int(max(slots)) if slots else None

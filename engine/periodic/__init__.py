@@ -1,0 +1,1 @@
+"""What runs on a clock: the scheduler, the cleaner, repeatables and their health."""

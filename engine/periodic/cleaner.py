@@ -1,0 +1,190 @@
+"""The cleaner loop: expired leases (stalls), deadlines, retention, DLQ and event trimming.
+
+Every step is one atomic script decided on Redis server time, so any number of workers can run
+the cleaner at once without a leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from ..dev import failpoints
+from ..keys import QueueKeys, alive_key, workers_key
+from ..seam.scripts import Scripts
+from ..settings import EngineSettings
+from ..stream.events import live_groups
+from ..transport.connection import server_ms
+from ..transport.reconnect import run_periodic
+from ..worker.liveness import Liveness
+
+log = logging.getLogger("engine.cleaner")
+# Most entries one trim call removes before the mirror's group read them (trim-3.lua).
+TRIM_PAST_BATCH = 10_000
+
+
+@dataclass(slots=True)
+class Sweep:
+    """What one cleaner tick did."""
+
+    released: int = 0
+    stalled: int = 0
+    expired: int = 0
+    trimmed: int = 0
+    # Event entries trimmed before the mirror's group read them (the hard cap was reached).
+    gap: int = 0
+    dropped: int = 0  # set aside for a task version no worker served for too long
+
+
+class Cleaner:
+    """Recover jobs of dead workers, expire stale jobs, trim the DLQ."""
+
+    def __init__(
+        self,
+        settings: EngineSettings,
+        redis: Redis,
+        queues: Sequence[str],
+        liveness: Liveness | None = None,
+    ) -> None:
+        self.settings = settings
+        # The liveness of the worker this cleaner runs in. While its renewals fail (Redis full,
+        # read-only), everyone's may: no lapse proves a death until they have succeeded for a
+        # whole window again, long enough for every live worker to renew its own key.
+        self.liveness = liveness
+        self.redis = redis
+        self.scripts = Scripts(redis)
+        self.queues = [QueueKeys(settings.prefix, q) for q in queues]
+        # Since when this cleaner has reached Redis without a failure (None: it just failed).
+        # After an outage every worker's liveness key may have lapsed while they were all cut
+        # off too: dead workers count only once the cleaner has been connected a whole window.
+        self._ok_since: float | None = None
+
+    async def dead_workers(self) -> list[str]:
+        """Return the registered workers whose liveness key lapsed.
+
+        None while this cleaner's own worker has not renewed its key without a failure for a
+        whole window: a lapse then may be Redis refusing writes, not a death.
+        """
+        if self.liveness is not None:
+            steady_s = self.liveness.steady_s()
+            if steady_s is None or steady_s < self.settings.liveness_window_s:
+                return []
+        prefix = self.settings.prefix
+        ids: list[str] = await self.redis.zrange(workers_key(prefix), 0, -1)  # type: ignore[assignment]
+        if not ids:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for worker_id in ids:
+                pipe.exists(alive_key(prefix, worker_id))
+            alive = await pipe.execute()
+        return [worker_id for worker_id, n in zip(ids, alive, strict=True) if not n]
+
+    async def sweep(self, keys: QueueKeys, dead: Sequence[str] = ()) -> Sweep:
+        """Run every cleaning step once on one queue; `dead` workers' jobs are handed back."""
+        s = self.settings
+        ttl_ms = s.default_result_ttl_s * 1000
+        reaped = await self.scripts.reap(
+            keys,
+            events_maxlen=s.events_emergency_maxlen,
+            max_jobs=s.cleaner_batch,
+            ttl_ms=ttl_ms,
+            dead_workers=dead,
+        )
+        expired = await self.scripts.expire(
+            keys, events_maxlen=s.events_emergency_maxlen, max_jobs=s.cleaner_batch, ttl_ms=ttl_ms
+        )
+        trimmed = await self.scripts.prune(
+            keys,
+            max_jobs=s.cleaner_batch,
+            dlq_max_age_ms=s.dlq_max_age_s * 1000,
+            dlq_max_len=s.dlq_max_len,
+        )
+        dropped = await self.scripts.unserved(
+            keys,
+            events_maxlen=s.events_emergency_maxlen,
+            ttl_ms=ttl_ms,
+            drop_after_ms=int(s.unserved_drop_after_s * 1000),
+            max_jobs=s.cleaner_batch,
+        )
+        gap = await self.trim_events(keys)
+        return Sweep(reaped.released, reaped.stalled, expired, trimmed, gap, dropped)
+
+    async def trim_events(self, keys: QueueKeys) -> int:
+        """Trim the event stream below what the mirror and every live group (the transition
+        hooks') acknowledged, and to the hard cap.
+
+        Return how many entries went before the mirror's group read them (their jobs are
+        recorded in the queue's missed SET for the mirror to rebuild); each call trims at most
+        TRIM_PAST_BATCH of those, so Redis is never busy for long.
+        """
+        s = self.settings
+        gap = 0
+        holding = [g for g in await live_groups(self.redis, s.prefix) if g != s.events_group]
+        while True:
+            done = await self.scripts.trim(
+                keys,
+                hard_cap=s.events_maxlen,
+                max_entries=TRIM_PAST_BATCH,
+                max_missed=max(1, s.events_maxlen // 3),
+                group=s.events_group,
+                max_entries_kept=s.events_kept_without_group,
+                holding=holding,
+            )
+            gap += done.past_group
+            if done.past_group < TRIM_PAST_BATCH:
+                break
+        if gap:
+            log.error(
+                "event stream trimmed past the group queue=%s group=%s entries=%d hard_cap=%d",
+                keys.queue,
+                s.events_group,
+                gap,
+                s.events_maxlen,
+            )
+        return gap
+
+    async def tick(self) -> Sweep:
+        """Sweep every queue; forget dead workers once their leases have run out too."""
+        total = Sweep()
+        now = time.monotonic()
+        self._ok_since = self._ok_since or now
+        trusted = now - self._ok_since >= self.settings.liveness_window_s
+        dead = await self.dead_workers() if trusted else []
+        failpoints.bug("bug_in_cleaner")
+        for keys in self.queues:
+            one = await self.sweep(keys, dead)
+            for name in total.__slots__:
+                setattr(total, name, getattr(total, name) + getattr(one, name))
+        # Dead workers stay listed until every lease they held expired, so that cleaners of
+        # every queue see them dead.
+        forget_ms = self.settings.lease_ms + int(self.settings.liveness_window_s * 1000)
+        cutoff_ms = await server_ms(self.redis) - forget_ms
+        await self.redis.zremrangebyscore(workers_key(self.settings.prefix), "-inf", cutoff_ms)
+        if total.released or total.stalled or total.expired or total.dropped:
+            log.info(
+                "cleaner released=%d stalled=%d expired=%d trimmed=%d dropped=%d",
+                total.released,
+                total.stalled,
+                total.expired,
+                total.trimmed,
+                total.dropped,
+            )
+        return total
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Tick every `cleaner_interval_s` until `stopping` is set; Redis errors are retried."""
+
+        async def step() -> float:
+            try:
+                await self.tick()
+            except Exception:
+                self._ok_since = None
+                raise
+            return self.settings.cleaner_interval_s
+
+        await run_periodic("cleaner", step, stopping)

@@ -1,0 +1,110 @@
+"""The scheduler loop: fire repeatables, promote due jobs; safe with any number at once."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from redis.asyncio import Redis
+
+from ..dev import failpoints
+from ..errors import EngineError
+from ..keys import QueueKeys
+from ..producing.submit import Tick, job_spec, submit
+from ..seam.scripts import Scripts
+from ..settings import EngineSettings
+from ..transport.cluster import is_cluster, node_time
+from ..transport.connection import ms_from_time
+from ..transport.reconnect import run_periodic
+from .repeat import Repeatable
+
+log = logging.getLogger("engine.scheduler")
+
+
+class Scheduler:
+    """Move scheduled jobs whose time has come (on Redis server time) to `submitted`."""
+
+    def __init__(self, settings: EngineSettings, redis: Redis, queues: Sequence[str]) -> None:
+        self.settings = settings
+        self.redis = redis
+        self.scripts = Scripts(redis)
+        self.cluster = is_cluster(redis)
+        self.queues = [QueueKeys(settings.prefix, q) for q in queues]
+
+    async def promote(self, keys: QueueKeys) -> tuple[int, int]:
+        """Promote one batch of due jobs; return (promoted, ms until the next is due or -1)."""
+        done = await self.scripts.promote(
+            keys,
+            events_maxlen=self.settings.events_emergency_maxlen,
+            max_jobs=self.settings.promote_batch,
+        )
+        failpoints.hit("after_promote")
+        return done.promoted, done.wait_ms
+
+    async def fire(self, keys: QueueKeys) -> int:
+        """Submit the due ticks of the queue's repeatables; return ms until the next (-1: none)."""
+        upcoming: list[tuple[str, float]]
+        if self.cluster:  # a cluster refuses TIME in a pipeline: ask the queue's master
+            reply = await node_time(self.redis, keys.repeat_due)  # type: ignore[arg-type]
+            upcoming = await self.redis.zrange(keys.repeat_due, 0, 100, withscores=True)  # type: ignore[assignment]
+        else:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.time()
+                pipe.zrange(keys.repeat_due, 0, 100, withscores=True)
+                reply, upcoming = await pipe.execute()
+        now_ms = ms_from_time(reply)
+        due: list[tuple[str, float]] = [(n, s) for n, s in upcoming if s <= now_ms][:100]
+        if due:
+            raws = await self.redis.hmget(keys.repeats, [name for name, _ in due])
+            specs = []
+            for (name, score), raw in zip(due, raws, strict=True):
+                if raw is None:
+                    continue  # removed meanwhile
+                try:
+                    rep = Repeatable.from_json(raw)
+                    due_ms = int(score)
+                    nxt = rep.next_after(now_ms) or -1
+                    tick = Tick(name, due_ms, nxt, rep.skip_if_running, rep.repeat_limit or 0)
+                    first, *rest = rep.jobs_for(due_ms)  # a flow: its other jobs ride the tick
+                    limit = self.settings.max_payload_bytes
+                    specs.append(job_spec(first, keys, limit, tick))
+                    specs += [job_spec(job, keys, limit, ride=name) for job in rest]
+                except (EngineError, TypeError, ValueError) as exc:
+                    # Unreadable: stop its ticks (the definition stays to inspect), fire the rest.
+                    log.error(
+                        "bad repeatable set aside queue=%s name=%s error=%r", keys.queue, name, exc
+                    )
+                    await self.redis.zrem(keys.repeat_due, name)
+            if specs:
+                for done in (await submit(self.scripts, self.settings, keys, specs)).jobs:
+                    if done.outcome == "skipped":
+                        log.info(
+                            "repeatable tick skipped: previous run still going job=%s", done.id
+                        )
+        if len(due) < len(upcoming):
+            return max(0, int(upcoming[len(due)][1]) - now_ms)
+        return 0 if due else -1
+
+    async def tick(self) -> float:
+        """Fire due repeatables and promote due jobs; return seconds until the next is due."""
+        sleep_s = self.settings.scheduler_interval_s
+        for keys in self.queues:
+            try:
+                waits = [await self.fire(keys)]
+            except EngineError as exc:  # repeatables must never hold up promotion
+                log.error("repeatables failed queue=%s error=%r", keys.queue, exc)
+                waits = []
+            while True:
+                promoted, wait_ms = await self.promote(keys)
+                if promoted < self.settings.promote_batch:
+                    break
+            waits.append(wait_ms)
+            for wait in waits:
+                if wait >= 0:
+                    sleep_s = min(sleep_s, wait / 1000)
+        return max(sleep_s, 0.001)
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Promote until `stopping` is set, sleeping until the next job is due."""
+        await run_periodic("scheduler", self.tick, stopping)

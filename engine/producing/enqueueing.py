@@ -1,0 +1,227 @@
+"""An enqueue's steps apart from their I/O: one definition for the async and the sync client.
+
+`Enqueuer.enqueue` is a generator: it yields what to send to Redis (a pipeline of commands, one
+command or one script call) and is sent each reply (or thrown each failure), so the async
+Client (`drive_async`) and the SyncClient (syncclient.py) run the very same validation, id
+reservation, tracing, queue registration, submit-13.lua arguments and reply reading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+
+from ..errors import Code, ConfigError, DuplicateJob, JobIdTaken
+from ..job import Job, JobState
+from ..keys import QueueKeys, check_job_id, id_owner_key, new_job_id, queue_keys, queues_key
+from ..seam.luasrc import ScriptSet
+from ..seam.scripts import Submitted, read_submission
+from ..settings import EngineSettings
+from ..stream import tracing
+from .submit import default_queue_timeout, flow_order, job_spec, submit_args
+
+
+@dataclass(frozen=True, slots=True)
+class Pipe:
+    """Commands sent in one pipeline (no transaction): (method name, args, options) each."""
+
+    commands: list[tuple[str, tuple[Any, ...], dict[str, Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One command, by client method name."""
+
+    method: str
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Eval:
+    """One call of transition script `verb` with a queue's keys."""
+
+    verb: str
+    keys: QueueKeys
+    argv: list[Any]
+
+
+Step = Pipe | Call | Eval
+# A state the script replies -> its JobState (the enum's own lookup costs ~1 us a job).
+_STATES = {state.value: state for state in JobState}
+Steps = Generator[Step, Any, Any]
+
+
+class Enqueuer:
+    """The enqueue of one client: its settings and the queues it registered."""
+
+    def __init__(self, settings: EngineSettings) -> None:
+        self.settings = settings
+        self.known_queues: set[str] = set()
+
+    def keys(self, queue: str) -> QueueKeys:
+        """Return the keys of `queue`."""
+        return queue_keys(self.settings.prefix, queue)
+
+    def enqueue(self, jobs: list[Job], atomic: bool) -> Steps:
+        """Submit jobs (a flow when `atomic` or a job has parents); return them (see
+        Client.enqueue_many and Client.enqueue_flow)."""
+        if any(job.repeat_every_s is not None for job in jobs):  # the async Client adds those
+            raise ConfigError("a repeating job (repeat_every_s) adds a schedule: use the Client")
+        atomic = atomic or any(job.parents for job in jobs)
+        if atomic:
+            if len({job.queue for job in jobs}) > 1:
+                raise ConfigError("a flow stays in one queue; submit one flow per queue")
+            jobs = flow_order(jobs)
+            if len(jobs) > 1:  # one id for the whole graph (the history finds it by that id)
+                flow_id = next((j.flow_id for j in jobs if j.flow_id), None) or new_job_id()
+                for job in jobs:
+                    job.flow_id = job.flow_id or flow_id
+        for job in jobs:
+            check_job_id(job.id)
+            default_queue_timeout(job, self.settings)
+        chosen = [job for job in jobs if not job.generated_id]
+        fresh = (yield from self.reserve_ids(chosen)) if chosen else []
+        try:
+            if not tracing.active():  # no span to open (the common case, and the cheap one)
+                return (yield from self.submit_specs(jobs, atomic))
+            with tracing.enqueue_span(jobs):
+                return (yield from self.submit_specs(jobs, atomic))
+        except BaseException:
+            if atomic and fresh:  # a refused flow writes nothing, reservations included
+                yield self.release_ids(fresh)
+            raise
+
+    def reserve_ids(self, jobs: list[Job]) -> Steps:
+        """Reserve each chosen id for its job's queue; raise JobIdTaken if another queue has it.
+
+        One id, one job in the whole deployment: `SET NX` of one key per id is atomic on one
+        Redis and on a Cluster alike (the key is the id's own), and the first queue to take an
+        id keeps it for `chosen_id_ttl_s`. An id the engine made for a job of another queue
+        (copied from somewhere) has no reservation: a job hash of that id in any other known
+        queue refuses it too. Ids made by the engine (`Job.generated_id`) need neither.
+        Return the ids this call reserved afresh.
+        """
+        prefix, ttl_s = self.settings.prefix, self.settings.chosen_id_ttl_s
+        options = {"nx": True, "ex": ttl_s, "get": True}
+        owners: list[str | None] = yield Pipe(
+            [("set", (id_owner_key(prefix, job.id), job.queue), options) for job in jobs]
+        )
+        fresh = [j.id for j, owner in zip(jobs, owners, strict=True) if owner is None]
+        taken = [
+            j.id for j, owner in zip(jobs, owners, strict=True) if owner not in (None, j.queue)
+        ]
+        if not taken:
+            taken = yield from self.held_elsewhere(jobs)
+            yield self.release_ids(sorted(set(taken) & set(fresh)))
+        if taken:
+            raise JobIdTaken(f"job ids belong to jobs of another queue: {', '.join(taken)}")
+        return fresh
+
+    def release_ids(self, job_ids: list[str]) -> Pipe:
+        """Give back reservations of chosen ids (made by a call that wrote no job)."""
+        prefix = self.settings.prefix
+        return Pipe([("delete", (id_owner_key(prefix, job_id),), {}) for job_id in job_ids])
+
+    def held_elsewhere(self, jobs: list[Job]) -> Steps:
+        """Return the ids of `jobs` that a job hash of another known queue holds."""
+        names: set[str] = yield Call("smembers", (queues_key(self.settings.prefix),))
+        pairs = [(job.id, q) for job in jobs for q in sorted(names) if q != job.queue]
+        found = yield Pipe([("exists", (self.keys(q).job(job_id),), {}) for job_id, q in pairs])
+        return sorted({job_id for (job_id, _), hit in zip(pairs, found, strict=True) if hit})
+
+    def submit_specs(self, jobs: list[Job], atomic: bool) -> Steps:
+        """Submit jobs already checked, one script call per queue; fill in id and state."""
+        members: dict[str, list[Job]] = {}
+        for job in jobs:
+            members.setdefault(job.queue, []).append(job)
+        limit = self.settings.max_payload_bytes
+        # Every payload is checked before the first script call.
+        by_queue = {
+            queue: [job_spec(job, self.keys(queue), limit) for job in queued]
+            for queue, queued in members.items()
+        }
+        duplicates: list[str] = []
+        for queue, specs in by_queue.items():
+            results = yield from self.submit(queue, specs, atomic)
+            for job, done in zip(members[queue], results, strict=True):
+                if done.outcome == Code.DUPLICATE_ID:
+                    duplicates.append(job.id)
+                else:  # a deduplicated job becomes the one holding its dedup id
+                    job.id = done.id
+                    job.state = _STATES.get(done.state) or JobState(done.state or "completed")
+        if duplicates:
+            raise DuplicateJob(f"job ids already exist: {', '.join(duplicates)}")
+        return jobs
+
+    def submit(self, queue: str, specs: list[bytes], atomic: bool) -> Steps:
+        """Run submit-13.lua for `specs` of `queue`, registering the queue first; return the
+        per-job rows."""
+        registered = queue in self.known_queues
+        if not registered:
+            yield from self.register(queue)
+        keys = self.keys(queue)
+        reply = yield Eval("submit", keys, submit_args(self.settings, keys, specs, atomic))
+        done = read_submission(keys, reply)
+        if done.fresh and registered:  # Redis lost the queue's keys since (flushed, restarted)
+            self.known_queues.discard(queue)  # if this fails, the next submit registers first
+            yield from self.register(queue)
+        jobs: list[Submitted] = done.jobs
+        return jobs
+
+    def register(self, queue: str) -> Steps:
+        """Add `queue` to the registry of queues (what queues() lists and dashboards show)."""
+        yield Call("sadd", (queues_key(self.settings.prefix), queue))
+        self.known_queues.add(queue)
+
+
+async def _run_async(step: Step, redis: Redis, scripts: ScriptSet) -> Any:
+    if isinstance(step, Eval):
+        return await scripts[step.verb](step.keys, step.argv)
+    if isinstance(step, Call):
+        return await getattr(redis, step.method)(*step.args)
+    if not step.commands:
+        return []
+    async with redis.pipeline(transaction=False) as pipe:
+        for method, args, options in step.commands:
+            getattr(pipe, method)(*args, **options)
+        return await pipe.execute()
+
+
+async def drive_async(steps: Steps, redis: Redis, scripts: ScriptSet) -> Any:
+    """Run `steps` on an asyncio client; return what they return."""
+    reply: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = steps.send(reply) if error is None else steps.throw(error)
+        except StopIteration as done:
+            return done.value
+        finally:
+            error = None
+        try:
+            reply = await _run_async(step, redis, scripts)
+        except BaseException as exc:  # given to the steps: they may clean up, then re-raise
+            reply, error = None, exc
+
+
+def run_steps(steps: Steps, run: Any) -> Any:
+    """Run `steps`, each by the synchronous `run(step)`; return what they return."""
+    reply: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = steps.send(reply) if error is None else steps.throw(error)
+        except StopIteration as done:
+            return done.value
+        finally:
+            error = None
+        try:
+            reply = run(step)
+        except BaseException as exc:  # given to the steps: they may clean up, then re-raise
+            reply, error = None, exc
+
+
+__all__ = ["Call", "Enqueuer", "Eval", "Pipe", "Step", "Steps", "drive_async", "run_steps"]

@@ -1,0 +1,80 @@
+"""Enqueue from synchronous code on the caller's own thread: no event loop, no thread hop."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..job import Job
+from ..seam.luasrc import run_sync
+from ..settings import EngineSettings
+from ..task import Task
+from ..transport.cluster import cluster_typed, is_cluster
+from ..transport.connection import connect_sync
+from ..transport.faults import typed
+from ..transport.held import HeldConnections
+from .enqueueing import Call, Enqueuer, Eval, Step, run_steps
+
+
+class SyncClient:
+    """Submit jobs from sync code (a view, a management command) on redis-py's blocking pool.
+
+    The very steps of `Client.enqueue_many` (engine/producing/enqueueing.py: validation, chosen-id
+    reservation, tracing, deduplication, queue registration, submit-13.lua), run here on the
+    caller's thread. One client serves every thread of a process (the pool is thread-safe);
+    Redis failures raise the engine's typed errors (RedisUnavailable, RedisRefused).
+    """
+
+    def __init__(self, settings: EngineSettings, redis: Any = None) -> None:
+        self.settings = settings
+        self.redis: Any = (
+            redis
+            if redis is not None
+            else connect_sync(settings, timeout_s=settings.client_timeout_s)
+        )
+        self._typed = cluster_typed if is_cluster(self.redis) else typed
+        self._enqueuer = Enqueuer(settings)
+        # A cluster routes each command by its keys: it keeps redis-py's own path.
+        self._held = None if is_cluster(self.redis) else HeldConnections(self.redis)
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        if self._held is not None:
+            self._held.clear()
+        self.redis.close()
+
+    def __enter__(self) -> SyncClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def enqueue(self, task: Task, *args: Any, **kwargs: Any) -> Job:
+        """Submit one call of `task`; use `task.using(...)` for per-call options."""
+        return self.enqueue_many([task.call(*args, **kwargs)])[0]
+
+    def enqueue_many(self, jobs: Iterable[Job]) -> list[Job]:
+        """Submit jobs as `Client.enqueue_many` does."""
+        done: list[Job] = run_steps(self._enqueuer.enqueue(list(jobs), atomic=False), self._run)
+        return done
+
+    def enqueue_flow(self, jobs: Iterable[Job]) -> list[Job]:
+        """Submit a graph of jobs all or nothing, as `Client.enqueue_flow` does."""
+        done: list[Job] = run_steps(self._enqueuer.enqueue(list(jobs), atomic=True), self._run)
+        return done
+
+    def _run(self, step: Step) -> Any:
+        """Send one step to Redis; a failure raises the engine's typed error."""
+        try:
+            if isinstance(step, Eval):
+                return run_sync(self._held or self.redis, step.verb, step.keys, step.argv)
+            if isinstance(step, Call):
+                return getattr(self.redis, step.method)(*step.args)
+            if not step.commands:
+                return []
+            with self.redis.pipeline(transaction=False) as pipe:
+                for method, args, options in step.commands:
+                    getattr(pipe, method)(*args, **options)
+                return pipe.execute()
+        except Exception as exc:
+            raise self._typed(exc, self.settings.redacted_url)  # noqa: B904 (keeps the cause)

@@ -1,0 +1,1 @@
+"""Run one claimed job: the runner, the job's context, the suspect lane's child process."""

@@ -1,0 +1,113 @@
+"""JobContext: what a task with `takes_context=True` receives as its first argument."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..job import Job
+
+ProgressWriter = Callable[[Job, float, str], Awaitable[None]]
+LogWriter = Callable[[Job, str], Awaitable[None]]
+ResultReader = Callable[[Job], Awaitable[dict[str, Any]]]
+
+# Longest message of one log line, in characters (the line and its event carry it whole).
+LOG_MESSAGE_MAX_CHARS = 1000
+
+
+@dataclass(slots=True, eq=False)
+class JobContext:
+    """The running job as its task sees it: identity, heartbeat, progress, log, cancellation."""
+
+    job: Job
+    worker_id: str
+    _progress: ProgressWriter | None = None
+    _loop: asyncio.AbstractEventLoop | None = None
+    _results: ResultReader | None = None
+    _log: LogWriter | None = None
+    # Set from the event loop, read by sync code in a thread (a bool is safe to share).
+    _cancelled: bool = False
+    # Monotonic time of the task's last heartbeat (starts when the job begins).
+    last_heartbeat: float = field(default_factory=time.monotonic)
+    # Set when the task heartbeated since the worker last renewed the lease.
+    touched: bool = False
+
+    @property
+    def id(self) -> str:
+        """Return the job id."""
+        return self.job.id
+
+    @property
+    def attempt(self) -> int:
+        """Return the attempt number, counting from 1."""
+        return self.job.attempt
+
+    @property
+    def queue(self) -> str:
+        """Return the queue name."""
+        return self.job.queue
+
+    @property
+    def parents(self) -> list[str]:
+        """Return the ids of the jobs this one depends on."""
+        return list(self.job.parents)
+
+    async def parent_results(self) -> dict[str, Any]:
+        """Return each parent's result by id (all completed before this job was released)."""
+        if self._results is None or not self.job.parents:
+            return {}
+        return await self._results(self.job)
+
+    def cancel(self) -> None:
+        """Mark the job cancelled; sync code sees it through `cancelled`."""
+        self._cancelled = True
+
+    @property
+    def cancelled(self) -> bool:
+        """Tell whether the job was cancelled (sync code checks this between steps)."""
+        return self._cancelled
+
+    def touch(self) -> None:
+        """Record a heartbeat from sync code (thread-safe); the worker sends it with its renewal."""
+        self.last_heartbeat = time.monotonic()
+        self.touched = True
+
+    async def heartbeat(self) -> None:
+        """Record a heartbeat; the worker's lease renewal carries it to Redis."""
+        self.touch()
+        await asyncio.sleep(0)
+
+    async def set_progress(self, pct: float, message: str = "") -> None:
+        """Store progress (0 to 100) and a message on the job, and event it.
+
+        Redis away does not fail the job: the worker holds the write until Redis answers.
+        """
+        if self._progress is not None:
+            await self._progress(self.job, max(0.0, min(100.0, float(pct))), message[:500])
+
+    def set_progress_sync(self, pct: float, message: str = "", timeout_s: float = 5.0) -> None:
+        """Do `set_progress` from sync code running in the worker's thread pool."""
+        if self._loop is None:
+            return
+        future = asyncio.run_coroutine_threadsafe(self.set_progress(pct, message), self._loop)
+        with contextlib.suppress(TimeoutError):  # slow Redis: it is written (or held) meanwhile
+            future.result(timeout=timeout_s)
+
+    async def log(self, message: str) -> None:
+        """Append a timestamped line to the job's log (the newest lines are kept), and event it."""
+        if self._log is not None:
+            text = str(message)[:LOG_MESSAGE_MAX_CHARS]
+            # Lone surrogates cannot be sent as UTF-8: they become "?".
+            await self._log(self.job, text.encode("utf-8", "replace").decode())
+
+    def log_sync(self, message: str, timeout_s: float = 5.0) -> None:
+        """Do `log` from sync code running in the worker's thread pool."""
+        if self._loop is None:
+            return
+        future = asyncio.run_coroutine_threadsafe(self.log(message), self._loop)
+        with contextlib.suppress(TimeoutError):  # slow Redis: it is written (or held) meanwhile
+            future.result(timeout=timeout_s)

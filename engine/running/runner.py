@@ -1,0 +1,220 @@
+"""Run one claimed job and classify what happened: complete, retry, fail or drop."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+import traceback
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import partial
+from typing import Any
+
+from .. import backoff, serializer
+from ..errors import InvalidArguments, Retry, RetryableError, SerializationError
+from ..job import Job
+from ..ops.fingerprint import fingerprint, of_exception
+from ..result import TaskResult
+from ..task import Registry, Task, TaskOptions
+from .context import JobContext
+
+# The error code of an attempt that ran past its timeout_s.
+TIMEOUT = "TIMEOUT"
+
+
+class Kind(StrEnum):
+    """What the worker writes for a job: the script it runs (and the dead state, for fail)."""
+
+    COMPLETE = "complete"  # complete-11.lua
+    RETRY = "retry"  # retry-11.lua
+    FAILED = "failed"  # fail-11.lua with that state, as the next three
+    DROPPED = "dropped"
+    CANCELLED = "cancelled"
+    STALLED = "stalled"
+    RELEASE = "release"  # release-4.lua: handed back unrun
+    STALL = "stall"  # stall-11.lua: its isolated child process died
+
+
+class StopReason(StrEnum):
+    """Why the worker stops a running job."""
+
+    CANCELLED = "cancelled"  # a user cancelled it: written `cancelled`
+    STOP = "stop"  # shutdown with on_shutdown=stop: written `stalled`
+    RESUBMIT = "resubmit"  # shutdown handing it back: released to `submitted`
+    LEASE_LOST = "lease_lost"  # another worker owns it now: nothing written
+
+
+_TRACEBACK_LIMIT = 16_000
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What the worker must write for a job: a kind plus its data."""
+
+    job: Job
+    kind: Kind
+    result: bytes = b"null"
+    error: dict[str, Any] | None = None
+    # Seconds before the retry; None re-queues at once.
+    delay_s: float | None = None
+    result_ttl_s: int = 86_400
+    # When the worker had it (time.monotonic()): the start of the window until it is durable.
+    ended_at: float = 0.0
+
+
+def options_for(task: Task, job: Job) -> TaskOptions:
+    """Return the task's options with the job's per-call overrides applied."""
+    if not job.options:
+        return task.options
+    allowed = {f.name for f in dataclasses.fields(TaskOptions)}
+    return dataclasses.replace(
+        task.options, **{k: v for k, v in job.options.items() if k in allowed}
+    )
+
+
+def error_info(
+    job: Job, exc: BaseException | None, kind: str, message: str, **more: Any
+) -> dict[str, Any]:
+    """Return the JSON error record of one attempt, with its fingerprint (ops/fingerprint.py)."""
+    info: dict[str, Any] = {
+        "attempt": job.attempt,
+        "type": kind,
+        "message": message[:2000],
+        "at_ms": int(time.time() * 1000),
+    }
+    if exc is not None:
+        info["exception"] = f"{type(exc).__module__}.{type(exc).__qualname__}"
+        tb = "".join(traceback.format_exception(exc))
+        info["traceback"] = tb[-_TRACEBACK_LIMIT:]
+        info.update(of_exception(exc, info["exception"]).as_fields())
+    else:
+        info.update(fingerprint(kind, message).as_fields())
+    info.update(more)
+    return info
+
+
+def stopped_outcome(job: Job, reason: StopReason | None) -> Outcome | None:
+    """Return what to write for a job the worker stopped (None: another worker owns it now)."""
+    if reason is StopReason.LEASE_LOST:
+        return None
+    if reason is StopReason.RESUBMIT:
+        return Outcome(
+            job, Kind.RELEASE, error={"type": "Shutdown", "message": "resubmitted on shutdown"}
+        )
+    if reason is StopReason.CANCELLED:
+        return Outcome(
+            job, Kind.CANCELLED, error=error_info(job, None, "Cancelled", "cancelled by user")
+        )
+    return Outcome(
+        job, Kind.STALLED, error=error_info(job, None, "Shutdown", "stopped on shutdown")
+    )
+
+
+class Runner:
+    """Execute jobs for a worker: async functions on the loop, sync ones in a thread pool."""
+
+    def __init__(self, registry: Registry, executor: Executor | None) -> None:
+        self.registry = registry
+        self.executor = executor
+
+    async def run(self, job: Job, ctx: JobContext) -> Outcome:
+        """Run `job` once and return its outcome; never raises except on cancellation."""
+        task = self.registry.get(job.task, job.version)
+        if task is None:
+            msg = f"no function registered for task {job.task!r} version {job.version}"
+            return Outcome(job, Kind.DROPPED, error=error_info(job, None, "UnknownTask", msg))
+        opts = options_for(task, job)
+        outcome = Outcome(job, Kind.FAILED, result_ttl_s=opts.result_ttl_s)
+        if not isinstance(job.args, list) or not isinstance(job.kwargs, dict):
+            outcome.error = error_info(
+                job, None, "InvalidPayload", "args must be a JSON list and kwargs a JSON object"
+            )
+            return outcome
+        timer = asyncio.timeout(opts.timeout_s) if opts.timeout_s is not None else None
+        try:
+            if timer is None:
+                value = await self._call(task, opts, job, ctx)
+            else:
+                async with timer:
+                    value = await self._call(task, opts, job, ctx)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise  # the worker's own stop, or Ctrl-C
+        except BaseException as exc:  # SystemExit and the like end this job, not the worker
+            timed_out = timer is not None and timer.expired()
+            return self._classify(outcome, task, opts, exc, timed_out=timed_out)
+        return self._finish(outcome, value)
+
+    async def _call(self, task: Task, opts: TaskOptions, job: Job, ctx: JobContext) -> Any:
+        assert task.fn is not None
+        args: list[Any] = job.args
+        if opts.takes_context:
+            args = [ctx, *args]
+        if task.is_async:
+            return await task.fn(*args, **job.kwargs)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, partial(task.fn, *args, **job.kwargs))
+
+    def _finish(self, outcome: Outcome, value: Any) -> Outcome:
+        job = outcome.job
+        if isinstance(value, TaskResult):
+            if not value.is_ok:
+                outcome.error = error_info(
+                    job, None, "TaskResult.err", value.message, code=value.error_code
+                )
+                return outcome
+            value = value.value
+        try:
+            outcome.result = serializer.dumps(value)
+        except SerializationError as exc:
+            outcome.error = error_info(job, None, "SerializationError", f"result: {exc}")
+            return outcome
+        outcome.kind = Kind.COMPLETE
+        return outcome
+
+    def _classify(
+        self, outcome: Outcome, task: Task, opts: TaskOptions, exc: BaseException, timed_out: bool
+    ) -> Outcome:
+        job = outcome.job
+        name = type(exc).__name__
+        if timed_out:  # code TIMEOUT: retry_on / no_retry_on decide as for any code
+            message = f"timed out after {opts.timeout_s}s"
+            outcome.error = error_info(job, None, "Timeout", message, code=TIMEOUT)
+            retryable = (not opts.retry_on or TIMEOUT in opts.retry_on) and (
+                TIMEOUT not in opts.no_retry_on
+            )
+        elif isinstance(exc, TypeError) and self._unbindable(task, job):
+            outcome.error = error_info(job, exc, "InvalidArguments", str(exc))
+            return outcome
+        else:
+            code = exc.code if isinstance(exc, RetryableError) else None
+            outcome.error = error_info(job, exc, name, str(exc), **({"code": code} if code else {}))
+            retryable = isinstance(exc, (Retry, *opts.expected_exceptions)) or (
+                isinstance(exc, RetryableError)
+                and (not opts.retry_on or exc.code in opts.retry_on)
+                and exc.code not in opts.no_retry_on
+            )
+        if not retryable:
+            return outcome
+        if job.attempt > opts.max_retries:
+            outcome.error["message"] = (
+                f"retries exhausted ({opts.max_retries}): {outcome.error['message']}"
+            )
+            return outcome
+        outcome.kind = Kind.RETRY
+        if isinstance(exc, Retry) and exc.delay_s is not None:
+            outcome.delay_s = min(max(0.0, exc.delay_s), opts.max_retry_delay_s)
+        else:
+            outcome.delay_s = backoff.delay_s(
+                opts.backoff, job.attempt, opts.retry_delay_s, opts.max_retry_delay_s
+            )
+        return outcome
+
+    @staticmethod
+    def _unbindable(task: Task, job: Job) -> bool:
+        try:
+            task.bind_check(job.args, job.kwargs)
+        except InvalidArguments:
+            return True
+        return False

@@ -1,0 +1,393 @@
+"""Event and EventReader: consume the per-queue event streams with a consumer group."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+import orjson
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from ..keys import QueueKeys, event_groups_key
+from ..seam.scripts import Scripts
+from ..settings import EngineSettings
+from ..transport.cluster import per_slot, slot_groups
+
+
+def sortable_id(stream_id: str) -> str:
+    """Return a stream id ("ms-seq") zero-padded so that ids sort as text."""
+    ms, _, seq = stream_id.partition("-")
+    return f"{ms.zfill(15)}-{(seq or '0').zfill(8)}"
+
+
+class Event(NamedTuple):
+    """One transition as written by a script: job, from, to, time, attempt, worker, error.
+
+    An entry with a `note` is not a transition (from = to): a submit folded into this job,
+    `deduplicated` (the submit of job `other` was ignored for it) or `debounced` (job `other`
+    replaced it). Readers that follow states skip it (`is_note`).
+    """
+
+    queue: str
+    id: str
+    job: str
+    from_state: str
+    to_state: str
+    at_ms: int
+    attempt: int
+    worker: str
+    error: str
+    progress: float | None = None
+    message: str = ""
+    # The message of a log line (job.log): a started -> started event like progress.
+    log: str = ""
+    # The sortable form of the stream id (see sortable_id); made once, compared often.
+    key: str = ""
+    # A note, not a transition: NOTES, and the other job it names.
+    note: str = ""
+    other: str = ""
+
+    @property
+    def is_note(self) -> bool:
+        """Tell whether this entry notes a folded submit rather than a change of state."""
+        return bool(self.note)
+
+    @classmethod
+    def from_entry(cls, queue: str, entry_id: str, f: dict[str, str]) -> Event:
+        """Build an Event from one stream entry."""
+        progress = f.get("progress")
+        return cls(
+            queue,
+            entry_id,
+            f.get("job", ""),
+            f.get("from", ""),
+            f.get("to", ""),
+            int(f.get("at") or 0),
+            int(f.get("attempt") or 0),
+            f.get("worker", ""),
+            f.get("error", ""),
+            float(progress) if progress else None,
+            f.get("message", ""),
+            f.get("log", ""),
+            sortable_id(entry_id),
+            f.get("note", ""),
+            f.get("other", ""),
+        )
+
+    @classmethod
+    def from_flat(cls, queue: str, entry_id: str, flat: list[str]) -> Event:
+        """Build an Event from one entry's field/value list as Redis sent it.
+
+        An entry of exactly the fields every script writes, in their order (`emit` in
+        common.lua), is read by position: no dict per entry. Any other goes by name.
+        """
+        if len(flat) == _CORE_LEN and flat[0::2] == CORE_FIELDS:
+            return cls(
+                queue,
+                entry_id,
+                flat[1],
+                flat[3],
+                flat[5],
+                int(flat[7] or 0),
+                int(flat[9] or 0),
+                flat[11],
+                flat[13],
+                None,
+                "",
+                "",
+                sortable_id(entry_id),
+            )
+        pairs = iter(flat)
+        return cls.from_entry(queue, entry_id, dict(zip(pairs, pairs, strict=True)))
+
+
+# What a note entry says (Event.note): a submit ignored for a job, or a job a debounce replaced.
+NOTES = ("deduplicated", "debounced")
+# The fields of an event, in the order every script writes them (`emit` in common.lua).
+CORE_FIELDS = ["job", "from", "to", "at", "attempt", "worker", "error"]
+_CORE_LEN = 2 * len(CORE_FIELDS)
+
+
+def _as_sent(response: Any, **_options: Any) -> Any:
+    """Keep an XREADGROUP reply as Redis sent it (EventReader._events reads it)."""
+    return response
+
+
+def _stream_entries(reply: Any) -> Iterable[tuple[str, list[Any]]]:
+    """Return (stream, entries) of an XREADGROUP reply: RESP3 sends a map, RESP2 pairs."""
+    if not reply:
+        return ()
+    return reply.items() if isinstance(reply, dict) else reply
+
+
+SNAPSHOT_IDS = 1000
+# How long an entry stays unacked before another consumer takes it over (its reader stopped).
+IDLE_MS = 30_000
+
+
+def _hash_from_json(text: str) -> dict[str, str]:
+    """Decode a hash sent as JSON; bytes that are not UTF-8 (surrogate-escaped) become U+FFFD."""
+    try:
+        return orjson.loads(text)  # type: ignore[no-any-return]
+    except orjson.JSONDecodeError:
+        return orjson.loads(text.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))  # type: ignore[no-any-return]
+
+
+# A group not read for this long no longer holds trimming back (live_groups).
+GROUP_STALE_MS = 10 * 60 * 1000
+
+
+async def register_group(redis: Redis, prefix: str, group: str) -> None:
+    """Record that `group` reads the event streams now (so trimming waits for it)."""
+    await redis.hset(event_groups_key(prefix), group, int(time.time() * 1000))
+
+
+async def live_groups(redis: Redis, prefix: str, now_ms: int | None = None) -> list[str]:
+    """Return the registered consumer groups read within GROUP_STALE_MS (trimming honours them)."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    seen = await redis.hgetall(event_groups_key(prefix))
+    return sorted(str(g) for g, at in seen.items() if now_ms - int(at) <= GROUP_STALE_MS)
+
+
+class EventReader:
+    """Read events of several queues as one consumer of a group; ack after they are applied.
+
+    The reader parses XREADGROUP replies itself, by position (Event.from_flat), so it sets the
+    client's reply handling for that command: give it a client of its own.
+    """
+
+    def __init__(
+        self,
+        redis: Redis,
+        settings: EngineSettings,
+        queues: Sequence[str],
+        group: str = "mirror",
+        consumer: str = "mirror-1",
+    ) -> None:
+        self.redis = redis
+        self.keys = {q: QueueKeys(settings.prefix, q) for q in queues}
+        self.group = group
+        self.consumer = consumer
+        self.scripts = Scripts(redis)
+        redis.set_response_callback("XREADGROUP", _as_sent)
+        self._queue_of = {k.events: q for q, k in self.keys.items()}
+        # On a cluster whose slots split the streams: one XREADGROUP per slot (cluster.py).
+        self.keys_events = streams = [k.events for k in self.keys.values()]
+        self._reads = per_slot(redis, streams, self._read_group)
+        self._groups = slot_groups(streams) if self._reads is not None else [streams]
+
+    async def ensure_groups(self) -> list[str]:
+        """Create the consumer group on every stream (from the start) where it does not exist;
+        return the queues whose group this call created."""
+        created: list[str] = []
+        for queue, keys in self.keys.items():
+            try:
+                await self.redis.xgroup_create(keys.events, self.group, id="0", mkstream=True)
+                created.append(queue)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+        return created
+
+    def _events(self, reply: Any) -> list[Event]:
+        """Return the events of an XREADGROUP reply (entries deleted since delivery skipped)."""
+        out: list[Event] = []
+        for stream, entries in _stream_entries(reply):
+            queue = self._queue_of[stream]
+            out.extend(Event.from_flat(queue, eid, flat) for eid, flat in entries if flat)
+        return out
+
+    async def pending(self, count: int, min_idle_ms: int = IDLE_MS) -> list[Event]:
+        """Return entries delivered but never acked: this consumer's, then idle ones of others."""
+        own: list[Event] = []
+        for group in self._groups:
+            streams: dict[Any, Any] = dict.fromkeys(group, "0")
+            own += self._events(
+                await self.redis.xreadgroup(self.group, self.consumer, streams, count=count)
+            )
+        return own or await self.claim_idle(count, min_idle_ms)
+
+    async def claim_idle(self, count: int, min_idle_ms: int = IDLE_MS) -> list[Event]:
+        """Take over and return entries left unacked for `min_idle_ms` (their reader stopped)."""
+        out: list[Event] = []
+        for queue, keys in self.keys.items():
+            reply = await self.redis.xautoclaim(
+                keys.events, self.group, self.consumer, min_idle_ms, "0-0", count=count
+            )
+            out.extend(Event.from_entry(queue, eid, f) for eid, f in reply[1] if f)
+        return out
+
+    async def consumers(self) -> set[str]:
+        """Return the names of the group's consumers on every stream."""
+        names: set[str] = set()
+        for keys in self.keys.values():
+            names.update(
+                c["name"] for c in await self.redis.xinfo_consumers(keys.events, self.group)
+            )
+        return names
+
+    async def claim_from(self, consumer: str, count: int) -> list[Event]:
+        """Take over and return up to `count` entries per stream `consumer` left unacked, idle
+        or not (the caller knows that consumer is gone: its process died)."""
+        out: list[Event] = []
+        for queue, keys in self.keys.items():
+            rows = await self.redis.xpending_range(
+                keys.events, self.group, "-", "+", count, consumername=consumer
+            )
+            if not rows:
+                continue
+            ids: list[Any] = [row["message_id"] for row in rows]
+            claimed: list[tuple[str, dict[str, str]]] = await self.redis.xclaim(  # type: ignore[assignment]
+                keys.events, self.group, self.consumer, 0, ids
+            )
+            out.extend(Event.from_entry(queue, eid, f) for eid, f in claimed if f)
+        return out
+
+    async def read(self, count: int, block_ms: int | None) -> list[Event]:
+        """Return up to `count` new events per stream, blocking up to `block_ms` (None: not)."""
+        if self._reads is not None:
+            replies = await self._reads.next(count, block_ms, block=block_ms is not None)
+            return [event for reply in replies for event in self._events(reply)]
+        return self._events(await self._read_group(self.keys_events, count, block_ms))
+
+    async def _read_group(self, streams: list[str], count: int, block_ms: int | None) -> Any:
+        """Read new entries of `streams` (one slot on a cluster)."""
+        return await self.redis.xreadgroup(
+            self.group, self.consumer, dict.fromkeys(streams, ">"), count=count, block=block_ms
+        )
+
+    async def finish_reads(self) -> None:
+        """Wait for the reads still in flight (cluster only); the next `read` returns them."""
+        if self._reads is not None:
+            await self._reads.finish()
+
+    async def close(self) -> None:
+        """Cancel the reads still in flight (cluster only; their entries stay pending)."""
+        if self._reads is not None:
+            await self._reads.close()
+
+    async def ack(self, events: Iterable[Event]) -> None:
+        """Acknowledge applied events."""
+        by_queue: dict[str, list[str]] = defaultdict(list)
+        for e in events:
+            by_queue[e.queue].append(e.id)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for queue, ids in by_queue.items():
+                pipe.xack(self.keys[queue].events, self.group, *ids)
+            await pipe.execute()
+
+    async def behind_trim(self, queue: str) -> int:
+        """Return how many entries this group never read were trimmed without being recorded.
+
+        trim-3.lua records what it trims past the group (`gap_entries`, the missed SET); the
+        scripts' emergency cap (twice the hard cap, reached only while no cleaner runs) and
+        anything trimmed before the group existed are not. XINFO GROUPS' `lag` counts every
+        entry added after those the group read, trimmed or not: while the group's last
+        delivered id is older than the oldest entry kept, `lag` minus the stream's length is
+        what it lost, ever (a group that never counted what it read: every entry trimmed). 0
+        when that cannot be told now (entries it read are still kept).
+        """
+        keys = self.keys[queue]
+        info = await self.redis.xinfo_stream(keys.events)
+        length = int(info.get("length", 0))
+        if int(info.get("entries-added", 0)) <= length:
+            return 0
+        groups = {g["name"]: g for g in await self.redis.xinfo_groups(keys.events)}
+        group = groups.get(self.group)
+        if group is None:
+            return 0
+        first = info.get("first-entry")
+        oldest = first[0] if first else (info.get("last-generated-id") or "0-0")
+        if sortable_id(group["last-delivered-id"]) >= sortable_id(oldest) and first:
+            return 0
+        if group.get("entries-read") is None:  # it never counted what it read: all trimmed
+            lost = int(info["entries-added"]) - length
+        elif group.get("lag") is None:
+            return 0
+        else:
+            lost = int(group["lag"]) - length
+        recorded = int(await self.redis.hget(keys.stats, "gap_entries") or 0)
+        return max(0, lost - recorded)
+
+    async def record_gap(self, queue: str, entries: int) -> None:
+        """Count `entries` trimmed before this group read them (stats `gap_entries`)."""
+        await self.redis.hincrby(self.keys[queue].stats, "gap_entries", entries)
+
+    async def missed(self, queue: str) -> list[str]:
+        """Return the jobs of the missed SET (their events were trimmed unread; SSCAN)."""
+        return [job async for job in self.redis.sscan_iter(self.keys[queue].missed, count=1000)]
+
+    async def positions(self, queue: str) -> tuple[str, str]:
+        """Return the group's last delivered id and the stream's newest id (sortable_id)."""
+        keys = self.keys[queue]
+        info = await self.redis.xinfo_stream(keys.events)
+        groups = {g["name"]: g for g in await self.redis.xinfo_groups(keys.events)}
+        read = groups.get(self.group, {}).get("last-delivered-id") or "0-0"
+        return sortable_id(read), sortable_id(info.get("last-generated-id") or "0-0")
+
+    async def forget_missed(
+        self, queue: str, job_ids: Sequence[str], rebuilt: int, lost: int
+    ) -> None:
+        """Remove jobs the history has caught up with from the missed SET; count them."""
+        if not job_ids:
+            return
+        keys = self.keys[queue]
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.srem(keys.missed, *job_ids)
+            pipe.hincrby(keys.stats, "gap_rebuilt", rebuilt)
+            pipe.hincrby(keys.stats, "gap_lost", lost)
+            await pipe.execute()
+
+    async def forget_idle_consumers(self, idle_ms: int) -> int:
+        """Delete the group's consumers idle for `idle_ms` with nothing pending (gone for good)."""
+        gone = 0
+        for keys in self.keys.values():
+            for c in await self.redis.xinfo_consumers(keys.events, self.group):
+                if int(c["pending"]) == 0 and int(c["idle"]) >= idle_ms:
+                    await self.redis.xgroup_delconsumer(keys.events, self.group, c["name"])
+                    gone += 1
+        return gone
+
+    async def job_hashes(self, queue: str, job_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """Return the current hash of each job that still exists in Redis.
+
+        One script call per 1,000 ids (snapshot-1.lua), each hash coming back as one JSON
+        string: one reply to parse instead of one command and 2n strings per job, and Redis
+        busy for a millisecond or two at a time.
+        """
+        keys = self.keys[queue]
+        found: dict[str, dict[str, str]] = {}
+        for start in range(0, len(job_ids), SNAPSHOT_IDS):
+            chunk = list(job_ids[start : start + SNAPSHOT_IDS])
+            rows = await self.scripts.snapshot(keys, job_ids=chunk)
+            for job_id, text in zip(chunk, rows, strict=True):
+                if text:
+                    found[job_id] = _hash_from_json(text)
+        return found
+
+    async def job_states(self, queue: str, job_ids: Sequence[str]) -> dict[str, str]:
+        """Return the state of each job of `queue` that still exists in Redis.
+
+        One script call per SNAPSHOT_IDS ids (snapshot-1.lua reading one field), not a
+        command per job.
+        """
+        keys = self.keys[queue]
+        found: dict[str, str] = {}
+        for start in range(0, len(job_ids), SNAPSHOT_IDS):
+            chunk = list(job_ids[start : start + SNAPSHOT_IDS])
+            rows = await self.scripts.snapshot(keys, job_ids=chunk, field="state")
+            found.update(
+                (job_id, state) for job_id, state in zip(chunk, rows, strict=True) if state
+            )
+        return found
+
+    async def scan_job_ids(self, queue: str, count: int = 1000) -> list[str]:
+        """Return the id of every job hash of `queue` (SCAN, never KEYS)."""
+        prefix = self.keys[queue].job_prefix
+        pattern = prefix.replace("{", "\\{").replace("}", "\\}") + "*"
+        return [
+            key[len(prefix) :] async for key in self.redis.scan_iter(match=pattern, count=count)
+        ]

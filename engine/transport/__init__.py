@@ -1,0 +1,1 @@
+"""The connection to Redis: clients from settings, held connections, failover, faults."""
