@@ -136,7 +136,9 @@ async def test_a_paused_queue_is_not_claimed_from_and_its_jobs_stay(
     workers = [Worker(settings, [t.waits], concurrency=2) for _ in range(2)]
     runs = [asyncio.create_task(w.run()) for w in workers]
     await client.enqueue_many([t.waits.call(0.05) for _ in range(200)])
-    await asyncio.sleep(0.3)
+    async with asyncio.timeout(30):  # the workers claim (a loaded host starts them slowly)
+        while (await client.counts("default"))["submitted"] == 200:
+            await asyncio.sleep(0.02)
     await client.pause("default")
     paused_at_ms = int(time.time() * 1000)
     await asyncio.sleep(1.0)
