@@ -8,6 +8,8 @@ validate_task, the async path, and the engine's options reachable from a django.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import threading
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -18,7 +20,7 @@ from django.db import transaction
 from django.test import override_settings
 
 from engine import Client, EngineSettings
-from jobsite.jobs.tasks.backend import JobsiteBackend
+from jobsite.jobs.tasks.backend import JobsiteBackend, _loop_safe
 from jobsite.jobs.tasks.djtasks import (
     InvalidTask,
     TaskResultDoesNotExist,
@@ -169,6 +171,44 @@ def test_aenqueue_takes_the_async_path(
     assert [n for n, *_ in signals] == ["enqueued"]
     async_to_sync(run_worker)(engine)
     assert async_to_sync(dj_tasks.async_double.aget_result)(result.id).return_value == 42
+
+
+def test_aenqueue_runs_only_djangos_log_receiver_on_the_loop(
+    engine: EngineSettings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Django's own log line runs on the loop; any other receiver goes through asend."""
+    called_on: list[int] = []
+
+    def receive(sender: Any, task_result: Any, **kw: Any) -> None:
+        called_on.append(threading.get_ident())
+
+    async def areceive(sender: Any, task_result: Any, **kw: Any) -> None:
+        called_on.append(-1)
+
+    async def enqueue_both() -> tuple[str, int]:
+        assert _loop_safe(task_enqueued, JobsiteBackend)
+        with caplog.at_level(logging.DEBUG, logger="django.tasks"):
+            first = await dj_tasks.async_double.aenqueue(1)
+        task_enqueued.connect(receive)
+        try:
+            assert not _loop_safe(task_enqueued, JobsiteBackend)
+            await dj_tasks.async_double.aenqueue(2)
+        finally:
+            task_enqueued.disconnect(receive)
+        task_enqueued.connect(areceive)
+        try:
+            assert not _loop_safe(task_enqueued, JobsiteBackend)
+            await dj_tasks.async_double.aenqueue(3)
+        finally:
+            task_enqueued.disconnect(areceive)
+        return first.id, threading.get_ident()
+
+    first_id, loop_thread = async_to_sync(enqueue_both)()
+    [line] = [r for r in caplog.records if f"Task id={first_id} " in r.getMessage()]
+    assert line.thread == loop_thread  # Django's log receiver ran on the loop: no hop
+    assert called_on[0] != loop_thread  # a sync receiver of the project: in a thread
+    assert called_on[1:] == [-1]
+    assert submitted(engine) == 3
 
 
 def test_engine_options_reach_a_django_task(engine: EngineSettings) -> None:

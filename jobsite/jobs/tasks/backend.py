@@ -7,6 +7,8 @@ import threading
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from django.dispatch import Signal
+
 from engine import (
     PER_CALL_OPTIONS,
     ConfigError,
@@ -33,6 +35,7 @@ from jobsite.jobs.tasks.djtasks import (
     TaskError,
     TaskResultDoesNotExist,
     TaskResultStatus,
+    log_task_enqueued,
     task_backends,
     task_enqueued,
 )
@@ -84,6 +87,21 @@ def task_defaults(alias: str) -> dict[str, Any]:
 # How many django Tasks a backend keeps the checked engine task of (a `using()` call makes a new
 # Task object each time: the oldest go first).
 REFS_KEPT = 256
+
+
+# Receivers known to be safe on an event loop: Django's own log line (a logger call).
+LOOP_SAFE_RECEIVERS = frozenset({log_task_enqueued})
+
+
+def _loop_safe(signal: Signal, sender: type) -> bool:
+    """Tell whether every live receiver of `signal` for `sender` may run on the event loop.
+
+    `asend` runs sync receivers in a thread (one may use the ORM), and that hop took as long
+    as the whole push to Redis; Django's own log receiver needs none. (`_live_receivers` is
+    Signal's, Django 5.0 and later: the sync receivers, then the async ones.)
+    """
+    sync, not_sync = signal._live_receivers(sender)
+    return not not_sync and all(receiver in LOOP_SAFE_RECEIVERS for receiver in sync)
 
 
 def _dt(ms: int | None) -> datetime | None:
@@ -198,9 +216,16 @@ class JobsiteBackend(BaseTaskBackend):
     async def aenqueue[**P, R](
         self, task: djtasks.Task[P, R], args: Any, kwargs: Any
     ) -> djtasks.TaskResult[P, R]:
-        """Enqueue on the engine's async path (no outbox: there is no transaction here)."""
+        """Enqueue on the engine's async path (no outbox: there is no transaction here).
+
+        task_enqueued goes out first, as from `enqueue`: on the loop while only receivers that
+        may run there listen (`_loop_safe`), else through `asend`.
+        """
         job, result = self._prepare(task, args, kwargs)
-        await task_enqueued.asend(type(self), task_result=result)
+        if _loop_safe(task_enqueued, type(self)):
+            task_enqueued.send(type(self), task_result=result)
+        else:
+            await task_enqueued.asend(type(self), task_result=result)
         done = await services.asubmit(job)
         if done.id != result.id:  # deduplicated: the result is the job holding the id
             return cast("djtasks.TaskResult[P, R]", await self.aget_result(done.id))

@@ -28,7 +28,12 @@ if TYPE_CHECKING or django.VERSION >= (6, 0):
         TaskResultStatus,
     )
     from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
-    from django.tasks.signals import task_enqueued, task_finished, task_started
+    from django.tasks.signals import (
+        log_task_enqueued,
+        task_enqueued,
+        task_finished,
+        task_started,
+    )
     from django.utils.json import normalize_json
 
     if not TYPE_CHECKING and django.VERSION < (6, 1):
@@ -69,7 +74,12 @@ else:  # pragma: no cover - run by the Django 5.2 suite
     from django_tasks.base import Task, TaskError, TaskResult, TaskResultStatus
     from django_tasks.exceptions import InvalidTaskError as InvalidTask
     from django_tasks.exceptions import TaskResultDoesNotExist
-    from django_tasks.signals import task_enqueued, task_finished, task_started
+    from django_tasks.signals import (
+        log_task_enqueued,
+        task_enqueued,
+        task_finished,
+        task_started,
+    )
     from django_tasks.utils import normalize_json
 
 if TYPE_CHECKING:
@@ -94,6 +104,7 @@ __all__ = [
     "TaskResultDoesNotExist",
     "TaskResultStatus",
     "default_task_backend",
+    "log_task_enqueued",
     "normalize_json",
     "task",
     "task_backends",
