@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import sys
 import threading
 from collections.abc import Iterator
 from datetime import datetime
@@ -25,6 +26,7 @@ from jobsite.jobs.tasks.djtasks import (
     InvalidTask,
     TaskResultDoesNotExist,
     TaskResultStatus,
+    log_task_enqueued,
     task_enqueued,
     task_finished,
     task_started,
@@ -187,7 +189,9 @@ def test_aenqueue_runs_only_djangos_log_receiver_on_the_loop(
 
     async def enqueue_both() -> tuple[str, int]:
         assert _loop_safe(task_enqueued, JobsiteBackend)
-        with caplog.at_level(logging.DEBUG, logger="django.tasks"):
+        # Django's logger is "django.tasks", the 5.2 backport's "django_tasks".
+        logger = sys.modules[log_task_enqueued.__module__].logger.name
+        with caplog.at_level(logging.DEBUG, logger=logger):
             first = await dj_tasks.async_double.aenqueue(1)
         task_enqueued.connect(receive)
         try:
