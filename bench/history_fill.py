@@ -227,8 +227,8 @@ def add_extras(url: str) -> None:
             host, pid, _ = worker.split(":")
             conn.execute(
                 "INSERT INTO jobsite_workerrecord (id, host, pid, queues, concurrency,"
-                f" current_jobs, started_at, heartbeat_at) VALUES (%s, %s, %s, %s, 50, '[]',"
-                f" {now} - interval '2 days', {now})",
+                f" current_jobs, started_at, heartbeat_at, role) VALUES (%s, %s, %s, %s, 50,"
+                f" '[]', {now} - interval '2 days', {now}, '')",
                 [worker, host, int(pid), ",".join(data.QUEUES[i % 5 :] or data.QUEUES)],
             )
         for name in data.QUEUES:

@@ -188,7 +188,7 @@ def add_extras(conn: sqlite3.Connection, minutes: Counter[tuple[int, str, str, s
         host, pid, _ = worker.split(":")
         conn.execute(
             "INSERT INTO jobsite_workerrecord (id, host, pid, queues, concurrency, current_jobs,"
-            " started_at, heartbeat_at) VALUES (?, ?, ?, ?, 50, '[]', ?, ?)",
+            " started_at, heartbeat_at, role) VALUES (?, ?, ?, ?, 50, '[]', ?, ?, '')",
             [worker, host, int(pid), ",".join(data.QUEUES), now, now],
         )
     for name in data.QUEUES:

@@ -11,8 +11,9 @@ failing once then retried, failing for good into the DLQ, reporting progress and
 samples every `--sample-s`: the runworker's VmRSS (its child processes apart), Redis
 `used_memory`, jobs done and the mirror's backlog. At the end it waits for the queue to drain and
 the mirror to catch up, then reports RSS growth after warm-up (the sample at 10 % of the jobs
-done to the last; target < 10 MiB), Redis memory at the start and the end against what the
-retained keys take (MEMORY USAGE, sampled per kind of key), the rows in the history (counted in
+done to the last; target < 10 MiB), Redis memory at the start and the end, what the retained
+results take (the memory deleting them frees; MEMORY USAGE, sampled per kind of key, as a
+cross-check) and what is left once they are deleted, the rows in the history (counted in
 the database) against the jobs fed, and a plot (docs/img/soak.svg). Writes the "soak" section of
 docs/benchmarks.md.
 """
@@ -47,9 +48,11 @@ QUEUE = "default"
 GROUP = "mirror"
 TARGET_GROWTH_MIB = 10.0
 WARM_FRACTION = 0.10
-# A key with a ttl also has an entry in Redis' expires dict (jemalloc's 24-byte class), which
-# MEMORY USAGE leaves out.
-EXPIRES_ENTRY_BYTES = 24
+# Redis' dict entries are 24 bytes, which jemalloc serves from its 32-byte class: a key with a
+# ttl has one in the expires dict, which MEMORY USAGE leaves out, and MEMORY USAGE counts 24 for
+# the key's own entry in the main dict.
+EXPIRES_ENTRY_BYTES = 32
+MAIN_ENTRY_SLACK_BYTES = 8
 # runworker's loops other than the mirror (--mirror-apart runs the mirror in its own runworker).
 LOOPS_BESIDE_MIRROR = ("worker", "relay", "reconcile", "retention", "depth", "health")
 
@@ -336,7 +339,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "end_used_bytes": end_used,
         "retained": kinds,
         "dict_tables_bytes": dict_tables_bytes(dbsize, with_ttl),
-        "expires_entries_bytes": EXPIRES_ENTRY_BYTES * with_ttl,
+        "expires_entries_bytes": EXPIRES_ENTRY_BYTES * with_ttl + MAIN_ENTRY_SLACK_BYTES * dbsize,
         "after_delete_used_bytes": after_delete,
         "mirror_apart": args.mirror_apart,
         "keys": dbsize,
@@ -499,13 +502,14 @@ def report(result: dict[str, Any], command: str, svg_rel: str | None) -> str:
         f"| largest transition hooks' backlog at a sample | {hooks_peak:,} events | |",
         f"| Redis used_memory before the feed | {start / mib:.1f} MiB | |",
         f"| Redis used_memory at the end | {end / mib:.1f} MiB | |",
-        f"| retained results: job hashes and the DLQ (MEMORY USAGE) + Redis' key tables and"
-        f" expiry entries | {explained / mib:.1f} MiB | |",
-        f"| end - start - retained results | {(end - start - explained) / mib:+.1f} MiB"
-        f" ({(end - start - explained) / max(1, fed):+.0f} B a job) | about 0 |",
+        f"| retained results (job hashes and the DLQ), as deleting them freed |"
+        f" {(end - after) / mib:.1f} MiB ({(end - after) / max(1, fed):,.0f} B a job) | |",
+        f"| the same, estimated: MEMORY USAGE of the keys + Redis' key tables and dict entries |"
+        f" {explained / mib:.1f} MiB ({(explained - (end - after)) / max(1, fed):+.0f} B a job"
+        " against the freed) | |",
         f"| Redis used_memory once the worker stopped and the job hashes and DLQ were deleted |"
-        f" {after / mib:.1f} MiB ({(after - start) / mib:+.1f} MiB from the start) |"
-        " the start's |",
+        f" {after / mib:.1f} MiB ({(after - start) / mib:+.1f} MiB from the start: end - start -"
+        " retained) | the start's |",
         f"| job rows in the history (counted in the database) | {row_total:,} |"
         f" = jobs fed ({fed:,}): {'met' if row_total == fed else 'MISSED'} |",
         "",
@@ -519,8 +523,10 @@ def report(result: dict[str, Any], command: str, svg_rel: str | None) -> str:
             for kind, k in top
         )
         + f"; Redis' key and expiry tables (8 B a bucket, {result['keys']:,} keys)"
-        f" {result['dict_tables_bytes'] / mib:.1f} MiB. Each kind's bytes are the mean"
-        " `MEMORY USAGE key SAMPLES 0` of up to 2,000 random keys of that kind times their count.",
+        f" {result['dict_tables_bytes'] / mib:.1f} MiB, and their dict entries beyond what MEMORY"
+        f" USAGE counts {result['expires_entries_bytes'] / mib:.1f} MiB. Each kind's bytes are the"
+        " mean `MEMORY USAGE key SAMPLES 0` of up to 2,000 random keys of that kind times their"
+        " count; it counts a hash's field entries at 24 B where jemalloc serves 32.",
     ]
     if svg_rel:
         lines += ["", f"![runworker RSS and Redis memory over the soak]({svg_rel})"]

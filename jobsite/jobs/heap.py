@@ -2,8 +2,8 @@
 
 CPython's full collections walk every container object alive. A `runworker` process holds the
 objects of Django, the project and its libraries for its whole life, and the mirror holds up to
-40,000 events and their jobs at once (up to 200,000 carried in a burst backlog), so under the
-default thresholds it ran about one full collection a batch. Measured at 10 M jobs on
+a batch of events and their jobs at once (up to 200,000 carried in a burst backlog), so under
+the default thresholds it ran about one full collection a batch. Measured at 10 M jobs on
 PostgreSQL (`bench.history_mirror`, 300,000 events): the collector took 2.1 s of a 9.3 s steady
 drain, 1.15 s of it in full collections; in a burst drain, with the start-up objects frozen, the
 full collections alone still took 1 s of 10.4 s.
