@@ -339,7 +339,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "end_used_bytes": end_used,
         "retained": kinds,
         "dict_tables_bytes": dict_tables_bytes(dbsize, with_ttl),
-        "expires_entries_bytes": EXPIRES_ENTRY_BYTES * with_ttl + MAIN_ENTRY_SLACK_BYTES * dbsize,
+        "dict_entries_bytes": EXPIRES_ENTRY_BYTES * with_ttl + MAIN_ENTRY_SLACK_BYTES * dbsize,
         "after_delete_used_bytes": after_delete,
         "mirror_apart": args.mirror_apart,
         "keys": dbsize,
@@ -465,7 +465,7 @@ def report(result: dict[str, Any], command: str, svg_rel: str | None) -> str:
     kinds = result["retained"]
     # What the jobs fed left behind on purpose: their hashes (results kept a day) and the DLQ.
     kept = sum(k["bytes"] for kind, k in kinds.items() if kind.endswith((":job:<id>", ":dlq")))
-    explained = kept + result["dict_tables_bytes"] + result["expires_entries_bytes"]
+    explained = kept + result["dict_tables_bytes"] + result["dict_entries_bytes"]
     after = result["after_delete_used_bytes"]
     third = next(s for s in samples if s["t_s"] >= last["t_s"] * 2 / 3)
     kids = max(s["children"] for s in samples)
@@ -524,7 +524,7 @@ def report(result: dict[str, Any], command: str, svg_rel: str | None) -> str:
         )
         + f"; Redis' key and expiry tables (8 B a bucket, {result['keys']:,} keys)"
         f" {result['dict_tables_bytes'] / mib:.1f} MiB, and their dict entries beyond what MEMORY"
-        f" USAGE counts {result['expires_entries_bytes'] / mib:.1f} MiB. Each kind's bytes are the"
+        f" USAGE counts {result['dict_entries_bytes'] / mib:.1f} MiB. Each kind's bytes are the"
         " mean `MEMORY USAGE key SAMPLES 0` of up to 2,000 random keys of that kind times their"
         " count; it counts a hash's field entries at 24 B where jemalloc serves 32.",
     ]
