@@ -70,7 +70,7 @@ from .running.context import JobContext
 from .running.isolate import Isolation
 from .running.runner import error_info
 from .settings import EngineSettings, redact_url
-from .stream.events import IDLE_MS, SNAPSHOT_IDS, Event, EventReader
+from .stream.events import IDLE_MS, SNAPSHOT_IDS, Event, EventReader, ids_by_queue
 from .stream.hooks import Hook, HookEvent
 from .task import (
     PER_CALL_OPTIONS,
@@ -167,6 +167,7 @@ __all__ = [
     "explain",
     "get_role",
     "health_key",
+    "ids_by_queue",
     "is_cluster",
     "list_roles",
     "parse_queues",

@@ -16,6 +16,24 @@ from ..seam.scripts import Scripts
 from ..settings import EngineSettings
 from ..transport.cluster import per_slot, slot_groups
 
+# A mirror batch holds thousands of events and job hashes whose states, workers, queues and tasks
+# are a handful of texts: each is kept once (`shared`), not once per event. Bounded: past
+# SHARED_MAX texts (workers come and go) the table starts again.
+SHARED_MAX = 4096
+_shared: dict[str, str] = {}
+# The hash fields whose values repeat from job to job.
+REPEATED_FIELDS = ("state", "queue", "task", "worker", "version", "attempt", "priority")
+
+
+def shared(text: str) -> str:
+    """Return the copy of `text` kept for everyone (see SHARED_MAX)."""
+    kept = _shared.get(text)
+    if kept is None:
+        if len(_shared) >= SHARED_MAX:
+            _shared.clear()
+        kept = _shared[text] = text
+    return kept
+
 
 def sortable_id(stream_id: str) -> str:
     """Return a stream id ("ms-seq") zero-padded so that ids sort as text."""
@@ -63,11 +81,11 @@ class Event(NamedTuple):
             queue,
             entry_id,
             f.get("job", ""),
-            f.get("from", ""),
-            f.get("to", ""),
+            shared(f.get("from", "")),
+            shared(f.get("to", "")),
             int(f.get("at") or 0),
             int(f.get("attempt") or 0),
-            f.get("worker", ""),
+            shared(f.get("worker", "")),
             f.get("error", ""),
             float(progress) if progress else None,
             f.get("message", ""),
@@ -89,11 +107,11 @@ class Event(NamedTuple):
                 queue,
                 entry_id,
                 flat[1],
-                flat[3],
-                flat[5],
+                shared(flat[3]),
+                shared(flat[5]),
                 int(flat[7] or 0),
                 int(flat[9] or 0),
-                flat[11],
+                shared(flat[11]),
                 flat[13],
                 None,
                 "",
@@ -109,6 +127,14 @@ NOTES = ("deduplicated", "debounced")
 # The fields of an event, in the order every script writes them (`emit` in common.lua).
 CORE_FIELDS = ["job", "from", "to", "at", "attempt", "worker", "error"]
 _CORE_LEN = 2 * len(CORE_FIELDS)
+
+
+def ids_by_queue(events: Iterable[Event]) -> dict[str, list[str]]:
+    """Return the stream ids of `events` by queue (what acknowledging them takes)."""
+    by_queue: dict[str, list[str]] = defaultdict(list)
+    for e in events:
+        by_queue[e.queue].append(e.id)
+    return by_queue
 
 
 def _as_sent(response: Any, **_options: Any) -> Any:
@@ -129,11 +155,17 @@ IDLE_MS = 30_000
 
 
 def _hash_from_json(text: str) -> dict[str, str]:
-    """Decode a hash sent as JSON; bytes that are not UTF-8 (surrogate-escaped) become U+FFFD."""
+    """Decode a hash sent as JSON (its repeated values shared); bytes that are not UTF-8
+    (surrogate-escaped) become U+FFFD."""
     try:
-        return orjson.loads(text)  # type: ignore[no-any-return]
+        fields: dict[str, str] = orjson.loads(text)
     except orjson.JSONDecodeError:
-        return orjson.loads(text.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))  # type: ignore[no-any-return]
+        fields = orjson.loads(text.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+    for name in REPEATED_FIELDS:
+        value = fields.get(name)
+        if value is not None:
+            fields[name] = shared(value)
+    return fields
 
 
 # A group not read for this long no longer holds trimming back (live_groups).
@@ -271,9 +303,10 @@ class EventReader:
 
     async def ack(self, events: Iterable[Event]) -> None:
         """Acknowledge applied events."""
-        by_queue: dict[str, list[str]] = defaultdict(list)
-        for e in events:
-            by_queue[e.queue].append(e.id)
+        await self.ack_ids(ids_by_queue(events))
+
+    async def ack_ids(self, by_queue: dict[str, list[str]]) -> None:
+        """Acknowledge applied events by their stream ids (queue -> ids)."""
         async with self.redis.pipeline(transaction=False) as pipe:
             for queue, ids in by_queue.items():
                 pipe.xack(self.keys[queue].events, self.group, *ids)

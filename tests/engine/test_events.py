@@ -6,7 +6,7 @@ import pytest
 from redis.asyncio import Redis
 
 from engine import Client, EngineSettings
-from engine.stream.events import CORE_FIELDS, Event, EventReader
+from engine.stream.events import CORE_FIELDS, SHARED_MAX, Event, EventReader, shared
 from engine.transport.connection import connect
 
 from . import tasks as t
@@ -62,3 +62,36 @@ def test_an_entry_of_other_fields_or_order_is_read_by_name() -> None:
     more = Event.from_flat("q", "5-0", [*core, "message", "half", "progress", "50"])
     assert (more.job, more.progress, more.message) == ("j1", 50.0, "half")
     assert core[0::2] == CORE_FIELDS
+
+
+async def test_a_batch_keeps_each_state_worker_and_hash_value_once(
+    client: Client, settings: EngineSettings
+) -> None:
+    jobs = await client.enqueue_many([t.add.call(i, 1) for i in range(3)])
+    await drain(settings, [t.add])
+    redis = connect(settings, block_s=1.0)
+    try:
+        reader = EventReader(redis, settings, ["default"], group="shared")
+        await reader.ensure_groups()
+        read = await reader.read(1000, None)
+        hashes = await reader.job_hashes("default", [job.id for job in jobs])
+    finally:
+        await redis.aclose()
+    ends = [e for e in read if e.to_state == "completed"]
+    assert len(ends) == 3 and ends[0].to_state is ends[1].to_state is ends[2].to_state
+    assert ends[0].worker and ends[0].worker is ends[1].worker is ends[2].worker
+    begun = [e for e in read if e.to_state == "started"]
+    assert begun[0].to_state is ends[0].from_state  # one "started" for every event
+    first, second = (hashes[job.id] for job in jobs[:2])
+    assert first["state"] == "completed" and first["state"] is second["state"]
+    assert first["worker"] is ends[0].worker and first["task"] is second["task"]
+    assert first["args"] == "[0,1]" and first["args"] is not second["args"]  # not repeated
+
+
+def test_the_shared_texts_start_again_past_their_bound() -> None:
+    kept = shared("".join(["bound-", "probe"]))
+    assert shared("".join(["bound-", "probe"])) is kept
+    for i in range(SHARED_MAX):
+        shared(f"worker-{i}")
+    again = shared("".join(["bound-", "probe"]))
+    assert again == kept and again is not kept  # the table was cleared once it was full

@@ -23,7 +23,16 @@ from django import db
 from django.db import connection, transaction
 from django.utils import timezone
 
-from engine import ENDED_STATES, IDLE_MS, SNAPSHOT_IDS, Event, EventReader, connect, run_periodic
+from engine import (
+    ENDED_STATES,
+    IDLE_MS,
+    SNAPSHOT_IDS,
+    Event,
+    EventReader,
+    connect,
+    ids_by_queue,
+    run_periodic,
+)
 from jobsite.jobs import heap
 from jobsite.jobs.conf import engine_settings
 from jobsite.jobs.history import bulkwrite, rollup
@@ -71,7 +80,7 @@ class Seen:
     job: str
     queue: str
     newest: Event
-    changes: dict[str, dict[str, Any]]  # event id -> transition, state changes only
+    changes: dict[str, Event]  # event id -> its event, state changes only
     fields: dict[str, str]  # cleaned job hash, or what the newest event tells
     full: bool  # the fields come from the job hash
     kept: bool  # retention keeps the row (else it is not written: no resurrection)
@@ -81,9 +90,14 @@ class Seen:
 
 @dataclass(slots=True)
 class Batch:
-    """A batch of events grouped by job and prepared for write_batch."""
+    """A batch of events grouped by job and prepared for write_batch.
 
-    events: Sequence[Event]
+    It keeps of the events only their stream ids (to ack them after the commit) and each job's
+    newest: a batch's other events are freed once it is prepared.
+    """
+
+    acks: dict[str, list[str]]  # queue -> stream ids
+    size: int  # events
     jobs: list[Seen] = field(default_factory=list)
 
 
@@ -98,12 +112,12 @@ def prepare(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> Batch
         if event.job and not event.is_note:  # a note changes no row (acked with the batch)
             by_job.setdefault(event.job, []).append(event)
     horizon = Horizon.now()
-    batch = Batch(events)
+    batch = Batch(ids_by_queue(events), len(events))
     for job, seen in by_job.items():
         newest = max(seen, key=_stream_order)
         raw = hashes.get(job)
         fields = history.fields_from_event(newest) if raw is None else history.clean_hash(raw)
-        changes = {e.key: history.transition(e) for e in seen if e.from_state != e.to_state}
+        changes = {e.key: e for e in seen if e.from_state != e.to_state}
         batch.jobs.append(
             Seen(
                 job=job,
@@ -144,7 +158,7 @@ def write_batch(batch: Batch, aside: Executor | None = None) -> int:
                 )
                 continue
             known = {t.get("id") for t in kept}
-            fresh = [t for key, t in s.changes.items() if key not in known]
+            fresh = [history.transition(e) for key, e in s.changes.items() if key not in known]
             if (s.newest.key <= last and not fresh) or not s.kept:
                 continue  # a replay, or a row retention would prune
             merged = sorted([*kept, *fresh], key=_by_id)
@@ -430,9 +444,9 @@ class Mirror:
 
     async def _write(self, batch: Batch) -> None:
         await self._db(write_batch, batch, self._aside)
-        await self.reader.ack(batch.events)
-        self.applied += len(batch.events)
-        self._largest_batch = max(self._largest_batch, len(batch.events))
+        await self.reader.ack_ids(batch.acks)
+        self.applied += batch.size
+        self._largest_batch = max(self._largest_batch, batch.size)
         await self._notify()
 
     def _give_back(self) -> None:
