@@ -3,7 +3,10 @@
 `python -m bench.mirror_drain DATABASE_URL [--jobs 20000] [--batch 5000]`: a private Redis, the
 demo jobs enqueued and run by an in-process burst worker (every event kept), then the whole
 stream read and applied in batches as the mirror does (job hashes included), timing only
-`apply_batch`. A second pass replays the same events (all already applied). Prints one JSON line.
+`apply_batch`. A second pass replays the same events (all already applied). Before that,
+`held_b_per_event`: what one prepared batch of `--batch` events holds (tracemalloc, read, job
+hashes and `prepare` as the mirror does them, with the events and hashes let go). Prints one
+JSON line.
 Short and CPU-bound: for comparing two versions of the mirror side by side, not a report.
 """
 
@@ -14,10 +17,36 @@ import asyncio
 import json
 import os
 import time
+import tracemalloc
 from typing import Any
 
 
-async def _events(redis_url: str, jobs: int) -> tuple[list[Any], dict[str, dict[str, str]]]:
+async def _held_bytes(client: Any, settings: Any, batch: int) -> float:
+    """Return the bytes an event that one prepared batch holds once its events are let go."""
+    from engine.stream.events import EventReader
+    from jobsite.jobs.history.mirror import prepare
+
+    reader = EventReader(client.redis, settings, ["default"], group="held", consumer="held")
+    await reader.ensure_groups()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    events = await reader.read(batch, None)
+    ids = sorted({e.job for e in events})
+    hashes: dict[str, dict[str, str]] = {}
+    for start in range(0, len(ids), 1000):
+        hashes.update(await reader.job_hashes("default", ids[start : start + 1000]))
+    prepared = prepare(events, hashes)
+    count = len(events)
+    del events, hashes
+    held = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    del prepared
+    return held / count
+
+
+async def _events(
+    redis_url: str, jobs: int, batch: int
+) -> tuple[list[Any], dict[str, dict[str, str]], float]:
     from demo.demo_tasks import resize_image
     from engine import Client, EngineSettings, Worker
     from engine.stream.events import EventReader
@@ -31,6 +60,7 @@ async def _events(redis_url: str, jobs: int) -> tuple[list[Any], dict[str, dict[
             await client.enqueue_many(calls)
         worker = Worker(settings, load_tasks(["demo.demo_tasks"]), concurrency=500, burst=True)
         await worker.run()
+        held = await _held_bytes(client, settings, batch)
         reader = EventReader(client.redis, settings, ["default"], consumer="drain")
         await reader.ensure_groups()
         events: list[Any] = []
@@ -40,7 +70,7 @@ async def _events(redis_url: str, jobs: int) -> tuple[list[Any], dict[str, dict[
         hashes: dict[str, dict[str, str]] = {}
         for start in range(0, len(ids), 1000):
             hashes.update(await reader.job_hashes("default", ids[start : start + 1000]))
-    return events, hashes
+    return events, hashes, held
 
 
 def main() -> int:
@@ -62,8 +92,12 @@ def main() -> int:
     call_command("migrate", verbosity=0)
     with RedisServer() as server:
         os.environ["REDIS_URL"] = server.url
-        events, hashes = asyncio.run(_events(server.url, args.jobs))
-    out: dict[str, Any] = {"jobs": args.jobs, "events": len(events)}
+        events, hashes, held = asyncio.run(_events(server.url, args.jobs, args.batch))
+    out: dict[str, Any] = {
+        "jobs": args.jobs,
+        "events": len(events),
+        "held_b_per_event": round(held),
+    }
     for name in ("first", "replay"):
         cpu, wall = time.process_time(), time.perf_counter()
         for start in range(0, len(events), args.batch):
