@@ -170,10 +170,15 @@ async def test_redis_at_maxmemory_loses_nothing_and_workers_go_on(
 ) -> None:
     url = small_redis.url
     async with Client(EngineSettings.from_url(url)) as client:
-        ids = [j.id for j in await client.enqueue_many([ct.plain.call(100) for _ in range(400)])]
+        ids = [j.id for j in await client.enqueue_many([ct.plain.call(100) for _ in range(600)])]
     for _ in range(2):
         procs.append(WorkerProc(url, ledger, concurrency=10, lease_ms=30_000).start())
-    await asyncio.sleep(1.0)
+    # Fill Redis once both workers run jobs, with about 3 s of work still queued: a worker that
+    # starts late on a busy machine must not find the queue already done.
+    deadline = time.monotonic() + 60
+    while {x["pid"] for x in read_ledger(ledger) if x["kind"] == "end"} != {p.pid for p in procs}:
+        assert time.monotonic() < deadline, [p.output()[-2000:] for p in procs]
+        await asyncio.sleep(0.05)
     filler = redis.Redis(port=small_redis.port)
     n = 0
     for size in (100_000, 1_000, 10):  # fill Redis until it refuses even the smallest write
@@ -184,7 +189,17 @@ async def test_redis_at_maxmemory_loses_nothing_and_workers_go_on(
             except redis.exceptions.OutOfMemoryError:
                 break
     full_at = time.time()
-    await asyncio.sleep(3.0)
+    async with Client(EngineSettings.from_url(url)) as client:
+        waiting = (await client.counts(ct.plain.options.queue))["submitted"]
+    assert waiting > 0, "the queue ran dry before Redis was full: nothing would write while full"
+    # Keep it full for 3 s: Redis frees client buffers as it goes, so one fill holds only for an
+    # instant and the workers' next writes would find room again.
+    while time.time() < full_at + 3.0:
+        try:
+            filler.set(f"filler:{n}", b"x" * 10)
+            n += 1
+        except redis.exceptions.OutOfMemoryError:
+            await asyncio.sleep(0.005)
     ends_while_full = sum(1 for x in read_ledger(ledger) if x["kind"] == "end" and x["t"] > full_at)
     filler.delete(*[f"filler:{i}" for i in range(n)])
     freed_at = time.time()
@@ -194,7 +209,7 @@ async def test_redis_at_maxmemory_loses_nothing_and_workers_go_on(
     assert all(p.alive() for p in procs), [p.output()[-3000:] for p in procs]
     report = audit(url, ids + more, ledger, set())
     report.assert_clean()
-    assert report.states == {"completed": 600}
+    assert report.states == {"completed": 800}
     after = Counter(
         x["pid"] for x in read_ledger(ledger) if x["kind"] == "end" and x["t"] > freed_at
     )
@@ -204,7 +219,7 @@ async def test_redis_at_maxmemory_loses_nothing_and_workers_go_on(
     filler.close()
     record(
         "redis_maxmemory",
-        jobs=600,
+        jobs=800,
         lost=len(report.lost),
         completions_run_while_full=ends_while_full,
         worker_exits=0,
