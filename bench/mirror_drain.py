@@ -5,8 +5,9 @@ demo jobs enqueued and run by an in-process burst worker (every event kept), the
 stream read and applied in batches as the mirror does (job hashes included), timing only
 `apply_batch`. A second pass replays the same events (all already applied). Before that,
 `held_b_per_event`: what one prepared batch of `--batch` events holds (tracemalloc, read, job
-hashes and `prepare` as the mirror does them, with the events and hashes let go). Prints one
-JSON line.
+hashes and `prepare` as the mirror does them, with the events and hashes let go). After them,
+`write_peak_b_per_event`: what writing one such batch adds at its peak, on an emptied database.
+Prints one JSON line.
 Short and CPU-bound: for comparing two versions of the mirror side by side, not a report.
 """
 
@@ -42,6 +43,20 @@ async def _held_bytes(client: Any, settings: Any, batch: int) -> float:
     tracemalloc.stop()
     del prepared
     return held / count
+
+
+def _write_peak_bytes(events: list[Any], hashes: dict[str, dict[str, str]]) -> float:
+    """Return the bytes an event that writing one prepared batch adds at its peak (tracemalloc,
+    over what the prepared batch holds), on an empty table."""
+    from jobsite.jobs.history.mirror import prepare, write_batch
+
+    prepared = prepare(events, {e.job: hashes[e.job] for e in events if e.job in hashes})
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    write_batch(prepared)
+    peak = tracemalloc.get_traced_memory()[1] - before
+    tracemalloc.stop()
+    return peak / len(events)
 
 
 async def _events(
@@ -109,6 +124,8 @@ def main() -> int:
             "cpu_s": round(cpu_s, 2),
             "events_per_s": round(len(events) / wall_s),
         }
+    call_command("flush", interactive=False, verbosity=0)
+    out["write_peak_b_per_event"] = round(_write_peak_bytes(events[: args.batch], hashes))
     print(json.dumps(out))
     return 0
 

@@ -254,12 +254,14 @@ class Mirror:
     keeps up a batch is small; behind, every read is full. The cap also bounds the process's
     memory: a prepared batch's hashes and rows take 1 to 2.4 KB an event (the more jobs, the
     more job hashes; it keeps its stream ids, each job's state-change events and one copy of
-    each repeated text, not its events), two batches are alive at once (one prepared while the
-    other is written), and the allocator keeps the arenas of the largest batch for the rest of
-    the process's life (a few objects made during it, kept afterwards, pin them). 10,000
-    drained backlogs within 8 % of 40,000's rates at 2 M rows on PostgreSQL (bench.history,
-    2026-11-28; the drain varies by 15 % from run to run), with a peak RSS 90 to 140 MiB lower
-    on a 120,000-event backlog; 5,000 was 9 to 24 % slower on three of the four drains.
+    each repeated text, not its events), writing one adds up to 1 KB an event more at its peak
+    (the rows' values and transitions as JSON text), two batches are alive at once (one
+    prepared while the other is written), and the allocator keeps the arenas of the largest
+    batch for the rest of the process's life (a few objects made during it, kept afterwards,
+    pin them). 10,000 drained backlogs within 8 % of 40,000's rates at 2 M rows on PostgreSQL
+    (bench.history, 2026-11-28; the drain varies by 15 % from run to run), with a peak RSS 90
+    to 140 MiB lower on a 120,000-event backlog; 5,000 was 9 to 24 % slower on three of the
+    four drains.
 
     Behind (a full read), a job whose state in Redis has moved past its newest event read so
     far is carried to a later batch, unacked, until its next events come (see `unsettled`): a
