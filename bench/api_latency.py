@@ -50,7 +50,8 @@ def fill(rows: int) -> None:
             **{f"{t}_at_ms": at for t in ("sent", "submitted", "claimed", "started")},
             **{f"{t}_at_ms": at for t in ("heartbeat", "completed")},
         }
-        batch.append(bulkwrite.Staged(fields["id"], f"{n:015d}-00000000", "[]", fields))
+        values = history.row_values(fields)
+        batch.append(bulkwrite.Staged(fields["id"], f"{n:015d}-00000000", "[]", values))
         if len(batch) == 20_000:
             with transaction.atomic():
                 bulkwrite.upsert(batch, history.ALL_BUT_ID)

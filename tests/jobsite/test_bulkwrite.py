@@ -40,20 +40,28 @@ FULL_HASH = {
 }
 
 
+def _staged(
+    job: str, fields: dict[str, str], last: str = "5-0", transitions: str = "[]"
+) -> bulkwrite.Staged:
+    return bulkwrite.Staged(job, last, transitions, history.row_values(fields))
+
+
 def test_every_write_path_makes_the_same_row_from_a_hash() -> None:
-    """The Python row (history.row_values: new rows, SQLite) and the server's (FROM_HASH:
-    known rows on PostgreSQL) agree on every column."""
-    paths = {"new": set(), "known": None}  # stored_ids: known to be new / not known
+    """A row copied in as new, one upserted and one updated in place (PostgreSQL's three
+    paths; SQLite's one) agree on every column."""
+    paths = {"new": set(), "upserted": None, "updated": {"updated"}}  # stored_ids
+    with transaction.atomic():  # a row to update
+        bulkwrite.upsert([_staged("updated", {"id": "updated", "queue": "q"}, "1-0")], ["state"])
     for name, stored_ids in paths.items():
-        staged = bulkwrite.Staged(name, "5-0", "[]", {**FULL_HASH, "id": name})
+        staged = _staged(name, {**FULL_HASH, "id": name})
         with transaction.atomic():
             bulkwrite.upsert([staged], ALL_BUT_ID, stored_ids=stored_ids)
     skip = {"id", "updated_at"}
-    new, known = (
+    new, upserted, updated = (
         {k: v for k, v in JobRecord.objects.filter(id=name).values().get().items() if k not in skip}
         for name in paths
     )
-    assert new == known
+    assert new == upserted == updated
     assert new["version"] == 3 and new["args"] == [1, "a"] and new["flow_id"] == "f1"
     assert [new[name].timestamp() for name in history.TIMES] == [
         (1_795_000_000_000 + i) / 1000 for i in range(len(history.TIMES))
@@ -75,7 +83,7 @@ def test_stored_finds_rows_whatever_their_ids_hold() -> None:
     (a hand-written stream entry) must still be found, or its transitions would be lost."""
     ids = ["plain-1", "odd\x1fid", "plain:2"]
     rows = [
-        bulkwrite.Staged(i, "5-0", f'[{{"id": "{n}"}}]', {**FULL_HASH, "id": i})
+        _staged(i, {**FULL_HASH, "id": i}, transitions=f'[{{"id": "{n}"}}]')
         for n, i in enumerate(ids)
     ]
     with transaction.atomic():

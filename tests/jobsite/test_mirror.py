@@ -19,7 +19,7 @@ from jobsite.jobs.history import bulkwrite
 from jobsite.jobs.history import mirror as mirror_module
 from jobsite.jobs.history.mirror import Mirror, apply_batch
 from jobsite.jobs.history.reconcile import find_unmirrored
-from jobsite.jobs.history.rows import ALL_BUT_ID
+from jobsite.jobs.history.rows import ALL_BUT_ID, row_values
 from jobsite.jobs.models import JobRecord, JobSearch
 from tests.engine import tasks as t
 
@@ -92,11 +92,10 @@ def test_a_row_written_behind_the_mirrors_back_is_updated_not_lost(
     row = {"id": "behind", "queue": "default", "task": "x", "state": "submitted"}
     done = {**row, "state": "completed", "completed_at_ms": str(int(time.time() * 1000))}
     with transaction.atomic():
-        bulkwrite.upsert([bulkwrite.Staged("behind", "0001", "[]", row)], ["state"])
+        bulkwrite.upsert([bulkwrite.Staged("behind", "0001", "[]", row_values(row))], ["state"])
     with transaction.atomic():
-        bulkwrite.upsert(
-            [bulkwrite.Staged("behind", "0002", "[]", done)], ALL_BUT_ID, stored_ids=set()
-        )
+        staged = bulkwrite.Staged("behind", "0002", "[]", row_values(done))
+        bulkwrite.upsert([staged], ALL_BUT_ID, stored_ids=set())
     written = JobRecord.objects.get(id="behind")
     assert (written.state, written.last_event_id) == ("completed", "0002")
     assert written.completed_at is not None

@@ -24,7 +24,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Model
 from django.utils import timezone
 
-from jobsite.jobs.history.rows import JOB_COLUMNS, JSON_FIELDS, TIMES, row_values
+from jobsite.jobs.history.rows import JOB_COLUMNS, TIMES
 from jobsite.jobs.models import JobRecord, JobSearch
 
 # Columns written whatever the guard says: the merged list of state changes.
@@ -115,7 +115,7 @@ def _empty_stage(cursor: Any, name: str, definition: str) -> None:
     cursor.execute(f"TRUNCATE {name}")
 
 
-def _stage(cursor: Any, model: type[Model], columns: Sequence[str], rows: Sequence[Any]) -> str:
+def _stage(cursor: Any, model: type[Model], columns: Sequence[str], rows: Iterable[Any]) -> str:
     """Copy rows into this session's staging table for `model`; return the SELECT of them."""
     table = _q(model._meta.db_table)
     stage = _q(f"{model._meta.db_table}_stage")
@@ -158,39 +158,12 @@ def _sets(update: Iterable[str], guard: bool, new: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Staged:
-    """One job row to write: its hash fields (cleaned), newest event id and transitions."""
+    """One job row to write: its values (history.row_values), newest event id and transitions."""
 
     id: str
     last_event_id: str
     transitions: str  # JSON text of the merged list
-    fields: dict[str, str]
-    values: list[Any] | None = None  # row_values(fields), when the caller made them already
-
-
-def _from_hash() -> dict[str, str]:
-    """Return, per job column, the SQL that makes its value from a staged hash `h` (PostgreSQL).
-
-    The same values as history.row_values, made by the server: the mirror hands over the
-    hash as one JSON document instead of converting two dozen fields per job in Python.
-    """
-    sql = {c: f"coalesce(h->>'{c}', '')" for c in ("queue", "task", "state")}
-    sql |= {c: f"coalesce(h->>'{c}', '')" for c in ("progress_message", "worker")}
-    sql |= {c: f"coalesce(h->>'{c}', '')" for c in ("fingerprint", "replay_of")}
-    sql |= {c: f"coalesce(nullif(h->>'{c}', '')::int, {d})" for c, d in INTS.items()}
-    sql |= {c: f"coalesce((h->>'{c}')::jsonb, '{d}'::jsonb)" for c, d in JSON_FIELDS.items()}
-    sql["result"] = "(h->>'result')::jsonb"
-    sql["progress"] = "nullif(h->>'progress', '')::float8"
-    sql["flow_id"] = "nullif(h->>'flow_id', '')"
-    for c in TIMES:
-        sql[c] = f"to_timestamp(nullif(nullif(h->>'{c}_ms', ''), '0')::bigint / 1000.0)"
-    sql |= {"id": "id", "last_event_id": "last_event_id", "transitions": "transitions"}
-    sql["updated_at"] = "now()"
-    return {c: sql[c] for c in JOB_COLUMNS}
-
-
-INTS = {"version": 1, "priority": 0, "attempt": 0, "logs_dropped": 0}
-FROM_HASH = _from_hash()
-_STAGE = "jobsite_jobrecord_load"
+    values: list[Any]  # row_values of its cleaned hash: the three above go in at the write
 
 
 _LAST, _TRANSITIONS, _UPDATED = (
@@ -217,28 +190,26 @@ def upsert(
         return
     rows = sorted(rows, key=lambda r: r.id)  # one lock order for concurrent writers
     if not _postgres():
-        _upsert_sqlite(rows, update, guard)
+        _upsert_rows(rows, update, guard)
         return
     update = list(update)
     if stored_ids is None:
-        _upsert_staged(rows, update, guard, stored=False)
+        _upsert_rows(rows, update, guard)
         return
     known = [r for r in rows if r.id in stored_ids]
     fresh = [r for r in rows if r.id not in stored_ids]
     if known:
-        _upsert_staged(known, update, guard, stored=True)
+        _update_staged(known, update, guard)
     if fresh:
         now = str(timezone.now())
-        made = [_written(r, now, "+00") for r in fresh]
-        _copy_new(
-            JobRecord, JOB_COLUMNS, made, lambda: _upsert_staged(fresh, update, guard, stored=False)
-        )
+        made = (_written(r, now, "+00") for r in fresh)  # one row's values at a time
+        _copy_new(JobRecord, JOB_COLUMNS, made, lambda: _upsert_rows(fresh, update, guard))
 
 
 def _written(r: Staged, now: str, zone: str) -> list[Any]:
     """Return the values written for row `r`: its times as UTC text ending in `zone`, its
     last event id and transitions, `now` as updated_at."""
-    values = list(r.values) if r.values is not None else row_values(r.fields)
+    values = list(r.values)
     values[_LAST], values[_TRANSITIONS], values[_UPDATED] = r.last_event_id, r.transitions, now
     for i in _TIME_INDEXES:
         ms = values[i]
@@ -271,7 +242,7 @@ def time_text(ms: int, zone: str = "") -> str:
 def _copy_new(
     model: type[Model],
     columns: Sequence[str],
-    rows: Sequence[Sequence[Any]],
+    rows: Iterable[Sequence[Any]],
     fallback: Callable[[], None],
 ) -> None:
     """Copy rows known to be new straight into the table of `model` (PostgreSQL); when one is
@@ -292,36 +263,29 @@ def _copy_new(
         fallback()
 
 
-def _upsert_staged(rows: Sequence[Staged], update: list[str], guard: bool, stored: bool) -> None:
-    """Stage rows as (id, last event, transitions, hash JSON); update them if `stored`, else
-    insert them with `ON CONFLICT` (both making the columns with FROM_HASH)."""
+def _update_staged(rows: Sequence[Staged], update: list[str], guard: bool) -> None:
+    """Update stored rows (PostgreSQL): their values `COPY`ed into this session's staging
+    table, then one `UPDATE ... FROM` it (no row-lock record before each update)."""
     table = _q(JobRecord._meta.db_table)
-    made = ", ".join(f"{sql} AS {_q(c)}" for c, sql in FROM_HASH.items())
-    source = f"SELECT {made} FROM {_STAGE}"
+    now = str(timezone.now())
     with connection.cursor() as cursor:
-        _empty_stage(cursor, _STAGE, "(id text, last_event_id text, transitions jsonb, h jsonb)")
-        with cursor.cursor.copy(f"COPY {_STAGE} FROM STDIN") as copy:
-            for r in rows:
-                h = orjson.dumps(r.fields).decode()
-                copy.write_row((r.id, r.last_event_id, r.transitions, h))
-        if stored:
-            cursor.execute(
-                f"UPDATE {table} SET {_sets(update, guard, 'new')} FROM ({source}) AS new"
-                f" WHERE {table}.{_q('id')} = new.{_q('id')}"
-            )
-        else:
-            names = ", ".join(_q(c) for c in JOB_COLUMNS)
-            cursor.execute(
-                f"INSERT INTO {table} ({names}) {source}"
-                f" ON CONFLICT ({_q('id')}) DO UPDATE SET {_sets(update, guard, 'excluded')}"
-            )
+        made = (_written(r, now, "+00") for r in rows)
+        source = _stage(cursor, JobRecord, JOB_COLUMNS, made)
+        cursor.execute(
+            f"UPDATE {table} SET {_sets(update, guard, 'new')} FROM ({source}) AS new"
+            f" WHERE {table}.{_q('id')} = new.{_q('id')}"
+        )
 
 
-def _upsert_sqlite(rows: Sequence[Staged], update: Iterable[str], guard: bool) -> None:
-    now = str(timezone.now().replace(tzinfo=None))  # SQLite keeps naive UTC text
-    prepped = [tuple(_written(r, now, "")) for r in rows]
+def _upsert_rows(rows: Sequence[Staged], update: Iterable[str], guard: bool) -> None:
+    """Insert rows, updating those that exist (`INSERT ... ON CONFLICT DO UPDATE`)."""
+    if _postgres():
+        now, zone = str(timezone.now()), "+00"
+    else:
+        now, zone = str(timezone.now().replace(tzinfo=None)), ""  # SQLite keeps naive UTC text
+    made = [tuple(_written(r, now, zone)) for r in rows]
     tail = f" ON CONFLICT ({_q('id')}) DO UPDATE SET {_sets(update, guard, 'excluded')}"
-    _insert(JobRecord, JOB_COLUMNS, prepped, tail)
+    _insert(JobRecord, JOB_COLUMNS, made, tail)
 
 
 def upsert_search(

@@ -81,8 +81,9 @@ class Seen:
     queue: str
     newest: Event
     changes: dict[str, Event]  # event id -> its event, state changes only
-    fields: dict[str, str]  # cleaned job hash, or what the newest event tells
-    full: bool  # the fields come from the job hash
+    task: str
+    errored: bool  # its hash lists errors
+    full: bool  # the row comes from the job hash (else from what the newest event tells)
     kept: bool  # retention keeps the row (else it is not written: no resurrection)
     search: str  # the job's search text ("" without its hash)
     values: list[Any]  # the row's values (history.row_values)
@@ -124,7 +125,8 @@ def prepare(events: Sequence[Event], hashes: dict[str, dict[str, str]]) -> Batch
                 queue=newest.queue,
                 newest=newest,
                 changes=changes,
-                fields=fields,
+                task=fields.get("task", ""),
+                errored=fields.get("errors", "[]") != "[]",
                 full=raw is not None,
                 kept=horizon.keeps(fields.get("state", ""), history.ended_at(fields), _at(newest)),
                 search=history.hash_search_text(fields) if raw is not None else "",
@@ -163,12 +165,10 @@ def write_batch(batch: Batch, aside: Executor | None = None) -> int:
                 continue  # a replay, or a row retention would prune
             merged = sorted([*kept, *fresh], key=_by_id)
             text = orjson.dumps(merged).decode()
-            (full if s.full else bare).append(
-                bulkwrite.Staged(s.job, s.newest.key, text, s.fields, s.values)
-            )
+            (full if s.full else bare).append(bulkwrite.Staged(s.job, s.newest.key, text, s.values))
             fresh_ids = {t["id"] for t in fresh}
-            rollup.observe(tally, s.queue, s.fields.get("task") or task, merged, fresh_ids)
-            if s.full and (s.job not in rows or s.fields.get("errors", "[]") != "[]"):
+            rollup.observe(tally, s.queue, s.task or task, merged, fresh_ids)
+            if s.full and (s.job not in rows or s.errored):
                 texts.append((s.job, s.search))
         searched = bulkwrite.search_aside(aside, texts, rows)
         bulkwrite.upsert(full, history.ALL_BUT_ID, stored_ids=rows)
@@ -227,7 +227,7 @@ def resync_rows(hashes: dict[str, dict[str, str]]) -> int:
         cleaned = [
             f for f in cleaned if held.get(f.get("id", ""), (f.get("queue"),))[-1] == f.get("queue")
         ]
-        rows = [bulkwrite.Staged(f.get("id", ""), "", "[]", f) for f in cleaned]
+        rows = [bulkwrite.Staged(f.get("id", ""), "", "[]", history.row_values(f)) for f in cleaned]
         texts = [(f.get("id", ""), history.hash_search_text(f)) for f in cleaned]
         bulkwrite.upsert(rows, history.RESYNC_COLUMNS, guard=False)
         bulkwrite.upsert_search(texts)
@@ -252,16 +252,16 @@ class Mirror:
 
     `batch` caps the events read at once. A read returns what is there, so when the mirror
     keeps up a batch is small; behind, every read is full. The cap also bounds the process's
-    memory: a prepared batch's hashes and rows take 1 to 2.4 KB an event (the more jobs, the
-    more job hashes; it keeps its stream ids, each job's state-change events and one copy of
-    each repeated text, not its events), writing one adds up to 1 KB an event more at its peak
-    (the rows' values and transitions as JSON text), two batches are alive at once (one
-    prepared while the other is written), and the allocator keeps the arenas of the largest
-    batch for the rest of the process's life (a few objects made during it, kept afterwards,
-    pin them). 10,000 drained backlogs within 8 % of 40,000's rates at 2 M rows on PostgreSQL
-    (bench.history, 2026-11-28; the drain varies by 15 % from run to run), with a peak RSS 90
-    to 140 MiB lower on a 120,000-event backlog; 5,000 was 9 to 24 % slower on three of the
-    four drains.
+    memory: a prepared batch takes 1 to 1.5 KB an event (the more jobs, the more rows; it keeps
+    its stream ids, each job's state-change events, its row's values and one copy of each
+    repeated text, not its events or the job hashes), writing one adds up to 1 KB an event more
+    at its peak on SQLite and a third of that on PostgreSQL (the rows' values and transitions
+    as text), two batches are alive at once (one prepared while the other is written), and the
+    allocator keeps the arenas of the largest batch for the rest of the process's life (a few
+    objects made during it, kept afterwards, pin them). 10,000 drained backlogs within 8 % of
+    40,000's rates at 2 M rows on PostgreSQL (bench.history, 2026-11-28; the drain varies by
+    15 % from run to run), with a peak RSS 90 to 140 MiB lower on a 120,000-event backlog;
+    5,000 was 9 to 24 % slower on three of the four drains.
 
     Behind (a full read), a job whose state in Redis has moved past its newest event read so
     far is carried to a later batch, unacked, until its next events come (see `unsettled`): a

@@ -168,8 +168,7 @@ def row_values(fields: dict[str, str]) -> list[Any]:
 
     JSON fields stay their JSON text, times are ms since the epoch (bulkwrite writes them as
     text); `last_event_id`, `updated_at` and `transitions` are left None for the writer. One
-    list per job, built in one go: the server makes the same values from the hash's JSON
-    (bulkwrite.FROM_HASH).
+    list per job, built in one go: every write path, on SQLite and PostgreSQL, writes it.
     """
     f = fields.get
     progress = f("progress")
