@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import threading
 import time
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -142,6 +143,40 @@ def test_behind_a_burst_each_row_is_written_once(
     assert sorted(written) == sorted(ids)  # one row write per job
     assert JobRecord.objects.filter(state="completed").count() == 20
     assert kept_changes() == changes(stream(engine))
+
+
+def test_what_was_carried_is_written_a_batch_at_a_time(
+    engine: EngineSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past `carry_max` everything carried is written, but never more than about `batch`
+    events at once (each job's events together): a batch's memory stays bounded by `batch`
+    however much was carried."""
+    ids = async_to_sync(make_history)(engine)
+    sizes: list[int] = []
+    real = mirror_module.write_batch
+
+    def counting(batch: mirror_module.Batch, *args: Any) -> int:
+        sizes.append(batch.size)
+        return real(batch, *args)
+
+    monkeypatch.setattr(mirror_module, "write_batch", counting)
+
+    async def drain() -> int:
+        mirror = Mirror(["default"], consumer="capped", batch=8, carry_max=16)
+        try:
+            await mirror.start()
+            while await mirror.step(block_ms=50):
+                pass
+            return mirror.applied
+        finally:
+            await mirror.aclose()
+
+    entries = stream(engine)
+    most_of_one_job = max(Counter(f.get("job") for _, f in entries).values())
+    assert async_to_sync(drain)() == len(entries)
+    assert len(sizes) > 3 and max(sizes) < 8 + most_of_one_job, sizes
+    assert JobRecord.objects.count() == len(ids)
+    assert kept_changes() == changes(entries)
 
 
 def test_carried_entries_outlive_a_mirror_that_stops(engine: EngineSettings) -> None:

@@ -11,7 +11,7 @@ import secrets
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -195,6 +195,24 @@ def unsettled(newest: dict[str, Event], states: dict[str, str]) -> set[str]:
 _by_id = operator.itemgetter("id")
 
 
+def by_job_parts(events: Sequence[Event], size: int) -> Iterator[list[Event]]:
+    """Split `events` into parts of about `size` events, each job's events in one part.
+
+    A part holds more than `size` only by the events of its last job.
+    """
+    by_job: dict[str, list[Event]] = {}
+    for e in events:
+        by_job.setdefault(e.job, []).append(e)
+    part: list[Event] = []
+    for seen in by_job.values():
+        part += seen
+        if len(part) >= size:
+            yield part
+            part = []
+    if part:
+        yield part
+
+
 def _closing_stale[T](fn: Callable[..., T], *args: Any) -> T:
     """Run `fn` after dropping a connection that broke or outlived its age (kept across calls
     whatever CONN_MAX_AGE); one that fails closes for the next call to open afresh."""
@@ -266,9 +284,12 @@ class Mirror:
     Behind (a full read), a job whose state in Redis has moved past its newest event read so
     far is carried to a later batch, unacked, until its next events come (see `unsettled`): a
     backlog where every job was enqueued before any ran then writes each row once, not twice.
-    A short read, or more than `carry_max` events carried, writes everything carried; a short
-    read carries its own unsettled jobs for one step only (a mirror keeping up then writes a
-    job that ran within a batch's time once, not at `submitted` and again at its end).
+    A short read, or more than `carry_max` events carried, writes everything carried, at most
+    about `batch` events at a time (each job's events together: `by_job_parts`), so a batch's
+    memory stays what `batch` sets however much was carried; a short read carries its own
+    unsettled jobs for one step only (a mirror keeping up then writes a job that ran within a
+    batch's time once, not at `submitted` and again at its end). Carried events are kept as
+    read, about 400 B each.
 
     Every `reclaim_every_s` it takes over what another consumer of the group read and left
     unacked for `reclaim_idle_ms` (that reader stopped): a mirror that dies and is not
@@ -508,8 +529,8 @@ class Mirror:
                 self._carried_n -= len(again)
                 carried[job] += again
             pool += [e for seen in carried.values() for e in seen]
-        if pool:
-            batch = prepare(pool, await self._hashes(pool))
+        for part in by_job_parts(pool, self.batch):  # what was carried: batch by batch
+            batch = prepare(part, await self._hashes(part))
             await self.settle()
             self._writing = asyncio.ensure_future(self._write(batch))
         return len(events) or len(pool)
