@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..client import Client
-from ..job import JobState
+from ..job import Job, JobState
 from ..keys import version_tag
 from ..transport.connection import server_ms
 from .versions import ADVERTISE_S
@@ -75,86 +75,86 @@ async def explain(client: Client, job_id: str, queue: str | None = None) -> list
         meta, hidden = await pipe.execute()
     paused, queue_interval, tat, task_tat = meta
     ckey_active, ckey_waiting, rate_slot = hidden
-    out: list[Reason] = []
-    if paused == "1":
-        out.append(Reason("paused", f"queue {job.queue!r} is paused", "queue"))
     slot = _rate_slot(job.state, rate_slot, queue_interval, job.rate_interval_ms, tat, task_tat)
-    if slot is not None and slot > now_ms:
-        out.append(
-            Reason(
-                "rate_limited",
-                f"rate limited: the next free slot is at {_when(slot)}",
-                "queue",
-                until_ms=slot,
-            )
-        )
-    if ckey_active and ckey_waiting and await redis.zscore(ckey_waiting, job.id) is not None:
-        holders: list[str] = sorted(await redis.smembers(ckey_active))  # type: ignore[arg-type]
-        out.append(
-            Reason(
-                "concurrency",
-                f"concurrency key {job.concurrency_key!r} is at its limit of "
-                f"{job.concurrency_limit}, held by {', '.join(holders[:MAX_LISTED]) or 'none'}",
-                "job",
-                jobs=holders[:MAX_LISTED],
-            )
-        )
-    if job.state == JobState.BLOCKED and job.parents:
-        async with redis.pipeline(transaction=False) as pipe:
-            for parent in job.parents:
-                pipe.hget(keys.job(parent), "state")
-            states = await pipe.execute()
-        pending = [p for p, s in zip(job.parents, states, strict=True) if s != "completed"]
-        if pending:
-            out.append(
-                Reason(
-                    "parents",
-                    f"waiting for parents to complete: {', '.join(pending[:MAX_LISTED])}",
-                    "job",
-                    jobs=pending[:MAX_LISTED],
-                )
-            )
-    if (
-        job.state == JobState.SCHEDULED
-        and not rate_slot
-        and job.run_at_ms is not None
-        and job.run_at_ms > now_ms
-    ):
-        out.append(
-            Reason(
-                "scheduled",
-                f"scheduled to run at {_when(job.run_at_ms)}",
-                "job",
-                until_ms=job.run_at_ms,
-                jobs=[job.id],
-            )
-        )
+    found = [
+        Reason("paused", f"queue {job.queue!r} is paused", "queue") if paused == "1" else None,
+        _rate_limited(slot, now_ms),
+        await _concurrency(client, job, ckey_active, ckey_waiting),
+        await _parents(client, job),
+        _scheduled(job, now_ms) if not rate_slot else None,
+        await _workers(client, job, now_ms),
+        _expired(job, now_ms),
+    ]
+    return [reason for reason in found if reason is not None]
+
+
+def _rate_limited(slot: int | None, now_ms: int) -> Reason | None:
+    if slot is None or slot <= now_ms:
+        return None
+    message = f"rate limited: the next free slot is at {_when(slot)}"
+    return Reason("rate_limited", message, "queue", until_ms=slot)
+
+
+async def _concurrency(
+    client: Client, job: Job, ckey_active: str | None, ckey_waiting: str | None
+) -> Reason | None:
+    """Return `concurrency` when the job waits in its concurrency key's waiting set."""
+    redis = client.redis
+    if not (ckey_active and ckey_waiting) or await redis.zscore(ckey_waiting, job.id) is None:
+        return None
+    holders: list[str] = sorted(await redis.smembers(ckey_active))  # type: ignore[arg-type]
+    return Reason(
+        "concurrency",
+        f"concurrency key {job.concurrency_key!r} is at its limit of "
+        f"{job.concurrency_limit}, held by {', '.join(holders[:MAX_LISTED]) or 'none'}",
+        "job",
+        jobs=holders[:MAX_LISTED],
+    )
+
+
+async def _parents(client: Client, job: Job) -> Reason | None:
+    """Return `parents` for a blocked job whose parents have not all completed."""
+    if job.state != JobState.BLOCKED or not job.parents:
+        return None
+    keys = client.keys(job.queue)
+    async with client.redis.pipeline(transaction=False) as pipe:
+        for parent in job.parents:
+            pipe.hget(keys.job(parent), "state")
+        states = await pipe.execute()
+    pending = [p for p, s in zip(job.parents, states, strict=True) if s != "completed"]
+    if not pending:
+        return None
+    message = f"waiting for parents to complete: {', '.join(pending[:MAX_LISTED])}"
+    return Reason("parents", message, "job", jobs=pending[:MAX_LISTED])
+
+
+def _scheduled(job: Job, now_ms: int) -> Reason | None:
+    if job.state != JobState.SCHEDULED or job.run_at_ms is None or job.run_at_ms <= now_ms:
+        return None
+    message = f"scheduled to run at {_when(job.run_at_ms)}"
+    return Reason("scheduled", message, "job", until_ms=job.run_at_ms, jobs=[job.id])
+
+
+async def _workers(client: Client, job: Job, now_ms: int) -> Reason | None:
+    """Return `no_worker` when no live worker serves the queue, `no_version` when none of
+    those runs the job's task@version."""
     if not any(job.queue in str(w.get("queues", "")).split(",") for w in await client.workers()):
-        out.append(Reason("no_worker", f"no live worker serves queue {job.queue!r}", "workers"))
-    else:
-        tag = version_tag(job.task, job.version)
-        seen = await redis.hget(keys.served, tag)
-        aside = job.extra.get("unserved_at_ms")
-        if aside or not seen or now_ms - int(seen) > VERSION_STALE_MS:
-            since = f" (set aside at {_when(int(aside))})" if aside else ""
-            out.append(
-                Reason(
-                    "no_version",
-                    f"no live worker serving queue {job.queue!r} runs {tag}{since}",
-                    "workers",
-                )
-            )
-    if job.deadline_ms is not None and job.deadline_ms <= now_ms:
-        out.append(
-            Reason(
-                "expired",
-                f"its deadline passed at {_when(job.deadline_ms)}: it will end expired",
-                "job",
-                until_ms=job.deadline_ms,
-                jobs=[job.id],
-            )
-        )
-    return out
+        return Reason("no_worker", f"no live worker serves queue {job.queue!r}", "workers")
+    tag = version_tag(job.task, job.version)
+    seen = await client.redis.hget(client.keys(job.queue).served, tag)
+    aside = job.extra.get("unserved_at_ms")
+    if not aside and seen and now_ms - int(seen) <= VERSION_STALE_MS:
+        return None
+    since = f" (set aside at {_when(int(aside))})" if aside else ""
+    message = f"no live worker serving queue {job.queue!r} runs {tag}{since}"
+    return Reason("no_version", message, "workers")
+
+
+def _expired(job: Job, now_ms: int) -> Reason | None:
+    if job.deadline_ms is None or job.deadline_ms > now_ms:
+        return None
+    message = f"its deadline passed at {_when(job.deadline_ms)}: it will end expired"
+    return Reason("expired", message, "job", until_ms=job.deadline_ms, jobs=[job.id])
 
 
 def _rate_slot(
