@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import time
 import weakref
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -201,21 +201,26 @@ def upsert(
     if known:
         _update_staged(known, update, guard)
     if fresh:
-        now = str(timezone.now())
-        made = (_written(r, now, "+00") for r in fresh)  # one row's values at a time
+        made = _written(fresh)  # one row's values at a time
         _copy_new(JobRecord, JOB_COLUMNS, made, lambda: _upsert_rows(fresh, update, guard))
 
 
-def _written(r: Staged, now: str, zone: str) -> list[Any]:
-    """Return the values written for row `r`: its times as UTC text ending in `zone`, its
-    last event id and transitions, `now` as updated_at."""
-    values = list(r.values)
-    values[_LAST], values[_TRANSITIONS], values[_UPDATED] = r.last_event_id, r.transitions, now
-    for i in _TIME_INDEXES:
-        ms = values[i]
-        if ms is not None:
-            values[i] = time_text(ms, zone)
-    return values
+def _written(rows: Iterable[Staged]) -> Iterator[list[Any]]:
+    """Yield the values written for each row: its times as UTC text (PostgreSQL's ending in
+    "+00", SQLite's naive, as Django keeps them), its last event id and transitions, and the
+    time of this write as updated_at."""
+    if _postgres():
+        now, zone = str(timezone.now()), "+00"
+    else:
+        now, zone = str(timezone.now().replace(tzinfo=None)), ""
+    for r in rows:
+        values = list(r.values)
+        values[_LAST], values[_TRANSITIONS], values[_UPDATED] = r.last_event_id, r.transitions, now
+        for i in _TIME_INDEXES:
+            ms = values[i]
+            if ms is not None:
+                values[i] = time_text(ms, zone)
+        yield values
 
 
 _EPOCH = datetime(1970, 1, 1)
@@ -267,10 +272,8 @@ def _update_staged(rows: Sequence[Staged], update: list[str], guard: bool) -> No
     """Update stored rows (PostgreSQL): their values `COPY`ed into this session's staging
     table, then one `UPDATE ... FROM` it (no row-lock record before each update)."""
     table = _q(JobRecord._meta.db_table)
-    now = str(timezone.now())
     with connection.cursor() as cursor:
-        made = (_written(r, now, "+00") for r in rows)
-        source = _stage(cursor, JobRecord, JOB_COLUMNS, made)
+        source = _stage(cursor, JobRecord, JOB_COLUMNS, _written(rows))
         cursor.execute(
             f"UPDATE {table} SET {_sets(update, guard, 'new')} FROM ({source}) AS new"
             f" WHERE {table}.{_q('id')} = new.{_q('id')}"
@@ -279,11 +282,7 @@ def _update_staged(rows: Sequence[Staged], update: list[str], guard: bool) -> No
 
 def _upsert_rows(rows: Sequence[Staged], update: Iterable[str], guard: bool) -> None:
     """Insert rows, updating those that exist (`INSERT ... ON CONFLICT DO UPDATE`)."""
-    if _postgres():
-        now, zone = str(timezone.now()), "+00"
-    else:
-        now, zone = str(timezone.now().replace(tzinfo=None)), ""  # SQLite keeps naive UTC text
-    made = [tuple(_written(r, now, zone)) for r in rows]
+    made = [tuple(values) for values in _written(rows)]
     tail = f" ON CONFLICT ({_q('id')}) DO UPDATE SET {_sets(update, guard, 'excluded')}"
     _insert(JobRecord, JOB_COLUMNS, made, tail)
 
