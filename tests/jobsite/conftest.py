@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 import redis
@@ -90,9 +91,12 @@ async def run_worker(settings: EngineSettings) -> Worker:
     return worker
 
 
-async def mirror_all(consumer: str = "mirror-test") -> int:
-    """Start a mirror, apply every event in the streams, close it; return events applied."""
-    mirror = Mirror(["default"], consumer=consumer)
+async def mirror_all(
+    consumer: str = "mirror-test", queues: Sequence[str] = ("default",), **options: Any
+) -> int:
+    """Start a mirror of `queues` (Mirror's `options`), apply every event in the streams, close
+    it; return events applied."""
+    mirror = Mirror(list(queues), consumer=consumer, **options)
     try:
         await mirror.start()
         while await mirror.step(block_ms=50):

@@ -14,12 +14,11 @@ from engine import Client, EngineSettings, Worker
 from engine.dev.devcluster import ClusterServer
 from engine.stream.events import EventReader
 from jobsite.jobs import conf
-from jobsite.jobs.history.mirror import Mirror
 from jobsite.jobs.models import JobRecord
 from jobsite.jobs.tasks.registry import load_tasks
 from tests.engine import tasks as t
 
-from .conftest import MODULES
+from .conftest import MODULES, mirror_all
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -51,27 +50,16 @@ async def _history(settings: EngineSettings) -> list[str]:
     return [job.id for job in jobs]
 
 
-async def _mirror(consumer: str) -> int:
-    mirror = Mirror(QUEUES, consumer=consumer)
-    try:
-        await mirror.start()
-        while await mirror.step(block_ms=50):
-            pass
-        return mirror.applied
-    finally:
-        await mirror.aclose()
-
-
 def test_the_mirror_follows_two_queues_on_two_masters(on_cluster: EngineSettings) -> None:
     ids = async_to_sync(_history)(on_cluster)
-    assert async_to_sync(_mirror)("mirror-cluster") > 0
+    assert async_to_sync(mirror_all)("mirror-cluster", QUEUES) > 0
     rows = {row.id: row for row in JobRecord.objects.all()}
     assert set(rows) == set(ids)
     assert {row.queue for row in rows.values()} == set(QUEUES)
     assert sum(row.state == "completed" for row in rows.values()) == 10
     assert rows[ids[-1]].state == "failed"
     # Nothing is left unread or unacked: a second mirror applies nothing.
-    assert async_to_sync(_mirror)("mirror-cluster") == 0
+    assert async_to_sync(mirror_all)("mirror-cluster", QUEUES) == 0
 
 
 def test_a_slow_slot_read_is_not_taken_for_an_idle_stream(
@@ -88,5 +76,5 @@ def test_a_slow_slot_read_is_not_taken_for_an_idle_stream(
         return await read_group(self, streams, *args)
 
     monkeypatch.setattr(EventReader, "_read_group", slow_on_a)
-    async_to_sync(_mirror)("mirror-slow")
+    async_to_sync(mirror_all)("mirror-slow", QUEUES)
     assert set(JobRecord.objects.values_list("id", flat=True)) == set(ids)

@@ -161,19 +161,9 @@ def test_what_was_carried_is_written_a_batch_at_a_time(
 
     monkeypatch.setattr(mirror_module, "write_batch", counting)
 
-    async def drain() -> int:
-        mirror = Mirror(["default"], consumer="capped", batch=8, carry_max=16)
-        try:
-            await mirror.start()
-            while await mirror.step(block_ms=50):
-                pass
-            return mirror.applied
-        finally:
-            await mirror.aclose()
-
     entries = stream(engine)
     most_of_one_job = max(Counter(f.get("job") for _, f in entries).values())
-    assert async_to_sync(drain)() == len(entries)
+    assert async_to_sync(mirror_all)("capped", batch=8, carry_max=16) == len(entries)
     assert len(sizes) > 3 and max(sizes) < 8 + most_of_one_job, sizes
     assert JobRecord.objects.count() == len(ids)
     assert kept_changes() == changes(entries)
