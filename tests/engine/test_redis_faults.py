@@ -136,7 +136,9 @@ async def test_redis_outage(how: str, tmp_path: Path, procs: list[WorkerProc]) -
         assert worker.alive()
         assert fail_s < 1.5, fail_s
         assert len(lines) <= 12, len(lines)  # at most about one line per second
-        assert cpu_share < 0.05, cpu_share
+        # A loop retrying without backoff takes most of a core; the backed-off retries of every
+        # loop took 2.5 to 3 % of one here, and 8 to 11 % on a contended host (CI, 2026-11-28).
+        assert cpu_share < 0.2, cpu_share
         assert resumed_s < 2.0, resumed_s
         record(
             f"redis_outage_{how}",
