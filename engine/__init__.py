@@ -32,6 +32,7 @@ from .job import (
     TERMINAL_STATES,
     Job,
     JobState,
+    claimed_ms,
     state_vocabulary,
 )
 from .keys import (
@@ -156,6 +157,7 @@ __all__ = [
     "check_chosen_job_id",
     "check_job_id",
     "check_role_name",
+    "claimed_ms",
     "collect_tasks",
     "configure",
     "connect",

@@ -377,11 +377,23 @@ class Job:
                 values[name] = _loads_or_raw(raw)
             else:
                 values[name] = raw
+        if "claimed_at_ms" not in values and (claimed := claimed_ms(fields)):
+            values["claimed_at_ms"] = int(claimed)  # begun at its claim
         values["state"] = JobState(values.get("state") or JobState.UNSUBMITTED)  # "" too
         values.setdefault("id", job_id)
         values.setdefault("queue", queue)
         values.setdefault("task", "")
         return cls(**values, extra=extra)
+
+
+def claimed_ms(fields: Mapping[str, str]) -> str | None:
+    """Return when a job hash's latest claim was, as stored (None: never claimed).
+
+    claim-12.lua stores claimed_at_ms only for a job it claims without beginning it; one it
+    begins at once was claimed at the start stamp of that attempt (retried_at_ms, or
+    started_at_ms for the first), which a finished job keeps anyway.
+    """
+    return fields.get("claimed_at_ms") or fields.get("retried_at_ms") or fields.get("started_at_ms")
 
 
 # AsyncMQ's statuses, as ours (its `delayed` is a job waiting for its time: scheduled).

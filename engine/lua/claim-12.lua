@@ -33,6 +33,9 @@
   when the job has none; stalls > 0 marks a suspect, which the worker runs alone; begun is 1
   when this call began the job, else 0).
   Ids whose hash is gone or not `submitted` are removed and skipped.
+  claimed_at_ms is written only for a job claimed and not begun: one begun here was claimed at
+  its start stamp, which readers take instead (engine/job.py claimed_ms), so a finished job's
+  hash is the smaller by that field for its whole result ttl.
   Events: submitted -> started | expired | scheduled (rate limited); none when set aside.
   Re-adds the marker while jobs remain.
 ]]
@@ -110,7 +113,7 @@ for j = 1, #popped, 2 do
   token = token + 1
   local f = rcall('HMGET', key, 'state', 'task', 'version', 'args', 'kwargs', 'options', 'attempt',
                   'deadline_ms', 'rate_interval_ms', 'rate_slot_ms', 'parents', 'stalls',
-                  'trace_context', 'started_at_ms', 'submitted_at_ms')
+                  'trace_context', 'started_at_ms', 'submitted_at_ms', 'claimed_at_ms')
   local suspect = tonumber(f[12] or '0') > 0
   -- A job without a task name no worker could ever run: claimed, and the runner drops it.
   local tv = f[2] and (f[2] .. '@' .. (f[3] or '1'))
@@ -141,8 +144,7 @@ for j = 1, #popped, 2 do
       free_slot(Q, key, id)
       emit(Q, id, 'submitted', 'scheduled', attempt - 1, worker, 'rate limited')
     else
-      local fields = {'state', 'started', 'token', fmt(token), 'worker', worker,
-                      'claimed_at_ms', now_s}
+      local fields = {'state', 'started', 'token', fmt(token), 'worker', worker}
       local begun = b and not suspect and not f[6] and not held[f[2]]
       if begun then
         put_field(fields, 'attempt', attempt)
@@ -150,9 +152,11 @@ for j = 1, #popped, 2 do
         if f[15] then observe(wait, f[2] or '', now - tonumber(f[15]), b) end
       else
         put_field(fields, 'begun', '0')
+        put_field(fields, 'claimed_at_ms', now_s)
       end
       rcall('HSET', key, unpack(fields))
       if f[10] then rcall('HDEL', key, 'rate_slot_ms') end
+      if begun and f[16] then rcall('HDEL', key, 'claimed_at_ms') end  -- an earlier claim's
       leased[#leased + 1], leased[#leased + 2] = lease, id
       emit(Q, id, 'submitted', 'started', attempt, worker)
       out[#out + 1] = {id, f[2], f[3], f[4], f[5], attempt, fmt(token), f[6], f[11], f[12] or '0',

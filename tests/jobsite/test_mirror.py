@@ -67,6 +67,11 @@ def test_mirror_writes_rows_and_history(engine: EngineSettings) -> None:
     assert kept_changes() == changes(stream(engine))
     flaky = [(t["from"], t["to"]) for t in JobRecord.objects.get(id=ids[21]).transitions]
     assert flaky[0] == ("unsubmitted", "submitted") and flaky[-1] == ("started", "failed")
+    # Begun at their claims: no claim stamp in the hash, the row takes the latest start.
+    first = JobRecord.objects.get(id=ids[0])
+    assert first.claimed_at is not None and first.claimed_at == first.started_at
+    retried = JobRecord.objects.get(id=ids[21])
+    assert retried.retried_at is not None and retried.claimed_at == retried.retried_at
 
 
 def test_a_batch_rolled_back_in_a_fresh_session_does_not_break_the_next(

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from engine import TERMINAL_STATES, Event
+from engine import TERMINAL_STATES, Event, claimed_ms
 
 TERMINAL = frozenset(s.value for s in TERMINAL_STATES)
 TIMES = (
@@ -193,7 +193,7 @@ def row_values(fields: dict[str, str]) -> list[Any]:
         f("replay_of", ""),
         f("parents") or "[]",
         f("flow_id") or None,
-        *[_ms(f(name)) for name in _TIME_FIELDS],
+        *[_ms(claimed_ms(fields) if name == "claimed_at_ms" else f(name)) for name in _TIME_FIELDS],
         None,
         None,
         None,
