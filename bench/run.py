@@ -75,7 +75,7 @@ def sizes_for(args: argparse.Namespace) -> Sizes:
         jobs = args.jobs or 2000
         return Sizes(jobs, min(jobs, 500), samples=100, memory=min(jobs, 2000), rtt_ms=rtt_ms)
     jobs = args.jobs or 20_000
-    return Sizes(jobs=jobs, one=min(jobs, 5000), samples=300, memory=10_000, rtt_ms=rtt_ms)
+    return Sizes(jobs=jobs, one=min(jobs, 5000), samples=1000, memory=10_000, rtt_ms=rtt_ms)
 
 
 def ping_rtt_ms(url: str, n: int = 300) -> float:
