@@ -201,7 +201,6 @@ async def test_claim_begins_what_starts_at_once_and_only_claims_what_may_wait(
     ) == [1]
 
 
-
 async def test_a_job_begun_at_its_claim_keeps_no_claim_stamp_of_its_own(client: Client) -> None:
     """claimed_at_ms is stored only while a claim has not begun its job: one begun at once was
     claimed at its start, which readers take (Job, the history's rows), and a stamp left by an
@@ -213,9 +212,12 @@ async def test_a_job_begun_at_its_claim_keeps_no_claim_stamp_of_its_own(client: 
     assert row.begun == 0 and await client.redis.hexists(k.job(held.id), "claimed_at_ms")
     claimed_first = (await client.get(held.id)).claimed_at_ms
     assert claimed_first is not None
-    assert await client.scripts.release(
-        k, events_maxlen=1000, worker_id="w1", job_id=held.id, token=row.token, reason="test"
-    ) == 0
+    assert (
+        await client.scripts.release(
+            k, events_maxlen=1000, worker_id="w1", job_id=held.id, token=row.token, reason="test"
+        )
+        == 0
+    )
     (again,) = await client.scripts.claim(k, max_jobs=1, begin=True, **claim)
     assert again.id == held.id and again.begun == 1
     fields = await client.redis.hgetall(k.job(held.id))
@@ -223,6 +225,7 @@ async def test_a_job_begun_at_its_claim_keeps_no_claim_stamp_of_its_own(client: 
     got = await client.get(held.id)
     assert got.claimed_at_ms == got.started_at_ms == int(fields["started_at_ms"])
     assert got.claimed_at_ms >= claimed_first
+
 
 async def test_claim_wakes_the_next_worker_while_jobs_remain(client: Client) -> None:
     k = client.keys("default")
