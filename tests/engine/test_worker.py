@@ -91,11 +91,13 @@ async def test_retry_delays_follow_backoff(client: Client, settings: EngineSetti
     at = {}
     for _, e in events:
         at.setdefault((e["to"], e["attempt"]), int(e["at"]))
-    # retry n is scheduled for 0.1 * 2**n seconds: 200 ms, then 400 ms
+    # retry n is scheduled for 0.1 * 2**n seconds: 200 ms, then 400 ms. Never sooner: that is
+    # the backoff. Later by a margin only: a contended 2-core host (CI's, 2026-11-29 01:37, with
+    # the worker's isolation children starting meanwhile) promoted the first 513 ms late.
     for n, wait_ms in ((1, 200), (2, 400)):
         scheduled = at[("scheduled", str(n))]
         promoted = at[("submitted", str(n))]
-        assert wait_ms <= promoted - scheduled < wait_ms + 300, (n, promoted - scheduled)
+        assert wait_ms <= promoted - scheduled < wait_ms + 1000, (n, promoted - scheduled)
     assert (await client.get(job.id)).attempt == 3
 
 
