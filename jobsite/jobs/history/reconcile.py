@@ -16,9 +16,9 @@ from jobsite.jobs.models import LOST, TERMINAL, JobRecord, QueueRecord, WorkerRe
 log = logging.getLogger("jobsite.reconcile")
 
 
-def _resubmit(rows: list[JobRecord]) -> None:
+def _resubmit(ids: list[str]) -> None:
     jobs: list[EngineJob] = []
-    for row in rows:
+    for row in JobRecord.objects.filter(id__in=ids):
         ref = task_ref(row.task, version=row.version).using(
             queue=row.queue, priority=row.priority, job_id=row.id
         )
@@ -27,28 +27,32 @@ def _resubmit(rows: list[JobRecord]) -> None:
 
 
 def reconcile(policy: str | None = None, chunk: int = 1000) -> dict[str, int]:
-    """Check every live row against Redis; return counts of checked, lost and resubmitted rows."""
+    """Check every live row against Redis; return counts of checked, lost and resubmitted rows.
+
+    Reads only the ids and queues of live rows, a chunk at a time (a backlog can be 100,000s of
+    live rows; their JSON columns would be decoded for nothing): whole rows only to resubmit.
+    """
     policy = policy or conf.option("RECONCILE")
     counts = {"checked": 0, "lost": 0, "resubmitted": 0}
     live = JobRecord.objects.exclude(state__in=[*TERMINAL, LOST]).order_by("id")
     last = ""
     while True:
-        rows = list(live.filter(id__gt=last)[:chunk])
-        if not rows:
+        pairs: list[tuple[str, str]] = list(
+            live.filter(id__gt=last).values_list("id", "queue")[:chunk]
+        )
+        if not pairs:
             return counts
-        last = rows[-1].id
-        counts["checked"] += len(rows)
-        gone = services.missing([(row.id, row.queue) for row in rows])
-        missing = [row for row in rows if row.id in gone]
+        last = pairs[-1][0]
+        counts["checked"] += len(pairs)
+        gone = services.missing(pairs)
+        missing = [job_id for job_id, _ in pairs if job_id in gone]
         if not missing:
             continue
         if policy == "resubmit":
             _resubmit(missing)
             counts["resubmitted"] += len(missing)
         else:
-            JobRecord.objects.filter(id__in=[r.id for r in missing]).update(
-                state=LOST, completed_at=timezone.now()
-            )
+            JobRecord.objects.filter(id__in=missing).update(state=LOST, completed_at=timezone.now())
             counts["lost"] += len(missing)
         log.warning("reconcile policy=%s missing=%d", policy, len(missing))
 
