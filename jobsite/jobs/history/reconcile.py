@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from engine import Job as EngineJob
@@ -16,14 +17,16 @@ from jobsite.jobs.models import LOST, TERMINAL, JobRecord, QueueRecord, WorkerRe
 log = logging.getLogger("jobsite.reconcile")
 
 
-def _resubmit(ids: list[str]) -> None:
+def _resubmit(rows: QuerySet[JobRecord]) -> int:
+    """Push `rows` again with their own ids; return how many."""
     jobs: list[EngineJob] = []
-    for row in JobRecord.objects.filter(id__in=ids):
+    for row in rows:
         ref = task_ref(row.task, version=row.version).using(
             queue=row.queue, priority=row.priority, job_id=row.id
         )
         jobs.append(ref.call(*row.args, **row.kwargs))
     services.push(jobs)
+    return len(jobs)
 
 
 def reconcile(policy: str | None = None, chunk: int = 1000) -> dict[str, int]:
@@ -48,12 +51,12 @@ def reconcile(policy: str | None = None, chunk: int = 1000) -> dict[str, int]:
         missing = [job_id for job_id, _ in pairs if job_id in gone]
         if not missing:
             continue
+        # Only rows still live: one the mirror ended meanwhile is neither rerun nor marked lost.
+        still = live.filter(id__in=missing)
         if policy == "resubmit":
-            _resubmit(missing)
-            counts["resubmitted"] += len(missing)
+            counts["resubmitted"] += _resubmit(still)
         else:
-            JobRecord.objects.filter(id__in=missing).update(state=LOST, completed_at=timezone.now())
-            counts["lost"] += len(missing)
+            counts["lost"] += still.update(state=LOST, completed_at=timezone.now())
         log.warning("reconcile policy=%s missing=%d", policy, len(missing))
 
 
