@@ -26,7 +26,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from engine import Client, EngineSettings, Reconnect, RedisServer, RedisUnavailable
+from engine import Client, EngineSettings, JobState, Reconnect, RedisServer, RedisUnavailable
 
 from .demo import demo_jobs
 from .localkey import local_secret_key
@@ -54,28 +54,36 @@ def local_env() -> dict[str, str]:
     return env
 
 
-def create_admin() -> None:
-    """Create the `admin` superuser once and print its password (it is never shown again).
+def prepare() -> None:
+    """Migrate, collect static files and create the admin user, in this process.
 
-    The password travels on the shell's stdin, never on a command line (`ps` shows those).
+    One Django start-up for the three (each took a `manage.py` process of its own, about
+    2 s of imports apiece); the connections close before the children start.
     """
-    password = secrets.token_urlsafe(12)
-    code = (
-        "from django.contrib.auth.models import User\n"
-        "import sys\n"
-        "if User.objects.filter(username='admin').exists(): sys.exit(3)\n"
-        f"User.objects.create_superuser('admin', 'admin@localhost', {password!r})\n"
-    )
-    status = subprocess.run(manage("shell", "-v", "0"), input=code.encode(), check=False).returncode
-    if status == 0:
-        console.print(
-            f"[bold]admin user created[/]: username [bold]admin[/], password [bold]{password}[/]"
-            " (shown once)"
-        )
-    elif status == 3:
+    import django
+    from django.core.management import call_command
+    from django.db import connections
+
+    django.setup()
+    call_command("migrate", interactive=False, verbosity=0)
+    call_command("collectstatic", interactive=False, verbosity=0)
+    create_admin()
+    connections.close_all()
+
+
+def create_admin() -> None:
+    """Create the `admin` superuser once and print its password (it is never shown again)."""
+    from django.contrib.auth.models import User
+
+    if User.objects.filter(username="admin").exists():
         console.print("admin user exists (its password was printed when it was created)")
-    else:
-        raise SystemExit("could not create the admin user")
+        return
+    password = secrets.token_urlsafe(12)
+    User.objects.create_superuser("admin", "admin@localhost", password)
+    console.print(
+        f"[bold]admin user created[/]: username [bold]admin[/], password [bold]{password}[/]"
+        " (shown once)"
+    )
 
 
 async def feed(settings: EngineSettings, rounds: int, pause_s: float) -> None:
@@ -118,16 +126,14 @@ def wait_http(url: str, timeout_s: float) -> int:
 
 def smoke_check(timeout_s: float = 30) -> int:
     """Wait until the mirror wrote finished demo jobs into the database; print the count."""
-    code = (
-        "from jobsite.jobs.models import JobRecord as R; "
-        "print(R.objects.filter(state='completed').count())"
-    )
+    from django.db import connections
+
+    from jobsite.jobs.models import JobRecord
+
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        out = subprocess.run(
-            manage("shell", "-c", code), capture_output=True, text=True, check=True
-        )
-        count = int((out.stdout.strip().splitlines() or ["0"])[-1])
+        count = JobRecord.objects.filter(state=JobState.COMPLETED).count()
+        connections.close_all()
         if count > 0:
             console.print(f"smoke check: {count} completed jobs mirrored")
             return 0
@@ -179,9 +185,7 @@ def main() -> int:
             server.start()
             os.environ["REDIS_URL"] = server.url
             console.print(f"started a private redis-server at {server.url}")
-        subprocess.run(manage("migrate", "--noinput", "-v", "0"), check=True)
-        subprocess.run(manage("collectstatic", "--noinput", "-v", "0"), check=True)
-        create_admin()
+        prepare()
         procs.append(subprocess.Popen(manage("runworker", "--concurrency", "20")))
         daphne = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(args.port)]
         procs.append(subprocess.Popen([*daphne, "demo.asgi:application"]))
