@@ -47,6 +47,8 @@ SVG = ROOT / "docs" / "img" / "soak.svg"
 QUEUE = "default"
 GROUP = "mirror"
 TARGET_GROWTH_MIB = 10.0
+# The queue's counters of events trimmed before the mirror read them (trim-3.lua, the mirror).
+GAP_FIELDS = ("gap_entries", "gap_jobs", "gap_unrecorded", "gap_rebuilt", "gap_lost")
 WARM_FRACTION = 0.10
 # Redis' dict entries are 24 bytes, which jemalloc serves from its 32-byte class: a key with a
 # ttl has one in the expires dict, which MEMORY USAGE leaves out, and MEMORY USAGE counts 24 for
@@ -300,12 +302,16 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                     now_ms = int(time.time() * 1000)
                     _, backlog, _ = await mirror_lag(client.redis, keys, GROUP, now_ms)
                     _, hooks, _ = await mirror_lag(client.redis, keys, "hooks", now_ms)
-                    if live == 0 and backlog == 0 and hooks == 0:
+                    # The history is whole once the mirror read every event and rebuilt every
+                    # job whose events the hard cap trimmed unread (the missed SET, trim-3.lua).
+                    missed = int(await client.redis.scard(keys.missed))
+                    if live == 0 and backlog == 0 and hooks == 0 and missed == 0:
                         break
                     if time.monotonic() > deadline or sampling.done():
                         sampling.cancel()
                         raise RuntimeError(
                             f"not drained: live={live} backlog={backlog} hooks_backlog={hooks}"
+                            f" missed={missed}"
                         )
                     await asyncio.sleep(0.5)
                 drain_s = time.monotonic() - feed_start - feed_s
@@ -314,6 +320,8 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 last = await sample()
                 progress.update(bar, completed=last.done, line=line(last))
             counts = (await client.queue_states([QUEUE]))[0][1]
+            stats = await client.redis.hgetall(keys.stats)
+            gaps = {f: int(stats.get(f, 0)) for f in GAP_FIELDS}
         end_used = int(sync_redis.info("memory")["used_memory"])
         kinds = retained(sync_redis)
         dbsize = int(sync_redis.dbsize())
@@ -345,8 +353,22 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "keys": dbsize,
         "rows": rows,
         "counts": {k: v for k, v in counts.items() if v},
+        "gaps": gaps,
         "samples": [asdict(s) for s in samples],
     }
+
+
+def gap_line(gaps: dict[str, int]) -> str:
+    """Say what the hard cap on the event stream cost the history (the queue's gap counters)."""
+    if not gaps.get("gap_entries"):
+        return "The mirror read every event: none was trimmed before it did (no gap)."
+    return (
+        f"The mirror fell more than the hard cap (`events_maxlen`) behind: the cleaner trimmed"
+        f" {gaps['gap_entries']:,} events before it read them, recording"
+        f" {gaps.get('gap_jobs', 0):,} jobs for it to rebuild from their hashes (rebuilt"
+        f" {gaps.get('gap_rebuilt', 0):,}, lost {gaps.get('gap_lost', 0):,}) and counting"
+        f" {gaps.get('gap_unrecorded', 0):,} beyond the missed set's limit (stats `gap_*`)."
+    )
 
 
 def growth(samples: list[dict[str, Any]], jobs: int) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -514,6 +536,8 @@ def report(result: dict[str, Any], command: str, svg_rel: str | None) -> str:
         f" = jobs fed ({fed:,}): {'met' if row_total == fed else 'MISSED'} |",
         "",
         "Rows by state: " + ", ".join(f"{s} {n:,}" for s, n in sorted(rows.items())) + ".",
+        "",
+        gap_line(result.get("gaps", {})),
         "",
         "What Redis keeps at the end (results are kept a day: `result_ttl_s` 86,400), largest"
         " first: "
