@@ -48,7 +48,14 @@ QUEUE = "default"
 GROUP = "mirror"
 TARGET_GROWTH_MIB = 10.0
 # The queue's counters of events trimmed before the mirror read them (trim-3.lua, the mirror).
-GAP_FIELDS = ("gap_entries", "gap_jobs", "gap_unrecorded", "gap_rebuilt", "gap_lost")
+GAP_FIELDS = (
+    "gap_entries",
+    "gap_jobs",
+    "gap_unrecorded",
+    "gap_resynced",
+    "gap_rebuilt",
+    "gap_lost",
+)
 WARM_FRACTION = 0.10
 # Redis' dict entries are 24 bytes, which jemalloc serves from its 32-byte class: a key with a
 # ttl has one in the expires dict, which MEMORY USAGE leaves out, and MEMORY USAGE counts 24 for
@@ -367,7 +374,8 @@ def gap_line(gaps: dict[str, int]) -> str:
         f" {gaps['gap_entries']:,} events before it read them, recording"
         f" {gaps.get('gap_jobs', 0):,} jobs for it to rebuild from their hashes (rebuilt"
         f" {gaps.get('gap_rebuilt', 0):,}, lost {gaps.get('gap_lost', 0):,}) and counting"
-        f" {gaps.get('gap_unrecorded', 0):,} beyond the missed set's limit (stats `gap_*`)."
+        f" {gaps.get('gap_unrecorded', 0):,} beyond the missed set's limit, which a resync of"
+        f" every job hash rebuilt ({gaps.get('gap_resynced', 0):,}; stats `gap_*`)."
     )
 
 

@@ -245,7 +245,8 @@ class QueueKeys:
         Metrics fields (common.lua, engine/ops/metrics.py): `done|<task>|<state>` per task totals,
         and the `run`/`wait` histograms as `<kind>|<task>|<le_ms>` and `<kind>|<task>|sum_ms`.
         The history's gaps (trim-3.lua, the mirror): `gap_entries`, `gap_jobs`,
-        `gap_unrecorded`, `gap_rebuilt`, `gap_lost`.
+        `gap_unrecorded`, `gap_rebuilt`, `gap_lost`, `gap_resynced` (unrecorded jobs a resync
+        rebuilt).
         """
         return f"{self.base}:stats"
 

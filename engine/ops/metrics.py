@@ -274,7 +274,8 @@ async def queue_metrics(
         lag_ms / 1000,
         gap_entries=int(stats.get("gap_entries", 0)),
         gap_rebuilt=int(stats.get("gap_rebuilt", 0)),
-        gap_lost=int(stats.get("gap_lost", 0)) + int(stats.get("gap_unrecorded", 0)),
+        gap_lost=int(stats.get("gap_lost", 0))
+        + max(0, int(stats.get("gap_unrecorded", 0)) - int(stats.get("gap_resynced", 0))),
         runnable=runnable,
         oldest_runnable_s=oldest_ms / 1000 if runnable else 0.0,
         worker_slots=slots,

@@ -349,6 +349,18 @@ class EventReader:
         """Count `entries` trimmed before this group read them (stats `gap_entries`)."""
         await self.redis.hincrby(self.keys[queue].stats, "gap_entries", entries)
 
+    async def uncovered(self, queue: str) -> int:
+        """Return how many jobs trim-3.lua could only count (`gap_unrecorded`: its missed SET was
+        full) that no resync has covered yet (`gap_resynced`)."""
+        unrecorded, resynced = await self.redis.hmget(
+            self.keys[queue].stats, "gap_unrecorded", "gap_resynced"
+        )
+        return max(0, int(unrecorded or 0) - int(resynced or 0))
+
+    async def record_resync(self, queue: str, covered: int) -> None:
+        """Count `covered` unrecorded jobs as rebuilt by a resync (stats `gap_resynced`)."""
+        await self.redis.hincrby(self.keys[queue].stats, "gap_resynced", covered)
+
     async def missed(self, queue: str) -> list[str]:
         """Return the jobs of the missed SET (their events were trimmed unread; SSCAN)."""
         return [job async for job in self.redis.sscan_iter(self.keys[queue].missed, count=1000)]

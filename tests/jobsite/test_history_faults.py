@@ -224,3 +224,29 @@ def test_the_hard_cap_reports_the_gap_rebuilds_and_counts_the_rest(site: Site) -
     assert tally.unsettled == 0
     assert "event stream trimmed past the group" in site.log("worker")
     assert "rebuilt jobs whose events were trimmed unread" in site.log("mirror-after")
+
+
+def test_jobs_past_a_full_missed_set_are_rebuilt_by_a_resync(site: Site) -> None:
+    site.engine = {"EVENTS_MAXLEN": 300}
+    (mirror,) = _warm(site)
+    Site.stop(mirror)
+    # 1,200 jobs (3,600 events) with the mirror away and a cap of 300 entries: about 3,300 go
+    # unread, and the missed SET takes 100 jobs (a third of the cap); the rest are only counted.
+    asyncio.run(site.feed(1200))
+    asyncio.run(site.drained())
+    deadline = time.monotonic() + 30
+    while asyncio.run(site.redis_info()).get("gap_unrecorded", 0) == 0:
+        assert time.monotonic() < deadline, "the cleaner never trimmed past the full missed SET"
+        time.sleep(0.25)
+    time.sleep(1.5)  # the cleaner's next ticks trim the rest
+    site.mirror("mirror-after")
+    tally, _ = site.settle(120)
+    gaps = asyncio.run(site.redis_info())
+    print(f"\nhard cap 300 entries, mirror away: {gaps} {tally}")
+    assert gaps["gap_unrecorded"] > 0 and gaps["gap_jobs"] > 0
+    assert tally.missing == 0 and tally.unsettled == 0, tally
+    # The jobs only counted are rebuilt too, and no longer reported lost.
+    assert gaps["gap_resynced"] == gaps["gap_unrecorded"]
+    assert "resynced queue=default" in site.log("mirror-after")
+    lost = asyncio.run(site.gap_lost())
+    assert lost == 0, gaps

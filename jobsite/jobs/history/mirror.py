@@ -330,6 +330,8 @@ class Mirror:
         self._give_back_at = time.monotonic() + GIVE_BACK_BUSY_S  # while busy, not before
         # Missed jobs whose hash was gone, by the stream's newest entry (sortable) then.
         self._gone_at: dict[str, str] = {}
+        # Per queue, the jobs trimmed past a full missed SET not yet resynced, at the last check.
+        self._uncovered: dict[str, int] = {}
         # Events read but left for a later batch, unacked, by job (see the class docstring),
         # and how many there are.
         self._carried: dict[str, list[Event]] = {}
@@ -378,25 +380,35 @@ class Mirror:
         whose hash is gone too is judged once this mirror has read every entry the stream held
         when it was first found gone (its later events, if any, are then applied): if its row
         has not ended by then, it is counted (`gap_lost`) and logged, never invented. A loss
-        the cleaner did not record (see EventReader.behind_trim) rebuilds every job of the
-        queue. When there is something to repair it runs between batches (the one being
-        written is committed first), so a row is never written from a hash older than an event
-        already applied; when there is nothing, the batch being written is left to finish.
+        the cleaner did not record (see EventReader.behind_trim), or jobs it could only count
+        because the missed SET was full (`gap_unrecorded`; once that count stops growing),
+        rebuild every job of the queue (`resync`). When there is something to repair it runs
+        between batches (the one being written is committed first), so a row is never written
+        from a hash older than an event already applied; when there is nothing, the batch being
+        written is left to finish.
         """
         gaps = []
         for queue in self.queues:
             unrecorded = await self.reader.behind_trim(queue)
+            uncovered = await self.reader.uncovered(queue)
+            # Jobs trimmed past a full missed SET: one resync once their count stops growing
+            # (not one per cleaner tick while the mirror is still far behind).
+            seen, self._uncovered[queue] = self._uncovered.get(queue), uncovered
+            due = uncovered > 0 and uncovered == seen
             missed = await self.reader.missed(queue)
-            if unrecorded or missed:
-                gaps.append((queue, unrecorded, missed))
+            if unrecorded or due or missed:
+                gaps.append((queue, unrecorded, due, uncovered, missed))
         if not gaps:
             return 0
         await self.settle()
         total = 0
-        for queue, unrecorded, missed in gaps:
-            if unrecorded:
+        for queue, unrecorded, due, uncovered, missed in gaps:
+            if unrecorded or due:
                 total += await self.resync(queue)
-                await self.reader.record_gap(queue, unrecorded)
+                if unrecorded:
+                    await self.reader.record_gap(queue, unrecorded)
+                if uncovered:  # a resync rebuilds them, whatever made it run
+                    await self.reader.record_resync(queue, uncovered)
             if not missed:
                 continue
             read_to, written_to = await self.reader.positions(queue)
