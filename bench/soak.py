@@ -310,8 +310,13 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                     _, backlog, _ = await mirror_lag(client.redis, keys, GROUP, now_ms)
                     _, hooks, _ = await mirror_lag(client.redis, keys, "hooks", now_ms)
                     # The history is whole once the mirror read every event and rebuilt every
-                    # job whose events the hard cap trimmed unread (the missed SET, trim-3.lua).
+                    # job whose events the hard cap trimmed unread (the missed SET, trim-3.lua,
+                    # and those past its limit, which a resync rebuilds).
                     missed = int(await client.redis.scard(keys.missed))
+                    unrecorded, resynced = await client.redis.hmget(
+                        keys.stats, "gap_unrecorded", "gap_resynced"
+                    )
+                    missed += int(unrecorded or 0) - int(resynced or 0)  # a resync to come
                     if live == 0 and backlog == 0 and hooks == 0 and missed == 0:
                         break
                     if time.monotonic() > deadline or sampling.done():
