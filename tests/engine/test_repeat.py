@@ -136,9 +136,9 @@ async def test_repeatables_change_at_run_time(client: Client, settings: EngineSe
     run = asyncio.create_task(scheduler.run(stopping))
     await client.repeats.add("r", t.add.call(1, 1), every_s=0.1)
     await asyncio.sleep(0.55)
-    first = len(await repeat_jobs(client, "r"))
-    assert 3 <= first <= 6
     await client.repeats.pause("default", "r")
+    first = len(await repeat_jobs(client, "r"))  # a tick may land until the pause, not after
+    assert 3 <= first <= 7
     [(rep, due)] = await client.repeats.list("default")
     assert due is None and rep.paused
     await asyncio.sleep(0.4)
