@@ -240,14 +240,14 @@ class Site:
                 **{k: int(v) for k, v in stats.items() if k.startswith("gap_")},
             }
 
-    async def gap_lost(self) -> int:
-        """Return the jobs the history lost to trims, as the metrics report them."""
+    async def gap_lost(self) -> tuple[int, int]:
+        """Return the jobs the history lost to trims, as the metrics and the API report them."""
         from engine.ops.metrics import queue_metrics
 
         async with Client(self.settings()) as client:
             keys = client.keys("default")
             metrics = await queue_metrics(client.redis, keys, "mirror", int(time.time() * 1000))
-            return metrics.gap_lost
+            return metrics.gap_lost, (await client.history_gaps("default"))["lost"]
 
     def settle(self, timeout_s: float = 180, want: int | None = None) -> tuple[Tally, float]:
         """Wait until every job fed has its row in its final state (or `timeout_s`); return the

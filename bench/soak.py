@@ -47,15 +47,6 @@ SVG = ROOT / "docs" / "img" / "soak.svg"
 QUEUE = "default"
 GROUP = "mirror"
 TARGET_GROWTH_MIB = 10.0
-# The queue's counters of events trimmed before the mirror read them (trim-3.lua, the mirror).
-GAP_FIELDS = (
-    "gap_entries",
-    "gap_jobs",
-    "gap_unrecorded",
-    "gap_resynced",
-    "gap_rebuilt",
-    "gap_lost",
-)
 WARM_FRACTION = 0.10
 # Redis' dict entries are 24 bytes, which jemalloc serves from its 32-byte class: a key with a
 # ttl has one in the expires dict, which MEMORY USAGE leaves out, and MEMORY USAGE counts 24 for
@@ -204,6 +195,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     from bench import soak_tasks
     from engine import Client, EngineSettings
     from engine.ops.metrics import mirror_lag
+    from engine.stream import gaps as gap_counters
 
     db_url = args.database_url or f"sqlite:///{tmp}/soak.sqlite3"
     server = start_redis(tmp)
@@ -313,10 +305,8 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                     # job whose events the hard cap trimmed unread (the missed SET, trim-3.lua,
                     # and those past its limit, which a resync rebuilds).
                     missed = int(await client.redis.scard(keys.missed))
-                    unrecorded, resynced = await client.redis.hmget(
-                        keys.stats, "gap_unrecorded", "gap_resynced"
-                    )
-                    missed += int(unrecorded or 0) - int(resynced or 0)  # a resync to come
+                    stats = await client.redis.hgetall(keys.stats)
+                    missed += gap_counters.uncovered(stats)  # a resync to come
                     if live == 0 and backlog == 0 and hooks == 0 and missed == 0:
                         break
                     if time.monotonic() > deadline or sampling.done():
@@ -333,7 +323,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 progress.update(bar, completed=last.done, line=line(last))
             counts = (await client.queue_states([QUEUE]))[0][1]
             stats = await client.redis.hgetall(keys.stats)
-            gaps = {f: int(stats.get(f, 0)) for f in GAP_FIELDS}
+            gaps = {f: int(stats.get(f, 0)) for f in gap_counters.GAP_FIELDS}
         end_used = int(sync_redis.info("memory")["used_memory"])
         kinds = retained(sync_redis)
         dbsize = int(sync_redis.dbsize())

@@ -71,7 +71,7 @@ from .running.context import JobContext
 from .running.isolate import Isolation
 from .running.runner import error_info
 from .settings import EngineSettings, redact_url
-from .stream.events import IDLE_MS, SNAPSHOT_IDS, Event, EventReader, ids_by_queue
+from .stream.events import IDLE_MS, Event, EventReader, ids_by_queue
 from .stream.hooks import Hook, HookEvent
 from .task import (
     PER_CALL_OPTIONS,
@@ -101,7 +101,6 @@ __all__ = [
     "PER_CALL_OPTIONS",
     "RETRYABLE_STATES",
     "SCHEDULE_STATES",
-    "SNAPSHOT_IDS",
     "TERMINAL_STATES",
     "WAITING_STATES",
     "Client",

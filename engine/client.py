@@ -31,6 +31,7 @@ from .producing.limits import rate_interval_ms
 from .producing.submit import job_spec
 from .seam.scripts import Scripts, Submitted
 from .settings import EngineSettings
+from .stream import gaps
 from .stream.events import live_groups
 from .task import Task
 from .transport.connection import connect, server_ms
@@ -483,13 +484,12 @@ class Client:
     async def history_gaps(self, queue: str) -> dict[str, int]:
         """Return the queue's history gaps, ever: event entries trimmed before the mirror read
         them, jobs of those rebuilt from their hashes, and jobs that could not be (trim-3.lua)."""
-        entries, rebuilt, lost, unrecorded = await self.redis.hmget(
-            self.keys(queue).stats, ["gap_entries", "gap_rebuilt", "gap_lost", "gap_unrecorded"]
-        )
+        values = await self.redis.hmget(self.keys(queue).stats, list(gaps.GAP_FIELDS))
+        stats = dict(zip(gaps.GAP_FIELDS, values, strict=True))
         return {
-            "entries": int(entries or 0),
-            "rebuilt": int(rebuilt or 0),
-            "lost": int(lost or 0) + int(unrecorded or 0),
+            "entries": int(stats["gap_entries"] or 0),
+            "rebuilt": int(stats["gap_rebuilt"] or 0),
+            "lost": gaps.lost(stats),
         }
 
     async def mark_missed(self, queue: str, job_ids: Sequence[str]) -> None:

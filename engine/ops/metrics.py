@@ -15,6 +15,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from ..keys import QueueKeys, alive_key, worker_key, workers_key
+from ..stream import gaps
 from ..transport.connection import server_ms
 
 # Upper bounds (ms, ascending) of the buckets of the run time and queue wait histograms; the
@@ -274,8 +275,7 @@ async def queue_metrics(
         lag_ms / 1000,
         gap_entries=int(stats.get("gap_entries", 0)),
         gap_rebuilt=int(stats.get("gap_rebuilt", 0)),
-        gap_lost=int(stats.get("gap_lost", 0))
-        + max(0, int(stats.get("gap_unrecorded", 0)) - int(stats.get("gap_resynced", 0))),
+        gap_lost=gaps.lost(stats),
         runnable=runnable,
         oldest_runnable_s=oldest_ms / 1000 if runnable else 0.0,
         worker_slots=slots,

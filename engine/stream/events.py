@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, NamedTuple
 
 import orjson
@@ -15,6 +15,7 @@ from ..keys import QueueKeys, event_groups_key
 from ..seam.scripts import Scripts
 from ..settings import EngineSettings
 from ..transport.cluster import per_slot, slot_groups
+from . import gaps
 
 # A mirror batch holds thousands of events and job hashes whose states, workers, queues and tasks
 # are a handful of texts: each is kept once (`shared`), not once per event. Bounded: past
@@ -150,6 +151,20 @@ def _stream_entries(reply: Any) -> Iterable[tuple[str, list[Any]]]:
 
 
 SNAPSHOT_IDS = 1000
+
+
+async def _batches(items: AsyncIterator[str], size: int) -> AsyncIterator[list[str]]:
+    """Yield what `items` gives, `size` at a time (memory bounded by `size`, whatever the total)."""
+    batch: list[str] = []
+    async for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 # How long an entry stays unacked before another consumer takes it over (its reader stopped).
 IDLE_MS = 30_000
 
@@ -352,18 +367,30 @@ class EventReader:
     async def uncovered(self, queue: str) -> int:
         """Return how many jobs trim-3.lua could only count (`gap_unrecorded`: its missed SET was
         full) that no resync has covered yet (`gap_resynced`)."""
-        unrecorded, resynced = await self.redis.hmget(
-            self.keys[queue].stats, "gap_unrecorded", "gap_resynced"
-        )
-        return max(0, int(unrecorded or 0) - int(resynced or 0))
+        fields = ("gap_unrecorded", "gap_resynced")
+        values = await self.redis.hmget(self.keys[queue].stats, fields)
+        return gaps.uncovered(dict(zip(fields, values, strict=True)))
 
     async def record_resync(self, queue: str, covered: int) -> None:
         """Count `covered` unrecorded jobs as rebuilt by a resync (stats `gap_resynced`)."""
         await self.redis.hincrby(self.keys[queue].stats, "gap_resynced", covered)
 
-    async def missed(self, queue: str) -> list[str]:
-        """Return the jobs of the missed SET (their events were trimmed unread; SSCAN)."""
-        return [job async for job in self.redis.sscan_iter(self.keys[queue].missed, count=1000)]
+    async def has_missed(self, queue: str) -> bool:
+        """Tell whether the missed SET holds jobs (their events were trimmed unread)."""
+        return bool(await self.redis.scard(self.keys[queue].missed))
+
+    async def missed(self, queue: str, size: int = SNAPSHOT_IDS) -> AsyncIterator[list[str]]:
+        """Yield the jobs of the missed SET `size` at a time, while they are still in it.
+
+        SSCAN, never the whole SET at once (it holds up to a third of the hard cap): the caller
+        may remove each batch before the next; a job SSCAN gives again after its removal is
+        left out.
+        """
+        key = self.keys[queue].missed
+        async for batch in _batches(self.redis.sscan_iter(key, count=size), size):
+            present = await self.redis.smismember(key, batch)
+            if still := [job for job, here in zip(batch, present, strict=True) if here]:
+                yield still
 
     async def positions(self, queue: str) -> tuple[str, str]:
         """Return the group's last delivered id and the stream's newest id (sortable_id)."""
@@ -429,10 +456,11 @@ class EventReader:
             )
         return found
 
-    async def scan_job_ids(self, queue: str, count: int = 1000) -> list[str]:
-        """Return the id of every job hash of `queue` (SCAN, never KEYS)."""
+    async def job_ids(self, queue: str, size: int = SNAPSHOT_IDS) -> AsyncIterator[list[str]]:
+        """Yield the id of every job hash of `queue`, `size` at a time (SCAN, never KEYS; a
+        job may come twice)."""
         prefix = self.keys[queue].job_prefix
         pattern = prefix.replace("{", "\\{").replace("}", "\\}") + "*"
-        return [
-            key[len(prefix) :] async for key in self.redis.scan_iter(match=pattern, count=count)
-        ]
+        keys = self.redis.scan_iter(match=pattern, count=size)
+        async for batch in _batches(keys, size):
+            yield [key[len(prefix) :] for key in batch]

@@ -26,7 +26,6 @@ from django.utils import timezone
 from engine import (
     ENDED_STATES,
     IDLE_MS,
-    SNAPSHOT_IDS,
     Event,
     EventReader,
     connect,
@@ -395,7 +394,7 @@ class Mirror:
             # (not one per cleaner tick while the mirror is still far behind).
             seen, self._uncovered[queue] = self._uncovered.get(queue), uncovered
             due = uncovered > 0 and uncovered == seen
-            missed = await self.reader.missed(queue)
+            missed = await self.reader.has_missed(queue)
             if unrecorded or due or missed:
                 gaps.append((queue, unrecorded, due, uncovered, missed))
         if not gaps:
@@ -413,8 +412,7 @@ class Mirror:
                 continue
             read_to, written_to = await self.reader.positions(queue)
             rebuilt = lost = 0
-            for start in range(0, len(missed), SNAPSHOT_IDS):
-                ids = missed[start : start + SNAPSHOT_IDS]
+            async for ids in self.reader.missed(queue):
                 hashes = await self.reader.job_hashes(queue, ids)
                 gone = []
                 for job in ids:
@@ -441,11 +439,9 @@ class Mirror:
 
     async def resync(self, queue: str) -> int:
         """Rebuild rows from every job hash of `queue`."""
-        ids = await self.reader.scan_job_ids(queue)
         total = 0
-        for start in range(0, len(ids), SNAPSHOT_IDS):
-            hashes = await self.reader.job_hashes(queue, ids[start : start + SNAPSHOT_IDS])
-            total += await self._db(resync_rows, hashes)
+        async for ids in self.reader.job_ids(queue):
+            total += await self._db(resync_rows, await self.reader.job_hashes(queue, ids))
         log.error("mirror fell behind an unrecorded trim; resynced queue=%s jobs=%d", queue, total)
         return total
 
