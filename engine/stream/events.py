@@ -440,8 +440,10 @@ class EventReader:
                     found[job_id] = _hash_from_json(text)
         return found
 
-    async def job_states(self, queue: str, job_ids: Sequence[str]) -> dict[str, str]:
-        """Return the state of each job of `queue` that still exists in Redis.
+    async def job_field(
+        self, queue: str, job_ids: Sequence[str], field: str = "state"
+    ) -> dict[str, str]:
+        """Return one field of each job of `queue` that still exists in Redis and has it.
 
         One script call per SNAPSHOT_IDS ids (snapshot-1.lua reading one field), not a
         command per job.
@@ -450,9 +452,9 @@ class EventReader:
         found: dict[str, str] = {}
         for start in range(0, len(job_ids), SNAPSHOT_IDS):
             chunk = list(job_ids[start : start + SNAPSHOT_IDS])
-            rows = await self.scripts.snapshot(keys, job_ids=chunk, field="state")
+            rows = await self.scripts.snapshot(keys, job_ids=chunk, field=field)
             found.update(
-                (job_id, state) for job_id, state in zip(chunk, rows, strict=True) if state
+                (job_id, value) for job_id, value in zip(chunk, rows, strict=True) if value
             )
         return found
 

@@ -325,6 +325,27 @@ def test_resync_when_the_stream_was_trimmed_past_the_mirror(engine: EngineSettin
     assert JobRecord.objects.filter(state="completed").count() == 20
 
 
+def test_a_resync_writes_only_the_rows_that_did_not_record_their_end(
+    engine: EngineSettings,
+) -> None:
+    ids = async_to_sync(make_history)(engine)
+    async_to_sync(mirror_all)()
+    JobRecord.objects.filter(id__in=ids[:5]).delete()  # lost in the database
+    JobRecord.objects.filter(id=ids[5]).update(state="started", completed_at=None)  # behind
+    JobRecord.objects.filter(id__in=ids[6:]).update(result="kept")  # what a write would undo
+
+    async def resync() -> int:
+        mirror = Mirror(["default"], consumer="mirror-resync")
+        try:
+            return await mirror.resync("default")
+        finally:
+            await mirror.aclose()
+
+    assert async_to_sync(resync)() == 6
+    assert JobRecord.objects.filter(id__in=ids, state__in=["completed", "failed"]).count() == 22
+    assert set(JobRecord.objects.filter(result="kept").values_list("id", flat=True)) == set(ids[6:])
+
+
 def test_reconcile_hands_jobs_without_a_row_to_the_mirror(engine: EngineSettings) -> None:
     ids = async_to_sync(make_history)(engine)
     async_to_sync(mirror_all)()

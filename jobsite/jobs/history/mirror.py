@@ -50,6 +50,8 @@ CONSUMER_GONE_MS = 600_000
 GIVE_BACK_BATCH = 5_000
 # A mirror that never falls idle (a steady feed) gives memory back this often instead.
 GIVE_BACK_BUSY_S = 60.0
+# Ids one ORM query names at most (SQLite builds before 3.32 allow 999 parameters).
+ROW_IDS = 500
 
 
 def consumer_name() -> str:
@@ -251,6 +253,21 @@ def resync_rows(hashes: dict[str, dict[str, str]]) -> int:
     return len(rows)
 
 
+def already_ended(ended_ms: dict[str, str]) -> set[str]:
+    """Return the jobs of `ended_ms` (id -> its hash's `completed_at_ms`) whose row recorded that
+    very end: nothing for a resync to write."""
+    found: set[str] = set()
+    ids = list(ended_ms)
+    for start in range(0, len(ids), ROW_IDS):
+        rows = JobRecord.objects.filter(
+            id__in=ids[start : start + ROW_IDS], state__in=TERMINAL
+        ).values_list("id", "completed_at")
+        found.update(
+            job for job, at in rows if at and round(at.timestamp() * 1000) == int(ended_ms[job])
+        )
+    return found
+
+
 def rebuild_missed(hashes: dict[str, dict[str, str]], gone: Sequence[str]) -> tuple[int, int]:
     """Rebuild the rows of jobs whose events were trimmed unread; return (rebuilt, lost).
 
@@ -441,7 +458,11 @@ class Mirror:
         """Rebuild rows from every job hash of `queue`."""
         total = 0
         async for ids in self.reader.job_ids(queue):
-            total += await self._db(resync_rows, await self.reader.job_hashes(queue, ids))
+            # Jobs whose row recorded their end are left as they are: the work is what is missing.
+            ended = await self.reader.job_field(queue, ids, "completed_at_ms")
+            kept = await self._db(already_ended, ended) if ended else set()
+            if todo := [job for job in ids if job not in kept]:
+                total += await self._db(resync_rows, await self.reader.job_hashes(queue, todo))
         log.error("mirror fell behind an unrecorded trim; resynced queue=%s jobs=%d", queue, total)
         return total
 
@@ -471,7 +492,7 @@ class Mirror:
                 by_queue.setdefault(e.queue, []).append(job)
         states: dict[str, str] = {}
         for queue, ids in by_queue.items():
-            states.update(await self.reader.job_states(queue, ids))
+            states.update(await self.reader.job_field(queue, ids))
         return states
 
     async def _write(self, batch: Batch) -> None:
