@@ -253,19 +253,28 @@ def resync_rows(hashes: dict[str, dict[str, str]]) -> int:
     return len(rows)
 
 
+def _rows_by_id(ids: list[str], *columns: str) -> list[tuple[Any, ...]]:
+    """Return (id, state, *columns) of the rows among `ids`, ROW_IDS a query.
+
+    By id alone: with `state IN (the ended states)` added, SQLite chose the state index and
+    read nearly every row of a large history (1.55 s a query of 500 ids at 800,000 rows,
+    5.4 ms by id).
+    """
+    rows: list[tuple[Any, ...]] = []
+    for start in range(0, len(ids), ROW_IDS):
+        chunk = ids[start : start + ROW_IDS]
+        rows += JobRecord.objects.filter(id__in=chunk).values_list("id", "state", *columns)
+    return rows
+
+
 def already_ended(ended_ms: dict[str, str]) -> set[str]:
     """Return the jobs of `ended_ms` (id -> its hash's `completed_at_ms`) whose row recorded that
     very end: nothing for a resync to write."""
-    found: set[str] = set()
-    ids = list(ended_ms)
-    for start in range(0, len(ids), ROW_IDS):
-        rows = JobRecord.objects.filter(
-            id__in=ids[start : start + ROW_IDS], state__in=TERMINAL
-        ).values_list("id", "completed_at")
-        found.update(
-            job for job, at in rows if at and round(at.timestamp() * 1000) == int(ended_ms[job])
-        )
-    return found
+    return {
+        job
+        for job, state, at in _rows_by_id(list(ended_ms), "completed_at")
+        if state in TERMINAL and at and round(at.timestamp() * 1000) == int(ended_ms[job])
+    }
 
 
 def rebuild_missed(hashes: dict[str, dict[str, str]], gone: Sequence[str]) -> tuple[int, int]:
@@ -275,9 +284,7 @@ def rebuild_missed(hashes: dict[str, dict[str, str]], gone: Sequence[str]) -> tu
     whose hash is gone too: lost, unless their row already ended (its last events came through).
     """
     rebuilt = resync_rows(hashes) if hashes else 0
-    ended = set(
-        JobRecord.objects.filter(id__in=list(gone), state__in=TERMINAL).values_list("id", flat=True)
-    )
+    ended = {job for job, state in _rows_by_id(list(gone)) if state in TERMINAL}
     return rebuilt, len([job for job in gone if job not in ended])
 
 
