@@ -462,7 +462,8 @@ class Mirror:
         return total
 
     async def resync(self, queue: str) -> int:
-        """Rebuild rows from every job hash of `queue`."""
+        """Rebuild from `queue`'s job hashes the rows that did not record the end their hash
+        holds; return how many were written."""
         total = 0
         async for ids in self.reader.job_ids(queue):
             # Jobs whose row recorded their end are left as they are: the work is what is missing.
