@@ -292,6 +292,11 @@ class QueueKeys:
         return f"{self.base}:job:"
 
     @property
+    def job_pattern(self) -> str:
+        """SCAN pattern of the queue's job hashes (the hash tag's braces escaped)."""
+        return self.job_prefix.replace("{", "\\{").replace("}", "\\}") + "*"
+
+    @property
     def repeats(self) -> str:
         """HASH of repeatable name -> definition JSON."""
         return f"{self.base}:repeats"

@@ -462,7 +462,6 @@ class EventReader:
         """Yield the id of every job hash of `queue`, `size` at a time (SCAN, never KEYS; a
         job may come twice)."""
         prefix = self.keys[queue].job_prefix
-        pattern = prefix.replace("{", "\\{").replace("}", "\\}") + "*"
-        keys = self.redis.scan_iter(match=pattern, count=size)
+        keys = self.redis.scan_iter(match=self.keys[queue].job_pattern, count=size)
         async for batch in _batches(keys, size):
             yield [key[len(prefix) :] for key in batch]
