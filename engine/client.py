@@ -468,8 +468,8 @@ class Client:
     ) -> tuple[int, list[str]]:
         """Return the next SCAN cursor over `queue`'s job hashes and the ids of one step (0:
         done); on a cluster, SCAN the one master holding the queue's slot."""
-        keys = self.keys(queue)
-        prefix, pattern = keys.job_prefix, keys.job_pattern
+        qkeys = self.keys(queue)
+        prefix, pattern = qkeys.job_prefix, qkeys.job_pattern
         if isinstance(self.redis, RedisCluster):  # the queue's slot lives on one master
             await self.redis.initialize()
             node = self.redis.get_node_from_key(prefix)
