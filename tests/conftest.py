@@ -20,11 +20,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """With JOBSITE_TEST_REDIS=cluster, run only the tests that use the test Redis (`settings`).
 
     The others (pure functions, Sentinel, the cluster's own tests) do not change with it and
-    ran in the main pass already.
+    ran in the main pass already; so do the `long_window` tests, whose faults are in worker
+    processes or schedulers (the scripts they run have functional tests on the cluster).
     """
     if os.environ.get("JOBSITE_TEST_REDIS") != "cluster":
         return
-    chosen = [i for i in items if "settings" in getattr(i, "fixturenames", ())]
+    chosen = [
+        i
+        for i in items
+        if "settings" in getattr(i, "fixturenames", ()) and not i.get_closest_marker("long_window")
+    ]
     config.hook.pytest_deselected(items=[i for i in items if i not in chosen])
     items[:] = chosen
 

@@ -29,6 +29,7 @@ def test_rates_are_parsed_and_bad_ones_refused() -> None:
         t.add.using(rate_limit="-5/s")
 
 
+@pytest.mark.long_window
 @pytest.mark.chaos
 async def test_a_task_rate_limit_of_10_per_s_holds_over_20_s_with_4_workers(
     client: Client, settings: EngineSettings, tmp_path: Path, procs: list[WorkerProc]

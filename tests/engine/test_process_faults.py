@@ -288,6 +288,7 @@ async def test_system_exit_in_a_task_fails_that_job_only(
     assert end["pid"] == worker.pid and worker.alive()
 
 
+@pytest.mark.long_window
 async def test_sigkill_chaos_with_default_settings(
     settings: EngineSettings, client: Client, ledger: Path, procs: list[WorkerProc]
 ) -> None:
@@ -342,6 +343,7 @@ async def test_sigkill_chaos_with_default_settings(
     assert p99 <= defaults.liveness_window_s + defaults.cleaner_interval_s + 1.0, back[-10:]
 
 
+@pytest.mark.long_window
 async def test_blocked_loops_and_cpu_bound_jobs_keep_their_jobs(
     settings: EngineSettings, client: Client, ledger: Path, procs: list[WorkerProc]
 ) -> None:

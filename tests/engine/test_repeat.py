@@ -104,6 +104,7 @@ async def repeat_jobs(client: Client, name: str) -> list[str]:
     return sorted(k.rsplit(":", 1)[1] for k in found)
 
 
+@pytest.mark.long_window
 @pytest.mark.chaos
 async def test_three_schedulers_give_exactly_30_jobs_in_30_s(
     client: Client, settings: EngineSettings
