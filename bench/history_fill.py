@@ -337,7 +337,7 @@ def verify(url: str) -> None:
         for t in transitions:
             event = Event(
                 queue_name,
-                "",
+                t["id"],
                 job_id,
                 t["from"],
                 t["to"],
@@ -345,7 +345,6 @@ def verify(url: str) -> None:
                 t["attempt"],
                 t["worker"],
                 t["error"],
-                key=t["id"],
             )
             if transition(event) != t:
                 raise SystemExit(f"state change of {job_id} differs: {t} {transition(event)}")

@@ -118,7 +118,7 @@ def job(n: int, rows: int, start_ms: int, rng: random.Random) -> tuple[tuple[Any
     worker = "" if start is None else data.WORKERS[n % 8]
     errors, err = _failure(n, state, done)
     changes = [
-        transition(Event(queue, "", job_id, f, to, ms, att, w, e, key=f"{ms:015d}-{n * 3 + k:08d}"))
+        transition(Event(queue, f"{ms:015d}-{n * 3 + k:08d}", job_id, f, to, ms, att, w, e))
         for k, f, to, ms, att, w, e in _events(state, sub, start, done, worker, err)
     ]
     result = orjson.dumps({"ok": True, "items": n % 50}).decode() if state == "completed" else None

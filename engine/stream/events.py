@@ -22,6 +22,9 @@ from . import gaps
 # SHARED_MAX texts (workers come and go) the table starts again.
 SHARED_MAX = 4096
 _shared: dict[str, str] = {}
+# A job's events (three or more) are read close together: the reader keeps one copy of each job
+# id for all of them (EventReader._jobs), at most JOBS_SHARED_MAX ids, then starts again.
+JOBS_SHARED_MAX = 20_000
 # The hash fields whose values repeat from job to job.
 REPEATED_FIELDS = ("state", "queue", "task", "worker", "version", "attempt", "priority")
 
@@ -42,6 +45,12 @@ def sortable_id(stream_id: str) -> str:
     return f"{ms.zfill(15)}-{(seq or '0').zfill(8)}"
 
 
+def stream_id(sortable: str) -> str:
+    """Return the stream id ("ms-seq") of a sortable id (sortable_id's inverse)."""
+    ms, _, seq = sortable.partition("-")
+    return f"{ms.lstrip('0') or '0'}-{seq.lstrip('0') or '0'}"
+
+
 class Event(NamedTuple):
     """One transition as written by a script: job, from, to, time, attempt, worker, error.
 
@@ -51,7 +60,9 @@ class Event(NamedTuple):
     """
 
     queue: str
-    id: str
+    # The stream id in its sortable form (see sortable_id): made once, compared often; `id`
+    # gives it back as Redis spells it (for acks). The one copy an event keeps of its id.
+    key: str
     job: str
     from_state: str
     to_state: str
@@ -63,11 +74,14 @@ class Event(NamedTuple):
     message: str = ""
     # The message of a log line (job.log): a started -> started event like progress.
     log: str = ""
-    # The sortable form of the stream id (see sortable_id); made once, compared often.
-    key: str = ""
     # A note, not a transition: NOTES, and the other job it names.
     note: str = ""
     other: str = ""
+
+    @property
+    def id(self) -> str:
+        """Return the stream id as Redis spells it ("ms-seq")."""
+        return stream_id(self.key)
 
     @property
     def is_note(self) -> bool:
@@ -75,13 +89,16 @@ class Event(NamedTuple):
         return bool(self.note)
 
     @classmethod
-    def from_entry(cls, queue: str, entry_id: str, f: dict[str, str]) -> Event:
-        """Build an Event from one stream entry."""
+    def from_entry(
+        cls, queue: str, entry_id: str, f: dict[str, str], jobs: dict[str, str] | None = None
+    ) -> Event:
+        """Build an Event from one stream entry; `jobs` keeps one copy of each job id."""
         progress = f.get("progress")
+        job = f.get("job", "")
         return cls(
             queue,
-            entry_id,
-            f.get("job", ""),
+            sortable_id(entry_id),
+            job if jobs is None else jobs.setdefault(job, job),
             shared(f.get("from", "")),
             shared(f.get("to", "")),
             int(f.get("at") or 0),
@@ -91,36 +108,35 @@ class Event(NamedTuple):
             float(progress) if progress else None,
             f.get("message", ""),
             f.get("log", ""),
-            sortable_id(entry_id),
             f.get("note", ""),
             f.get("other", ""),
         )
 
     @classmethod
-    def from_flat(cls, queue: str, entry_id: str, flat: list[str]) -> Event:
+    def from_flat(
+        cls, queue: str, entry_id: str, flat: list[str], jobs: dict[str, str] | None = None
+    ) -> Event:
         """Build an Event from one entry's field/value list as Redis sent it.
 
         An entry of exactly the fields every script writes, in their order (`emit` in
-        common.lua), is read by position: no dict per entry. Any other goes by name.
+        common.lua), is read by position: no dict per entry. Any other goes by name. `jobs`
+        keeps one copy of each job id.
         """
         if len(flat) == _CORE_LEN and flat[0::2] == CORE_FIELDS:
+            job = flat[1]
             return cls(
                 queue,
-                entry_id,
-                flat[1],
+                sortable_id(entry_id),
+                job if jobs is None else jobs.setdefault(job, job),
                 shared(flat[3]),
                 shared(flat[5]),
                 int(flat[7] or 0),
                 int(flat[9] or 0),
                 shared(flat[11]),
                 flat[13],
-                None,
-                "",
-                "",
-                sortable_id(entry_id),
             )
         pairs = iter(flat)
-        return cls.from_entry(queue, entry_id, dict(zip(pairs, pairs, strict=True)))
+        return cls.from_entry(queue, entry_id, dict(zip(pairs, pairs, strict=True)), jobs)
 
 
 # What a note entry says (Event.note): a submit ignored for a job, or a job a debounce replaced.
@@ -225,6 +241,7 @@ class EventReader:
         self.keys_events = streams = [k.events for k in self.keys.values()]
         self._reads = per_slot(redis, streams, self._read_group)
         self._groups = slot_groups(streams) if self._reads is not None else [streams]
+        self._jobs: dict[str, str] = {}  # one copy of each job id read lately (JOBS_SHARED_MAX)
 
     async def ensure_groups(self) -> list[str]:
         """Create the consumer group on every stream (from the start) where it does not exist;
@@ -242,9 +259,12 @@ class EventReader:
     def _events(self, reply: Any) -> list[Event]:
         """Return the events of an XREADGROUP reply (entries deleted since delivery skipped)."""
         out: list[Event] = []
+        jobs = self._jobs
+        if len(jobs) >= JOBS_SHARED_MAX:
+            jobs.clear()
         for stream, entries in _stream_entries(reply):
             queue = self._queue_of[stream]
-            out.extend(Event.from_flat(queue, eid, flat) for eid, flat in entries if flat)
+            out.extend(Event.from_flat(queue, eid, flat, jobs) for eid, flat in entries if flat)
         return out
 
     async def pending(self, count: int, min_idle_ms: int = IDLE_MS) -> list[Event]:

@@ -6,7 +6,15 @@ import pytest
 from redis.asyncio import Redis
 
 from engine import Client, EngineSettings
-from engine.stream.events import CORE_FIELDS, SHARED_MAX, Event, EventReader, shared
+from engine.stream.events import (
+    CORE_FIELDS,
+    SHARED_MAX,
+    Event,
+    EventReader,
+    shared,
+    sortable_id,
+    stream_id,
+)
 from engine.transport.connection import connect
 
 from . import tasks as t
@@ -86,6 +94,19 @@ async def test_a_batch_keeps_each_state_worker_and_hash_value_once(
     assert first["state"] == "completed" and first["state"] is second["state"]
     assert first["worker"] is ends[0].worker and first["task"] is second["task"]
     assert first["args"] == "[0,1]" and first["args"] is not second["args"]  # not repeated
+    for job in jobs:  # each job's events keep one copy of its id, read in one reply or not
+        mine = [e for e in read if e.job == job.id]
+        assert len(mine) == 3 and mine[0].job is mine[1].job is mine[2].job
+    assert [e.id for e in read] == [
+        eid for eid, _ in await client.redis.xrange(client.keys("default").events)
+    ]  # the ids acks take, given back from the sortable key each event keeps
+
+
+def test_a_sortable_id_gives_back_its_stream_id() -> None:
+    for entry_id in ("0-0", "1-0", "1796140961201-3", "5-12345678901", "10-10"):
+        key = sortable_id(entry_id)
+        assert stream_id(key) == entry_id and len(key) >= 24
+    assert sortable_id("9-1") < sortable_id("10-0") < sortable_id("10-2")  # sorts as text
 
 
 def test_the_shared_texts_start_again_past_their_bound() -> None:

@@ -39,7 +39,7 @@ SEQ = count(1)
 
 def event(queue: str, job: str, came: str, went: str, at_ms: int, attempt: int = 0) -> Event:
     entry = f"{at_ms}-{next(SEQ)}"
-    return Event(queue, entry, job, came, went, at_ms, attempt, "w1", "", key=sortable_id(entry))
+    return Event(queue, sortable_id(entry), job, came, went, at_ms, attempt, "w1", "")
 
 
 def life(
