@@ -74,6 +74,64 @@ def _histogram(family: HistogramMetricFamily, labels: list[str], hist: Histogram
     family.add_metric(labels, buckets, hist.sum_s)
 
 
+# The per-queue gauges: (name, help, the QueueMetrics attribute they read).
+_QUEUE_GAUGES = (
+    ("jobsite_queue_dlq_jobs", "Jobs in the dead-letter queue.", "dlq"),
+    (
+        "jobsite_queue_oldest_waiting_seconds",
+        "Age of the oldest ready job (heads of the priority bands); 0 when none.",
+        "oldest_waiting_s",
+    ),
+    (
+        "jobsite_mirror_lag_seconds",
+        "Age of the oldest event the mirror has not acknowledged; 0 when none.",
+        "mirror_lag_s",
+    ),
+    (
+        "jobsite_mirror_backlog",
+        "Events the mirror has not acknowledged (undelivered plus pending).",
+        "mirror_backlog",
+    ),
+    ("jobsite_event_stream_length", "Entries in the event stream.", "stream_length"),
+    (
+        "jobsite_mirror_gap_entries",
+        "Events trimmed before the mirror read them (the hard cap was reached), ever.",
+        "gap_entries",
+    ),
+    (
+        "jobsite_mirror_gap_rebuilt_jobs",
+        "Jobs whose trimmed events the mirror rebuilt from their hashes, ever.",
+        "gap_rebuilt",
+    ),
+    (
+        "jobsite_mirror_gap_lost_jobs",
+        "Jobs whose trimmed events could not be rebuilt (hash gone), ever.",
+        "gap_lost",
+    ),
+    (
+        "jobsite_queue_runnable_jobs",
+        "Jobs a worker could claim now (ready, queue not paused; not scheduled, blocked,"
+        " waiting for a concurrency key's turn or for their task version).",
+        "runnable",
+    ),
+    (
+        "jobsite_queue_oldest_runnable_seconds",
+        "Age of the oldest runnable job; 0 when none (scale on this and the next).",
+        "oldest_runnable_s",
+    ),
+    (
+        "jobsite_queue_worker_slots",
+        "Concurrency of the live workers claiming from the queue.",
+        "worker_slots",
+    ),
+    (
+        "jobsite_queue_runnable_per_slot",
+        "Runnable jobs per live worker slot (per one slot when there is none).",
+        "runnable_per_slot",
+    ),
+)
+
+
 class EngineCollector(Collector):
     """Turn one engine snapshot (None: Redis did not answer) and the outbox size into families."""
 
@@ -133,62 +191,7 @@ class EngineCollector(Collector):
         yield GaugeMetricFamily("jobsite_workers_alive", "Workers with a live liveness key.", alive)
 
     def _per_queue(self, snapshot: Metrics) -> Iterable[GaugeMetricFamily]:
-        rows = (
-            ("jobsite_queue_dlq_jobs", "Jobs in the dead-letter queue.", "dlq"),
-            (
-                "jobsite_queue_oldest_waiting_seconds",
-                "Age of the oldest ready job (heads of the priority bands); 0 when none.",
-                "oldest_waiting_s",
-            ),
-            (
-                "jobsite_mirror_lag_seconds",
-                "Age of the oldest event the mirror has not acknowledged; 0 when none.",
-                "mirror_lag_s",
-            ),
-            (
-                "jobsite_mirror_backlog",
-                "Events the mirror has not acknowledged (undelivered plus pending).",
-                "mirror_backlog",
-            ),
-            ("jobsite_event_stream_length", "Entries in the event stream.", "stream_length"),
-            (
-                "jobsite_mirror_gap_entries",
-                "Events trimmed before the mirror read them (the hard cap was reached), ever.",
-                "gap_entries",
-            ),
-            (
-                "jobsite_mirror_gap_rebuilt_jobs",
-                "Jobs whose trimmed events the mirror rebuilt from their hashes, ever.",
-                "gap_rebuilt",
-            ),
-            (
-                "jobsite_mirror_gap_lost_jobs",
-                "Jobs whose trimmed events could not be rebuilt (hash gone), ever.",
-                "gap_lost",
-            ),
-            (
-                "jobsite_queue_runnable_jobs",
-                "Jobs a worker could claim now (ready, queue not paused; not scheduled, blocked,"
-                " waiting for a concurrency key's turn or for their task version).",
-                "runnable",
-            ),
-            (
-                "jobsite_queue_oldest_runnable_seconds",
-                "Age of the oldest runnable job; 0 when none (scale on this and the next).",
-                "oldest_runnable_s",
-            ),
-            (
-                "jobsite_queue_worker_slots",
-                "Concurrency of the live workers claiming from the queue.",
-                "worker_slots",
-            ),
-            (
-                "jobsite_queue_runnable_per_slot",
-                "Runnable jobs per live worker slot (per one slot when there is none).",
-                "runnable_per_slot",
-            ),
-        )
-        for name, doc, attr in rows:
+        for name, doc, attr in _QUEUE_GAUGES:
             family = GaugeMetricFamily(name, doc, labels=["queue"])
             for q in snapshot.queues:
                 family.add_metric([q.queue], float(getattr(q, attr)))

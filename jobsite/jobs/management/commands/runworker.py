@@ -126,16 +126,13 @@ class Command(BaseCommand):
                 # Burst done, or retired (recycling): the process exits, its loops with it.
                 stopping.set()
             await stopping.wait()
-            await asyncio.gather(*background.values(), return_exceptions=True)
         except ConfigError as exc:  # an unknown role: nothing started
-            stopping.set()
-            await asyncio.gather(*background.values(), return_exceptions=True)
             raise CommandError(f"worker not started: {exc}") from None
         except LoopCrashed as exc:
             crashed.append(("worker", exc))
+        finally:  # every loop ends before the mirror and the connections close
             stopping.set()
             await asyncio.gather(*background.values(), return_exceptions=True)
-        finally:
             if mirror is not None:
                 await mirror.aclose()
             await sync_to_async(connections.close_all, thread_sensitive=True)()
