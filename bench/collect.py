@@ -9,11 +9,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.probe import MARK_EVERY
+
 POLL_S = 0.05
 
 
 class BenchError(Exception):
     """A scenario could not produce a figure; the message goes into the report."""
+
+
+# The share of a throughput run's starts left out of its steady rate: the workers' first moments
+# (connections, buffers and caches warming), the same for every system.
+WARM_SHARE = 0.1
 
 
 @dataclass
@@ -23,10 +30,23 @@ class ProbeTotals:
     last: float = 0.0
     processes: int = 0
     latencies: list[float] = field(default_factory=list)
+    # The time of every MARK_EVERY-th start of each process (bench.probe), merged and sorted.
+    marks: list[float] = field(default_factory=list)
 
     @property
     def span_s(self) -> float:
         return self.last - self.first
+
+    def steady_rate(self) -> float:
+        """Return starts per second from the first mark past WARM_SHARE of them to the last start.
+
+        Each mark stands for MARK_EVERY starts of one process. With too few marks to leave a
+        share out (a short run), the whole span's rate.
+        """
+        warm = math.ceil(len(self.marks) * WARM_SHARE)
+        if len(self.marks) < 20 or self.last <= self.marks[warm]:
+            return self.count / self.span_s if self.span_s > 0 else 0.0
+        return (self.count - (warm + 1) * MARK_EVERY) / (self.last - self.marks[warm])
 
 
 def read_probe(folder: Path) -> ProbeTotals:
@@ -44,9 +64,11 @@ def read_probe(folder: Path) -> ProbeTotals:
         totals.processes += 1
         firsts.append(float(data["first"]))
         lasts.append(float(data["last"]))
+        totals.marks.extend(float(x) for x in data.get("marks", ()))
         totals.latencies.extend(float(x) for x in data.get("latencies", ()))
     if firsts:
         totals.first, totals.last = min(firsts), max(lasts)
+    totals.marks.sort()
     return totals
 
 

@@ -2,8 +2,9 @@
 
 Per process (keyed by os.getpid(), so forked or spawned children of Celery, Dramatiq, RQ and
 taskiq each get their own record) it counts calls, keeps the wall time of the first and the last
-start and, when t_enqueued > 0, the enqueue-to-start latency in seconds. A daemon thread, started
-lazily on the first hit, writes `{"pid", "count", "first", "last", "latencies"}` as JSON to
+start and of every MARK_EVERY-th (`marks`: what bench.collect reads a steady rate from) and, when
+t_enqueued > 0, the enqueue-to-start latency in seconds. A daemon thread, started lazily on the
+first hit, writes `{"pid", "count", "first", "last", "marks", "latencies"}` as JSON to
 `$BENCH_PROBE_DIR/<pid>.json` every 50 ms (temp file + os.replace); an atexit hook writes the
 final state, so a burst-mode worker that exits right after its last job is still counted.
 Standard library only: it is imported by every peer's venv.
@@ -18,6 +19,8 @@ import threading
 import time
 
 FLUSH_S = 0.05
+# Every MARK_EVERY-th start's time is kept (`marks`).
+MARK_EVERY = 100
 
 
 class _Record:
@@ -26,6 +29,7 @@ class _Record:
         self.count = 0
         self.first = 0.0
         self.last = 0.0
+        self.marks: list[float] = []
         self.latencies: list[float] = []
         self.dirty = False
         self.lock = threading.Lock()
@@ -38,6 +42,7 @@ class _Record:
                 "count": self.count,
                 "first": self.first,
                 "last": self.last,
+                "marks": list(self.marks),
                 "latencies": list(self.latencies),
             }
         return json.dumps(data).encode()
@@ -94,6 +99,8 @@ def hit(t_enqueued: float) -> None:
             record.first = now
         record.count += 1
         record.last = now
+        if record.count % MARK_EVERY == 0:
+            record.marks.append(now)
         if t_enqueued > 0:
             record.latencies.append(now - t_enqueued)
         record.dirty = True

@@ -175,7 +175,7 @@ def _throughput(bench: SystemBench, out: dict[str, Result], processes: int) -> N
     enqueued = bench.counters()
     started = bench.workers(f"throughput{processes}", processes, bench.peer.BURST, probe_dir)
     try:
-        totals = wait_for_count(probe_dir, n, bench.timeout(n), started)
+        wait_for_count(probe_dir, n, bench.timeout(n), started)
         if bench.peer.BURST:  # let it exit by itself rather than be signalled mid-teardown
             procs.wait_exit(started, 3.0)
     finally:
@@ -183,10 +183,11 @@ def _throughput(bench: SystemBench, out: dict[str, Result], processes: int) -> N
     if processes == 1:
         out["rt_bulk"] = enqueued.per_job(before, n)[0]
         out["rt_worker"], out["commands_worker"] = bench.counters().per_job(enqueued, n)
-    bench.check(f"throughput{processes}", read_probe(probe_dir).count, n, processes)
-    if totals.span_s <= 0:
+    final = read_probe(probe_dir)
+    bench.check(f"throughput{processes}", final.count, n, processes)
+    if final.span_s <= 0:
         raise BenchError("no measurable span")
-    out[f"throughput_{processes}"] = n / totals.span_s
+    out[f"throughput_{processes}"] = final.steady_rate()
 
 
 def throughput_1(bench: SystemBench, out: dict[str, Result]) -> None:
