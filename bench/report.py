@@ -188,10 +188,11 @@ def method(ctx: Context) -> str:
 - **Throughput**: {s.jobs:,} jobs enqueued first, then 1 or 2 worker processes started;
   jobs/s = the task starts after the first 10 % / (last task start - the start that ended
   that 10 %), over all worker processes (each probe keeps every 100th start's time): the
-  workers' first moments (connections, buffers and caches warming) are left out for every
-  system. A fresh Jobsite worker runs its first ~0.5 s at about half its later rate, most of
-  a 20,000-job run (a one-off measurement, 2026-12-01: 50,053 jobs/s over 200,000 jobs against
-  29,566 over 20,000).
+  workers' first moments are left out for every system. A run that took under 3 s runs again
+  with jobs enough for 3 s at its first rate (at most 1,000,000; the Notes name each), and
+  that run gives the figure: a fresh Jobsite worker runs its first ~0.5 s at about half its
+  later rate, which was most of a 20,000-job run (2026-12-01: 50,053 jobs/s over 200,000 jobs,
+  29,566 over 20,000), while the slowest peers take minutes over 20,000.
 - **Latency**: one idle worker, {s.samples} jobs enqueued one at a time {s.gap_ms:.0f} ms apart,
   each stamped with `time.time()` just before its enqueue; latency = task start - stamp.
 - **Redis memory**: `INFO memory used_memory` after the jobs finished and the worker stopped,
@@ -230,7 +231,10 @@ def notes(results: dict[str, dict[str, Result]]) -> str:
     found = [f"- {load(s).LABEL}: {out['notes']}" for s, out in results.items() if out.get("notes")]
     if not found:
         return ""
-    intro = "Duplicate task starts and error lines found in the worker logs (`var/bench/<time>/`):"
+    intro = (
+        "Throughput runs made longer, and duplicate task starts and error lines found in the"
+        " worker logs (`var/bench/<time>/`):"
+    )
     return "\n## Notes\n\n" + intro + "\n\n" + "\n".join(found) + "\n"
 
 
