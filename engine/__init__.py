@@ -24,6 +24,7 @@ from .errors import (
     UnknownTask,
     WrongState,
 )
+from .fields import F, JobFields
 from .job import (
     DEAD_STATES,
     ENDED_STATES,
@@ -111,6 +112,7 @@ __all__ = [
     "EngineSettings",
     "Event",
     "EventReader",
+    "F",
     "GroupLag",
     "Histogram",
     "Hook",
@@ -119,6 +121,7 @@ __all__ = [
     "Isolation",
     "Job",
     "JobContext",
+    "JobFields",
     "JobIdTaken",
     "JobNotFound",
     "JobState",

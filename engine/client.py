@@ -14,6 +14,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from . import serializer
 from .errors import Code, ConfigError, DuplicateJob, JobNotFound, JobTimeout
+from .fields import both, either
 from .job import TERMINAL_STATES, Job, JobState
 from .keys import (
     QueueKeys,
@@ -166,12 +167,16 @@ class Client:
     async def job_fields(
         self, queue: str, ids: Sequence[str], names: Sequence[str]
     ) -> list[dict[str, str]]:
-        """Return fields `names` of each job of `queue` ({} for one Redis does not hold)."""
+        """Return fields `names` (Job attribute names) of each job of `queue` ({} for one Redis
+        does not hold)."""
+        stored = both(*names)
         async with self.redis.pipeline(transaction=False) as pipe:
             for job_id in ids:
-                pipe.hmget(self.keys(queue).job(job_id), list(names))
+                pipe.hmget(self.keys(queue).job(job_id), stored)
             rows = await pipe.execute()
-        return [{n: v for n, v in zip(names, row, strict=True) if v is not None} for row in rows]
+        return [
+            {n: v for n, v in zip(names, either(row), strict=True) if v is not None} for row in rows
+        ]
 
     async def queues(self) -> list[str]:
         """Return the names of every queue a client has submitted to."""
@@ -548,8 +553,8 @@ class Client:
             if task is not None and ids:
                 async with self.redis.pipeline(transaction=False) as pipe:
                     for job_id in ids:
-                        pipe.hget(keys.job(job_id), "task")
-                    names = await pipe.execute()
+                        pipe.hmget(keys.job(job_id), both("task"))
+                    names = [either(row)[0] for row in await pipe.execute()]
                 ids = [i for i, name in zip(ids, names, strict=True) if name == task]
             total += await self.resubmit(queue, ids)
             if cursor == 0:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import serializer
 from .errors import SerializationError
+from .fields import ATTRIBUTE, STORED, F
 
 if TYPE_CHECKING:
     from .seam.rows import Claimed
@@ -171,6 +172,7 @@ _PLAIN_FIELDS: tuple[str, ...] = (
     *FEATURE_FIELDS,
 )
 _plain_values = operator.attrgetter(*_PLAIN_FIELDS)
+_PLAIN_STORED = tuple(STORED[name] for name in _PLAIN_FIELDS)
 
 
 @dataclass(slots=True)
@@ -271,16 +273,16 @@ class Job:
         `payload` False leaves out args and kwargs, for a caller that encodes them itself.
         """
         out: dict[str, str] = {
-            "id": self.id,
-            "task": self.task,
-            "queue": self.queue,
-            "version": str(self.version),
-            "state": str(self.state),
-            "priority": str(self.priority),
+            F.id: self.id,
+            F.task: self.task,
+            F.queue: self.queue,
+            F.version: str(self.version),
+            F.state: str(self.state),
+            F.priority: str(self.priority),
         }
         if payload:
-            out["args"] = serializer.dumps(self.args).decode()
-            out["kwargs"] = serializer.dumps(self.kwargs).decode()
+            out[F.args] = serializer.dumps(self.args).decode()
+            out[F.kwargs] = serializer.dumps(self.kwargs).decode()
         out.update(self.set_fields())
         return out
 
@@ -289,26 +291,29 @@ class Job:
         (id, task, queue, version, state, priority; args, kwargs): those set, in its order."""
         out: list[tuple[str, str]] = []
         if self.attempt:
-            out.append(("attempt", str(self.attempt)))
+            out.append((F.attempt, str(self.attempt)))
         if self.stalls:
-            out.append(("stalls", str(self.stalls)))
+            out.append((F.stalls, str(self.stalls)))
         if self.options:
-            out.append(("options", serializer.dumps(self.options).decode()))
+            out.append((F.options, serializer.dumps(self.options).decode()))
         if self.result is not None:
-            out.append(("result", serializer.dumps(self.result).decode()))
+            out.append((F.result, serializer.dumps(self.result).decode()))
         if self.errors:
-            out.append(("errors", serializer.dumps(self.errors).decode()))
+            out.append((F.errors, serializer.dumps(self.errors).decode()))
         if self.parents:
-            out.append(("parents", serializer.dumps(self.parents).decode()))
+            out.append((F.parents, serializer.dumps(self.parents).decode()))
         if self.logs:
-            out.append(("logs", serializer.dumps(self.logs).decode()))
+            out.append((F.logs, serializer.dumps(self.logs).decode()))
         # One C call reads the ~30 optional fields (getattr one by one cost ~2 us an enqueue).
-        for name, value in zip(_PLAIN_FIELDS, _plain_values(self), strict=True):
+        for name, value in zip(_PLAIN_STORED, _plain_values(self), strict=True):
             if value is not None:
                 out.append((name, str(value)))
         for name, value in self.extra.items():
             out.append(
-                (name, value if isinstance(value, str) else serializer.dumps(value).decode())
+                (
+                    STORED.get(name, name),
+                    value if isinstance(value, str) else serializer.dumps(value).decode(),
+                )
             )
         return out
 
@@ -360,10 +365,13 @@ class Job:
         """Build a Job from HGETALL output (a mapping, or a flat field/value list).
 
         `job_id` and `queue` come from the key: a submitted job's hash does not store them.
+        Fields are read by their stored names, in either format (engine/fields.py); fields
+        neither names go to `extra`.
         """
         if not isinstance(fields, Mapping):
             flat = list(fields)
             fields = dict(zip(flat[::2], flat[1::2], strict=True))
+        fields = by_attribute(fields)
         values: dict[str, Any] = {}
         extra: dict[str, str] = {}
         for name, raw in fields.items():
@@ -386,8 +394,21 @@ class Job:
         return cls(**values, extra=extra)
 
 
+def by_attribute(fields: Mapping[str, str]) -> Mapping[str, str]:
+    """Return a job hash's fields keyed by Job attribute name, whichever format stored them
+    (engine/fields.py); fields neither format names keep theirs."""
+    if _RENAMED.keys().isdisjoint(fields):
+        return fields
+    return {_RENAMED.get(name, name): raw for name, raw in fields.items()}
+
+
+# Stored names that are not their attribute's name, in either format.
+_RENAMED = {stored: name for stored, name in ATTRIBUTE.items() if stored != name}
+
+
 def claimed_ms(fields: Mapping[str, str]) -> str | None:
-    """Return when a job hash's latest claim was, as stored (None: never claimed).
+    """Return when a job's latest claim was, as stored (None: never claimed); `fields` keyed
+    by attribute name (by_attribute).
 
     claim-12.lua stores claimed_at_ms only for a job it claims without beginning it; one it
     begins at once was claimed at the start stamp of that attempt (retried_at_ms, or

@@ -21,11 +21,11 @@ for j = 1, count do
   local i = 5 + (j - 1) * 3
   local id, token, isolated = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local key = prefix .. id
-  local cur = rcall('HMGET', key, 'token', 'begun', 'started_at_ms', 'task', 'submitted_at_ms')
+  local cur = jget(key, F.token, F.begun, F.started_at_ms, F.task, F.submitted_at_ms)
   if cur[1] ~= token or cur[1] == false then
     out[j] = -2
   else
-    local attempt = rcall('HINCRBY', key, 'attempt', 1)
+    local attempt = rcall('HINCRBY', key, F.attempt, 1)
     local fields = {}
     begin_fields(fields, cur[3], now, isolated)
     rcall('HSET', key, unpack(fields))

@@ -13,7 +13,7 @@ local out = {}
 for j = 4, #ARGV do
   local id = ARGV[j]
   local key = Q.prefix .. id
-  local cur = rcall('HMGET', key, 'state', 'attempt')
+  local cur = jget(key, F.state, F.attempt)
   local state = cur[1]
   if not state then
     out[#out + 1] = -1
@@ -23,7 +23,7 @@ for j = 4, #ARGV do
     bury(Q, key, id, 'cancelled')
     out[#out + 1] = 0
   elseif state == 'started' then
-    rcall('HSET', key, 'cancel_requested_at_ms', Q.now_s)
+    rcall('HSET', key, F.cancel_requested_at_ms, Q.now_s)
     out[#out + 1] = 1
   else
     out[#out + 1] = -3

@@ -111,17 +111,17 @@ for j = 1, #popped, 2 do
   local id = popped[j]
   local key = Q.prefix .. id
   token = token + 1
-  local f = rcall('HMGET', key, 'state', 'task', 'version', 'args', 'kwargs', 'options', 'attempt',
-                  'deadline_ms', 'rate_interval_ms', 'rate_slot_ms', 'parents', 'stalls',
-                  'trace_context', 'started_at_ms', 'submitted_at_ms', 'claimed_at_ms')
+  local f = jget(key, F.state, F.task, F.version, F.args, F.kwargs, F.options, F.attempt,
+                  F.deadline_ms, F.rate_interval_ms, F.rate_slot_ms, F.parents, F.stalls,
+                  F.trace_context, F.started_at_ms, F.submitted_at_ms, F.claimed_at_ms)
   local suspect = tonumber(f[12] or '0') > 0
   -- A job without a task name no worker could ever run: claimed, and the runner drops it.
   local tv = f[2] and (f[2] .. '@' .. (f[3] or '1'))
-  if from_unserved[id] then rcall('HDEL', key, 'unserved', 'unserved_at_ms') end
+  if from_unserved[id] then rcall('HDEL', key, F.unserved, F.unserved_at_ms) end
   if f[1] == 'submitted' and tv and not can_run(tv) then
     rcall('ZADD', uprefix .. tv, popped[j + 1], id)
     rcall('SADD', unserved, tv)
-    rcall('HSET', key, 'unserved', uprefix .. tv, 'unserved_at_ms', now_s)
+    rcall('HSET', key, F.unserved, uprefix .. tv, F.unserved_at_ms, now_s)
     rcall('HINCRBY', Q.stats, 'waiting_version', 1)
     set_aside = true
   elseif f[1] == 'submitted' and suspect and suspects_left == 0 then
@@ -139,24 +139,24 @@ for j = 1, #popped, 2 do
       bury(Q, key, id, 'expired')
       emit(Q, id, 'submitted', 'expired', attempt - 1, worker, 'deadline passed')
     elseif slot > now then
-      rcall('HSET', key, 'state', 'scheduled', 'run_at_ms', fmt(slot), 'rate_slot_ms', fmt(slot))
+      rcall('HSET', key, F.state, 'scheduled', F.run_at_ms, fmt(slot), F.rate_slot_ms, fmt(slot))
       rcall('ZADD', Q.scheduled, fmt(slot), id)
       free_slot(Q, key, id)
       emit(Q, id, 'submitted', 'scheduled', attempt - 1, worker, 'rate limited')
     else
-      local fields = {'state', 'started', 'token', fmt(token), 'worker', worker}
+      local fields = {F.state, 'started', F.token, fmt(token), F.worker, worker}
       local begun = b and not suspect and not f[6] and not held[f[2]]
       if begun then
-        put_field(fields, 'attempt', attempt)
+        put_field(fields, F.attempt, attempt)
         begin_fields(fields, f[14], now_s, '0')
         if f[15] then observe(wait, f[2] or '', now - tonumber(f[15]), b) end
       else
-        put_field(fields, 'begun', '0')
-        put_field(fields, 'claimed_at_ms', now_s)
+        put_field(fields, F.begun, '0')
+        put_field(fields, F.claimed_at_ms, now_s)
       end
       rcall('HSET', key, unpack(fields))
-      if f[10] then rcall('HDEL', key, 'rate_slot_ms') end
-      if begun and f[16] then rcall('HDEL', key, 'claimed_at_ms') end  -- an earlier claim's
+      if f[10] then rcall('HDEL', key, F.rate_slot_ms) end
+      if begun and f[16] then rcall('HDEL', key, F.claimed_at_ms) end  -- an earlier claim's
       leased[#leased + 1], leased[#leased + 2] = lease, id
       emit(Q, id, 'submitted', 'started', attempt, worker)
       out[#out + 1] = {id, f[2], f[3], f[4], f[5], attempt, fmt(token), f[6], f[11], f[12] or '0',

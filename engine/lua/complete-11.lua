@@ -28,17 +28,17 @@ for j = 1, count do
   local i = 6 + (j - 1) * 4
   local id, token, result, ttl = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
   local key = Q.prefix .. id
-  local code, cur = owned(key, token, 'attempt', 'children', 'ckey_active', 'dedup_key', 'task',
-                          'started_at_ms', 'retried_at_ms', 'deadline_ms', 'cleanup_ms')
+  local code, cur = owned(key, token, F.attempt, F.children, F.ckey_active, F.dedup_key, F.task,
+                          F.started_at_ms, F.retried_at_ms, F.deadline_ms, F.cleanup_ms)
   if code ~= 0 then
     out[j] = code
   else
     if result == 'null' then  -- the default: no field
-      rcall('HSET', key, 'state', 'completed', 'completed_at_ms', Q.now_s)
+      rcall('HSET', key, F.state, 'completed', F.completed_at_ms, Q.now_s)
     else
-      rcall('HSET', key, 'state', 'completed', 'result', result, 'completed_at_ms', Q.now_s)
+      rcall('HSET', key, F.state, 'completed', F.result, result, F.completed_at_ms, Q.now_s)
     end
-    rcall('HDEL', key, 'token', 'begun', 'isolated')
+    rcall('HDEL', key, F.token, F.begun, F.isolated)
     ended[#ended + 1] = id
     if cur[10] then rcall('ZREM', Q.deadlines, id) end
     local task = cur[7] or ''

@@ -21,7 +21,7 @@ for i = 4, #ARGV do held[ARGV[i]] = true end
 local out = {}
 for _, id in ipairs(rcall('ZRANGE', Q.started, 0, -1)) do
   local key = ARGV[1] .. id
-  local cur = rcall('HMGET', key, 'state', 'token', 'worker', 'attempt', 'begun')
+  local cur = jget(key, F.state, F.token, F.worker, F.attempt, F.begun)
   if cur[1] == 'started' and cur[3] == worker and cur[2] and not held[cur[2]] then
     hand_back(Q, key, id, cur[4], cur[5], worker, 'the reply of its claim or begin was lost')
     out[#out + 1] = id

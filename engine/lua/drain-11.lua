@@ -37,7 +37,7 @@ local cancelled = 0
 local kept_at_last = 0  -- jobs kept with the chunk's last score (the next chunk skips them)
 for i, id in ipairs(ids) do
   local key = Q.prefix .. id
-  local cur = rcall('HMGET', key, 'state', 'attempt', 'submitted_at_ms')
+  local cur = jget(key, F.state, F.attempt, F.submitted_at_ms)
   local old = cur[3] and tonumber(cur[3]) <= cutoff
   if waiting[cur[1]] and old then
     unqueue(Q, id)  -- bury's free_slot takes it out of a concurrency key's waiting ZSET

@@ -14,7 +14,7 @@ local ids = rcall('ZRANGEBYSCORE', Q.deadlines, '-inf', Q.now_s, 'LIMIT', 0, lim
 local expired = 0
 for _, id in ipairs(ids) do
   local key = Q.prefix .. id
-  local cur = rcall('HMGET', key, 'state', 'attempt')
+  local cur = jget(key, F.state, F.attempt)
   rcall('ZREM', Q.deadlines, id)
   local from = cur[1]
   if from == 'submitted' or from == 'scheduled' or from == 'blocked' then

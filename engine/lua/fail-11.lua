@@ -16,7 +16,7 @@ local Q = queue(ARGV[1], ARGV[2], ARGV[9])
 local worker, id, token = ARGV[3], ARGV[4], ARGV[5]
 local state, err, short = ARGV[6], ARGV[7], ARGV[8]
 local key = Q.prefix .. id
-local code, cur = owned(key, token, 'attempt')
+local code, cur = owned(key, token, F.attempt)
 if code ~= 0 then return code end
 append_error(key, err)
 rcall('ZREM', Q.started, id)

@@ -15,12 +15,12 @@ for j = 1, count do
   local i = 3 + (j - 1) * 4
   local id, token, lease_ms, touch = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
   local key = prefix .. id
-  local cur = rcall('HMGET', key, 'token', 'cancel_requested_at_ms')
+  local cur = jget(key, F.token, F.cancel_requested_at_ms)
   if not cur[1] or cur[1] ~= token then
     out[j] = -2
   else
     rcall('ZADD', started, 'XX', fmt(now + lease_ms), id)
-    if touch == '1' then rcall('HSET', key, 'heartbeat_at_ms', fmt(now)) end
+    if touch == '1' then rcall('HSET', key, F.heartbeat_at_ms, fmt(now)) end
     if cur[2] then out[j] = 1 else out[j] = 0 end
   end
 end

@@ -18,7 +18,7 @@
 local prefix, maxlen, id, token, message = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local max_lines, max_bytes = tonumber(ARGV[7]), tonumber(ARGV[8])
 local key = prefix .. id
-local cur = rcall('HMGET', key, 'token', 'attempt', 'logs', 'logs_count', 'logs_last')
+local cur = jget(key, F.token, F.attempt, F.logs, F.logs_count, F.logs_last)
 if not cur[1] or cur[1] ~= token then return -2 end
 local last = ''
 if ARGV[9] ~= '' then
@@ -57,9 +57,9 @@ elseif body == '' then
 else
   body, count = body .. ',' .. line, count + 1
 end
-rcall('HSET', key, 'logs', '[' .. body .. ']', 'logs_count', count)
-if last ~= '' then rcall('HSET', key, 'logs_last', last) end
-if dropped > 0 then rcall('HINCRBY', key, 'logs_dropped', dropped) end
+rcall('HSET', key, F.logs, '[' .. body .. ']', F.logs_count, count)
+if last ~= '' then rcall('HSET', key, F.logs_last, last) end
+if dropped > 0 then rcall('HINCRBY', key, F.logs_dropped, dropped) end
 rcall('XADD', KEYS[1], 'MAXLEN', '~', maxlen, '*', 'job', id, 'from', 'started', 'to', 'started',
       'at', fmt(now), 'attempt', attempt, 'worker', ARGV[6], 'error', '', 'log', message)
 return 0

@@ -9,10 +9,10 @@
 --@include common
 local prefix, maxlen, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local key = prefix .. id
-local cur = rcall('HMGET', key, 'token', 'attempt')
+local cur = jget(key, F.token, F.attempt)
 if not cur[1] or cur[1] ~= token then return -2 end
 local now = now_ms()
-rcall('HSET', key, 'progress', ARGV[5], 'progress_message', ARGV[6])
+rcall('HSET', key, F.progress, ARGV[5], F.progress_message, ARGV[6])
 rcall('XADD', KEYS[1], 'MAXLEN', '~', maxlen, '*', 'job', id, 'from', 'started', 'to', 'started',
       'at', fmt(now), 'attempt', cur[2] or '0', 'worker', ARGV[7], 'error', '',
       'progress', ARGV[5], 'message', ARGV[6])

@@ -15,9 +15,9 @@ local promoted = 0
 local codes = {}
 local function promote(id, seq)
   local key = Q.prefix .. id
-  local cur = rcall('HMGET', key, 'state', 'priority', 'attempt')
+  local cur = jget(key, F.state, F.priority, F.attempt)
   if cur[1] ~= 'scheduled' then return cur[1] and -3 or -1 end
-  rcall('HSET', key, 'state', 'submitted', 'submitted_at_ms', fmt(now))
+  rcall('HSET', key, F.state, 'submitted', F.submitted_at_ms, fmt(now))
   make_ready(Q, key, id, cur[2], seq)
   emit(Q, id, 'scheduled', 'submitted', cur[3] or '0')
   promoted = promoted + 1

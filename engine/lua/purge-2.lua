@@ -14,7 +14,7 @@ local terminal = {completed = true, failed = true, cancelled = true, stalled = t
 local out = {}
 for j = 3, #ARGV do
   local id = ARGV[j]
-  local state = rcall('HGET', prefix .. id, 'state')
+  local state = jget(prefix .. id, F.state)[1]
   if not state then
     out[#out + 1] = -1
   elseif not terminal[state] or (only ~= '' and state ~= only) then

@@ -25,7 +25,7 @@ if #ARGV >= 5 then
   local seen = {}
   for _, id in ipairs(ids) do seen[id] = true end
   for _, id in ipairs(rcall('ZRANGE', Q.started, 0, limit - 1)) do
-    if not seen[id] and dead[rcall('HGET', Q.prefix .. id, 'worker') or ''] then
+    if not seen[id] and dead[jget(Q.prefix .. id, F.worker)[1] or ''] then
       ids[#ids + 1] = id
     end
   end
@@ -33,7 +33,7 @@ end
 local released, stalled, orphans = 0, 0, 0
 for _, id in ipairs(ids) do
   local key = Q.prefix .. id
-  local cur = rcall('HMGET', key, 'state', 'begun', 'attempt', 'worker', 'isolated')
+  local cur = jget(key, F.state, F.begun, F.attempt, F.worker, F.isolated)
   local worker = cur[4] or '?'
   if cur[1] ~= 'started' then
     rcall('ZREM', Q.started, id)

@@ -12,7 +12,7 @@ local Q = with_now({started = KEYS[1], submitted = KEYS[2], events = KEYS[3], ma
                    maxlen = ARGV[2]})
 local id = ARGV[4]
 local key = ARGV[1] .. id
-local code, cur = owned(key, ARGV[5], 'attempt', 'begun')
+local code, cur = owned(key, ARGV[5], F.attempt, F.begun)
 if code ~= 0 then return code end
 hand_back(Q, key, id, cur[3], cur[4], ARGV[3], ARGV[6])
 return 0

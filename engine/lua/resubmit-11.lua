@@ -18,23 +18,23 @@ local out = {}
 for j = 5, #ARGV do
   local id = ARGV[j]
   local key = Q.prefix .. id
-  local cur = rcall('HMGET', key, 'state', 'priority', 'children', 'parents')
+  local cur = jget(key, F.state, F.priority, F.children, F.parents)
   if not cur[1] then
     out[#out + 1] = -1
   elseif not allowed[cur[1]] then
     out[#out + 1] = -3
   else
     rcall('PERSIST', key)
-    rcall('HSET', key, 'state', 'submitted', 'attempt', 0, 'stalls', 0, 'begun', '0',
-          'submitted_at_ms', Q.now_s)
-    rcall('HDEL', key, 'completed_at_ms', 'result', 'token', 'run_at_ms', 'deadline_ms',
-          'cancel_requested_at_ms', 'progress', 'progress_message', 'rate_slot_ms')
+    rcall('HSET', key, F.state, 'submitted', F.attempt, 0, F.stalls, 0, F.begun, '0',
+          F.submitted_at_ms, Q.now_s)
+    rcall('HDEL', key, F.completed_at_ms, F.result, F.token, F.run_at_ms, F.deadline_ms,
+          F.cancel_requested_at_ms, F.progress, F.progress_message, F.rate_slot_ms)
     rcall('ZREM', Q.dlq, id)
     if cur[3] then rcall('PERSIST', cur[3]) end
     local pending, dead = 0, nil
     if cur[4] then pending, dead = attach_parents(Q, id, cjson.decode(cur[4])) end
     if pending > 0 then
-      rcall('HSET', key, 'state', 'blocked', 'pending_parents', pending)
+      rcall('HSET', key, F.state, 'blocked', F.pending_parents, pending)
       rcall('SADD', Q.blocked, id)
       emit(Q, id, cur[1], 'blocked', 0)
       if dead then fail_child(Q, id, dead[1], dead[2]) end

@@ -14,7 +14,7 @@ local Q = queue(ARGV[1], ARGV[2], ARGV[9])
 local worker, id, token = ARGV[3], ARGV[4], ARGV[5]
 local delay, err, short = ARGV[6], ARGV[7], ARGV[8]
 local key = Q.prefix .. id
-local code, cur = owned(key, token, 'attempt', 'priority', 'cancel_requested_at_ms')
+local code, cur = owned(key, token, F.attempt, F.priority, F.cancel_requested_at_ms)
 if code ~= 0 then return code end
 local now = Q.now
 append_error(key, err)
@@ -24,17 +24,17 @@ if cur[5] then
   bury(Q, key, id, 'cancelled')
   return 1
 end
-rcall('HDEL', key, 'token', 'isolated')
-rcall('HSET', key, 'begun', '0')
+rcall('HDEL', key, F.token, F.isolated)
+rcall('HSET', key, F.begun, '0')
 local state = 'submitted'
 if delay ~= '' then
   local due = now + tonumber(delay)
   state = 'scheduled'
-  rcall('HSET', key, 'state', state, 'run_at_ms', fmt(due))
+  rcall('HSET', key, F.state, state, F.run_at_ms, fmt(due))
   rcall('ZADD', Q.scheduled, fmt(due), id)
   free_slot(Q, key, id)
 else
-  rcall('HSET', key, 'state', state, 'submitted_at_ms', fmt(now))
+  rcall('HSET', key, F.state, state, F.submitted_at_ms, fmt(now))
   make_ready(Q, key, id, cur[4], rcall('INCR', Q.seq))
 end
 emit(Q, id, 'started', state, cur[3], worker, short)

@@ -12,6 +12,6 @@
 local Q = queue(ARGV[1], ARGV[2], ARGV[8])
 local worker, id, token = ARGV[3], ARGV[4], ARGV[5]
 local key = Q.prefix .. id
-local code, cur = owned(key, token, 'attempt')
+local code, cur = owned(key, token, F.attempt)
 if code ~= 0 then return code end
 return stall(Q, key, id, cur[3], worker, ARGV[6], ARGV[7])

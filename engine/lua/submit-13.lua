@@ -111,12 +111,12 @@ for j = 1, count do
     local deadline = deadline_of(Q, spec, due)
     -- One HSET: the client's fields, then this script's (a field named twice: the last wins).
     local f = {unpack(spec, 6)}
-    put_field(f, 'submitted_at_ms', fmt(now))
-    put_field(f, 'state', state)
-    if renamed then put_field(f, 'parents', cjson.encode(parents)) end
-    if due then put_field(f, 'run_at_ms', fmt(due)) end
-    if pending > 0 then put_field(f, 'pending_parents', pending) end
-    if deadline then put_field(f, 'deadline_ms', fmt(deadline)) end
+    put_field(f, F.submitted_at_ms, fmt(now))
+    put_field(f, F.state, state)
+    if renamed then put_field(f, F.parents, cjson.encode(parents)) end
+    if due then put_field(f, F.run_at_ms, fmt(due)) end
+    if pending > 0 then put_field(f, F.pending_parents, pending) end
+    if deadline then put_field(f, F.deadline_ms, fmt(deadline)) end
     rcall('HSET', key, unpack(f))
     if deadline then rcall('ZADD', Q.deadlines, fmt(deadline), id) end
     if state == 'blocked' then
@@ -132,7 +132,7 @@ for j = 1, count do
     if x.last_of then rcall('HSET', repeat_last, x.last_of, id) end
     if dead then
       R.fail(Q, id, dead[1], dead[2])
-      state = rcall('HGET', key, 'state')
+      state = rcall('HGET', key, F.state)
     end
     out[#out + 1], out[#out + 2], out[#out + 3] = state, id, state
   end

@@ -24,13 +24,13 @@ for _, tv in ipairs(rcall('SMEMBERS', unserved)) do
     for _, id in ipairs(rcall('ZRANGE', zkey, 0, budget - 1)) do
       budget = budget - 1
       local key = Q.prefix .. id
-      local f = rcall('HMGET', key, 'state', 'unserved', 'unserved_at_ms', 'attempt', 'version')
+      local f = jget(key, F.state, F.unserved, F.unserved_at_ms, F.attempt, F.version)
       if f[1] ~= 'submitted' or f[2] ~= zkey then
         if rcall('ZREM', zkey, id) == 1 then rcall('HINCRBY', Q.stats, 'waiting_version', -1) end
       elseif Q.now - tonumber(f[3] or '0') >= after then
         rcall('ZREM', zkey, id)
         rcall('HINCRBY', Q.stats, 'waiting_version', -1)
-        rcall('HDEL', key, 'unserved', 'unserved_at_ms')
+        rcall('HDEL', key, F.unserved, F.unserved_at_ms)
         local why = 'no worker with task version ' .. tv .. ' seen for ' .. fmt(after / 1000) .. ' s'
         append_error(key, script_error('UnknownTask', why, tonumber(f[4] or '0'), Q.now))
         emit(Q, id, 'submitted', 'dropped', f[4] or '0', '', why)

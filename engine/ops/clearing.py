@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from ..errors import Code, ConfigError
+from ..fields import both, either
 from ..job import TERMINAL_STATES, JobState
 
 if TYPE_CHECKING:
@@ -58,8 +59,8 @@ async def _matching(client: Client, queue: str, state: str) -> AsyncIterator[lis
         if ids:
             async with client.redis.pipeline(transaction=False) as pipe:
                 for job_id in ids:
-                    pipe.hget(keys.job(job_id), "state")
-                states = await pipe.execute()
+                    pipe.hmget(keys.job(job_id), both("state"))
+                states = [either(row)[0] for row in await pipe.execute()]
             chosen = [i for i, s in zip(ids, states, strict=True) if s == state]
             if chosen:
                 yield chosen

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..client import Client
+from ..fields import both, either
 from ..job import Job, JobState
 from ..keys import version_tag
 from ..transport.connection import server_ms
@@ -71,10 +72,10 @@ async def explain(client: Client, job_id: str, queue: str | None = None) -> list
     now_ms = await server_ms(redis, keys.meta)  # the clock of the queue's scripts
     async with redis.pipeline(transaction=False) as pipe:
         pipe.hmget(keys.meta, ["paused", "rate_interval_ms", "tat", f"tat:{job.task}"])
-        pipe.hmget(keys.job(job.id), ["ckey_active", "ckey_waiting", "rate_slot_ms"])
+        pipe.hmget(keys.job(job.id), both("ckey_active", "ckey_waiting", "rate_slot_ms"))
         meta, hidden = await pipe.execute()
     paused, queue_interval, tat, task_tat = meta
-    ckey_active, ckey_waiting, rate_slot = hidden
+    ckey_active, ckey_waiting, rate_slot = either(hidden)
     slot = _rate_slot(job.state, rate_slot, queue_interval, job.rate_interval_ms, tat, task_tat)
     found = [
         Reason("paused", f"queue {job.queue!r} is paused", "queue") if paused == "1" else None,
@@ -119,8 +120,8 @@ async def _parents(client: Client, job: Job) -> Reason | None:
     keys = client.keys(job.queue)
     async with client.redis.pipeline(transaction=False) as pipe:
         for parent in job.parents:
-            pipe.hget(keys.job(parent), "state")
-        states = await pipe.execute()
+            pipe.hmget(keys.job(parent), both("state"))
+        states = [either(row)[0] for row in await pipe.execute()]
     pending = [p for p, s in zip(job.parents, states, strict=True) if s != "completed"]
     if not pending:
         return None

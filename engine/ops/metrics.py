@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from ..fields import both, either
 from ..keys import QueueKeys, alive_key, worker_key, workers_key
 from ..stream import gaps
 from ..transport.connection import server_ms
@@ -189,8 +190,8 @@ async def oldest_waiting_ms(redis: Redis, keys: QueueKeys, now_ms: int) -> int:
         return 0
     async with redis.pipeline(transaction=False) as pipe:
         for job_id in heads:
-            pipe.hget(keys.job(job_id), "submitted_at_ms")
-        stamps = [int(s) for s in await pipe.execute() if s]
+            pipe.hmget(keys.job(job_id), both("submitted_at_ms"))
+        stamps = [int(s) for row in await pipe.execute() if (s := either(row)[0])]
     return max(0, now_ms - min(stamps)) if stamps else 0
 
 

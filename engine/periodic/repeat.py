@@ -30,6 +30,7 @@ from redis.exceptions import WatchError
 
 from .. import serializer
 from ..errors import ConfigError, EngineError
+from ..fields import F, both, either
 from ..job import Job
 from ..keys import QueueKeys, queues_key
 from ..producing.submit import default_queue_timeout, flow_order
@@ -42,7 +43,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,112}$")
 # The field of `repeat_last` counting a repeatable's fired ticks (repeat_ticks.lua spells it too).
 FIRED = "fired|"
 # Hash fields of a job template that each tick sets afresh.
-_PER_TICK = ("id", "state", "sent_at_ms", "repeat")
+_PER_TICK = (F.id, F.state, F.sent_at_ms, F.repeat)
 
 # Who made a repeatable: `Repeats.add` at run time, or a sync of declared schedules.
 Origin = Literal["runtime", "settings"]
@@ -170,7 +171,7 @@ class Repeatable:
 
     def job_for(self, due_ms: int) -> Job:
         """Return the job of the tick due at `due_ms` (its id names the repeatable and the tick)."""
-        fields = {**self.job, "id": f"{self.name}@{due_ms}", "repeat": self.name}
+        fields = {**self.job, F.id: f"{self.name}@{due_ms}", F.repeat: self.name}
         job = Job.from_hash(fields)
         job.sent_at_ms = int(time.time() * 1000)
         return job
@@ -186,7 +187,7 @@ class Repeatable:
         ids = [root if i == 0 else f"{root}.{i}" for i in range(len(self.flow))]
         jobs = []
         for i, member in enumerate(self.flow):
-            job = Job.from_hash({**member["job"], "id": ids[i], "repeat": self.name})
+            job = Job.from_hash({**member["job"], F.id: ids[i], F.repeat: self.name})
             job.parents = [ids[p] for p in member["parents"]]
             job.flow_id = root
             job.sent_at_ms = int(time.time() * 1000)
@@ -424,8 +425,8 @@ class Repeats:
         )
         async with self.redis.pipeline(transaction=False) as pipe:
             for job_id in ids:
-                pipe.hget(keys.job(job_id or "-"), "state")
-            states: builtins.list[str | None] = await pipe.execute()
+                pipe.hmget(keys.job(job_id or "-"), both("state"))
+            states = [either(row)[0] for row in await pipe.execute()]
         return [(i, st if i else None) for i, st in zip(ids, states, strict=True)]
 
     async def fired(self, queue: str, names: Sequence[str]) -> builtins.list[int]:

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from croniter import croniter
 
 from ..client import Client
+from ..fields import both, either
 from ..job import JobState
 from ..keys import QueueKeys, health_key
 from ..transport.connection import server_ms
@@ -114,12 +115,12 @@ async def schedule_health(
             keys = QueueKeys(client.settings.prefix, rep.queue)
             tick = tick_of(rep, last_id)
             before = tick_before(rep, tick) if tick is not None else None
-            pipe.hmget(keys.job(last_id or "-"), ["state", "started_at_ms"])
-            pipe.hget(keys.job(f"{rep.name}@{before}"), "state")
-        jobs = await pipe.execute()
+            pipe.hmget(keys.job(last_id or "-"), both("state", "started_at_ms"))
+            pipe.hmget(keys.job(f"{rep.name}@{before}"), both("state"))
+        jobs = [either(row) for row in await pipe.execute()]
     out = []
     for at, (rep, due_ms, last_id) in enumerate(reps):
-        (last_state, started), before_state = jobs[2 * at], jobs[2 * at + 1]
+        (last_state, started), (before_state,) = jobs[2 * at], jobs[2 * at + 1]
         out.append(
             _judge(
                 rep,

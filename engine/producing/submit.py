@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import serializer
 from ..errors import ConfigError
+from ..fields import F
 from ..job import Job
 from ..keys import QueueKeys
 from ..seam.scripts import Scripts, Submission, read_submission, submit_argv
@@ -16,7 +17,7 @@ from ..settings import EngineSettings
 from ..task import json_args
 
 # Fields the hash does not take from the client: the script's own, the key's (id, queue).
-_SCRIPT_FIELDS = frozenset(("state", "submitted_at_ms", "run_at_ms", "id", "queue"))
+_SCRIPT_FIELDS = frozenset((F.state, F.submitted_at_ms, F.run_at_ms, F.id, F.queue))
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +78,11 @@ def job_spec(
         extras["parents"] = list(job.parents)
     if job.dedup_id is not None:
         dedup_key = keys.dedup(job.dedup_id)
-        keyed += ("dedup_key", dedup_key)
+        keyed += (F.dedup_key, dedup_key)
         extras["dedup"] = [dedup_key, job.dedup_mode, job.dedup_ttl_ms or 0]
     if job.concurrency_key is not None:
         active, waiting = keys.concurrency(job.concurrency_key)
-        keyed += ("ckey_active", active, "ckey_waiting", waiting)
+        keyed += (F.ckey_active, active, F.ckey_waiting, waiting)
         extras["keyed"] = True
     if tick is not None:
         extras["repeat"] = [
@@ -101,20 +102,20 @@ def job_spec(
         "" if job.run_at_ms is None else str(job.run_at_ms),
         str(job.priority),
         extras,
-        "task",
+        F.task,
         job.task,
     ]
     # The job's hash fields (Job.to_hash) but the script's own and those at their defaults.
     if job.version != 1:
-        spec += ("version", str(job.version))
+        spec += (F.version, str(job.version))
     if job.priority != 0:
-        spec += ("priority", str(job.priority))
+        spec += (F.priority, str(job.priority))
     for name, value in job.set_fields():
         if name not in _SCRIPT_FIELDS:
             spec += (name, value)
-    spec += ("args", args.decode())
+    spec += (F.args, args.decode())
     if kwargs != b"{}":
-        spec += ("kwargs", kwargs.decode())
+        spec += (F.kwargs, kwargs.decode())
     spec += keyed
     return serializer.dumps(spec)
 

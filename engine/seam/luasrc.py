@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.exceptions import NoScriptError
 
+from ..fields import OTHER, STORED
 from ..keys import SCRIPT_KEYS, QueueKeys
 from ..transport.held import AsyncHeldConnections, held_runner
 
@@ -24,6 +25,18 @@ _FUNCTION = re.compile(r"^(?:local function (?P<local>\w+)|(?P<late>\w+) = funct
 _DECLARED = re.compile(r"^local (?P<name>\w+)\n?$")
 _WORD = re.compile(r"\w+")
 _COMMENT = re.compile(r"--\[\[.*?\]\]|--[^\n]*", re.DOTALL)
+# A job hash field as the scripts spell it: `F.state`, or `O.state` for its name in the other
+# format (engine/fields.py); `F_FROM_O` is the table from the other format's names to ours.
+_FIELD = re.compile(r"(?<![\w.])([FO])\.(\w+)")
+_F_FROM_O = (
+    "{"
+    + ", ".join(
+        f"['{OTHER[name]}'] = '{stored}'"
+        for name, stored in STORED.items()
+        if OTHER[name] != stored
+    )
+    + "}"
+)
 
 
 def _read(name: str) -> str:
@@ -120,6 +133,19 @@ def _expand(script: str) -> str:
     return re.sub("\0(\\d+)\0", lambda m: inlined[int(m[1])], marked)
 
 
+def _fields(source: str, name: str) -> str:
+    """Return `source` with each `F.<field>` (`O.<field>`) replaced by the field's stored name
+    in this release's format (the other), quoted, and `F_FROM_O` by the table of renames."""
+
+    def stored(match: re.Match[str]) -> str:
+        field = (STORED if match[1] == "F" else OTHER).get(match[2])
+        if field is None:
+            raise RuntimeError(f"{name}: {match[0]} is not a job field (engine/fields.py)")
+        return f"'{field}'"
+
+    return _FIELD.sub(stored, source).replace("F_FROM_O", _F_FROM_O)
+
+
 def _text(chunks: list[tuple[str | None, str]], names: set[str], unnamed: bool) -> str:
     """Return the include's chunks named in `names` (and the unnamed ones with `unnamed`)."""
     return "".join(text for name, text in chunks if name in names or (unnamed and name is None))
@@ -132,7 +158,7 @@ def load_sources() -> dict[str, tuple[int, str]]:
         match = _NAME.match(entry.name)
         if not match:
             continue
-        source = _expand(_read(entry.name))
+        source = _fields(_expand(_read(entry.name)), entry.name)
         verb, num_keys = match["verb"], int(match["keys"])
         if len(SCRIPT_KEYS.get(verb, ())) != num_keys:
             raise RuntimeError(

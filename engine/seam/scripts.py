@@ -15,6 +15,7 @@ from typing import Any, Required, TypedDict, Unpack
 from redis.asyncio import Redis
 
 from ..errors import Code, DuplicateJob, UnknownParent
+from ..fields import OTHER, STORED
 from ..keys import QueueKeys
 from ..ops.metrics import BUCKETS_ARG
 from .luasrc import ScriptSet, load_sources
@@ -402,8 +403,10 @@ class Scripts:
     async def snapshot(
         self, keys: QueueKeys, *, field: str = "", job_ids: Sequence[str]
     ) -> list[str | None]:
-        """Read job hashes, each as one JSON object string, or only `field` of each (None:
-        gone, or no such field)."""
-        argv = [keys.job_prefix, keys.queue, field, *job_ids]
+        """Read job hashes, each as one JSON object string (its fields as stored), or only
+        `field` (a Job attribute name: engine/fields.py) of each (None: gone, or no such
+        field)."""
+        names = (STORED[field], OTHER[field]) if field else ("", "")
+        argv = [keys.job_prefix, keys.queue, *names, *job_ids]
         rows: list[str | None] = await self.raw["snapshot"](keys, argv)
         return rows

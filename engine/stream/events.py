@@ -11,6 +11,7 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from ..job import by_attribute
 from ..keys import QueueKeys, event_groups_key
 from ..seam.scripts import Scripts
 from ..settings import EngineSettings
@@ -444,7 +445,8 @@ class EventReader:
         return gone
 
     async def job_hashes(self, queue: str, job_ids: Sequence[str]) -> dict[str, dict[str, str]]:
-        """Return the current hash of each job that still exists in Redis.
+        """Return the current hash of each job that still exists in Redis, keyed by Job
+        attribute name (engine/fields.py).
 
         One script call per 1,000 ids (snapshot-1.lua), each hash coming back as one JSON
         string: one reply to parse instead of one command and 2n strings per job, and Redis
@@ -457,13 +459,14 @@ class EventReader:
             rows = await self.scripts.snapshot(keys, job_ids=chunk)
             for job_id, text in zip(chunk, rows, strict=True):
                 if text:
-                    found[job_id] = _hash_from_json(text)
+                    found[job_id] = dict(by_attribute(_hash_from_json(text)))
         return found
 
     async def job_field(
-        self, queue: str, job_ids: Sequence[str], field: str = "state"
+        self, queue: str, job_ids: Sequence[str], name: str = "state"
     ) -> dict[str, str]:
-        """Return one field of each job of `queue` that still exists in Redis and has it.
+        """Return one field (by Job attribute name) of each job of `queue` that still exists in
+        Redis and has it.
 
         One script call per SNAPSHOT_IDS ids (snapshot-1.lua reading one field), not a
         command per job.
@@ -472,7 +475,7 @@ class EventReader:
         found: dict[str, str] = {}
         for start in range(0, len(job_ids), SNAPSHOT_IDS):
             chunk = list(job_ids[start : start + SNAPSHOT_IDS])
-            rows = await self.scripts.snapshot(keys, job_ids=chunk, field=field)
+            rows = await self.scripts.snapshot(keys, job_ids=chunk, field=name)
             found.update(
                 (job_id, value) for job_id, value in zip(chunk, rows, strict=True) if value
             )

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from redis.asyncio import Redis
 
 from .. import serializer
+from ..fields import both, either
 from ..job import Job
 from ..keys import QueueKeys, control_key, worker_key, workers_key
 from ..seam.scripts import RenewJob, Scripts
@@ -82,8 +83,8 @@ class Upkeep:
         keys = QueueKeys(self.settings.prefix, job.queue)
         async with self.redis.pipeline(transaction=False) as pipe:
             for parent in job.parents:
-                pipe.hget(keys.job(parent), "result")
-            raw = await pipe.execute()
+                pipe.hmget(keys.job(parent), both("result"))
+            raw = [either(row)[0] for row in await pipe.execute()]
         return {
             parent: None if value is None else serializer.loads(value)
             for parent, value in zip(job.parents, raw, strict=True)

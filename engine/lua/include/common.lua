@@ -128,6 +128,29 @@ local function add_tally(stats, kind, tally, b)
   end
 end
 
+local function native(key)
+  if rcall('HEXISTS', key, O.state) == 0 then return false end
+  local rename = F_FROM_O
+  local flat = rcall('HGETALL', key)
+  local set, gone = {}, {}
+  for i = 1, #flat, 2 do
+    local name = rename[flat[i]]
+    if name then
+      set[#set + 1], set[#set + 2] = name, flat[i + 1]
+      gone[#gone + 1] = flat[i]
+    end
+  end
+  rcall('HSET', key, unpack(set))
+  rcall('HDEL', key, unpack(gone))
+  return true
+end
+
+local function jget(key, ...)
+  local cur = rcall('HMGET', key, ...)
+  if not cur[1] and native(key) then cur = rcall('HMGET', key, ...) end
+  return cur
+end
+
 local function put_field(t, name, value)
   t[#t + 1] = name
   t[#t + 1] = value
@@ -140,9 +163,9 @@ local function many(cmd, key, args)
 end
 
 local function begin_fields(t, started_before, now_s, isolated)
-  put_field(t, 'begun', '1')
-  put_field(t, started_before and 'retried_at_ms' or 'started_at_ms', now_s)
-  if isolated == '1' then put_field(t, 'isolated', '1') end
+  put_field(t, F.begun, '1')
+  put_field(t, started_before and F.retried_at_ms or F.started_at_ms, now_s)
+  if isolated == '1' then put_field(t, F.isolated, '1') end
 end
 
 local function add_counts(stats, counts, prefix, suffix)
@@ -161,16 +184,16 @@ local function emit(Q, id, from, to, attempt, worker, err)
 end
 
 local function append_error(key, err)
-  local errors = rcall('HGET', key, 'errors')
+  local errors = rcall('HGET', key, F.errors)
   if not errors or errors == '' or errors == '[]' then
     errors = '[' .. err .. ']'
   else
     errors = string.sub(errors, 1, -2) .. ',' .. err .. ']'
   end
-  rcall('HSET', key, 'errors', errors)
+  rcall('HSET', key, F.errors, errors)
   -- Top-level key only: a quote inside a JSON string is escaped, so it cannot match there.
   local fp = string.match(err, '"fingerprint":"(%x+)"')
-  if fp then rcall('HSET', key, 'fingerprint', fp) else rcall('HDEL', key, 'fingerprint') end
+  if fp then rcall('HSET', key, F.fingerprint, fp) else rcall('HDEL', key, F.fingerprint) end
 end
 
 local function script_error(kind, message, attempt, at_ms)
@@ -188,7 +211,7 @@ end
 
 local function make_ready(Q, key, id, priority, seq, keyed)
   local score = ready_score(priority or 0, seq)
-  local ck = keyed ~= false and rcall('HMGET', key, 'ckey_active', 'ckey_waiting', 'concurrency_limit')
+  local ck = keyed ~= false and rcall('HMGET', key, F.ckey_active, F.ckey_waiting, F.concurrency_limit)
   if ck and ck[1] then
     if rcall('SISMEMBER', ck[1], id) == 0 and rcall('SCARD', ck[1]) >= tonumber(ck[3]) then
       rcall('ZADD', ck[2], score, id)
@@ -203,7 +226,7 @@ local function make_ready(Q, key, id, priority, seq, keyed)
 end
 
 local function free_slot(Q, key, id)
-  local f = rcall('HMGET', key, 'ckey_active', 'ckey_waiting', 'concurrency_limit')
+  local f = rcall('HMGET', key, F.ckey_active, F.ckey_waiting, F.concurrency_limit)
   if not f[1] then return end
   if rcall('ZREM', f[2], id) == 1 then turn(Q, f[2], -1) end
   if rcall('SREM', f[1], id) == 0 then return end
@@ -212,7 +235,7 @@ local function free_slot(Q, key, id)
     if #nxt == 0 then break end
     turn(Q, f[2], -1)
     rcall('SADD', f[1], nxt[1])
-    local priority = rcall('HGET', Q.prefix .. nxt[1], 'priority') or 0
+    local priority = jget(Q.prefix .. nxt[1], F.state, F.priority)[2] or 0
     rcall('ZADD', Q.submitted, ready_score(priority, rcall('INCR', Q.seq)), nxt[1])
     rcall('ZADD', Q.marker, 0, '0')
   end
@@ -226,16 +249,16 @@ local function cleanup_ttl(cleanup, state)
 end
 
 local function finish(Q, key, id)
-  local f = rcall('HMGET', key, 'dedup_key', 'dedup_mode')
+  local f = rcall('HMGET', key, F.dedup_key, F.dedup_mode)
   if f[1] and f[2] ~= 'throttle' and rcall('GET', f[1]) == id then rcall('DEL', f[1]) end
   free_slot(Q, key, id)
 end
 
 local function unqueue(Q, id)
-  local aside = rcall('HGET', Q.prefix .. id, 'unserved')
+  local aside = rcall('HGET', Q.prefix .. id, F.unserved)
   if aside then
     if rcall('ZREM', aside, id) == 1 then rcall('HINCRBY', Q.stats, 'waiting_version', -1) end
-    rcall('HDEL', Q.prefix .. id, 'unserved', 'unserved_at_ms')
+    rcall('HDEL', Q.prefix .. id, F.unserved, F.unserved_at_ms)
   end
   rcall('ZREM', Q.submitted, id)
   rcall('ZREM', Q.scheduled, id)
@@ -252,12 +275,12 @@ local function attach_parents(Q, id, parents)
   local pending, dead = 0, nil
   for _, parent in ipairs(parents) do
     local pkey = Q.prefix .. parent
-    local pstate = rcall('HGET', pkey, 'state')
+    local pstate = jget(pkey, F.state)[1]
     if pstate and pstate ~= 'completed' then
       pending = pending + 1
       local children = Q.children .. parent
       rcall('SADD', children, id)
-      rcall('HSET', pkey, 'children', children)
+      rcall('HSET', pkey, F.children, children)
       if DEAD[pstate] then
         dead = {parent, pstate}
         local ttl = rcall('PTTL', pkey)  -- ended outside the DLQ: the SET goes with the parent
@@ -270,7 +293,7 @@ end
 
 local function fail_child(Q, cid, parent, state)
   local ckey = Q.prefix .. cid
-  local c = rcall('HMGET', ckey, 'state', 'on_parent_failure')
+  local c = jget(ckey, F.state, F.on_parent_failure)
   if c[1] == 'blocked' and (c[2] == 'fail' or c[2] == 'cancel') then
     local to = 'failed'
     if c[2] == 'cancel' then to = 'cancelled' end
@@ -283,9 +306,9 @@ local function fail_child(Q, cid, parent, state)
 end
 
 bury = function(Q, key, id, state)
-  rcall('HSET', key, 'state', state, 'completed_at_ms', Q.now_s)
-  rcall('HDEL', key, 'token', 'begun', 'isolated')
-  local f = rcall('HMGET', key, 'dlq', 'children', 'task', 'deadline_ms', 'cleanup_ms')
+  rcall('HSET', key, F.state, state, F.completed_at_ms, Q.now_s)
+  rcall('HDEL', key, F.token, F.begun, F.isolated)
+  local f = rcall('HMGET', key, F.dlq, F.children, F.task, F.deadline_ms, F.cleanup_ms)
   if f[4] then rcall('ZREM', Q.deadlines, id) end
   local kept = cleanup_ttl(f[5], state)
   local ttl = nil
@@ -311,15 +334,15 @@ end
 local function unblock_children(Q, children)
   for _, cid in ipairs(rcall('SMEMBERS', children)) do
     local ckey = Q.prefix .. cid
-    local c = rcall('HMGET', ckey, 'state', 'priority', 'run_at_ms')
-    if c[1] == 'blocked' and rcall('HINCRBY', ckey, 'pending_parents', -1) <= 0 then
+    local c = jget(ckey, F.state, F.priority, F.run_at_ms)
+    if c[1] == 'blocked' and rcall('HINCRBY', ckey, F.pending_parents, -1) <= 0 then
       rcall('SREM', Q.blocked, cid)
       if c[3] and tonumber(c[3]) > Q.now then
-        rcall('HSET', ckey, 'state', 'scheduled')
+        rcall('HSET', ckey, F.state, 'scheduled')
         rcall('ZADD', Q.scheduled, c[3], cid)
         emit(Q, cid, 'blocked', 'scheduled', 0)
       else
-        rcall('HSET', ckey, 'state', 'submitted', 'submitted_at_ms', Q.now_s)
+        rcall('HSET', ckey, F.state, 'submitted', F.submitted_at_ms, Q.now_s)
         make_ready(Q, ckey, cid, c[2], rcall('INCR', Q.seq))
         emit(Q, cid, 'blocked', 'submitted', 0)
       end
@@ -329,29 +352,29 @@ local function unblock_children(Q, children)
 end
 
 local function release(Q, key, id)
-  local priority = rcall('HGET', key, 'priority') or 0
-  rcall('HSET', key, 'state', 'submitted', 'submitted_at_ms', Q.now_s, 'begun', '0')
-  rcall('HDEL', key, 'token', 'isolated')
+  local priority = rcall('HGET', key, F.priority) or 0
+  rcall('HSET', key, F.state, 'submitted', F.submitted_at_ms, Q.now_s, F.begun, '0')
+  rcall('HDEL', key, F.token, F.isolated)
   rcall('ZADD', Q.submitted, ready_score(priority, 0), id)
   rcall('ZADD', Q.marker, 0, '0')
 end
 
 local function hand_back(Q, key, id, attempt, begun, worker, reason)
   attempt = tonumber(attempt or '0')
-  if begun == '1' then attempt = rcall('HINCRBY', key, 'attempt', -1) end
+  if begun == '1' then attempt = rcall('HINCRBY', key, F.attempt, -1) end
   rcall('ZREM', Q.started, id)
   release(Q, key, id)
   emit(Q, id, 'started', 'submitted', attempt, worker, reason)
 end
 
 local function forget(key)
-  local children = rcall('HGET', key, 'children')
+  local children = rcall('HGET', key, F.children)
   if children then rcall('DEL', children) end
   rcall('DEL', key)
 end
 
 local function owned(key, token, ...)
-  local cur = rcall('HMGET', key, 'state', 'token', ...)
+  local cur = jget(key, F.state, F.token, ...)
   if not cur[1] then return -1, cur end
   if cur[2] ~= token then return -2, cur end
   if cur[1] ~= 'started' then return -3, cur end
@@ -359,10 +382,10 @@ local function owned(key, token, ...)
 end
 
 local function stall(Q, key, id, attempt, worker, err, why)
-  local stalls = rcall('HINCRBY', key, 'stalls', 1)
+  local stalls = rcall('HINCRBY', key, F.stalls, 1)
   append_error(key, err)
   rcall('ZREM', Q.started, id)
-  if stalls > tonumber(rcall('HGET', key, 'max_stalls') or '1') then
+  if stalls > tonumber(rcall('HGET', key, F.max_stalls) or '1') then
     emit(Q, id, 'started', 'stalled', attempt, worker, why .. '; max_stalls reached')
     bury(Q, key, id, 'stalled')
     return 1

@@ -5,13 +5,15 @@
   it is due (`due`, or now when nil); nil if none. submit-13.lua stores it on the job
   (deadline_ms) and in the deadlines ZSET, where expire-11.lua finds it.
 ]]
-local LIMITS = {ttl_ms = true, good_until_ms = true, queue_timeout_ms = true}
+local LIMITS = {[F.ttl_ms] = 'ttl_ms', [F.good_until_ms] = 'good_until_ms',
+                [F.queue_timeout_ms] = 'queue_timeout_ms'}
 
 local function deadline_of(Q, spec, due)
   local now = Q.now
   local limits = {}
   for i = 6, #spec - 1, 2 do
-    if LIMITS[spec[i]] then limits[spec[i]] = tonumber(spec[i + 1]) end
+    local limit = LIMITS[spec[i]]
+    if limit then limits[limit] = tonumber(spec[i + 1]) end
   end
   local deadline = nil
   if limits.ttl_ms then deadline = now + limits.ttl_ms end

@@ -19,12 +19,12 @@ end
 local function deduplicate(Q, id, dedup)
   local owner = rcall('GET', dedup[1])
   if not owner then return nil end
-  local state = rcall('HGET', Q.prefix .. owner, 'state')
+  local state = jget(Q.prefix .. owner, F.state)[1]
   if dedup[2] == 'debounce' and QUEUED[state] then
     local okey = Q.prefix .. owner
     unqueue(Q, owner)
     append_error(okey, cjson.encode({type = 'Debounced', message = 'replaced by ' .. id, attempt = 0, at_ms = Q.now}))
-    emit(Q, owner, state, 'cancelled', rcall('HGET', okey, 'attempt') or '0', '', 'replaced by ' .. id)
+    emit(Q, owner, state, 'cancelled', rcall('HGET', okey, F.attempt) or '0', '', 'replaced by ' .. id)
     bury(Q, okey, owner, 'cancelled')
     note(Q, owner, 'cancelled', 'debounced', id)
     return nil

@@ -16,7 +16,7 @@ local function take_tick(Q, repeat_due, repeat_last, rep)
   if nxt < 0 then rcall('ZREM', repeat_due, name) else rcall('ZADD', repeat_due, fmt(nxt), name) end
   if rep[4] == '1' then
     local last = rcall('HGET', repeat_last, name)
-    local state = last and rcall('HGET', Q.prefix .. last, 'state')
+    local state = last and jget(Q.prefix .. last, F.state)[1]
     if state and not DEAD[state] and state ~= 'completed' then return 'skipped' end
   end
   return nil

@@ -17,7 +17,7 @@ from django.http import HttpRequest
 from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
-from engine import ConfigError, Job, validate_queue_name
+from engine import ConfigError, F, Job, validate_queue_name
 from jobsite.jobs import audit, conf, services
 from jobsite.jobs.api.flows import FlowIn, build_flow
 from jobsite.jobs.api.schemas import ERRORS, Out
@@ -127,7 +127,7 @@ class RunOut(Out):
 def schedule_out(state: ScheduleState) -> ScheduleOut:
     """Return a schedule as the API shows it."""
     rep = state.rep
-    job = Job.from_hash({**rep.job, "id": f"{rep.name}@0"})
+    job = Job.from_hash({**rep.job, F.id: f"{rep.name}@0"})
     last = state.last_run
     return ScheduleOut(
         name=rep.name,
@@ -160,7 +160,7 @@ def schedule_out(state: ScheduleState) -> ScheduleOut:
 
 
 def _member(member: dict[str, Any]) -> FlowMemberOut:
-    job = Job.from_hash({**member["job"], "id": "x"})
+    job = Job.from_hash({**member["job"], F.id: "x"})
     return FlowMemberOut(task=job.task, args=job.args, kwargs=job.kwargs, parents=member["parents"])
 
 

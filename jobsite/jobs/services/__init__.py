@@ -24,6 +24,7 @@ from engine import (
     Client,
     ConfigError,
     DuplicateJob,
+    F,
     Job,
     JobIdTaken,
     Metrics,
@@ -178,7 +179,7 @@ async def _job_fields(
     out: list[dict[str, Any]] = await client.job_fields(queue, ids, list(fields))
     for found in out:
         if "parents" in found:
-            found["parents"] = Job.from_hash({"parents": found["parents"]}).parents
+            found["parents"] = Job.from_hash({F.parents: found["parents"]}).parents
     return out
 
 
