@@ -13,8 +13,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .client import Client
 from .errors import ConfigError, LoopCrashed, RedisUnavailable
 from .ops.probe import probe, status_dir
+from .seam.hashformat import move
 from .settings import EngineSettings
 from .task import Task, collect_tasks
 from .transport.preflight import check_redis
@@ -66,6 +68,13 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--max-age-s", type=float, default=None, help="retire after running this long"
     )
     worker.add_argument("--log-level", default="INFO")
+    formats = sub.add_parser(
+        "hash-format",
+        help="print the storage format of job hashes; --set moves it (engine/seam/hashformat.py)",
+    )
+    formats.add_argument("--url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
+    formats.add_argument("--prefix", default="jobsite")
+    formats.add_argument("--set", type=int, default=None, metavar="FORMAT", dest="to")
     probe = sub.add_parser("probe", help="probe this host's workers (exit 0: passed)")
     add_probe_arguments(probe)
     probe.add_argument("--prefix", default="jobsite")
@@ -168,12 +177,29 @@ async def run_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+async def run_hash_format(args: argparse.Namespace) -> int:
+    """Print the hash format of the Redis, after moving it to `--set`'s when given."""
+    client = Client(EngineSettings.from_url(args.url, prefix=args.prefix))
+    try:
+        if args.to is not None:
+            await move(client.redis, args.prefix, args.to, await client.workers())
+        print(f"hash_format={await client.scripts.raw.hash_format()}")
+    except (ConfigError, RedisUnavailable) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        await client.aclose()
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `python -m engine`."""
     args = parse(argv)
     if args.command == "probe":
         settings = EngineSettings(prefix=args.prefix, status_dir=args.status_dir)
         return run_probe(settings, args.ready, args.pid)
+    if args.command == "hash-format":
+        return asyncio.run(run_hash_format(args))
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )

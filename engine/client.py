@@ -51,7 +51,7 @@ class Client:
         self.redis = (
             redis if redis is not None else connect(settings, timeout_s=settings.client_timeout_s)
         )
-        self.scripts = Scripts(self.redis)
+        self.scripts = Scripts(self.redis, settings.prefix)
         # Repeatable and cron jobs: add, update, pause, resume, remove, list.
         self.repeats = Repeats(settings, self.redis)
         # The enqueue's steps, shared with the SyncClient (engine/producing/enqueueing.py).
@@ -145,9 +145,10 @@ class Client:
         limit, keys = self.settings.max_payload_bytes, self.keys(queue)
         for one in (job, *rest):
             check_job_id(one.id)
+        fmt = await self.scripts.raw.hash_format()
         specs = [
-            job_spec(job, keys, limit, last_of=name),
-            *(job_spec(j, keys, limit) for j in rest),
+            job_spec(job, keys, limit, last_of=name, fmt=fmt),
+            *(job_spec(j, keys, limit, fmt=fmt) for j in rest),
         ]
         (done, *_) = await self._submit(queue, specs, atomic=bool(rest))
         if done.outcome == Code.DUPLICATE_ID:

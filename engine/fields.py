@@ -1,14 +1,17 @@
-"""The fields of a job's Redis hash, by name: the only place that spells one.
+"""The fields of a job's Redis hash, by name, in each storage format: the only place that spells
+one.
 
-A job is a Redis hash, one field per attribute (ARCHITECTURE.md). Python reads and writes its
-fields through `F` (`F.state`, `F.submitted_at_ms`); the Lua scripts spell them the same way
-(`F.state`), and engine/seam/luasrc.py puts each stored name in place when it loads a script,
-refusing a name this table lacks. So the stored names can change in one place (a shorter
-storage format takes a release that reads both first: docs/architecture.md), and a misspelt
-field fails at import instead of reading nothing.
+A job is a Redis hash, one field per attribute (ARCHITECTURE.md). Format 1 names each field
+after its `Job` attribute; format 2 gives it a name of one to three letters, since a finished
+job's hash, kept for its result ttl, is mostly names. A Redis records which one its jobs are
+written in (engine/seam/hashformat.py). The Lua scripts spell a field `F.state` (`O.state` for
+its name in the other format), and engine/seam/luasrc.py makes each script once per format,
+putting the stored names in place and refusing a name this table lacks. Python reads a hash in
+either format (Job.from_hash, by_attribute; both and either for single fields) and writes the
+Redis's (Job.to_hash, producing/submit.job_spec).
 
-Most fields are a `Job` attribute of the same name (engine/job.py maps them); the rest only the
-scripts keep (leases, concurrency and dedup keys, version waits, parents still pending).
+Most fields are a `Job` attribute; the rest only the scripts keep (leases, concurrency and
+dedup keys, version waits, parents still pending).
 """
 
 from __future__ import annotations
@@ -164,43 +167,56 @@ SHORT = JobFields(
     trace_context="tc",
 )
 
-# The format this release writes (F), and the other one, which it reads too and turns into its
-# own the first time a script touches such a hash (include/common.lua `native`; the scripts
-# spell its names `O.state`). Both releases of a change of format read both, so a rolling
-# deploy, or a rollback, mixes them safely; the first writes the old format, the next the new
-# (docs/architecture.md).
+# Format number -> its names. A Redis records the one its job hashes are written in
+# (engine/seam/hashformat.py). Every process reads both and turns a hash of the other into its
+# own the first time a script touches it (include/common.lua `native`; the scripts spell the
+# other format's names `O.state`), so processes that disagree, as in a rolling deploy, or a
+# rollback to 0.2, lose nothing.
+FORMATS: dict[int, JobFields] = {1: LONG, 2: SHORT}
+# Format -> attribute name -> stored name.
+NAMES: dict[int, dict[str, str]] = {n: dataclasses.asdict(f) for n, f in FORMATS.items()}
+# Format 1's names are the attribute names: what Python code spells a field by when it builds
+# fields for Job.from_hash (which reads either format).
 F = LONG
-# Attribute name -> stored name (F's), for the script loader and Job's mapping.
-STORED: dict[str, str] = dataclasses.asdict(F)
-# Attribute name -> the other format's stored name.
-OTHER: dict[str, str] = dataclasses.asdict(SHORT)
-# Stored name, in either format -> attribute name.
-ATTRIBUTE: dict[str, str] = {stored: name for name, stored in OTHER.items()} | {
-    stored: name for name, stored in STORED.items()
+# Stored name, in any format -> attribute name.
+ATTRIBUTE: dict[str, str] = {
+    stored: name for table in NAMES.values() for name, stored in table.items()
 }
 
 
+def other(fmt: int) -> int:
+    """Return the format that is not `fmt`."""
+    return next(n for n in FORMATS if n != fmt)
+
+
 def both(*names: str) -> list[str]:
-    """Return each field's stored name in this format and in the other, in turn: one HMGET of
-    them reads a hash in either format (either)."""
-    return [stored for name in names for stored in (STORED[name], OTHER[name])]
+    """Return each field's stored name in each format, in turn: one HMGET of them reads a hash
+    in either format (either)."""
+    return [NAMES[fmt][name] for name in names for fmt in FORMATS]
 
 
 def either(row: Sequence[str | None]) -> list[str | None]:
-    """Return each field's value from an HMGET of `both(...)`: ours, else the other format's."""
-    return [row[i] if row[i] is not None else row[i + 1] for i in range(0, len(row), 2)]
+    """Return each field's value from an HMGET of `both(...)`: whichever format holds it."""
+    step = len(FORMATS)
+    return [
+        next((v for v in row[i : i + step] if v is not None), None)
+        for i in range(0, len(row), step)
+    ]
 
 
 def _check() -> None:
     """Refuse a table where two fields share a name, or a name means two fields."""
-    for table in (STORED, OTHER):
+    if len(FORMATS) != 2:
+        raise RuntimeError("a hash is read in two formats: this release's and the other")
+    for table in NAMES.values():
         if len(set(table.values())) != len(table):
             raise RuntimeError("two job fields share a stored name")
-    if len(ATTRIBUTE) != len(set(STORED.values()) | set(OTHER.values())):
-        raise RuntimeError("a stored name means one field in one format and another in the other")
-    for name, stored in OTHER.items():
-        if ATTRIBUTE[stored] != name:
-            raise RuntimeError(f"{stored!r} names two fields across the formats")
+    if JobFields() != LONG or any(name != stored for name, stored in NAMES[1].items()):
+        raise RuntimeError("format 1 stores each field under its attribute's name")
+    for table in NAMES.values():
+        for name, stored in table.items():
+            if ATTRIBUTE[stored] != name:
+                raise RuntimeError(f"{stored!r} names two fields across the formats")
 
 
 _check()

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import serializer
 from .errors import SerializationError
-from .fields import ATTRIBUTE, STORED, F
+from .fields import ATTRIBUTE, FORMATS, NAMES
 
 if TYPE_CHECKING:
     from .seam.rows import Claimed
@@ -172,7 +172,8 @@ _PLAIN_FIELDS: tuple[str, ...] = (
     *FEATURE_FIELDS,
 )
 _plain_values = operator.attrgetter(*_PLAIN_FIELDS)
-_PLAIN_STORED = tuple(STORED[name] for name in _PLAIN_FIELDS)
+# Format -> the stored names of _PLAIN_FIELDS.
+_PLAIN_STORED = {fmt: tuple(names[n] for n in _PLAIN_FIELDS) for fmt, names in NAMES.items()}
 
 
 @dataclass(slots=True)
@@ -267,51 +268,54 @@ class Job:
         """Return the last attempt's error, if any."""
         return self.errors[-1] if self.errors else None
 
-    def to_hash(self, payload: bool = True) -> dict[str, str]:
-        """Return the Redis hash fields of this job (only fields that are set).
+    def to_hash(self, payload: bool = True, fmt: int = 1) -> dict[str, str]:
+        """Return the Redis hash fields of this job (only fields that are set), named as hash
+        format `fmt` stores them (engine/fields.py; 1: the attribute names).
 
         `payload` False leaves out args and kwargs, for a caller that encodes them itself.
         """
+        fields = FORMATS[fmt]
         out: dict[str, str] = {
-            F.id: self.id,
-            F.task: self.task,
-            F.queue: self.queue,
-            F.version: str(self.version),
-            F.state: str(self.state),
-            F.priority: str(self.priority),
+            fields.id: self.id,
+            fields.task: self.task,
+            fields.queue: self.queue,
+            fields.version: str(self.version),
+            fields.state: str(self.state),
+            fields.priority: str(self.priority),
         }
         if payload:
-            out[F.args] = serializer.dumps(self.args).decode()
-            out[F.kwargs] = serializer.dumps(self.kwargs).decode()
-        out.update(self.set_fields())
+            out[fields.args] = serializer.dumps(self.args).decode()
+            out[fields.kwargs] = serializer.dumps(self.kwargs).decode()
+        out.update(self.set_fields(fmt))
         return out
 
-    def set_fields(self) -> list[tuple[str, str]]:
+    def set_fields(self, fmt: int = 1) -> list[tuple[str, str]]:
         """Return the hash fields of `to_hash` beyond the six always written and the payload
         (id, task, queue, version, state, priority; args, kwargs): those set, in its order."""
+        fields, names = FORMATS[fmt], NAMES[fmt]
         out: list[tuple[str, str]] = []
         if self.attempt:
-            out.append((F.attempt, str(self.attempt)))
+            out.append((fields.attempt, str(self.attempt)))
         if self.stalls:
-            out.append((F.stalls, str(self.stalls)))
+            out.append((fields.stalls, str(self.stalls)))
         if self.options:
-            out.append((F.options, serializer.dumps(self.options).decode()))
+            out.append((fields.options, serializer.dumps(self.options).decode()))
         if self.result is not None:
-            out.append((F.result, serializer.dumps(self.result).decode()))
+            out.append((fields.result, serializer.dumps(self.result).decode()))
         if self.errors:
-            out.append((F.errors, serializer.dumps(self.errors).decode()))
+            out.append((fields.errors, serializer.dumps(self.errors).decode()))
         if self.parents:
-            out.append((F.parents, serializer.dumps(self.parents).decode()))
+            out.append((fields.parents, serializer.dumps(self.parents).decode()))
         if self.logs:
-            out.append((F.logs, serializer.dumps(self.logs).decode()))
+            out.append((fields.logs, serializer.dumps(self.logs).decode()))
         # One C call reads the ~30 optional fields (getattr one by one cost ~2 us an enqueue).
-        for name, value in zip(_PLAIN_STORED, _plain_values(self), strict=True):
+        for name, value in zip(_PLAIN_STORED[fmt], _plain_values(self), strict=True):
             if value is not None:
                 out.append((name, str(value)))
         for name, value in self.extra.items():
             out.append(
                 (
-                    STORED.get(name, name),
+                    names.get(name, name),
                     value if isinstance(value, str) else serializer.dumps(value).decode(),
                 )
             )

@@ -125,6 +125,11 @@ def health_key(prefix: str, kind: str, name: str) -> str:
     return f"{prefix}:health:{kind}:{name}"
 
 
+def hash_format_key(prefix: str) -> str:
+    """Return the key of the storage format of job hashes (engine/seam/hashformat.py)."""
+    return f"{prefix}:hash_format"
+
+
 def workers_key(prefix: str) -> str:
     """Return the key of the worker registry ZSET (worker id -> last seen ms)."""
     return f"{prefix}:workers"

@@ -57,7 +57,7 @@ class Cleaner:
         # whole window again, long enough for every live worker to renew its own key.
         self.liveness = liveness
         self.redis = redis
-        self.scripts = Scripts(redis)
+        self.scripts = Scripts(redis, settings.prefix)
         self.queues = [QueueKeys(settings.prefix, q) for q in queues]
         # Since when this cleaner has reached Redis without a failure (None: it just failed).
         # After an outage every worker's liveness key may have lapsed while they were all cut

@@ -111,7 +111,7 @@ async def sync_declared(
     if wanted:
         await redis.sadd(known_key, *wanted)
     known: set[str] = await redis.smembers(known_key)  # type: ignore[assignment]
-    scripts = Scripts(redis)
+    scripts = Scripts(redis, settings.prefix)
     now_ms = await server_ms(redis)
     done: dict[str, Declared] = {}
     for queue in sorted(q for q in {*wanted, *known, *queues} if _valid(q)):

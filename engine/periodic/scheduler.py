@@ -28,7 +28,7 @@ class Scheduler:
     def __init__(self, settings: EngineSettings, redis: Redis, queues: Sequence[str]) -> None:
         self.settings = settings
         self.redis = redis
-        self.scripts = Scripts(redis)
+        self.scripts = Scripts(redis, settings.prefix)
         self.cluster = is_cluster(redis)
         self.queues = [QueueKeys(settings.prefix, q) for q in queues]
 
@@ -57,6 +57,7 @@ class Scheduler:
         due: list[tuple[str, float]] = [(n, s) for n, s in upcoming if s <= now_ms][:100]
         if due:
             raws = await self.redis.hmget(keys.repeats, [name for name, _ in due])
+            fmt = await self.scripts.raw.hash_format()
             specs = []
             for (name, score), raw in zip(due, raws, strict=True):
                 if raw is None:
@@ -68,8 +69,8 @@ class Scheduler:
                     tick = Tick(name, due_ms, nxt, rep.skip_if_running, rep.repeat_limit or 0)
                     first, *rest = rep.jobs_for(due_ms)  # a flow: its other jobs ride the tick
                     limit = self.settings.max_payload_bytes
-                    specs.append(job_spec(first, keys, limit, tick))
-                    specs += [job_spec(job, keys, limit, ride=name) for job in rest]
+                    specs.append(job_spec(first, keys, limit, tick, fmt=fmt))
+                    specs += [job_spec(job, keys, limit, ride=name, fmt=fmt) for job in rest]
                 except (EngineError, TypeError, ValueError) as exc:
                     # Unreadable: stop its ticks (the definition stays to inspect), fire the rest.
                     log.error(

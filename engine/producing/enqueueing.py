@@ -48,7 +48,13 @@ class Eval:
     argv: list[Any]
 
 
-Step = Pipe | Call | Eval
+@dataclass(frozen=True, slots=True)
+class Format:
+    """Ask for the hash format of the Redis (engine/seam/hashformat.py): the driver answers
+    from its scripts, which ask Redis once."""
+
+
+Step = Pipe | Call | Eval | Format
 # A state the script replies -> its JobState (the enum's own lookup costs ~1 us a job).
 _STATES = {state.value: state for state in JobState}
 Steps = Generator[Step, Any, Any]
@@ -138,9 +144,10 @@ class Enqueuer:
         for job in jobs:
             members.setdefault(job.queue, []).append(job)
         limit = self.settings.max_payload_bytes
+        fmt: int = yield Format()
         # Every payload is checked before the first script call.
         by_queue = {
-            queue: [job_spec(job, self.keys(queue), limit) for job in queued]
+            queue: [job_spec(job, self.keys(queue), limit, fmt=fmt) for job in queued]
             for queue, queued in members.items()
         }
         duplicates: list[str] = []
@@ -180,6 +187,8 @@ class Enqueuer:
 async def _run_async(step: Step, redis: Redis, scripts: ScriptSet) -> Any:
     if isinstance(step, Eval):
         return await scripts[step.verb](step.keys, step.argv)
+    if isinstance(step, Format):
+        return scripts.known or await scripts.hash_format()
     if isinstance(step, Call):
         return await getattr(redis, step.method)(*step.args)
     if not step.commands:
@@ -224,4 +233,14 @@ def run_steps(steps: Steps, run: Any) -> Any:
             reply, error = None, exc
 
 
-__all__ = ["Call", "Enqueuer", "Eval", "Pipe", "Step", "Steps", "drive_async", "run_steps"]
+__all__ = [
+    "Call",
+    "Enqueuer",
+    "Eval",
+    "Format",
+    "Pipe",
+    "Step",
+    "Steps",
+    "drive_async",
+    "run_steps",
+]

@@ -9,15 +9,19 @@ from typing import Any
 
 from .. import serializer
 from ..errors import ConfigError
-from ..fields import F
+from ..fields import FORMATS, NAMES
 from ..job import Job
 from ..keys import QueueKeys
 from ..seam.scripts import Scripts, Submission, read_submission, submit_argv
 from ..settings import EngineSettings
 from ..task import json_args
 
-# Fields the hash does not take from the client: the script's own, the key's (id, queue).
-_SCRIPT_FIELDS = frozenset((F.state, F.submitted_at_ms, F.run_at_ms, F.id, F.queue))
+# Fields the hash does not take from the client: the script's own, the key's (id, queue); by
+# hash format.
+_SCRIPT_FIELDS = {
+    fmt: frozenset(names[n] for n in ("state", "submitted_at_ms", "run_at_ms", "id", "queue"))
+    for fmt, names in NAMES.items()
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,10 +71,13 @@ def job_spec(
     tick: Tick | None = None,
     last_of: str | None = None,
     ride: str | None = None,
+    fmt: int = 1,
 ) -> bytes:
     """Return one job's submit-13.lua argument (checks the payload size); `last_of` names the
     repeatable whose last run the job becomes (a run made by hand); `ride` the repeatable whose
-    tick, taken by an earlier job of the call, this job goes with (a flow's other jobs)."""
+    tick, taken by an earlier job of the call, this job goes with (a flow's other jobs); `fmt`
+    the hash format of the Redis (engine/seam/hashformat.py), whose names the fields take."""
+    fields = FORMATS[fmt]
     args, kwargs = json_args(job, limit_bytes)
     extras: dict[str, Any] = {}
     keyed: list[str] = []
@@ -78,11 +85,11 @@ def job_spec(
         extras["parents"] = list(job.parents)
     if job.dedup_id is not None:
         dedup_key = keys.dedup(job.dedup_id)
-        keyed += (F.dedup_key, dedup_key)
+        keyed += (fields.dedup_key, dedup_key)
         extras["dedup"] = [dedup_key, job.dedup_mode, job.dedup_ttl_ms or 0]
     if job.concurrency_key is not None:
         active, waiting = keys.concurrency(job.concurrency_key)
-        keyed += (F.ckey_active, active, F.ckey_waiting, waiting)
+        keyed += (fields.ckey_active, active, fields.ckey_waiting, waiting)
         extras["keyed"] = True
     if tick is not None:
         extras["repeat"] = [
@@ -102,20 +109,21 @@ def job_spec(
         "" if job.run_at_ms is None else str(job.run_at_ms),
         str(job.priority),
         extras,
-        F.task,
+        fields.task,
         job.task,
     ]
     # The job's hash fields (Job.to_hash) but the script's own and those at their defaults.
     if job.version != 1:
-        spec += (F.version, str(job.version))
+        spec += (fields.version, str(job.version))
     if job.priority != 0:
-        spec += (F.priority, str(job.priority))
-    for name, value in job.set_fields():
-        if name not in _SCRIPT_FIELDS:
+        spec += (fields.priority, str(job.priority))
+    script_fields = _SCRIPT_FIELDS[fmt]
+    for name, value in job.set_fields(fmt):
+        if name not in script_fields:
             spec += (name, value)
-    spec += (F.args, args.decode())
+    spec += (fields.args, args.decode())
     if kwargs != b"{}":
-        spec += (F.kwargs, kwargs.decode())
+        spec += (fields.kwargs, kwargs.decode())
     spec += keyed
     return serializer.dumps(spec)
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..job import Job
+from ..seam.hashformat import discover_sync
 from ..seam.luasrc import run_sync
 from ..settings import EngineSettings
 from ..task import Task
@@ -13,7 +14,7 @@ from ..transport.cluster import cluster_typed, is_cluster
 from ..transport.connection import connect_sync
 from ..transport.faults import typed
 from ..transport.held import HeldConnections
-from .enqueueing import Call, Enqueuer, Eval, Step, run_steps
+from .enqueueing import Call, Enqueuer, Eval, Format, Step, run_steps
 
 
 class SyncClient:
@@ -36,6 +37,8 @@ class SyncClient:
         self._enqueuer = Enqueuer(settings)
         # A cluster routes each command by its keys: it keeps redis-py's own path.
         self._held = None if is_cluster(self.redis) else HeldConnections(self.redis)
+        # The hash format of the Redis (engine/seam/hashformat.py), once asked.
+        self._format: int | None = None
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -66,8 +69,13 @@ class SyncClient:
     def _run(self, step: Step) -> Any:
         """Send one step to Redis; a failure raises the engine's typed error."""
         try:
+            fmt = self._format
+            if fmt is None:
+                fmt = self._format = discover_sync(self.redis, self.settings.prefix)
+            if isinstance(step, Format):
+                return fmt
             if isinstance(step, Eval):
-                return run_sync(self._held or self.redis, step.verb, step.keys, step.argv)
+                return run_sync(self._held or self.redis, step.verb, step.keys, step.argv, fmt)
             if isinstance(step, Call):
                 return getattr(self.redis, step.method)(*step.args)
             if not step.commands:

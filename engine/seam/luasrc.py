@@ -13,9 +13,10 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.exceptions import NoScriptError
 
-from ..fields import OTHER, STORED
+from ..fields import FORMATS, NAMES, other
 from ..keys import SCRIPT_KEYS, QueueKeys
-from ..transport.held import AsyncHeldConnections, held_runner
+from ..transport.held import held_runner
+from .hashformat import discover_async
 
 _NAME = re.compile(r"^(?P<verb>[a-z_]+)-(?P<keys>\d+)\.lua$")
 _INCLUDE = re.compile(r"^--@include (?P<name>[a-z_]+)$", re.MULTILINE)
@@ -28,15 +29,6 @@ _COMMENT = re.compile(r"--\[\[.*?\]\]|--[^\n]*", re.DOTALL)
 # A job hash field as the scripts spell it: `F.state`, or `O.state` for its name in the other
 # format (engine/fields.py); `F_FROM_O` is the table from the other format's names to ours.
 _FIELD = re.compile(r"(?<![\w.])([FO])\.(\w+)")
-_F_FROM_O = (
-    "{"
-    + ", ".join(
-        f"['{OTHER[name]}'] = '{stored}'"
-        for name, stored in STORED.items()
-        if OTHER[name] != stored
-    )
-    + "}"
-)
 
 
 def _read(name: str) -> str:
@@ -133,17 +125,20 @@ def _expand(script: str) -> str:
     return re.sub("\0(\\d+)\0", lambda m: inlined[int(m[1])], marked)
 
 
-def _fields(source: str, name: str) -> str:
+def _fields(source: str, name: str, fmt: int) -> str:
     """Return `source` with each `F.<field>` (`O.<field>`) replaced by the field's stored name
-    in this release's format (the other), quoted, and `F_FROM_O` by the table of renames."""
+    in hash format `fmt` (in the other format), quoted, and `F_FROM_O` by the table of the
+    other format's names to `fmt`'s."""
+    ours, theirs = NAMES[fmt], NAMES[other(fmt)]
 
     def stored(match: re.Match[str]) -> str:
-        field = (STORED if match[1] == "F" else OTHER).get(match[2])
+        field = (ours if match[1] == "F" else theirs).get(match[2])
         if field is None:
             raise RuntimeError(f"{name}: {match[0]} is not a job field (engine/fields.py)")
         return f"'{field}'"
 
-    return _FIELD.sub(stored, source).replace("F_FROM_O", _F_FROM_O)
+    renames = ", ".join(f"['{theirs[n]}'] = '{ours[n]}'" for n in ours if theirs[n] != ours[n])
+    return _FIELD.sub(stored, source).replace("F_FROM_O", "{" + renames + "}")
 
 
 def _text(chunks: list[tuple[str | None, str]], names: set[str], unnamed: bool) -> str:
@@ -151,14 +146,15 @@ def _text(chunks: list[tuple[str | None, str]], names: set[str], unnamed: bool) 
     return "".join(text for name, text in chunks if name in names or (unnamed and name is None))
 
 
-def load_sources() -> dict[str, tuple[int, str]]:
-    """Return verb -> (key count, Lua source with includes inlined) for every script file."""
+def load_sources(fmt: int = max(FORMATS)) -> dict[str, tuple[int, str]]:
+    """Return verb -> (key count, Lua source with includes inlined) for every script file, for
+    a Redis whose job hashes are in format `fmt` (engine/seam/hashformat.py)."""
     out: dict[str, tuple[int, str]] = {}
     for entry in (resources.files("engine") / "lua").iterdir():
         match = _NAME.match(entry.name)
         if not match:
             continue
-        source = _fields(_expand(_read(entry.name)), entry.name)
+        source = _fields(_expand(_read(entry.name)), entry.name, fmt)
         verb, num_keys = match["verb"], int(match["keys"])
         if len(SCRIPT_KEYS.get(verb, ())) != num_keys:
             raise RuntimeError(
@@ -170,8 +166,12 @@ def load_sources() -> dict[str, tuple[int, str]]:
     return out
 
 
-_SOURCES = load_sources()
-_SHAS = {verb: hashlib.sha1(source.encode()).hexdigest() for verb, (_, source) in _SOURCES.items()}
+# Hash format -> verb -> (key count, source), and -> verb -> its SHA1.
+_SOURCES = {fmt: load_sources(fmt) for fmt in FORMATS}
+_SHAS = {
+    fmt: {verb: hashlib.sha1(source.encode()).hexdigest() for verb, (_, source) in by.items()}
+    for fmt, by in _SOURCES.items()
+}
 
 
 def _key_names(verb: str, num_keys: int, keys: QueueKeys | Sequence[str]) -> Sequence[str]:
@@ -189,10 +189,13 @@ class SyncRunner(Protocol):
     def script_load(self, script: str) -> Any: ...
 
 
-def run_sync(redis: SyncRunner, verb: str, keys: QueueKeys | Sequence[str], args: list[Any]) -> Any:
-    """Run script `verb` on a synchronous client (Script.__call__'s twin, the same source)."""
-    num_keys, source = _SOURCES[verb]
-    command = ("EVALSHA", _SHAS[verb], num_keys, *_key_names(verb, num_keys, keys), *args)
+def run_sync(
+    redis: SyncRunner, verb: str, keys: QueueKeys | Sequence[str], args: list[Any], fmt: int
+) -> Any:
+    """Run script `verb` for hash format `fmt` on a synchronous client (Script.__call__'s twin,
+    the same source)."""
+    num_keys, source = _SOURCES[fmt][verb]
+    command = ("EVALSHA", _SHAS[fmt][verb], num_keys, *_key_names(verb, num_keys, keys), *args)
     try:
         return redis.execute_command(*command)
     except NoScriptError:  # a server that restarted, flushed its scripts or is new
@@ -206,32 +209,48 @@ class Script:
 
     It sends EVALSHA itself, on connections held from the client's pool where it may
     (engine/transport/held.py): redis-py's Script object and its per-command pool checkout
-    added layers of wrappers to every call of a one-job enqueue.
+    added layers of wrappers to every call of a one-job enqueue. Its source is the one for the
+    hash format of the Redis (engine/seam/hashformat.py), which its set learns on first use.
     """
 
     verb: str
     num_keys: int
-    source: str
-    sha: str
-    redis: Redis
-    # What sends its EVALSHA: connections held from the client's pool, or the client itself.
-    run: Redis | AsyncHeldConnections
+    scripts: ScriptSet
 
     def _names(self, keys: QueueKeys | Sequence[str]) -> Sequence[str]:
         return _key_names(self.verb, self.num_keys, keys)
 
+    def _format(self) -> int:
+        fmt = self.scripts.known
+        if fmt is None:
+            raise RuntimeError("the hash format is not known yet: await hash_format() first")
+        return fmt
+
+    @property
+    def source(self) -> str:
+        """Return the source for the Redis's hash format (known by now)."""
+        return _SOURCES[self._format()][self.verb][1]
+
+    @property
+    def sha(self) -> str:
+        """Return the SHA1 of `source`."""
+        return _SHAS[self._format()][self.verb]
+
     def queue_in(self, pipe: Pipeline, keys: QueueKeys, args: list[Any]) -> None:
-        """Add a call of the script to `pipe` (its reply is NOSCRIPT if the server lacks it)."""
+        """Add a call of the script to `pipe` (its reply is NOSCRIPT if the server lacks it);
+        the set must know the hash format already (ScriptSet.hash_format)."""
         pipe.execute_command("EVALSHA", self.sha, self.num_keys, *self._names(keys), *args)
 
     async def __call__(self, keys: QueueKeys | Sequence[str], args: list[Any]) -> Any:
         """Run the script with a queue's keys (or an explicit key list) and its ARGV."""
-        command = ("EVALSHA", self.sha, self.num_keys, *self._names(keys), *args)
+        fmt = self.scripts.known or await self.scripts.hash_format()
+        command = ("EVALSHA", _SHAS[fmt][self.verb], self.num_keys, *self._names(keys), *args)
         try:
-            return await self.run.execute_command(*command)
+            return await self.scripts.run.execute_command(*command)
         except NoScriptError:  # a server that restarted, flushed its scripts or is new
-            await self.redis.script_load(self.source)  # the same source: the same sha
-            return await self.run.execute_command(*command)
+            # the same source: the same sha
+            await self.scripts.redis.script_load(_SOURCES[fmt][self.verb][1])
+            return await self.scripts.run.execute_command(*command)
 
 
 class ScriptSet:
@@ -241,15 +260,23 @@ class ScriptSet:
     and hashed once a process, not once a client.
     """
 
-    def __init__(self, redis: Redis) -> None:
-        self._redis = redis
-        self._run = held_runner(redis)  # one set of held connections for all its scripts
+    def __init__(self, redis: Redis, prefix: str) -> None:
+        self.redis = redis
+        self.prefix = prefix
+        self.run = held_runner(redis)  # one set of held connections for all its scripts
+        # The hash format of the Redis, once asked (hash_format).
+        self.known: int | None = None
         self._by_verb: dict[str, Script] = {}
+
+    async def hash_format(self) -> int:
+        """Return the hash format of the Redis (engine/seam/hashformat.py), asked once."""
+        if self.known is None:
+            self.known = await discover_async(self.redis, self.prefix)
+        return self.known
 
     def __getitem__(self, verb: str) -> Script:
         script = self._by_verb.get(verb)
         if script is None:
-            num_keys, source = _SOURCES[verb]
-            script = Script(verb, num_keys, source, _SHAS[verb], self._redis, self._run)
+            script = Script(verb, _SOURCES[max(FORMATS)][verb][0], self)
             self._by_verb[verb] = script
         return script

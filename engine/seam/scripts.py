@@ -15,7 +15,7 @@ from typing import Any, Required, TypedDict, Unpack
 from redis.asyncio import Redis
 
 from ..errors import Code, DuplicateJob, UnknownParent
-from ..fields import OTHER, STORED
+from ..fields import both
 from ..keys import QueueKeys
 from ..ops.metrics import BUCKETS_ARG
 from .luasrc import ScriptSet, load_sources
@@ -120,8 +120,8 @@ def read_submission(keys: QueueKeys, out: list[Any]) -> Submission:
 class Scripts:
     """Every transition script on one Redis client, each as a typed method."""
 
-    def __init__(self, redis: Redis) -> None:
-        self.raw = ScriptSet(redis)
+    def __init__(self, redis: Redis, prefix: str) -> None:
+        self.raw = ScriptSet(redis, prefix)
 
     async def submit(
         self,
@@ -406,7 +406,7 @@ class Scripts:
         """Read job hashes, each as one JSON object string (its fields as stored), or only
         `field` (a Job attribute name: engine/fields.py) of each (None: gone, or no such
         field)."""
-        names = (STORED[field], OTHER[field]) if field else ("", "")
+        names = both(field) if field else ["", ""]
         argv = [keys.job_prefix, keys.queue, *names, *job_ids]
         rows: list[str | None] = await self.raw["snapshot"](keys, argv)
         return rows

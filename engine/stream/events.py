@@ -187,12 +187,13 @@ IDLE_MS = 30_000
 
 
 def _hash_from_json(text: str) -> dict[str, str]:
-    """Decode a hash sent as JSON (its repeated values shared); bytes that are not UTF-8
-    (surrogate-escaped) become U+FFFD."""
+    """Decode a hash sent as JSON, keyed by Job attribute name whichever format stored it (its
+    repeated values shared); bytes that are not UTF-8 (surrogate-escaped) become U+FFFD."""
     try:
-        fields: dict[str, str] = orjson.loads(text)
+        stored: dict[str, str] = orjson.loads(text)
     except orjson.JSONDecodeError:
-        fields = orjson.loads(text.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+        stored = orjson.loads(text.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+    fields = dict(by_attribute(stored))
     for name in REPEATED_FIELDS:
         value = fields.get(name)
         if value is not None:
@@ -235,7 +236,7 @@ class EventReader:
         self.keys = {q: QueueKeys(settings.prefix, q) for q in queues}
         self.group = group
         self.consumer = consumer
-        self.scripts = Scripts(redis)
+        self.scripts = Scripts(redis, settings.prefix)
         redis.set_response_callback("XREADGROUP", _as_sent)
         self._queue_of = {k.events: q for q, k in self.keys.items()}
         # On a cluster whose slots split the streams: one XREADGROUP per slot (cluster.py).
@@ -459,7 +460,7 @@ class EventReader:
             rows = await self.scripts.snapshot(keys, job_ids=chunk)
             for job_id, text in zip(chunk, rows, strict=True):
                 if text:
-                    found[job_id] = dict(by_attribute(_hash_from_json(text)))
+                    found[job_id] = _hash_from_json(text)
         return found
 
     async def job_field(

@@ -278,6 +278,7 @@ class Claimer:
                 await self._wake.next(timeout=self.settings.idle_wait_s)
                 return []
             keys = self.queues[0]
+            await self.scripts.raw.hash_format()  # the claim below rides in a pipeline
             argv = self._argv(keys, free, []) if self._claim_on_wake else None
             if argv is None:
                 markers = [k.marker for k in self.queues]

@@ -15,6 +15,7 @@ from .. import serializer
 from ..fields import both, either
 from ..job import Job
 from ..keys import QueueKeys, control_key, worker_key, workers_key
+from ..seam.hashformat import READS
 from ..seam.scripts import RenewJob, Scripts
 from ..settings import EngineSettings
 
@@ -114,6 +115,8 @@ class Upkeep:
             "started_at_ms": str(self.started_at_ms),
             "heartbeat_at_ms": str(now_ms),
             "current_jobs": serializer.dumps(current).decode(),
+            # The hash formats it reads (engine/seam/hashformat.py checks before a move).
+            "hash_formats": READS,
             # claiming, quiet, stopping or retiring (engine/ops/probe.py's Status.state)
             "state": state,
             # The role whose queues it follows ("": queues given at start; engine/ops/roles.py).

@@ -81,7 +81,7 @@ class Worker:
         self.redis: Redis = connect(settings)
         # The client for waits on markers (with its claim on wake).
         self.blocking: Redis = connect(settings, block_s=settings.idle_wait_s)
-        self.scripts = Scripts(self.redis)
+        self.scripts = Scripts(self.redis, settings.prefix)
         self.executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="job")
         self.counters: dict[str, int] = defaultdict(int)
         self.writer = OutcomeWriter(settings, self.scripts, self.id, self.counters)

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from engine import TERMINAL_STATES, QueueKeys
+from engine.fields import both, either
 
 from .helpers import sync_redis
 
@@ -161,7 +162,7 @@ def audit(
     with sync_redis(url, decode_responses=True) as r:
         pipe = r.pipeline(transaction=False)
         for job_id in ids:
-            pipe.hmget(keys.job(job_id), "state", "token", "stalls")
+            pipe.hmget(keys.job(job_id), both("state", "token", "stalls"))
             for name in (keys.submitted, keys.scheduled, keys.started, keys.dlq):
                 pipe.zscore(name, job_id)
             pipe.pttl(keys.job(job_id))
@@ -170,7 +171,8 @@ def audit(
         started_left = r.zcard(keys.started)
     states: dict[str, int] = defaultdict(int)
     for i, job_id in enumerate(ids):
-        (state, token, stalls), *places, ttl_ms = rows[i * 6 : (i + 1) * 6]
+        fields, *places, ttl_ms = rows[i * 6 : (i + 1) * 6]
+        state, token, stalls = either(fields)  # in the Redis's hash format, whichever it is
         states[str(state)] += 1
         if state not in TERMINAL_NAMES:
             report.lost.append(f"{job_id}:{state}")

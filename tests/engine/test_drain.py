@@ -10,7 +10,7 @@ from collections import Counter
 from engine import Client, EngineSettings, JobState, Worker, drain, task_ref
 
 from . import tasks as t
-from .helpers import single_node
+from .helpers import STORED, single_node
 from .test_reliability import record
 
 pytestmark = single_node
@@ -23,7 +23,7 @@ async def states(client: Client, ids: list[str]) -> Counter[str]:
     for start in range(0, len(ids), 5000):
         async with client.redis.pipeline(transaction=False) as pipe:
             for job_id in ids[start : start + 5000]:
-                pipe.hget(client.keys("default").job(job_id), "state")
+                pipe.hget(client.keys("default").job(job_id), STORED.state)
             out.update(await pipe.execute())
     return out
 

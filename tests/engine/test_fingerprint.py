@@ -19,7 +19,7 @@ from engine.ops.fingerprint import (
 from engine.running.runner import error_info
 
 from . import tasks as t
-from .helpers import drain, sync_redis
+from .helpers import STORED, drain, sync_redis
 
 
 def test_numbers_hex_ids_and_uuids_are_normalized() -> None:
@@ -125,7 +125,7 @@ async def test_a_script_made_error_is_fingerprinted_by_its_type(settings: Engine
     assert got.fingerprint == fingerprint_hash("ParentFailed")
     with sync_redis(settings.redis_url, decode_responses=True) as r:
         key = client.keys("default").job(child.id)
-        assert r.hget(key, "fingerprint") == got.errors[-1]["fingerprint"]
+        assert r.hget(key, STORED.fingerprint) == got.errors[-1]["fingerprint"]
 
 
 def test_quoted_strings_are_normalized_apostrophes_are_not() -> None:

@@ -18,7 +18,7 @@ from . import tasks as t
 
 
 def _held(client: Client) -> AsyncHeldConnections:
-    run = client.scripts.raw._run
+    run = client.scripts.raw.run
     if not isinstance(run, AsyncHeldConnections):
         pytest.skip("a cluster client keeps redis-py's own path")
     return run
@@ -87,7 +87,7 @@ async def test_a_call_cancelled_before_its_reply_never_hands_that_reply_to_the_n
 async def test_a_dead_redis_raises_the_typed_error() -> None:
     settings = EngineSettings.from_url(f"redis://127.0.0.1:{free_port()}/0")
     async with Client(settings) as client:
-        assert isinstance(client.scripts.raw._run, AsyncHeldConnections)
+        assert isinstance(client.scripts.raw.run, AsyncHeldConnections)
         with pytest.raises(RedisUnavailable, match="cannot reach"):
             await client.enqueue(t.add, 1, 1)
 

@@ -7,9 +7,10 @@ Readers get the missing fields back from the key and from the defaults.
 from __future__ import annotations
 
 from engine import Client, EngineSettings, JobState
+from engine.fields import ATTRIBUTE
 
 from . import tasks as t
-from .helpers import drain
+from .helpers import STORED, drain
 
 # Fields a finished job with default options must not store: the key's, the defaults', and
 # those of a running job.
@@ -17,7 +18,9 @@ NOT_STORED = {"id", "queue", "version", "kwargs", "priority", "token", "begun", 
 
 
 async def _raw(client: Client, queue: str, job_id: str) -> dict[str, str]:
-    return await client.redis.hgetall(client.keys(queue).job(job_id))  # type: ignore[no-any-return]
+    """Return the stored fields of a job's hash, by attribute name (engine/fields.py)."""
+    fields: dict[str, str] = await client.redis.hgetall(client.keys(queue).job(job_id))
+    return {ATTRIBUTE[name]: value for name, value in fields.items()}
 
 
 async def test_a_finished_job_stores_no_field_its_key_or_a_default_says(
@@ -49,7 +52,9 @@ async def test_a_retried_job_loses_its_isolated_mark(
 ) -> None:
     """`isolated` lives only as long as the attempt that ran alone; release and retry drop it."""
     job = await client.enqueue(t.retry_twice)
-    await client.redis.hset(client.keys("default").job(job.id), "isolated", "1")  # as begin does
+    await client.redis.hset(
+        client.keys("default").job(job.id), STORED.isolated, "1"
+    )  # as begin does
     await drain(settings, [t.retry_twice])
     stored = await _raw(client, "default", job.id)
     assert stored["state"] == "completed" and stored["attempt"] == "3"

@@ -45,7 +45,7 @@ def _monitor(server: RedisServer, lines: list[dict[str, Any]], ready: threading.
 async def _workload(settings: EngineSettings) -> None:
     """Run every script at least once, each through the code that calls it in production."""
     async with Client(settings) as c:
-        scripts, slow = Scripts(c.redis), QueueKeys(settings.prefix, "slow")
+        scripts, slow = Scripts(c.redis, settings.prefix), QueueKeys(settings.prefix, "slow")
         tick = declared_repeatable("tick", t.add.call(1, 1), limit_bytes=10_000, every_s=0.05)
         await sync_declared(settings, c.redis, [tick])  # declare
         later = await c.enqueue(t.add.using(delay_s=600), 1, 2)  # submit

@@ -17,7 +17,7 @@ from engine.running.runner import Kind
 from engine.seam.scripts import CompleteJob
 
 from . import tasks as t
-from .helpers import drain, sync_redis
+from .helpers import STORED, drain, sync_redis
 
 
 def log_events(settings: EngineSettings, job_id: str) -> list[dict[str, str]]:
@@ -114,7 +114,7 @@ async def test_byte_cap_keeps_the_newest_lines_that_fit(client: Client) -> None:
     messages = [f'{i:02d} ,{{"at_ms":0}} ' + "y" * 40 for i in range(30)]
     for message in messages:
         assert await write(client, job, token, message, 1000, 400) == 0
-    raw = await client.redis.hget(client.keys("default").job(job.id), "logs")
+    raw = await client.redis.hget(client.keys("default").job(job.id), STORED.logs)
     assert raw is not None and len(raw) <= 400
     got = await client.get(job.id)
     kept = [line["message"] for line in got.logs]
@@ -137,7 +137,7 @@ async def test_only_the_owner_of_the_running_attempt_writes(client: Client) -> N
     job, token = await claimed(client)
     key = client.keys("default").job(job.id)
     assert await write(client, job, "stale-token", "from a stale worker") == -2
-    assert await client.redis.hget(key, "logs") is None
+    assert await client.redis.hget(key, STORED.logs) is None
     assert await write(client, job, token, "from the owner") == 0
     k = client.keys("default")
     done = await client.scripts.complete(

@@ -25,7 +25,7 @@ from engine.dev.devserver import RedisServer
 from ..faultproxy import FaultProxy
 from . import chaos_tasks as ct
 from .harness import WorkerProc, audit, handbacks, read_ledger
-from .helpers import single_node
+from .helpers import STORED, single_node
 from .test_reliability import record, wait_terminal
 
 pytestmark = pytest.mark.chaos
@@ -41,7 +41,7 @@ async def states(url: str, ids: list[str]) -> Counter[str]:
         client.redis.pipeline(transaction=False) as pipe,
     ):
         for job_id in ids:
-            pipe.hget(client.keys("default").job(job_id), "state")
+            pipe.hget(client.keys("default").job(job_id), STORED.state)
         return Counter(await pipe.execute())
 
 
@@ -128,7 +128,9 @@ async def test_a_lost_reply_hands_the_jobs_back_at_once(
         )
         async with Client(settings) as client:
             await wait_terminal(client, ids, 30)
-            stalls = [await client.redis.hget(client.keys("default").job(i), "stalls") for i in ids]
+            stalls = [
+                await client.redis.hget(client.keys("default").job(i), STORED.stalls) for i in ids
+            ]
         assert proxy.cuts == 3
     report = audit(settings.redis_url, ids, ledger, set())
     report.assert_clean()

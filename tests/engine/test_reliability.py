@@ -15,6 +15,7 @@ from engine.dev import failpoints
 
 from . import chaos_tasks as ct
 from .harness import TUNABLES, WorkerProc, audit, handbacks, read_ledger
+from .helpers import STORED
 
 pytestmark = pytest.mark.chaos
 
@@ -29,7 +30,7 @@ async def wait_terminal(client: Client, ids: list[str], timeout_s: float) -> flo
             raise AssertionError(f"{len(pending)} jobs not terminal, e.g. {stuck}")
         async with client.redis.pipeline(transaction=False) as pipe:
             for job_id in pending:
-                pipe.hget(client.keys("default").job(job_id), "state")
+                pipe.hget(client.keys("default").job(job_id), STORED.state)
             states = await pipe.execute()
         terminal = {s.value for s in JobState if s.is_terminal}
         pending = [j for j, s in zip(pending, states, strict=True) if s not in terminal]
@@ -58,7 +59,7 @@ async def test_sigkill_chaos(
         await asyncio.sleep(2)
         try:
             states = await asyncio.gather(
-                *(client.redis.hget(client.keys("default").job(i), "state") for i in ids[-50:])
+                *(client.redis.hget(client.keys("default").job(i), STORED.state) for i in ids[-50:])
             )
             counts = await client.counts("default")
         except RedisUnavailable:  # the observer's 1 s timeout in a load spike: look again
@@ -293,7 +294,7 @@ async def test_failpoint_during_handback(
     assert worker.wait() == failpoints.EXIT_STATUS
     ids = [j.id for j in jobs]
     for job_id in ids:  # make the re-runs short
-        await client.redis.hset(client.keys("default").job(job_id), "args", "[0.01]")
+        await client.redis.hset(client.keys("default").job(job_id), STORED.args, "[0.01]")
     procs.append(WorkerProc(settings.redis_url, ledger, concurrency=3).start())
     await wait_terminal(client, ids, 20)
     report = audit(settings.redis_url, ids, ledger, {worker.pid})

@@ -24,6 +24,7 @@ from engine.errors import (
 from engine.seam.scripts import BeginJob, Claimed, Scripts, load_sources
 
 from . import tasks as t
+from .helpers import STORED
 
 
 async def claim_one(client: Client, worker: str = "w1", limit: int = 1) -> Claimed:
@@ -73,7 +74,8 @@ def test_lua_headers_name_the_return_codes_of_the_enum() -> None:
 
 _ARGV = re.compile(r"(?<=\s\s)ARGV\[\d+(?:\.\.)?\]\s+(.+?)(?=\s{2,}ARGV\[|\s{2,}then |\n|$)")
 _THEN = re.compile(r"\bthen (?:one JSON array )?(?:per )?([^\n]*(?:\n  [a-z][^\n]*)*)")
-# ARGV the seam derives itself: from the queue's keys, a group's length, metrics.BUCKETS_ARG.
+# ARGV the seam derives itself: from the queue's keys, a group's length, metrics.BUCKETS_ARG,
+# a field's name (engine/fields.py).
 _DERIVED = (
     "job key prefix",
     "queue name",
@@ -81,6 +83,7 @@ _DERIVED = (
     "number of",
     "histogram bucket bounds",
     "unserved zset key prefix",
+    "that field's name in the other format",
 )
 
 
@@ -168,7 +171,7 @@ async def test_claim_begins_what_starts_at_once_and_only_claims_what_may_wait(
     held = await client.enqueue(t.limited)
     own = await client.enqueue(t.add.using(timeout_s=5), 3, 4)
     suspect = await client.enqueue(t.add, 5, 6)
-    await client.redis.hset(k.job(suspect.id), "stalls", "1")
+    await client.redis.hset(k.job(suspect.id), STORED.stalls, "1")
     rows = await client.scripts.claim(
         k,
         events_maxlen=1000,
@@ -209,7 +212,7 @@ async def test_a_job_begun_at_its_claim_keeps_no_claim_stamp_of_its_own(client: 
     held = await client.enqueue(t.limited)
     claim = {"events_maxlen": 1000, "lease_ms": 30_000, "worker_id": "w1", "result_ttl_ms": 60_000}
     (row,) = await client.scripts.claim(k, max_jobs=1, begin=True, held=["limited"], **claim)
-    assert row.begun == 0 and await client.redis.hexists(k.job(held.id), "claimed_at_ms")
+    assert row.begun == 0 and await client.redis.hexists(k.job(held.id), STORED.claimed_at_ms)
     claimed_first = (await client.get(held.id)).claimed_at_ms
     assert claimed_first is not None
     assert (
@@ -221,9 +224,9 @@ async def test_a_job_begun_at_its_claim_keeps_no_claim_stamp_of_its_own(client: 
     (again,) = await client.scripts.claim(k, max_jobs=1, begin=True, **claim)
     assert again.id == held.id and again.begun == 1
     fields = await client.redis.hgetall(k.job(held.id))
-    assert "claimed_at_ms" not in fields
+    assert STORED.claimed_at_ms not in fields
     got = await client.get(held.id)
-    assert got.claimed_at_ms == got.started_at_ms == int(fields["started_at_ms"])
+    assert got.claimed_at_ms == got.started_at_ms == int(fields[STORED.started_at_ms])
     assert got.claimed_at_ms >= claimed_first
 
 
@@ -303,7 +306,7 @@ async def test_fail_without_dlq_expires_and_with_wrong_token_is_refused(client: 
     k = client.keys("default")
     job = await client.enqueue(t.add, 1, 1)
     row = await claim_one(client)
-    await client.redis.hset(k.job(job.id), "dlq", "0")
+    await client.redis.hset(k.job(job.id), STORED.dlq, "0")
 
     async def fail(token: str) -> int:
         return await client.scripts.fail(

@@ -143,4 +143,4 @@ async def test_a_sentinel_url(tmp_path: Path) -> None:
         async with Client(settings) as client:
             assert (await client.get(job.id)).state is JobState.SUBMITTED
             # Its scripts keep redis-py's checkouts: that is how a failover is noticed.
-            assert client.scripts.raw._run is client.redis
+            assert client.scripts.raw.run is client.redis

@@ -17,7 +17,7 @@ from engine import Client, EngineSettings, SyncClient
 from engine.stream import tracing
 
 from . import tasks as t
-from .helpers import drain
+from .helpers import STORED, drain
 
 _EXPORTER = InMemorySpanExporter()
 
@@ -49,7 +49,7 @@ async def test_run_span_is_a_child_of_the_enqueue(
     with trace.get_tracer("test").start_as_current_span("request"):
         ok = await client.enqueue(t.add, 1, 2)
         bad = await client.enqueue(t.boom)
-    stored = await client.redis.hget(client.keys("default").job(ok.id), "trace_context")
+    stored = await client.redis.hget(client.keys("default").job(ok.id), STORED.trace_context)
     assert stored is not None and "traceparent" in stored
     await drain(settings, [t.add, t.boom])
     finished = spans.get_finished_spans()
@@ -93,7 +93,7 @@ def test_a_sync_enqueue_opens_the_same_span(
     and the job carries that context."""
     with SyncClient(settings) as sync, trace.get_tracer("test").start_as_current_span("view"):
         job = sync.enqueue(t.add, 1, 2)
-        stored = sync.redis.hget(sync._enqueuer.keys("default").job(job.id), "trace_context")
+        stored = sync.redis.hget(sync._enqueuer.keys("default").job(job.id), STORED.trace_context)
     assert stored is not None and "traceparent" in stored
     finished = spans.get_finished_spans()
     view, enqueue = named(finished, "view"), named(finished, "jobsite.enqueue add")

@@ -19,6 +19,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from engine import Client, EngineSettings, QueueKeys
+from engine.job import by_attribute
 from engine.keys import queues_key
 from engine.stream.events import Event
 from jobsite.jobs.api import live
@@ -131,7 +132,7 @@ def test_replayed_events_never_bring_a_pruned_job_back(engine: EngineSettings) -
         events = stream_events(engine)
         keys = QueueKeys(engine.prefix, "default")
         with redis.Redis.from_url(engine.redis_url, decode_responses=True) as r:
-            hashes = {done: r.hgetall(keys.job(done))}
+            hashes = {done: dict(by_attribute(r.hgetall(keys.job(done))))}
         apply_batch(events, hashes)  # every event again, with the job hash still in Redis
         apply_batch([e for e in events if e.to_state != "completed"], {})  # live ones alone
     assert not JobRecord.objects.filter(id=done).exists()

@@ -20,6 +20,7 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 
 from engine import ConfigError, EngineSettings, QueueKeys
+from engine.job import by_attribute
 from engine.periodic.repeat import template
 from jobsite.jobs.tasks import schedules
 from jobsite.jobs.tasks.backend import engine_ref
@@ -246,7 +247,7 @@ def test_a_cron_schedule_fires_at_the_start_of_the_minute(
         assert len(runs) == 1, runs
         job_id = runs[0]["id"]
         with redis.Redis.from_url(engine.redis_url, decode_responses=True) as r:
-            while (fields := r.hgetall(KEYS.job(job_id))).get("state") != "completed":
+            while (fields := by_attribute(r.hgetall(KEYS.job(job_id)))).get("state") != "completed":
                 assert time.monotonic() < deadline + 10, (fields, log.read_text())
                 time.sleep(0.1)
     finally:

@@ -38,6 +38,14 @@
   not completed (Q.children: the children SET key prefix); return how many, and one that
   already ended without completing as {id, state} (or nil).
   forget(key): delete a job's hash and the SET of jobs waiting for it.
+  Job hash fields are spelled F.<field> (this script's hash format) and O.<field> (the other's):
+  engine/seam/luasrc.py puts the stored names in place (engine/fields.py).
+  native(key): turn a job hash stored in the other format into this one (every field renamed,
+  in one step); false when the hash is not in the other format (or is gone).
+  jget(key, first, ...): HMGET of a job's fields, `first` one every live job has (F.state, or
+  F.token for a running one); when it is absent, the hash is made native first, if it was in
+  the other format, and read again. Every script reads a job through jget (or owned) first:
+  a job written by a process of the other format is read, and kept in this one.
   owned(key, token, ...): HMGET state, token and more fields; return 0 when the job is started
   and holds `token`, else -1 (not found), -2 (lease lost) or -3 (not started), then the values.
   release(Q, key, id): put a started job back into `submitted`, at the front of its priority
