@@ -111,9 +111,13 @@ for j = 1, #popped, 2 do
   local id = popped[j]
   local key = Q.prefix .. id
   token = token + 1
-  local f = jget(key, F.state, F.task, F.version, F.args, F.kwargs, F.options, F.attempt,
-                  F.deadline_ms, F.rate_interval_ms, F.rate_slot_ms, F.parents, F.stalls,
-                  F.trace_context, F.started_at_ms, F.submitted_at_ms, F.claimed_at_ms)
+  local f = {}
+  for _ = 1, 2 do  -- jget, inline: every claimed job (a hash of the other format, read again)
+    f = rcall('HMGET', key, F.state, F.task, F.version, F.args, F.kwargs, F.options, F.attempt,
+              F.deadline_ms, F.rate_interval_ms, F.rate_slot_ms, F.parents, F.stalls,
+              F.trace_context, F.started_at_ms, F.submitted_at_ms, F.claimed_at_ms)
+    if f[1] or not native(key) then break end
+  end
   local suspect = tonumber(f[12] or '0') > 0
   -- A job without a task name no worker could ever run: claimed, and the runner drops it.
   local tv = f[2] and (f[2] .. '@' .. (f[3] or '1'))

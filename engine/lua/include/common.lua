@@ -382,7 +382,8 @@ local function forget(key)
 end
 
 local function owned(key, token, ...)
-  local cur = jget(key, F.state, F.token, ...)
+  local cur = rcall('HMGET', key, F.state, F.token, ...)  -- jget, inline: every completion
+  if not cur[1] and native(key) then cur = rcall('HMGET', key, F.state, F.token, ...) end
   if not cur[1] then return -1, cur end
   if cur[2] ~= token then return -2, cur end
   if cur[1] ~= 'started' then return -3, cur end
