@@ -216,8 +216,9 @@ async def drive_async(steps: Steps, redis: Redis, scripts: ScriptSet) -> Any:
             reply, error = None, exc
 
 
-def run_steps(steps: Steps, run: Any) -> Any:
-    """Run `steps`, each by the synchronous `run(step)`; return what they return."""
+def run_steps(steps: Generator[Any, Any, Any], run: Any) -> Any:
+    """Run `steps` (an enqueue's, or any generator of commands), each by the synchronous
+    `run(step)`; return what they return."""
     reply: Any = None
     error: BaseException | None = None
     while True:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..job import Job
-from ..seam.hashformat import discover_sync
+from ..seam.hashformat import discover
 from ..seam.luasrc import run_sync
 from ..settings import EngineSettings
 from ..task import Task
@@ -66,12 +66,17 @@ class SyncClient:
         done: list[Job] = run_steps(self._enqueuer.enqueue(list(jobs), atomic=True), self._run)
         return done
 
+    def _command(self, command: tuple[str, tuple[Any, ...], dict[str, Any]]) -> Any:
+        """Send one command of hashformat.discover."""
+        method, args, options = command
+        return getattr(self.redis, method)(*args, **options)
+
     def _run(self, step: Step) -> Any:
         """Send one step to Redis; a failure raises the engine's typed error."""
         try:
             fmt = self._format
             if fmt is None:
-                fmt = self._format = discover_sync(self.redis, self.settings.prefix)
+                fmt = self._format = run_steps(discover(self.settings.prefix), self._command)
             if isinstance(step, Format):
                 return fmt
             if isinstance(step, Eval):

@@ -106,15 +106,3 @@ async def discover_async(redis: Any, prefix: str) -> int:
         except StopIteration as done:
             return int(done.value)
         reply = await getattr(redis, method)(*args, **options)
-
-
-def discover_sync(redis: Any, prefix: str) -> int:
-    """Run `discover` on a synchronous client."""
-    commands = discover(prefix)
-    reply: Any = None
-    while True:
-        try:
-            method, args, options = commands.send(reply)
-        except StopIteration as done:
-            return int(done.value)
-        reply = getattr(redis, method)(*args, **options)
