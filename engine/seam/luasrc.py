@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol
@@ -24,6 +24,8 @@ _INCLUDE = re.compile(r"^--@include (?P<name>[a-z_]+)$", re.MULTILINE)
 
 _FUNCTION = re.compile(r"^(?:local function (?P<local>\w+)|(?P<late>\w+) = function)\(")
 _DECLARED = re.compile(r"^local (?P<name>\w+)\n?$")
+# A value defined at the top of an include (`local DEAD = {...}`, to its closing brace).
+_VALUE = re.compile(r"^local (?P<name>\w+) = ")
 _WORD = re.compile(r"\w+")
 _COMMENT = re.compile(r"--\[\[.*?\]\]|--[^\n]*", re.DOTALL)
 # A job hash field as the scripts spell it: `F.state`, or `O.state` for its name in the other
@@ -36,29 +38,42 @@ def _read(name: str) -> str:
 
 
 def _chunks(text: str) -> list[tuple[str | None, str]]:
-    """Split an include into top-level chunks: (the function it defines or declares, text).
+    """Split an include into top-level chunks: (the function or value it defines or declares,
+    text).
 
     A function runs from `local function name(` (or `name = function(` after a `local name`)
-    to the next line that is `end` alone; every other line is a chunk of its own, unnamed.
+    to the next line that is `end` alone; a value from `local name = ` to the line where its
+    braces close; every other line is a chunk of its own, unnamed.
     """
     out: list[tuple[str | None, str]] = []
     body: list[str] = []
     name: str | None = None
+    ends: Callable[[str], bool] = _ends_function  # whether the chunk under way ends (its text)
     for line in text.splitlines(keepends=True):
-        if body:
-            body.append(line)
-            if line.rstrip("\n") == "end":
-                out.append((name, "".join(body)))
-                body = []
-            continue
-        if match := _FUNCTION.match(line):
-            name, body = match["local"] or match["late"], [line]
-            continue
-        declared = _DECLARED.match(line)
-        out.append((declared["name"] if declared else None, line))
+        if not body:
+            if match := _FUNCTION.match(line):
+                name, ends = match["local"] or match["late"], _ends_function
+            elif match := _VALUE.match(line):
+                name, ends = match["name"], _ends_value
+            else:
+                declared = _DECLARED.match(line)
+                out.append((declared["name"] if declared else None, line))
+                continue
+        body.append(line)
+        if ends("".join(body)):
+            out.append((name, "".join(body)))
+            body = []
     if body:
-        raise RuntimeError(f"unterminated function {name!r} in an include (no `end` line)")
+        raise RuntimeError(f"unterminated {name!r} in an include (no `end` line, or an open brace)")
     return out
+
+
+def _ends_function(text: str) -> bool:
+    return text.endswith(("\nend\n", "\nend"))
+
+
+def _ends_value(text: str) -> bool:
+    return text.count("{") == text.count("}")
 
 
 def _words(lua: str) -> set[str]:
@@ -67,7 +82,7 @@ def _words(lua: str) -> set[str]:
 
 
 def _needed(chunks: list[tuple[str | None, str]], code: str, unnamed: bool) -> set[str]:
-    """Return the names of the include's functions `code` calls, directly or not.
+    """Return the names of the include's functions and values `code` uses, directly or not.
 
     Every function of an include is a closure made again on each call of a script: leaving
     out those it never calls saves that work (the 36 definitions alone took about 2.7 us a

@@ -410,8 +410,12 @@ def test_submit_makes_the_rare_helpers_only_for_a_batch_that_needs_them() -> Non
     start = submit.index("local function with_rare()")
     inner = submit[start : submit.index("if rare then with_rare() end")]
     outer = submit.replace(inner, "")
-    for name in ("deduplicate", "take_tick", "record_tick", "fail_child", "append_error"):
+    rare = ("deduplicate", "take_tick", "record_tick", "fail_child", "append_error")
+    for name in (*rare, "attach_parents", "deadline_of"):
         assert f"local function {name}(" in inner and f"local function {name}(" not in outer
-    for name in ("queue", "emit", "make_ready", "attach_parents", "deadline_of"):
+    for name in ("queue", "emit", "make_ready"):
         assert f"local function {name}(" in outer and f"local function {name}(" not in inner
+    # Values of an include go where what uses them goes (the tables of parents and deadlines).
+    for name in ("DEAD", "LIMITS"):
+        assert f"local {name} = {{" in inner and f"local {name} = {{" not in outer
     assert submit.count("local rcall = redis.call") == 1

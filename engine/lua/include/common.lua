@@ -3,7 +3,8 @@
   queue(prefix, maxlen, ttl_ms): Q, the 11 queue keys of keys.QUEUE_KEYS (KEYS[1..11]) by name,
   with the job key prefix, the events maxlen, the ttl of jobs ending outside the DLQ, and the time
   (with_now).
-  now_ms(): Redis server time in ms. fmt(n): a number as an exact integer string.
+  now_ms(): Redis server time in ms. fmt(n): an integer as its decimal string (a Lua number passed
+  to redis.call is written with printf's %.17g, many times slower: pass strings).
   with_now(Q): set Q.now (server time in ms) and Q.now_s (it as text, made once a call); return Q.
   ready_score(priority, seq): ZSET score of a ready job (higher priority first, then arrival).
   emit(...): append one transition event to the queue's stream.
@@ -84,7 +85,7 @@ local function now_ms()
 end
 
 local function fmt(n)
-  return string.format('%.0f', n)
+  return string.format('%d', n)
 end
 
 local function with_now(Q)
@@ -130,9 +131,9 @@ local function add_tally(stats, kind, tally, b)
   for task, t in pairs(tally) do
     local name = kind .. '|' .. task .. '|'
     for i = 1, b.n + 1 do
-      if t[i] then rcall('HINCRBY', stats, name .. b.labels[i], t[i]) end
+      if t[i] then rcall('HINCRBY', stats, name .. b.labels[i], fmt(t[i])) end
     end
-    rcall('HINCRBY', stats, name .. 'sum_ms', t.sum)
+    rcall('HINCRBY', stats, name .. 'sum_ms', fmt(t.sum))
   end
 end
 
@@ -177,7 +178,7 @@ local function begin_fields(t, started_before, now_s, isolated)
 end
 
 local function add_counts(stats, counts, prefix, suffix)
-  for key, n in pairs(counts) do rcall('HINCRBY', stats, prefix .. key .. suffix, n) end
+  for key, n in pairs(counts) do rcall('HINCRBY', stats, prefix .. key .. suffix, fmt(n)) end
 end
 
 local function ready_score(priority, seq)
@@ -187,6 +188,7 @@ end
 local function emit(Q, id, from, to, attempt, worker, err)
   if worker == nil or worker == false then worker = '' end
   if err == nil or err == false then err = '' end
+  if type(attempt) == 'number' then attempt = fmt(attempt) end
   rcall('XADD', Q.events, 'MAXLEN', '~', Q.maxlen, '*', 'job', id, 'from', from, 'to', to,
         'at', Q.now_s, 'attempt', attempt or '0', 'worker', worker, 'error', err)
 end
@@ -229,7 +231,7 @@ local function make_ready(Q, key, id, priority, seq, keyed)
     rcall('SADD', ck[1], id)
   end
   rcall('ZADD', Q.submitted, score, id)
-  rcall('ZADD', Q.marker, 0, '0')
+  rcall('ZADD', Q.marker, '0', '0')
   return true
 end
 
@@ -245,7 +247,7 @@ local function free_slot(Q, key, id)
     rcall('SADD', f[1], nxt[1])
     local priority = jget(Q.prefix .. nxt[1], F.state, F.priority)[2] or 0
     rcall('ZADD', Q.submitted, ready_score(priority, rcall('INCR', Q.seq)), nxt[1])
-    rcall('ZADD', Q.marker, 0, '0')
+    rcall('ZADD', Q.marker, '0', '0')
   end
 end
 
@@ -327,8 +329,8 @@ bury = function(Q, key, id, state)
   else
     ttl = Q.ttl
   end
-  rcall('HINCRBY', Q.stats, state, 1)
-  rcall('HINCRBY', Q.stats, 'done|' .. (f[3] or '') .. '|' .. state, 1)
+  rcall('HINCRBY', Q.stats, state, '1')
+  rcall('HINCRBY', Q.stats, 'done|' .. (f[3] or '') .. '|' .. state, '1')
   finish(Q, key, id)
   if f[2] then
     for _, cid in ipairs(rcall('SMEMBERS', f[2])) do fail_child(Q, cid, id, state) end
@@ -364,7 +366,7 @@ local function release(Q, key, id)
   rcall('HSET', key, F.state, 'submitted', F.submitted_at_ms, Q.now_s, F.begun, '0')
   rcall('HDEL', key, F.token, F.isolated)
   rcall('ZADD', Q.submitted, ready_score(priority, 0), id)
-  rcall('ZADD', Q.marker, 0, '0')
+  rcall('ZADD', Q.marker, '0', '0')
 end
 
 local function hand_back(Q, key, id, attempt, begun, worker, reason)
