@@ -20,7 +20,7 @@ from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.test import override_settings
 
-from engine import Client, EngineSettings
+from engine import Client, EngineSettings, PayloadTooLarge
 from jobsite.jobs.tasks.backend import JobsiteBackend, _loop_safe
 from jobsite.jobs.tasks.djtasks import (
     InvalidTask,
@@ -88,6 +88,27 @@ def test_the_three_signals_fire_with_djangos_arguments(
     failed = by_id[("finished", bad.id)][1]
     assert failed.status == TaskResultStatus.FAILED
     assert failed.errors[0].exception_class_path == "builtins.RuntimeError"
+
+
+def test_enqueued_goes_out_once_the_job_is_in_redis(
+    engine: EngineSettings, signals: list[tuple[str, Any, Any]]
+) -> None:
+    # As Django's own backends send it: a receiver that reads the job back finds it, and a
+    # push that failed sends nothing.
+    found = []
+
+    def read_back(sender: Any, task_result: Any, **kw: Any) -> None:
+        found.append(dj_tasks.add.get_result(task_result.id).status)
+
+    task_enqueued.connect(read_back)
+    try:
+        result = dj_tasks.add.enqueue(1, 2)
+        with pytest.raises(PayloadTooLarge):
+            dj_tasks.add.enqueue("x" * (engine.max_payload_bytes + 1), 1)
+    finally:
+        task_enqueued.disconnect(read_back)
+    assert found == [TaskResultStatus.READY]
+    assert [(n, r.id) for n, _, r in signals] == [("enqueued", result.id)]
 
 
 def test_a_receiver_that_raises_never_fails_the_job(engine: EngineSettings) -> None:

@@ -200,38 +200,43 @@ class JobsiteBackend(BaseTaskBackend):
     def enqueue[**P, R](
         self, task: djtasks.Task[P, R], args: Any, kwargs: Any
     ) -> djtasks.TaskResult[P, R]:
-        """Enqueue at once (or through the outbox when that option is on); send task_enqueued.
+        """Enqueue at once (or through the outbox when that option is on); then send
+        task_enqueued, as Django's own backends do: a receiver finds the job (a push that
+        failed sends nothing).
 
         (The results are built for a task of any function, hence the casts to `task`'s types.)
         """
         job, result = self._prepare(task, args, kwargs)
-        task_enqueued.send(type(self), task_result=result)
-        done = services.submit(job, outbox=self.outbox)
-        if done.id != result.id:  # deduplicated: the result is the job holding the id
-            return cast("djtasks.TaskResult[P, R]", self.get_result(done.id))
-        return cast(
-            "djtasks.TaskResult[P, R]", self.to_result(done) if done.state.is_terminal else result
-        )
+        done = self._result_of(services.submit(job, outbox=self.outbox), result)
+        task_enqueued.send(type(self), task_result=done)
+        return cast("djtasks.TaskResult[P, R]", done)
+
+    def _result_of(self, done: EngineJob, prepared: TaskResult) -> TaskResult:
+        """Return what an enqueue gives back: `prepared`, the job's result once it ended at
+        once (a failed parent), or the result of the job holding its dedup id."""
+        if done.id != prepared.id:
+            return self.get_result(done.id)
+        return self.to_result(done) if done.state.is_terminal else prepared
 
     async def aenqueue[**P, R](
         self, task: djtasks.Task[P, R], args: Any, kwargs: Any
     ) -> djtasks.TaskResult[P, R]:
         """Enqueue on the engine's async path (no outbox: there is no transaction here).
 
-        task_enqueued goes out first, as from `enqueue`: on the loop while only receivers that
-        may run there listen (`_loop_safe`), else through `asend`.
+        task_enqueued goes out once the job is in Redis, as from `enqueue`: on the loop while
+        only receivers that may run there listen (`_loop_safe`), else through `asend`.
         """
         job, result = self._prepare(task, args, kwargs)
-        if _loop_safe(task_enqueued, type(self)):
-            task_enqueued.send(type(self), task_result=result)
+        pushed = await services.asubmit(job)
+        if pushed.id != result.id:  # deduplicated: the result is the job holding the id
+            done = await self.aget_result(pushed.id)
         else:
-            await task_enqueued.asend(type(self), task_result=result)
-        done = await services.asubmit(job)
-        if done.id != result.id:  # deduplicated: the result is the job holding the id
-            return cast("djtasks.TaskResult[P, R]", await self.aget_result(done.id))
-        return cast(
-            "djtasks.TaskResult[P, R]", self.to_result(done) if done.state.is_terminal else result
-        )
+            done = self._result_of(pushed, result)
+        if _loop_safe(task_enqueued, type(self)):
+            task_enqueued.send(type(self), task_result=done)
+        else:
+            await task_enqueued.asend(type(self), task_result=done)
+        return cast("djtasks.TaskResult[P, R]", done)
 
     def get_result(self, result_id: str) -> TaskResult:
         """Read the job from Redis, or from the mirrored history once Redis forgot it."""
