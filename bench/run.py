@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only == "django-enqueue":
         try:
             with network(server, args.rtt_ms, run_dir, {}) as url:
-                rows = sync_enqueue.run_all(ROOT, url, sync_n)
+                rows = sync_enqueue.run_all(ROOT, url, sync_n, redis_pid=server.proc.pid)
         finally:
             procs.stop_group(server.proc)
         body = sync_enqueue.markdown(rows, sync_n, args.rtt_ms)
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                 log(system=system, event="start", python=bench.python)
                 results[system] = run_system(bench)
             log(event="start", scenario="django-enqueue")
-            sync_rows = sync_enqueue.run_all(ROOT, url, sync_n)
+            sync_rows = sync_enqueue.run_all(ROOT, url, sync_n, redis_pid=server.proc.pid)
     finally:
         client.close()
         procs.stop_group(server.proc)
