@@ -11,6 +11,7 @@ Spans go wherever that SDK sends them.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
@@ -27,6 +28,11 @@ except ImportError:  # the optional extra is not installed
     ENABLED = False
 
 _TRACER = "jobsite.engine"
+# Whether the environment names a provider for the API to load (OTEL_PYTHON_TRACER_PROVIDER),
+# as it was when the engine was imported: a process is given its environment as it starts.
+_PROVIDER_IN_ENV = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+# What stands for "the API no longer has that attribute" (a later release): ask it.
+_UNKNOWN = object()
 # What run_span returns while tracing is off (a shared null context yielding None).
 OFF: contextlib.nullcontext[None] = contextlib.nullcontext()
 # The tracer of the provider last seen: (provider, tracer).
@@ -41,6 +47,10 @@ def _tracer() -> Any:
     """
     global _cached
     if not ENABLED:
+        return None
+    # While no provider is set, get_tracer_provider looks its name up in os.environ on every
+    # call (1.5 us, on every enqueue and every run); the global it would fill says as much.
+    if getattr(trace, "_TRACER_PROVIDER", _UNKNOWN) is None and not _PROVIDER_IN_ENV:
         return None
     provider = trace.get_tracer_provider()
     if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):

@@ -73,10 +73,20 @@ def engine_settings() -> EngineSettings:
     return EngineSettings.from_mapping(engine)
 
 
+@cache
+def _served() -> frozenset[str] | None:
+    """Return the queues enqueues may use (JOBSITE["QUEUES"]), or None with ANY_QUEUE on."""
+    found = values()
+    if found.get("ANY_QUEUE", False):
+        return None
+    return frozenset(found.get("QUEUES", DJANGO_KEYS["QUEUES"]))
+
+
 @receiver(setting_changed)
 def _forget(*, setting: str, **_: Any) -> None:
     if setting == "JOBSITE":
         engine_settings.cache_clear()
+        _served.cache_clear()
 
 
 def task_modules() -> list[str]:
@@ -99,8 +109,8 @@ def check_queue(name: str) -> None:
 
     A job on a queue nothing serves would wait forever; new queues are a deliberate choice.
     """
-    found = values()  # read once: this runs on every enqueue
-    if found.get("ANY_QUEUE", False) or name in found.get("QUEUES", DJANGO_KEYS["QUEUES"]):
+    served = _served()  # read once per JOBSITE: this runs on every enqueue
+    if served is None or name in served:
         return
     raise ConfigError(
         f"queue {name!r} is not one of JOBSITE['QUEUES'] {queues()}; add it there "
