@@ -107,7 +107,8 @@ def judge(status: Status, ready: bool, now: float | None = None) -> str | None:
     window = status.window_s
     who = f"worker={status.worker}"
     beat_age = now - status.beat_at
-    # Two windows: a beat may wait for a renewal that times out (half a window) and a backoff.
+    # Two windows: a beat may wait for a renewal that times out (half a window) and a backoff
+    # (at most a quarter window, engine/worker/liveness.py).
     if beat_age > 2 * window:
         return f"not live {who}: its liveness thread last beat {beat_age:.1f}s ago (frozen?)"
     if not ready:

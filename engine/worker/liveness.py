@@ -92,7 +92,10 @@ class Liveness:
         redis = connect(s, timeout_s=s.liveness_window_s / 2)
         key = alive_key(s.prefix, self.worker_id)
         window_ms = int(s.liveness_window_s * 1000)
-        retry = Reconnect("liveness")
+        # A beat waits for a renewal that times out (half a window) and this backoff: a quarter
+        # window at most keeps the beats of a worker whose Redis is away within the two
+        # windows a live probe allows (a fixed 1 s cap did not, for a window under 2 s).
+        retry = Reconnect("liveness", cap_s=min(1.0, s.liveness_window_s / 4))
         try:
             while not self._stop.is_set():
                 self._stamp()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from engine import Client, EngineSettings
+from engine.ops.probe import read_statuses
 
 from ..faultproxy import FaultProxy
 from . import chaos_tasks as ct
@@ -85,6 +86,37 @@ def test_probe_redis_blackholed(
         assert probe(status_dir, "live", proc.pid)[0] == 0
         proxy.blackholed.clear()
         wait_probe(status_dir, "ready", proc.pid, True, timeout_s=30)
+
+
+def test_a_short_window_keeps_a_worker_live_while_redis_is_away(
+    settings: EngineSettings, tmp_path: Path, procs: list[WorkerProc]
+) -> None:
+    # A beat waits for a renewal that times out (half a window) and a backoff. With the
+    # smallest window the settings allow, a backoff capped at 1 s let beats fall 1.2 s apart,
+    # past the two windows (0.8 s) a live probe allows: a platform would restart a worker
+    # whose Redis is away, which brings nothing back.
+    window_s = 0.4
+    port = int(settings.redis_url.rsplit(":", 1)[1].split("/")[0])
+    with FaultProxy(port) as proxy:
+        status_dir = tmp_path / "status"
+        proc = WorkerProc(
+            proxy.url(),
+            tmp_path / "ledger.jsonl",
+            status_dir=status_dir,
+            liveness_window_s=window_s,
+        ).start()
+        procs.append(proc)
+        wait_probe(status_dir, "ready", proc.pid, True)
+        proxy.blackholed.set()
+        wait_probe(status_dir, "ready", proc.pid, False)
+        oldest_beat_s = 0.0
+        deadline = time.monotonic() + 12 * window_s  # several renewals and backoffs
+        while time.monotonic() < deadline:
+            for status in read_statuses(status_dir):
+                oldest_beat_s = max(oldest_beat_s, time.time() - status.beat_at)
+            time.sleep(0.02)
+        proxy.blackholed.clear()
+    assert 0 < oldest_beat_s < 2 * window_s
 
 
 async def test_probe_event_loop_blocked(
