@@ -68,9 +68,9 @@ async def _to_other(client: Client, queue: str, job_id: str) -> None:
         pipe.hset(key, mapping={theirs[name]: value for name, value in fields.items()})
         if ttl_ms > 0:
             pipe.pexpire(key, ttl_ms)
-        pipe.hexists(key, theirs["state"])  # in the transaction: a running job's next script
+        pipe.hget(key, theirs["state"])  # in the transaction: a running job's next script
         rewritten = (await pipe.execute())[-1]  # (its heartbeat) turns it back at once
-    assert rewritten
+    assert rewritten is not None
 
 
 async def test_a_queued_job_in_the_other_format_is_read_and_runs(
