@@ -27,11 +27,9 @@ from typing import Any
 
 import redis
 
+from bench import procs
 from bench.report import publish
 from engine.dev.devserver import RedisServer, free_port
-
-# One call: (script source, keys, args with `{n}` where the call number goes).
-Call = tuple[str, list[str], list[str]]
 
 
 def _captured(server: RedisServer, send: Callable[[], Any]) -> tuple[str, list[Any]]:
@@ -113,20 +111,15 @@ def instructions(source: str, args: list[Any], unique: str, calls: int) -> int:
              "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
+        procs.wait_ping(f"redis://127.0.0.1:{port}/0", proc, timeout_s=60)
         client = redis.Redis(port=port)
-        for _ in range(300):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.1)
         sha = client.script_load(source)
         for i in range(n):
             client.evalsha(sha, *_with_id(args, i, unique))
         client.close()
         proc.terminate()
         proc.wait()
-        totals.append(int(re.search(r"^(?:totals|summary): (\d+)", out.read_text(), re.M)[1]))  # type: ignore[index]
+        totals.append(int(_first(r"(?m)^(?:totals|summary): (\d+)", out.read_text())))
         shutil.rmtree(folder, ignore_errors=True)
     return (totals[1] - totals[0]) // calls
 
@@ -181,16 +174,20 @@ def main() -> None:
 
 def _found(pattern: str, args: list[Any]) -> str:
     """Return the first group of `pattern` in the arguments (the id a call must make unique)."""
-    text = " ".join(a.decode() if isinstance(a, bytes) else str(a) for a in args)
+    return _first(pattern, " ".join(a.decode() if isinstance(a, bytes) else str(a) for a in args))
+
+
+def _first(pattern: str, text: str) -> str:
+    """Return the first group of `pattern` in `text`; a RuntimeError naming both if none."""
     match = re.search(pattern, text)
     if match is None:
-        raise RuntimeError(f"no id ({pattern}) in the script's arguments: {text[:300]}")
+        raise RuntimeError(f"{pattern!r} not found in {text[:300]!r}")
     return match[1]
 
 
 def _server_version() -> str:
     out = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout
-    return "Redis " + re.search(r"v=(\S+)", out)[1]  # type: ignore[index]
+    return "Redis " + _first(r"v=(\S+)", out)
 
 
 if __name__ == "__main__":

@@ -207,16 +207,18 @@ class JobsiteBackend(BaseTaskBackend):
         (The results are built for a task of any function, hence the casts to `task`'s types.)
         """
         job, result = self._prepare(task, args, kwargs)
-        done = self._result_of(services.submit(job, outbox=self.outbox), result)
+        pushed = services.submit(job, outbox=self.outbox)
+        if pushed.id != result.id:  # deduplicated: the result is the job holding the id
+            done = self.get_result(pushed.id)
+        else:
+            done = self._ended_or(pushed, result)
         task_enqueued.send(type(self), task_result=done)
         return cast("djtasks.TaskResult[P, R]", done)
 
-    def _result_of(self, done: EngineJob, prepared: TaskResult) -> TaskResult:
-        """Return what an enqueue gives back: `prepared`, the job's result once it ended at
-        once (a failed parent), or the result of the job holding its dedup id."""
-        if done.id != prepared.id:
-            return self.get_result(done.id)
-        return self.to_result(done) if done.state.is_terminal else prepared
+    def _ended_or(self, pushed: EngineJob, prepared: TaskResult) -> TaskResult:
+        """Return the result of a job that ended as it was enqueued (a parent had failed),
+        else `prepared`."""
+        return self.to_result(pushed) if pushed.state.is_terminal else prepared
 
     async def aenqueue[**P, R](
         self, task: djtasks.Task[P, R], args: Any, kwargs: Any
@@ -231,7 +233,7 @@ class JobsiteBackend(BaseTaskBackend):
         if pushed.id != result.id:  # deduplicated: the result is the job holding the id
             done = await self.aget_result(pushed.id)
         else:
-            done = self._result_of(pushed, result)
+            done = self._ended_or(pushed, result)
         if _loop_safe(task_enqueued, type(self)):
             task_enqueued.send(type(self), task_result=done)
         else:
