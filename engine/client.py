@@ -152,7 +152,7 @@ class Client:
         ]
         (done, *_) = await self._submit(queue, specs, atomic=bool(rest))
         if done.outcome == Code.DUPLICATE_ID:
-            raise DuplicateJob(f"job ids already exist: {job.id}")
+            raise DuplicateJob(f"job ids already exist: {job.id}", (job.id,))
         job.id, job.state = done.id, JobState(done.state or JobState.COMPLETED)
         return job
 

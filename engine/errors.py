@@ -62,11 +62,19 @@ class WrongState(EngineError):
     """The job is not in a state this transition accepts."""
 
 
-class DuplicateJob(EngineError):
+class _IdsRefused(EngineError):
+    """Job ids a submission could not have; `ids` lists them."""
+
+    def __init__(self, message: str, ids: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.ids = ids
+
+
+class DuplicateJob(_IdsRefused):
     """A job with this id already exists in the queue."""
 
 
-class JobIdTaken(EngineError):
+class JobIdTaken(_IdsRefused):
     """A chosen job id belongs to a job of another queue: ids are unique across queues."""
 
 

@@ -102,9 +102,10 @@ class EngineSettings:
     # How long an idle worker blocks on the wake-up key before looking again.
     idle_wait_s: float = 1.0
     default_result_ttl_s: int = 86_400
-    # How long a job id a caller chose stays reserved for its queue (keys.id_owner_key): at
-    # least as long as the history keeps rows, so no other queue's job can take it meanwhile.
-    chosen_id_ttl_s: int = 30 * 86_400
+    # How long a job id a caller chose stays reserved for its queue (keys.id_owner_key); None
+    # keeps it for good. The Django app makes it outlast the history's longest retention, so no
+    # other queue's job can take an id while any record of it exists.
+    chosen_id_ttl_s: int | None = 30 * 86_400
     # The shortest interval between two ticks of a repeatable (every_s or cron).
     min_repeat_interval_s: float = 1.0
     # How often a worker renews its leases, reads cancel marks and refreshes its registry entry.
@@ -165,7 +166,7 @@ class EngineSettings:
             "job_log_max_bytes",
             "chosen_id_ttl_s",
         ):
-            if getattr(self, name) <= 0:
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)!r}")
         if not self.min_repeat_interval_s >= 0:
             raise ConfigError(

@@ -146,13 +146,17 @@ class Repeatable:
         return tick
 
     def check_fires(self, now_ms: int, min_interval_s: float) -> None:
-        """Raise ConfigError unless this repeatable can fire and its ticks are `min_interval_s`
-        or more apart (a cron is sampled over its next few ticks)."""
+        """Raise ConfigError unless this repeatable can fire and submits at most one job per
+        `min_interval_s`: a tick of one job `min_interval_s` or more apart, a tick of a flow of
+        N jobs N times that (a cron is sampled over its next few ticks)."""
+        size = len(self.flow) if self.flow else 1
+        least_s = min_interval_s * size
+        per = f" for a flow of {size} jobs" if size > 1 else ""
         if self.every_s is not None:
-            if self.every_s < min_interval_s:
+            if self.every_s < least_s:
                 raise ConfigError(
-                    f"every_s must be at least {min_interval_s:g} s (min_repeat_interval_s), "
-                    f"got {self.every_s:g}"
+                    f"every_s must be at least {least_s:g} s{per} (min_repeat_interval_s "
+                    f"{min_interval_s:g} s a job), got {self.every_s:g}"
                 )
             return
         ticks: list[int] = []
@@ -163,10 +167,11 @@ class Repeatable:
         except (CroniterBadDateError, OverflowError, ValueError):
             raise ConfigError(f"cron expression {self.cron!r} never fires") from None
         gaps = [b - a for a, b in itertools.pairwise(ticks)]
-        if gaps and min(gaps) < min_interval_s * 1000:
+        if gaps and min(gaps) < least_s * 1000:
             raise ConfigError(
                 f"cron expression {self.cron!r} fires {min(gaps) / 1000:g} s apart; the least "
-                f"interval is {min_interval_s:g} s (min_repeat_interval_s)"
+                f"interval is {least_s:g} s{per} (min_repeat_interval_s {min_interval_s:g} s a "
+                "job)"
             )
 
     def job_for(self, due_ms: int) -> Job:

@@ -14,7 +14,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from ..errors import Code, ConfigError, DuplicateJob, JobIdTaken
+from ..errors import Code, ConfigError, DuplicateJob, EngineError, JobIdTaken, RedisUnavailable
 from ..job import Job, JobState
 from ..keys import QueueKeys, check_job_id, id_owner_key, new_job_id, queue_keys, queues_key
 from ..seam.luasrc import ScriptSet
@@ -90,14 +90,18 @@ class Enqueuer:
             default_queue_timeout(job, self.settings)
         chosen = [job for job in jobs if not job.generated_id]
         fresh = (yield from self.reserve_ids(chosen)) if chosen else []
+        written: set[str] = set()
         try:
             if not tracing.active():  # no span to open (the common case, and the cheap one)
-                return (yield from self.submit_specs(jobs, atomic))
+                return (yield from self.submit_specs(jobs, atomic, written))
             with tracing.enqueue_span(jobs):
-                return (yield from self.submit_specs(jobs, atomic))
-        except BaseException:
-            if atomic and fresh:  # a refused flow writes nothing, reservations included
-                yield self.release_ids(fresh)
+                return (yield from self.submit_specs(jobs, atomic, written))
+        except EngineError as exc:
+            # A refusal writes nothing for the ids it names: their reservations go back. Not
+            # after a lost connection: the script may have run, and its ids stay taken.
+            unused = [i for i in fresh if i not in written]
+            if unused and not isinstance(exc, RedisUnavailable):
+                yield self.release_ids(unused)
             raise
 
     def reserve_ids(self, jobs: list[Job]) -> Steps:
@@ -105,13 +109,16 @@ class Enqueuer:
 
         One id, one job in the whole deployment: `SET NX` of one key per id is atomic on one
         Redis and on a Cluster alike (the key is the id's own), and the first queue to take an
-        id keeps it for `chosen_id_ttl_s`. An id the engine made for a job of another queue
-        (copied from somewhere) has no reservation: a job hash of that id in any other known
-        queue refuses it too. Ids made by the engine (`Job.generated_id`) need neither.
-        Return the ids this call reserved afresh.
+        id keeps it for `chosen_id_ttl_s` (the Django app makes that outlast its history). An
+        id the engine made for a job of another queue (copied from somewhere) has no
+        reservation: a job hash of that id in any other known queue refuses it too. Ids made by
+        the engine (`Job.generated_id`) need neither. A refused call gives back every
+        reservation it made. Return the ids this call reserved afresh.
         """
         prefix, ttl_s = self.settings.prefix, self.settings.chosen_id_ttl_s
-        options = {"nx": True, "ex": ttl_s, "get": True}
+        options: dict[str, Any] = {"nx": True, "get": True}
+        if ttl_s is not None:  # None: kept for good (a history kept for good)
+            options["ex"] = ttl_s
         owners: list[str | None] = yield Pipe(
             [("set", (id_owner_key(prefix, job.id), job.queue), options) for job in jobs]
         )
@@ -121,9 +128,11 @@ class Enqueuer:
         ]
         if not taken:
             taken = yield from self.held_elsewhere(jobs)
-            yield self.release_ids(sorted(set(taken) & set(fresh)))
-        if taken:
-            raise JobIdTaken(f"job ids belong to jobs of another queue: {', '.join(taken)}")
+        if taken:  # a refused call keeps none of the reservations it made
+            yield self.release_ids(fresh)
+            raise JobIdTaken(
+                f"job ids belong to jobs of another queue: {', '.join(taken)}", tuple(taken)
+            )
         return fresh
 
     def release_ids(self, job_ids: list[str]) -> Pipe:
@@ -138,8 +147,9 @@ class Enqueuer:
         found = yield Pipe([("exists", (self.keys(q).job(job_id),), {}) for job_id, q in pairs])
         return sorted({job_id for (job_id, _), hit in zip(pairs, found, strict=True) if hit})
 
-    def submit_specs(self, jobs: list[Job], atomic: bool) -> Steps:
-        """Submit jobs already checked, one script call per queue; fill in id and state."""
+    def submit_specs(self, jobs: list[Job], atomic: bool, written: set[str]) -> Steps:
+        """Submit jobs already checked, one script call per queue; fill in id and state, and
+        add to `written` the ids written under their own id."""
         members: dict[str, list[Job]] = {}
         for job in jobs:
             members.setdefault(job.queue, []).append(job)
@@ -157,10 +167,12 @@ class Enqueuer:
                 if done.outcome == Code.DUPLICATE_ID:
                     duplicates.append(job.id)
                 else:  # a deduplicated job becomes the one holding its dedup id
+                    if done.id == job.id:
+                        written.add(job.id)
                     job.id = done.id
                     job.state = _STATES.get(done.state) or JobState(done.state or "completed")
         if duplicates:
-            raise DuplicateJob(f"job ids already exist: {', '.join(duplicates)}")
+            raise DuplicateJob(f"job ids already exist: {', '.join(duplicates)}", tuple(duplicates))
         return jobs
 
     def submit(self, queue: str, specs: list[bytes], atomic: bool) -> Steps:

@@ -112,7 +112,7 @@ def read_submission(keys: QueueKeys, out: list[Any]) -> Submission:
             f"depends_on names job {out[1]!r}, which is not in queue {keys.queue!r}"
         )
     if out[0] == Code.DUPLICATE_ID:  # a flow refused whole
-        raise DuplicateJob(f"job ids already exist: {out[1]}")
+        raise DuplicateJob(f"job ids already exist: {out[1]}", (str(out[1]),))
     rows = zip(out[1::3], out[2::3], out[3::3], strict=True)
     return Submission(out[0] == 0, [Submitted(*row) for row in rows])
 

@@ -51,6 +51,19 @@ def option(name: str) -> Any:
     return values().get(name, DJANGO_KEYS[name])
 
 
+def _reservation_s() -> int | None:
+    """Return how long a chosen job id stays reserved for its queue: a day longer than the
+    history's longest retention (None: for good, as a history kept for good)."""
+    found = values()
+    days = [found.get("JOB_RETENTION_DAYS", DJANGO_KEYS["JOB_RETENTION_DAYS"])]
+    by_state = found.get("JOB_RETENTION_DAYS_BY_STATE", DJANGO_KEYS["JOB_RETENTION_DAYS_BY_STATE"])
+    if isinstance(by_state, dict):
+        days += list(by_state.values())
+    if any(d is None for d in days):
+        return None
+    return int((max(float(d) for d in days) + 1) * 86_400)
+
+
 @cache
 def engine_settings() -> EngineSettings:
     """Return the EngineSettings built from settings.JOBSITE."""
@@ -58,6 +71,7 @@ def engine_settings() -> EngineSettings:
     for name, field in TIMEOUT_KEYS.items():
         if name in engine:
             engine[field] = engine.pop(name)
+    engine.setdefault("CHOSEN_ID_TTL_S", _reservation_s())
     per_queue = engine.pop("QUEUE_TIMEOUTS", None)
     if per_queue is not None:
         if not isinstance(per_queue, dict) or not all(

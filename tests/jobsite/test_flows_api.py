@@ -234,7 +234,7 @@ def test_the_parent_failure_policy_of_a_flow(engine: EngineSettings, token: str)
         (lambda b: b["jobs"][3].update(timeout_s=-1), "greater than 0"),
         (lambda b: b["jobs"][3].update(rate_limit="often"), "job 'c': rate_limit"),
         (lambda b: b["jobs"][3].update(queue="other"), "one queue"),
-        (lambda b: b["jobs"][0].update(job_id="taken"), "already exist"),
+        (lambda b: b["jobs"][0].update(job_id="taken"), "are taken"),
     ],
 )
 def test_a_bad_flow_writes_nothing(

@@ -89,7 +89,7 @@ def test_an_id_of_another_queue_is_refused_after_its_job_exists(two_queues: Engi
         refused = attack(key, job_id)
         assert refused.status_code == 409, refused.content
         assert (
-            "another queue" in refused.json()["detail"]
+            refused.json()["detail"] == f"job ids are taken: {job_id}"
             and "default" not in refused.content.decode()
         )
         # The token still cannot read it, and the real job is untouched in its queue.

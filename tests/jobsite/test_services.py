@@ -15,6 +15,7 @@ from engine import Client, EngineSettings, JobNotFound, JobState
 from jobsite.jobs import services
 from jobsite.jobs.history.reconcile import reconcile
 from jobsite.jobs.models import LOST, JobRecord, OutboxEntry
+from jobsite.jobs.services import submission
 from tests.engine import tasks as t
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -143,7 +144,7 @@ def test_rollback_enqueues_nothing(engine: EngineSettings) -> None:
 def test_crash_between_commit_and_push_loses_nothing(
     engine: EngineSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(services, "push_outbox", lambda *a, **k: 0)  # the process dies here
+    monkeypatch.setattr(submission, "push_outbox", lambda *a, **k: 0)  # the process dies here
     with transaction.atomic():
         job = services.enqueue(t.add.using(delay_s=30), 1, 2)
     assert in_redis(engine, job.id) is None

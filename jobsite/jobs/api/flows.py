@@ -19,7 +19,7 @@ from ninja.errors import HttpError
 from pydantic import ConfigDict
 
 from engine import ConfigError, InvalidArguments, Job, UnknownParent
-from jobsite.jobs import audit, services
+from jobsite.jobs import services
 from jobsite.jobs.api import options as taskoptions
 from jobsite.jobs.api.jobout import known_task
 from jobsite.jobs.api.options import REF_PATTERN
@@ -119,14 +119,11 @@ async def submit_flow(request: HttpRequest, body: FlowIn) -> Status[FlowOut]:
     rights = await aneed(request, Perm.SUBMIT)
     jobs, refs = await build_flow(rights, body)
     try:
-        done = await services.aenqueue_flow(jobs)
+        done = await services.aadmit(jobs, flow=True, by=services.Actor(rights.user, rights.via))
     except UnknownParent as exc:
         raise HttpError(
             422, f"{exc}: depends_on takes refs of this flow or ids of queued jobs"
         ) from None
-    await audit.arecord(
-        rights.user, "submit", [j.id for j in done], rights.via, outcome=f"flow {done[0].flow_id}"
-    )
     out = [
         FlowJobOut(
             ref=refs[id(j)],

@@ -37,7 +37,7 @@ from jobsite.jobs.api.waiting import reasons_out
 from jobsite.jobs.arguments import check_types
 from jobsite.jobs.models import JobRecord
 from jobsite.jobs.permissions import Grant, Perm, aneed, need
-from jobsite.jobs.search import text_search
+from jobsite.jobs.search import SearchText, text_search
 from jobsite.jobs.tasks import runnable
 
 router = Router(tags=["jobs"])
@@ -55,10 +55,10 @@ async def submit(request: HttpRequest, body: JobIn) -> Status[JobOut]:
     except taskoptions.BadOptions as exc:
         raise HttpError(422, str(exc)) from None
     try:
-        job = await services.aenqueue(task, *body.args, **body.kwargs)
+        call = task.call(*body.args, **body.kwargs)
     except InvalidArguments as exc:
         raise HttpError(422, str(exc)) from None
-    await audit.arecord(rights.user, "submit", [job.id], rights.via)
+    (job,) = await services.aadmit([call], by=services.Actor(rights.user, rights.via))
     if job.repeat_every_s is not None:  # a schedule: its first run is not in Redis yet
         return Status(201, await out(engine_values(job), job.id, JobOut))
     return Status(201, await live_out(job.id, job.queue, JobOut))
@@ -112,7 +112,7 @@ class JobFilters(Schema):
     queue: str | None = None
     task: str | None = None
     task_like: str | None = Field(None, min_length=1, max_length=255)
-    q: str | None = None
+    q: SearchText | None = None
     since: datetime | None = None
     until: datetime | None = None
     fingerprint: str | None = Field(None, max_length=32)
@@ -263,10 +263,8 @@ async def replay(request: HttpRequest, job_id: str, body: ReplayIn) -> Status[Jo
     except InvalidArguments as exc:
         raise HttpError(422, str(exc)) from None
     job.replay_of = job_id
-    await services.asubmit(job)
-    await audit.arecord(
-        rights.user, "replay", [job_id, job.id], rights.via, outcome=f"{job_id} -> {job.id}"
-    )
+    by = services.Actor(rights.user, rights.via, "replay", f"{job_id} -> {job.id}", (job_id,))
+    await services.aadmit([job], by=by)
     return Status(201, await live_out(job.id, job.queue, JobDetailOut))
 
 

@@ -121,9 +121,17 @@ ANSWERED_AS_IS: dict[type[Exception], int] = {
     PayloadTooLarge: 413,
     SerializationError: 422,
     ConfigError: 422,
-    DuplicateJob: 409,
-    JobIdTaken: 409,
 }
+
+
+@api.exception_handler(DuplicateJob)
+@api.exception_handler(JobIdTaken)
+def id_taken(request: HttpRequest, exc: Exception | type[Exception]) -> HttpResponse:
+    # The same words whether the caller's queue or another holds the id: the answer never says
+    # which queue, nor what job (docs/security.md, "One job, one identity").
+    ids = getattr(exc, "ids", ())
+    detail = f"job ids are taken: {', '.join(ids)}" if ids else "a job id is taken"
+    return api.create_response(request, {"detail": detail}, status=409)
 
 
 # (ninja types a handler's exception as the instance or its class.)

@@ -17,16 +17,12 @@ from datetime import timedelta
 from typing import Any, NamedTuple
 
 from asgiref.sync import sync_to_async
-from django.db import transaction
 from django.utils import timezone
 
 from engine import (
     Client,
-    ConfigError,
-    DuplicateJob,
     F,
     Job,
-    JobIdTaken,
     Metrics,
     Reason,
     Repeatable,
@@ -42,32 +38,17 @@ from engine import (
 )
 from engine import control as engine_control
 from engine import drain as engine_drain
-from jobsite.jobs.conf import check_queue, engine_settings, option
+from jobsite.jobs.conf import engine_settings
 from jobsite.jobs.conf import queues as configured_queues
-from jobsite.jobs.models import JobRecord, OutboxEntry
+from jobsite.jobs.models import OutboxEntry
 from jobsite.jobs.services import engineloop
 from jobsite.jobs.services.engineloop import session as session  # the websocket consumer opens one
 from jobsite.jobs.services.engineloop import twins
-
-# How JOBSITE["EAGER"] runs a job here and now: jobsite.jobs.tasks.eager.run_inline, handed over
-# by the app's ready() (the tasks wing sits above this one and needs the registry).
-_inline_runners: list[Callable[[Job], Job]] = []
-
-
-def run_eagerly_with(runner: Callable[[Job], Job]) -> None:
-    """Set the function that runs a job inline when JOBSITE["EAGER"] is on."""
-    _inline_runners[:] = [runner]
-
-
-def _eager() -> bool:
-    return bool(option("EAGER"))
-
-
-def _run_inline(job: Job) -> Job:
-    if not _inline_runners:
-        raise ConfigError("JOBSITE['EAGER'] needs the jobsite.jobs app loaded (INSTALLED_APPS)")
-    return _inline_runners[0](job)
-
+from jobsite.jobs.services.submission import Actor as Actor
+from jobsite.jobs.services.submission import aadmit as aadmit
+from jobsite.jobs.services.submission import admit as admit
+from jobsite.jobs.services.submission import from_outbox, push_outbox
+from jobsite.jobs.services.submission import run_eagerly_with as run_eagerly_with
 
 log = logging.getLogger("jobsite.services")
 
@@ -205,15 +186,6 @@ async def _set_rate_limit(client: Client, queue: str, rate: str | None) -> None:
     await client.set_rate_limit(queue, rate)
 
 
-async def _enqueue_flow(client: Client, jobs: list[Job]) -> list[Job]:
-    """Submit a graph of jobs all or nothing (engine Client.enqueue_flow)."""
-    for job in jobs:
-        check_queue(job.queue)
-    if _eager():
-        raise ConfigError("flows need Redis: JOBSITE['EAGER'] runs single jobs only")
-    return await client.enqueue_flow(jobs)
-
-
 get_job, aget_job = twins(_get_job)
 
 
@@ -249,7 +221,6 @@ dlq_sample, adlq_sample = twins(_dlq_sample)
 job_fields, ajob_fields = twins(_job_fields)
 queue_limits, aqueue_limits = twins(_queue_limits)
 set_rate_limit, aset_rate_limit = twins(_set_rate_limit)
-enqueue_flow, aenqueue_flow = twins(_enqueue_flow)
 dlq, adlq = twins(_dlq)
 in_dlq, ain_dlq = twins(_in_dlq)
 scan_dlq, ascan_dlq = twins(_scan_dlq)
@@ -280,39 +251,17 @@ async def _declare_schedules(
 declare_schedules, adeclare_schedules = twins(_declare_schedules)
 
 
-# Submitting jobs, with the transactional outbox.
+# Submitting jobs: every door goes through the gate (services/submission.py).
 
 
-async def _push(client: Client, jobs: list[Job]) -> None:
-    """Submit jobs; ids that already reached Redis count as submitted (pushing is idempotent)."""
-    try:
-        await client.enqueue_many(jobs)
-    except DuplicateJob:
-        log.info("outbox push found jobs already submitted count=%d", len(jobs))
+def submit(job: Job, outbox: bool) -> Job:
+    """Submit a prepared job: at once, or with `outbox` inside a transaction, after commit."""
+    return admit([job], outbox=outbox)[0]
 
 
-async def apush(jobs: list[Job]) -> None:
-    """Async twin of `push`, on the caller's own loop (engineloop.loop_client: no hop)."""
-    await _push(engineloop.loop_client(engine_settings()), jobs)
-
-
-def push(jobs: list[Job]) -> None:
-    """Submit jobs from sync code on the caller's thread (engineloop.sync_client: no hop);
-    ids that already reached Redis count as submitted (pushing is idempotent)."""
-    try:
-        engineloop.sync_client(engine_settings()).enqueue_many(jobs)
-    except DuplicateJob:
-        log.info("outbox push found jobs already submitted count=%d", len(jobs))
-
-
-def _outbox_payload(job: Job) -> dict[str, Any]:
-    return {"job": job.to_dict(), "delay_ms": job.delay_ms}
-
-
-def _from_outbox(payload: dict[str, Any]) -> Job:
-    job = Job.from_dict(payload["job"])
-    job.delay_ms = payload.get("delay_ms")
-    return job
+async def asubmit(job: Job) -> Job:
+    """Async twin of `submit` (no transaction: it reaches Redis at once)."""
+    return (await aadmit([job]))[0]
 
 
 def enqueue(task: Task, *args: Any, **kwargs: Any) -> Job:
@@ -320,70 +269,20 @@ def enqueue(task: Task, *args: Any, **kwargs: Any) -> Job:
     return submit(task.call(*args, **kwargs), outbox=True)
 
 
-def _taken_rows(job: Job) -> Any:
-    """Return the history rows of other queues holding the id a caller chose for `job`."""
-    return JobRecord.objects.filter(id=job.id).exclude(queue=job.queue)
-
-
-def _id_taken(job: Job) -> JobIdTaken:
-    return JobIdTaken(f"job id {job.id!r} belongs to a job of another queue")
-
-
-def submit(job: Job, outbox: bool) -> Job:
-    """Submit a prepared job: at once, or with `outbox` inside a transaction, after commit.
-
-    With JOBSITE["EAGER"] on, it runs here and now instead (see jobsite.jobs.tasks.eager). A
-    chosen id that the history holds for a job of another queue raises JobIdTaken (Redis may
-    have forgotten that job; the history has not), as the engine does for the jobs it holds.
-    """
-    check_queue(job.queue)
-    if not job.generated_id and _taken_rows(job).exists():
-        raise _id_taken(job)
-    if _eager():
-        return _run_inline(job)
-    if outbox and transaction.get_connection().in_atomic_block:
-        OutboxEntry.objects.create(job_id=job.id, queue=job.queue, job=_outbox_payload(job))
-        transaction.on_commit(lambda: push_outbox([job.id]), robust=True)
-        return job
-    push([job])
-    return job
-
-
-async def asubmit(job: Job) -> Job:
-    """Async twin of `submit` (no transaction: it reaches Redis at once)."""
-    check_queue(job.queue)
-    if not job.generated_id and await _taken_rows(job).aexists():
-        raise _id_taken(job)
-    if _eager():
-        return await sync_to_async(_run_inline)(job)
-    await apush([job])
-    return job
-
-
 async def aenqueue(task: Task, *args: Any, **kwargs: Any) -> Job:
     """Async twin of `enqueue` (no transaction: it reaches Redis at once)."""
     return await asubmit(task.call(*args, **kwargs))
 
 
+def push(jobs: list[Job]) -> None:
+    """Push jobs admitted before (reconciliation): ids already in Redis count as submitted."""
+    admit(jobs, again=True)
+
+
 def outboxed(job_id: str) -> Job | None:
     """Return a job still waiting in the outbox (its transaction committed, not yet pushed)."""
     row = OutboxEntry.objects.filter(job_id=job_id, pushed_at__isnull=True).first()
-    return None if row is None else _from_outbox(row.job)
-
-
-def push_outbox(job_ids: Iterable[str] | None = None, older_than_s: float = 0.0) -> int:
-    """Push committed outbox rows that have not reached Redis; return how many were pushed."""
-    rows = OutboxEntry.objects.filter(pushed_at__isnull=True)
-    if job_ids is not None:
-        rows = rows.filter(job_id__in=list(job_ids))
-    if older_than_s:
-        rows = rows.filter(created_at__lte=timezone.now() - timedelta(seconds=older_than_s))
-    entries = list(rows.order_by("id")[:1000])
-    if not entries:
-        return 0
-    push([_from_outbox(e.job) for e in entries])
-    OutboxEntry.objects.filter(id__in=[e.id for e in entries]).update(pushed_at=timezone.now())
-    return len(entries)
+    return None if row is None else from_outbox(row.job)
 
 
 def relay_once(older_than_s: float = 2.0, keep_pushed_s: float = 86_400) -> int:
