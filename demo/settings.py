@@ -162,7 +162,7 @@ JOBSITE = {
     "PREFIX": os.environ.get("JOBSITE_PREFIX", "jobsite"),
     # The demo's tasks only when the demo runs (bin/run sets JOBSITE_TASK_MODULES).
     "TASK_MODULES": _list("JOBSITE_TASK_MODULES"),
-    "QUEUES": ["default"],
+    "QUEUES": _list("JOBSITE_QUEUES", "default"),
     # What reconciliation does with a live row whose job exists nowhere in Redis.
     "RECONCILE": os.environ.get("JOBSITE_RECONCILE", "lost"),  # or "resubmit"
 }

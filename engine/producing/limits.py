@@ -10,6 +10,10 @@ from ..errors import ConfigError
 
 DEDUP_MODES = ("simple", "throttle", "debounce")
 _RATE_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+# The interval between starts a rate may set: at most a day (a longer one, "1/999999999s", stops
+# a queue or task for years: a typo, not a limit), at least a microsecond (the stored precision).
+MAX_RATE_INTERVAL_MS = 86_400_000.0
+MIN_RATE_INTERVAL_MS = 0.001
 # A value computed from a call's arguments, or a constant.
 FromArgs = str | Callable[..., str]
 
@@ -52,7 +56,8 @@ class Deduplication:
 
 
 def rate_interval_ms(rate: str | tuple[float, float]) -> float:
-    """Return the interval between starts of a rate like "10/s", "600/m", "5/2s" or (10, 1.0)."""
+    """Return the interval between starts of a rate like "10/s", "600/m", "5/2s" or (10, 1.0),
+    from a microsecond to a day."""
     try:
         if isinstance(rate, str):
             count, _, period = rate.replace(" ", "").partition("/")
@@ -67,7 +72,12 @@ def rate_interval_ms(rate: str | tuple[float, float]) -> float:
         ) from None
     if not limit > 0 or not period_s > 0:
         raise ConfigError(f"rate_limit must be a positive count per positive period, not {rate!r}")
-    return period_s * 1000 / limit
+    interval_ms = period_s * 1000 / limit
+    if not MIN_RATE_INTERVAL_MS <= interval_ms <= MAX_RATE_INTERVAL_MS:
+        raise ConfigError(
+            f"rate_limit must allow from one start a day to 1,000,000 starts a second, not {rate!r}"
+        )
+    return interval_ms
 
 
 def from_args(value: FromArgs, what: str, args: Sequence[Any], kwargs: dict[str, Any]) -> str:

@@ -1,15 +1,18 @@
-"""System checks (`manage.py check`): engine settings, task modules, queues, schedules, backends."""
+"""System checks (`manage.py check`): engine settings, task modules, queues, schedules, backends,
+health alerts."""
 
 from __future__ import annotations
 
 import importlib
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 
 from engine import ConfigError, RedisUnavailable, redact_url, validate_queue_name
 from jobsite.jobs import conf
+from jobsite.jobs.history import alerts, health
 from jobsite.jobs.history.retention import Horizon
 from jobsite.jobs.tasks import schedules
 
@@ -75,6 +78,39 @@ def check_schedules(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
         Error(text, hint="See docs/django.md, 'Schedules in settings'.", id="jobsite.E005")
         for text in found
     ]
+
+
+@register(TAG)
+def check_health(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Check JOBSITE["HEALTH"]: known keys, and a webhook URL that is http(s) with a secret."""
+    if not isinstance(getattr(settings, "JOBSITE", None), dict):
+        return []  # E001 says so
+    try:
+        options = health.settings()
+    except ConfigError as exc:
+        return [Error(str(exc), hint="See docs/django.md, 'Health and alerts'.", id="jobsite.E009")]
+    url = str(options["WEBHOOK_URL"] or "")
+    if not url:
+        return []
+    found: list[CheckMessage] = []
+    if urlsplit(url).scheme not in alerts.SCHEMES:
+        found.append(
+            Error(
+                'JOBSITE["HEALTH"]["WEBHOOK_URL"] must be an http:// or https:// URL.',
+                id="jobsite.E010",
+            )
+        )
+    if not str(options["WEBHOOK_SECRET"] or ""):
+        found.append(
+            Error(
+                'JOBSITE["HEALTH"]["WEBHOOK_URL"] is set but WEBHOOK_SECRET is empty: every '
+                "alert would be signed with an empty key, which anyone can forge.",
+                hint='Set JOBSITE["HEALTH"]["WEBHOOK_SECRET"] to a long random value (from the '
+                "environment), and give the receiver the same one.",
+                id="jobsite.E011",
+            )
+        )
+    return found
 
 
 @register(TAG)

@@ -61,7 +61,9 @@ def _reservation_s() -> int | None:
         days += list(by_state.values())
     if any(d is None for d in days):
         return None
-    return int((max(float(d) for d in days) + 1) * 86_400)
+    numbers = [d for d in days if isinstance(d, int | float) and not isinstance(d, bool)]
+    # (Other values are the retention check's to name: jobsite.E008.)
+    return int((max(numbers, default=0) + 1) * 86_400)
 
 
 @cache

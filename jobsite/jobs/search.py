@@ -2,15 +2,20 @@
 
 PostgreSQL narrows the texts with a words index (migration 0013), SQLite with an FTS5 trigram
 index (migration 0014); both then keep the texts that hold the whole search text.
+
+Every surface that takes a search text (the API's `q`, the dashboard socket's filter, the
+admin's search box) checks it with `check_text`, or takes it as a `SearchText`.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
 from django.db import connection, models
 from django.db.models import BooleanField
 from django.db.models.expressions import RawSQL
+from pydantic import AfterValidator, Field
 
 from jobsite.jobs.models import JobRecord, JobSearch
 
@@ -27,6 +32,25 @@ _WORD = re.compile(r"[^\W_]+")
 _MOST_WORDS = 16
 # SQLite: the FTS5 trigram index of the search texts (migration 0014), when SQLite has FTS5.
 SEARCH_TRIGRAMS = "jobsite_search_trigrams"
+# The longest search text a surface takes.
+SEARCH_MAX_CHARS = 200
+# Control characters (C0, DEL, C1): no job's text is searched for by one, and a NUL cut the
+# LIKE pattern short on SQLite, so "\x00zz" matched every row.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def check_text(text: str) -> str:
+    """Return `text`, or raise ValueError naming the control characters it holds."""
+    found = sorted(set(_CONTROL.findall(text)))
+    if found:
+        names = ", ".join(f"U+{ord(c):04X}" for c in found)
+        raise ValueError(f"a search text may not hold control characters; found {names}")
+    return text
+
+
+# A search text as the API and the dashboard socket take it: 422 (or an error message) for one
+# holding a control character, naming it.
+SearchText = Annotated[str, Field(max_length=SEARCH_MAX_CHARS), AfterValidator(check_text)]
 
 
 def _words_match(text: str) -> models.Q | None:
@@ -49,8 +73,6 @@ def _words_match(text: str) -> models.Q | None:
 
 def _trigrams_match(text: str) -> models.Q | None:
     """Return SQLite's trigram filter: the texts holding `text` anywhere (None: no index)."""
-    if "\x00" in text:
-        return None  # not a phrase FTS5 takes; the scan finds nothing for it either
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1 FROM sqlite_master WHERE name = %s", [SEARCH_TRIGRAMS])
         if cursor.fetchone() is None:
@@ -76,9 +98,10 @@ def text_search(
     Text shorter than SEARCH_MIN_CHARS matches a whole job id or task name instead. With
     `ids_up_to`, the search runs once, now, and the rows are filtered by the ids it found when
     there are no more than that many (a caller that reads the rows twice, a count and a page,
-    then searches once); else by the search as a subquery.
+    then searches once); else by the search as a subquery. A control character in `text` is a
+    ValueError (`check_text`): the surfaces refuse it before.
     """
-    text = text.strip()
+    text = check_text(text).strip()
     if len(text) < SEARCH_MIN_CHARS:
         return rows.filter(models.Q(id=text) | models.Q(task=text))
     lower = text.lower()

@@ -17,6 +17,12 @@ pytestmark = pytest.mark.browser
 ROW = "#role-list tr[data-role='etl']"
 
 
+@pytest.fixture(autouse=True)
+def two_queues(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Serve `reports` too (a role may name only served queues); before the site starts."""
+    monkeypatch.setenv("JOBSITE_QUEUES", "default,reports")
+
+
 def roles(settings: EngineSettings) -> list[dict[str, object]]:
     found = engine(settings, lambda c: list_roles(c.redis, c.settings.prefix))
     return [r.to_dict() for r in found]

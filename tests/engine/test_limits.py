@@ -22,8 +22,13 @@ def test_rates_are_parsed_and_bad_ones_refused() -> None:
     assert rate_interval_ms("600/m") == 100
     assert rate_interval_ms("5/2s") == 400
     assert rate_interval_ms((3, 1.5)) == 500
+    assert rate_interval_ms("1/d") == 86_400_000
+    assert rate_interval_ms("1000000/s") == 0.001
     for bad in ("-1/s", "0/s", "10/x", "ten/s", "10/-1s", (1, 0)):
         with pytest.raises(ConfigError, match="rate_limit"):
+            rate_interval_ms(bad)  # type: ignore[arg-type]
+    for bad in ("1/999999999s", "1/2d", "1/infs", "inf/s", "2000000/s", (1, 1e300)):
+        with pytest.raises(ConfigError, match="one start a day to 1,000,000 starts a second"):
             rate_interval_ms(bad)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="rate_limit"):
         t.add.using(rate_limit="-5/s")

@@ -210,6 +210,25 @@ def test_bad_input_is_a_422_that_names_the_problem(
     assert call(web, "get", "/schedules", token).json() == []  # nothing stored
 
 
+@pytest.mark.parametrize("extra", [{"job_id": "mine"}, {"every": 5}, {"kwargs": {}, "priorty": 1}])
+def test_unknown_keys_in_a_schedule_body_are_a_422_naming_them(
+    engine: EngineSettings, token: str, extra: dict[str, Any]
+) -> None:
+    web = WebClient()
+    unknown = sorted(set(extra) - {"kwargs"})
+    made = call(web, "post", "/schedules", token, {**EVERY, **extra})
+    assert made.status_code == 422, made.content
+    assert [e["loc"][-1] for e in made.json()["detail"]] == unknown
+    assert all(e["type"] == "extra_forbidden" for e in made.json()["detail"])
+    assert call(web, "get", "/schedules", token).json() == []  # nothing stored
+    before = call(web, "post", "/schedules", token, EVERY).json()
+    body = {"task": "add", "args": [1, 2], "every_s": 5, **extra}
+    edited = call(web, "put", "/schedules/default/often", token, body)
+    assert edited.status_code == 422, edited.content
+    assert [e["loc"][-1] for e in edited.json()["detail"]] == unknown
+    assert call(web, "get", "/schedules/default/often", token).json() == before
+
+
 def test_bad_edits_change_nothing(engine: EngineSettings, token: str) -> None:
     web = WebClient()
     before = call(web, "post", "/schedules", token, EVERY).json()
@@ -335,7 +354,8 @@ def test_a_flow_schedule_with_a_repeat_limit_fires_whole_flows_then_ends(
         {"ref": "load", "task": "add", "args": [2, 2], "depends_on": ["extract"]},
     ]
     with api:
-        made = api.create_flow_schedule("etl", jobs, every_s=0.05, repeat_limit=2)
+        # Two jobs a tick: at least twice the least interval (0.05 s a job) apart.
+        made = api.create_flow_schedule("etl", jobs, every_s=0.1, repeat_limit=2)
         assert made["repeat_limit"] == 2 and made["fired"] == 0 and made["remaining"] == 2
         assert made["flow"] == [
             {"task": "add", "args": [1, 1], "kwargs": {}, "parents": []},
@@ -346,7 +366,7 @@ def test_a_flow_schedule_with_a_repeat_limit_fires_whole_flows_then_ends(
         async def fire(client: Client) -> None:
             scheduler = Scheduler(client.settings, client.redis, ["default"])
             for _ in range(10):
-                await asyncio.sleep(0.06)
+                await asyncio.sleep(0.11)
                 await scheduler.tick()
 
         services.run_engine(fire)

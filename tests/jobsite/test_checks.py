@@ -85,6 +85,17 @@ def test_the_project_settings_pass() -> None:
         ({"JOBSITE": engine(JOB_RETENTION_DAYS_BY_STATE={"done": 5})}, ["jobsite.E008"]),
         ({"JOBSITE": engine(JOB_RETENTION_DAYS_BY_STATE={"failed": "a"})}, ["jobsite.E008"]),
         ({"JOBSITE": engine(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")}, ["jobsite.W003"]),
+        ({"JOBSITE": engine(HEALTH={"BOGUS": 1})}, ["jobsite.E009"]),
+        # A webhook needs a secret: the default, empty, would sign alerts with an empty key.
+        ({"JOBSITE": engine(HEALTH={"WEBHOOK_URL": "https://hooks.example/x"})}, ["jobsite.E011"]),
+        (
+            {"JOBSITE": engine(HEALTH={"WEBHOOK_URL": "https://x.example", "WEBHOOK_SECRET": ""})},
+            ["jobsite.E011"],
+        ),
+        (
+            {"JOBSITE": engine(HEALTH={"WEBHOOK_URL": "file:///etc/x", "WEBHOOK_SECRET": "s"})},
+            ["jobsite.E010"],
+        ),
     ],
 )
 def test_each_mistake_is_named(overrides: dict[str, Any], expected: list[str]) -> None:
@@ -98,3 +109,12 @@ def test_good_schedules_pass() -> None:
     with override_settings(JOBSITE={**jobsite, "SCHEDULES": [{**schedule, "tz": "Mars/Base"}]}):
         [message] = [m for m in run_checks(tags=[TAG]) if m.id == "jobsite.E005"]
     assert "JOBSITE['SCHEDULES'][0] ('nightly'): unknown time zone" in message.msg
+
+
+def test_a_webhook_with_a_secret_passes() -> None:
+    health = {"WEBHOOK_URL": "https://hooks.example/x", "WEBHOOK_SECRET": "long-random"}
+    assert ids(JOBSITE=engine(HEALTH=health)) == []
+    assert ids(JOBSITE=engine(HEALTH={"MAIL_ADMINS": True})) == []  # no webhook, no secret
+    with override_settings(JOBSITE=engine(HEALTH={"WEBHOOK_URL": "https://hooks.example/x"})):
+        [message] = [m for m in run_checks(tags=[TAG]) if m.id == "jobsite.E011"]
+    assert "WEBHOOK_SECRET is empty" in message.msg and "WEBHOOK_SECRET" in (message.hint or "")

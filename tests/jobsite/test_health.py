@@ -7,10 +7,12 @@ import re
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import yaml
 from asgiref.sync import async_to_sync
@@ -21,10 +23,11 @@ from engine import Client, EngineSettings, Worker
 from engine.dev.devserver import free_port
 from engine.stream.events import register_group
 from jobsite.jobs.history import alerts, health
+from jobsite.jobs.permissions import OPERATORS
 from jobsite.jobs.tasks.signals import queue_health_changed, schedule_health_changed
 from tests.engine import tasks as t
 
-from .conftest import mirror_all, run_worker
+from .conftest import make_token, mirror_all, run_worker, staff_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -197,6 +200,102 @@ def test_the_webhook_is_signed_and_retried_while_the_worker_goes_on(
     assert not alerts.verify(body + b" ", "s3cret", stamp, signature)
 
 
+class _Hook(BaseHTTPRequestHandler):
+    """A receiver on loopback: answers each POST with the next of `answers` (a status, with a
+    Location for a 3xx), and records (method, path, headers, body) of every request."""
+
+    answers: list[int] = []
+    seen: list[tuple[str, str, dict[str, str], bytes]] = []
+    elsewhere = ""
+
+    def _record(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.seen.append((self.command, self.path, dict(self.headers), body))
+
+    def do_POST(self) -> None:
+        self._record()
+        status = self.answers.pop(0) if self.answers else 204
+        self.send_response(status)
+        if 300 <= status < 400:
+            self.send_header("Location", self.elsewhere)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        self._record()
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def hook_server(answers: list[int]) -> Iterator[str]:
+    """Serve _Hook on a free loopback port; yield its URL."""
+    server = HTTPServer(("127.0.0.1", 0), _Hook)
+    _Hook.answers, _Hook.seen = list(answers), []
+    url = f"http://127.0.0.1:{server.server_port}"
+    _Hook.elsewhere = f"{url}/elsewhere"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield url
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+ALERT = {"kind": "queue", "queue": "default", "state": "failing", "previous": "ok", "reasons": []}
+
+
+def _post(url: str, attempts: int) -> bool:
+    return async_to_sync(alerts.post)(url, "s3cret", dict(ALERT), attempts, 0.01, 5.0)
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_webhook_redirect_is_a_failed_delivery_never_followed(
+    status: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    with hook_server([status, status, status]) as url, caplog.at_level("WARNING"):
+        delivered = _post(f"{url}/hook", attempts=3)
+    assert not delivered  # lost alerts are not counted delivered
+    # Tried again like any failure, never at the redirect's target (which would get the headers).
+    assert [(method, path) for method, path, _, _ in _Hook.seen] == [("POST", "/hook")] * 3
+    failed = [r.getMessage() for r in caplog.records if "delivery failed" in r.getMessage()]
+    assert len(failed) == 3 and all(f"status {status}" in line for line in failed), failed
+    assert all(re.search(r"event_id=\w+ attempt=\d of=3 error=", line) for line in failed)
+    assert any("webhook alert dropped" in r.getMessage() for r in caplog.records)
+
+
+def test_a_webhook_redirect_then_success_is_delivered_on_a_retry() -> None:
+    with hook_server([302, 204]) as url:
+        assert _post(f"{url}/hook", attempts=3)
+    assert [path for _, path, _, _ in _Hook.seen] == ["/hook", "/hook"]
+
+
+def test_every_attempt_of_an_alert_carries_one_event_id_in_header_and_signed_body() -> None:
+    with hook_server([500, 503, 204, 204]) as url:
+        assert _post(f"{url}/hook", attempts=4)
+        assert _post(f"{url}/hook", attempts=4)  # another alert
+    headers = [h for _, _, h, _ in _Hook.seen]
+    bodies = [b for _, _, _, b in _Hook.seen]
+    ids = [h["X-Jobsite-Event-Id"] for h in headers]
+    assert len(ids) == 4 and ids[0] == ids[1] == ids[2] != ids[3]
+    for h, body in zip(headers, bodies, strict=True):
+        assert orjson.loads(body)["event_id"] == h["X-Jobsite-Event-Id"]
+        assert alerts.verify(body, "s3cret", h["X-Jobsite-Timestamp"], h["X-Jobsite-Signature"])
+    # The id is signed: a body with another id does not verify.
+    forged = bodies[0].replace(ids[0].encode(), ids[3].encode())
+    h = headers[0]
+    assert not alerts.verify(forged, "s3cret", h["X-Jobsite-Timestamp"], h["X-Jobsite-Signature"])
+
+
+def test_a_webhook_url_that_is_not_http_is_refused_and_retried() -> None:
+    assert not async_to_sync(alerts.post)("file:///etc/passwd", "s", dict(ALERT), 2, 0.01, 1.0)
+
+
 async def client_count(engine: EngineSettings) -> int:
     async with Client(engine) as client:
         return (await client.counts("default"))["completed_total"]
@@ -233,3 +332,22 @@ def test_health_through_the_api_and_the_metrics_with_a_schedules_tolerance(
     for rule in rules["groups"][0]["rules"]:
         metric = re.match(r"[\w(), ]*?(jobsite_\w+)", rule["expr"])
         assert metric and metric.group(1) in scrape, rule["expr"]
+
+
+def test_health_hides_server_wide_redis_figures_from_a_token_narrowed_to_queues(
+    engine: EngineSettings,
+) -> None:
+    from django.test import Client as WebClient
+
+    user = staff_user("ops", OPERATORS)
+    narrowed = make_token(user, queues=["default"])
+    everywhere = make_token(user)
+    for key, shown in ((everywhere, True), (narrowed, False)):
+        answer = WebClient(HTTP_AUTHORIZATION=f"Bearer {key}").get("/api/v1/health")
+        assert answer.status_code == 200
+        redis = answer.json()["redis"]
+        assert (redis is not None) == shown, redis
+        if shown:
+            assert redis["used_memory_bytes"] > 0 and redis["uptime_s"] >= 0
+        else:
+            assert "used_memory" not in answer.content.decode()

@@ -40,6 +40,16 @@ def test_healthz_answers_anyone() -> None:
     assert HttpClient().post("/healthz").status_code == 405
 
 
+@pytest.mark.parametrize("path", ["/healthz", "/readyz"])
+def test_probes_answer_405_to_other_methods_not_the_csrf_page(path: str) -> None:
+    web = HttpClient(enforce_csrf_checks=True)  # as a real client: no CSRF token
+    for method in ("post", "put", "patch", "delete"):
+        answer = getattr(web, method)(path)
+        assert answer.status_code == 405, (method, answer.status_code)
+        assert answer["Allow"] == "GET, HEAD"
+    assert web.head(path).status_code in (200, 503)
+
+
 def test_readyz_when_all_answers(engine: EngineSettings) -> None:
     answer = HttpClient().get("/readyz")
     assert answer.status_code == 200

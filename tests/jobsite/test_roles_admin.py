@@ -8,10 +8,12 @@ import asyncio
 import dataclasses
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.test import Client as WebClient
+from django.test import override_settings
 
 from engine import EngineSettings, Worker
 from jobsite.jobs import services
@@ -23,6 +25,16 @@ from .conftest import staff_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 URL = "/admin/jobsite/workerrecord/roles/"
+SERVED = ["default", "spare", "other", "extract", "load", "x"]
+
+
+@pytest.fixture(autouse=True)
+def served(engine: EngineSettings) -> Iterator[None]:
+    """Serve the queues these roles name: a role names only queues of JOBSITE["QUEUES"]."""
+    from django.conf import settings
+
+    with override_settings(JOBSITE={**settings.JOBSITE, "QUEUES": SERVED}):
+        yield
 
 
 def logged_in(name: str, group: str) -> WebClient:

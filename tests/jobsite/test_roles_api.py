@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -13,6 +14,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.admin.models import LogEntry
 from django.test import Client as WebClient
+from django.test import override_settings
 
 from demo.asgi import application as asgi_app
 from engine import Client, EngineSettings, Worker, get_role, list_roles
@@ -24,6 +26,16 @@ from .conftest import MODULES, make_token, staff_user
 from .test_client import sync_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
+SERVED = ["default", "spare", "extract", "load", "web", "a", "b"]
+
+
+@pytest.fixture(autouse=True)
+def served(engine: EngineSettings) -> Iterator[None]:
+    """Serve the queues these roles name: a role names only queues of JOBSITE["QUEUES"]."""
+    from django.conf import settings
+
+    with override_settings(JOBSITE={**settings.JOBSITE, "QUEUES": SERVED}):
+        yield
 
 
 def stored(engine: EngineSettings) -> list[Any]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.views.main import SEARCH_VAR
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -43,7 +44,7 @@ from jobsite.jobs.models import (
     WorkerRecord,
 )
 from jobsite.jobs.permissions import Perm, user_allows
-from jobsite.jobs.search import text_search
+from jobsite.jobs.search import check_text, text_search
 
 
 def _confirm(
@@ -82,6 +83,15 @@ def _confirm(
     modeladmin.message_user(
         request, f"{verb}: {count} job(s) sent to the engine ({outcome}).", messages.SUCCESS
     )
+    return None
+
+
+def _search_refused(request: HttpRequest) -> str | None:
+    """Return why the list's search term is refused (control characters), or None."""
+    try:
+        check_text(request.GET.get(SEARCH_VAR, ""))
+    except ValueError as exc:
+        return str(exc)
     return None
 
 
@@ -151,9 +161,28 @@ class JobAdmin(admin.ModelAdmin):
     ) -> tuple[QuerySet[JobRecord], bool]:
         """Search as the API's `q` does (the whole term, through the search index), once: the
         count and the page then read the ids it found."""
-        if not search_term.strip():
+        if not search_term.strip() or _search_refused(request):
             return queryset, False
         return text_search(queryset, search_term, ids_up_to=BoundedPaginator.cap), False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[JobRecord]:
+        """Return no rows under a refused search term (Django's search form would drop a NUL
+        and show, and let actions pick, every row)."""
+        rows = super().get_queryset(request)
+        return rows.none() if _search_refused(request) else rows
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """Show the list; a search term with control characters is a 422 naming them."""
+        refused = _search_refused(request)
+        if refused is None:
+            return super().changelist_view(request, extra_context)
+        self.message_user(request, refused, messages.ERROR)
+        response = super().changelist_view(request, extra_context)
+        if response.status_code == 200:  # the page, with nothing found (not a redirect)
+            response.status_code = 422
+        return response
 
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None

@@ -2,8 +2,9 @@
 created or replaced by a form, deleted by a button.
 
 Roles have no model of their own: the page hangs off the workers' admin
-(`workerrecord/roles/`). The view permission lists them, `change_queuerecord` changes them (the
-same checks as the API), and every change is audited.
+(`workerrecord/roles/`). The view permission lists them, `change_queuerecord` changes them; the
+checks (served queues, the permission on every queue a change touches) are the API's, in
+services/roles.py. Every change is audited, with the workers it moved.
 """
 
 from __future__ import annotations
@@ -16,32 +17,34 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
+from ninja.errors import HttpError
 
 from engine import ConfigError
 from jobsite.jobs import audit
 from jobsite.jobs.api.roles import role_out
 from jobsite.jobs.models import WorkerRecord
-from jobsite.jobs.permissions import Perm, user_allows
-from jobsite.jobs.services.roles import remove_role, role, roles, save_role
+from jobsite.jobs.permissions import Grant, Perm, user_allows
+from jobsite.jobs.services.roles import RoleChange, remove_role, roles, save_role
 
 
 class RoleForm(forms.Form):
     name = forms.CharField(max_length=100, help_text="[A-Za-z0-9._-], as queue names")
     queues = forms.CharField(
-        max_length=10_100, help_text="comma-separated, in the order its workers claim from them"
+        max_length=10_100,
+        help_text="comma-separated, each one of JOBSITE['QUEUES'], in claim order",
     )
 
-    def save(self) -> bool:
-        """Create or replace the role; on a problem, add it to the form's errors, return False."""
+    def save(self, rights: Grant) -> RoleChange | None:
+        """Create or replace the role; on a problem, add it to the form's errors, return None."""
         data = self.cleaned_data
         queues = [q.strip() for q in data["queues"].split(",") if q.strip()]
         try:
-            save_role(data["name"], queues)
+            return save_role(data["name"], queues, rights)
         except ConfigError as exc:
             self.add_error(None, str(exc))
-            return False
-        self.cleaned_data["queue_list"] = queues
-        return True
+        except HttpError as exc:
+            self.add_error(None, exc.message)
+        return None
 
 
 class RolePages(admin.ModelAdmin):
@@ -64,27 +67,35 @@ class RolePages(admin.ModelAdmin):
                 raise PermissionDenied
             if "delete" in request.POST:
                 return self._delete(request, request.POST["delete"])
-            if form.is_valid() and form.save():
-                name, queues = form.cleaned_data["name"], form.cleaned_data["queue_list"]
-                said = f"queues {','.join(queues)}"
-                audit.record(request.user, "save", [f"role/{name}"], "admin", WorkerRecord, said)
-                self.message_user(request, f"saved role {name}: {', '.join(queues)}")
+            if form.is_valid() and (change := form.save(Grant(request.user))) is not None:
+                self._saved(request, change)
                 return HttpResponseRedirect(request.path)
         context: dict[str, Any] = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": "Worker roles",
-            "rows": [role_out(s) for s in roles()],
+            "rows": [role_out(s) for s in roles(Grant(request.user))],
             "form": form,
             "may_change": may_change,
         }
         return TemplateResponse(request, "admin/jobsite/roles.html", context)
 
+    def _saved(self, request: HttpRequest, change: RoleChange) -> None:
+        name, queues = change.state.role.name, change.state.role.queues
+        audit.record(
+            request.user, "save", [f"role/{name}"], "admin", WorkerRecord, change.outcome()
+        )
+        moved = f"; moved workers {', '.join(change.moved)}" if change.moved else ""
+        self.message_user(request, f"saved role {name}: {', '.join(queues)}{moved}")
+
     def _delete(self, request: HttpRequest, name: str) -> HttpResponse:
         try:
-            found = role(name) is not None and remove_role(name)
+            found = remove_role(name, Grant(request.user)) is not None
         except ConfigError:
             found = False
+        except HttpError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            return HttpResponseRedirect(request.path)
         if found:
             audit.record(request.user, "delete", [f"role/{name}"], "admin", WorkerRecord)
             self.message_user(request, f"deleted role {name}; its workers keep their queues")

@@ -1,5 +1,6 @@
 """GET /health: each queue's verdict and each schedule's state, with the reasons in words,
-narrowed to the queues the request may see, and the Redis server's memory and uptime."""
+narrowed to the queues the request may see, and the Redis server's memory and uptime (figures of
+the whole server: not for a token narrowed to queues)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ class RedisOut(Out):
 class HealthOut(Out):
     queues: list[QueueHealthOut]
     schedules: list[ScheduleHealthOut]
-    # None while Redis does not answer.
+    # None while Redis does not answer, and for a token narrowed to queues (server-wide figures).
     redis: RedisOut | None = None
 
 
@@ -67,11 +68,14 @@ def _health(names: list[str]) -> HealthOut:
 @router.get("", response={200: HealthOut, **ERRORS})
 async def get_health(request: HttpRequest, queue: str | None = None) -> HealthOut:
     """Each queue's verdict (ok, degraded, failing) and each schedule's state (ok, missed, late,
-    overlap, no_worker, paused), with reasons; `queue` picks one."""
+    overlap, no_worker, paused), with reasons; `queue` picks one. Redis' memory and uptime are
+    left out (null) for a token narrowed to queues."""
     rights = await aneed(request, Perm.VIEW, queue)
     names = await sync_to_async(health.judged_queues, thread_sensitive=True)()
     names = [q for q in names if (queue is None or q == queue) and rights.allows(Perm.VIEW, q)]
     out = await sync_to_async(_health, thread_sensitive=True)(names)
+    if rights.queues is not None:
+        return out
     try:
         out.redis = RedisOut(**await services.aredis_info())
     except RedisUnavailable:

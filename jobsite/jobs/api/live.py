@@ -22,7 +22,7 @@ from jobsite.jobs.models import (
     dead,
     oldest_waiting,
 )
-from jobsite.jobs.search import text_search
+from jobsite.jobs.search import SearchText, text_search
 from jobsite.jobs.tasks import runnable
 
 STATES = frozenset(value for value, _ in STATE_CHOICES)
@@ -36,7 +36,7 @@ class Filter(BaseModel):
     state: str | None = None
     queue: str | None = Field(default=None, pattern=QUEUE)
     task: str | None = Field(default=None, max_length=255)
-    q: str | None = Field(default=None, max_length=200)
+    q: SearchText | None = None
     since: datetime | None = None
 
     @field_validator("*", mode="before")

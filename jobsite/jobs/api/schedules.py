@@ -16,6 +16,7 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
+from pydantic import ConfigDict
 
 from engine import ConfigError, F, Job, validate_queue_name
 from jobsite.jobs import audit, conf, services
@@ -41,7 +42,10 @@ router = Router(tags=["schedules"])
 
 
 class TimingIn(Schema):
-    """When a schedule fires and what each run gets: one task's call, or a whole flow."""
+    """When a schedule fires and what each run gets: one task's call, or a whole flow. A key
+    it does not know (`job_id`, a misspelt option) is a 422 naming it, never dropped."""
+
+    model_config = ConfigDict(extra="forbid")
 
     task: str | None = None
     args: list[Any] = []
@@ -226,6 +230,11 @@ async def _what(rights: Grant, body: TimingIn, queue: str | None) -> Job | list[
     if body.task is not None:
         return runtime_job(body.task, body.args, body.kwargs, queue)
     assert body.flow is not None
+    chosen = [j.ref for j in body.flow.jobs if j.job_id is not None]
+    if chosen:  # every tick names its jobs itself (name@<ms>, then .1, .2...)
+        raise HttpError(
+            422, f"a schedule's jobs take their ids from its ticks: drop job_id of {chosen}"
+        )
     if queue is not None:
         queued = [j.model_copy(update={"queue": j.queue or queue}) for j in body.flow.jobs]
         body.flow = body.flow.model_copy(update={"jobs": queued})

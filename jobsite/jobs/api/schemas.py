@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from engine import JOB_ID_PATTERN
 from jobsite.jobs.api.options import TaskOptionsIn
+from jobsite.jobs.search import SearchText
 
 QUEUE = r"^[A-Za-z0-9._-]{1,100}$"
 QUEUE_NAME = re.compile(QUEUE)
@@ -252,7 +253,7 @@ class BulkIn(Schema):
     task: str | None = Field(None, min_length=1, max_length=255)
     # Part of the task name, any case (the job list's task search).
     task_like: str | None = Field(None, min_length=1, max_length=255)
-    q: str | None = Field(None, min_length=1, max_length=200)
+    q: SearchText | None = Field(None, min_length=1)
     since: datetime | None = None
     dry_run: bool = False
 

@@ -4,11 +4,14 @@ Both are optional (JOBSITE["HEALTH"]: MAIL_ADMINS, WEBHOOK_URL with WEBHOOK_SECR
 the background of the process that noticed the change (runworker's `health` loop): `deliver`
 returns at once, never waiting for a mail server or a receiver, so no worker ever waits on them.
 
-The webhook gets the alert as a JSON body with the headers `X-Jobsite-Timestamp` (epoch
-seconds) and `X-Jobsite-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>" with the
-secret>`; a receiver checks it with `verify`. A failed delivery (connection refused, a timeout,
-a status other than 2xx) is tried again after WEBHOOK_BACKOFF_S, doubling each time, up to
-WEBHOOK_ATTEMPTS attempts; then it is logged and dropped.
+The webhook gets the alert as a JSON body holding an `event_id` (the same on every attempt of
+one alert: receivers drop the repeats of an id they took), with the headers
+`X-Jobsite-Event-Id` (that id), `X-Jobsite-Timestamp` (epoch seconds) and
+`X-Jobsite-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>" with the secret>`; a
+receiver checks it with `verify`. Redirects are never followed (the signed body and its headers
+go to the configured URL only). A failed delivery (connection refused, a timeout, a status other
+than 2xx, a redirect among them) is logged and tried again after WEBHOOK_BACKOFF_S, doubling
+each time, up to WEBHOOK_ATTEMPTS attempts; then it is logged and dropped.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ import hmac
 import logging
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+import uuid
 from typing import Any
 
 import orjson
@@ -56,13 +61,28 @@ def _subject(alert: dict[str, Any]) -> str:
     return f"{alert['kind']} {what} is {alert['state']} (was {alert['previous']})"
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Never follow a redirect: the 3xx comes back as an HTTPError, a failed delivery."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+# urllib's usual handlers (proxies from the environment, HTTPS with verification), less redirects.
+_OPENER = urllib.request.build_opener(_NoRedirects)
+SCHEMES = ("http", "https")
+
+
 def _send(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> int:
-    """POST `body` (in a thread: urllib blocks); return the status."""
+    """POST `body` (in a thread: urllib blocks); return the status, a redirect's included."""
+    if urllib.parse.urlsplit(url).scheme not in SCHEMES:
+        raise ValueError(f"the webhook URL must be http or https, not {url!r}")
     request = urllib.request.Request(url, data=body, headers=headers, method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        with _OPENER.open(request, timeout=timeout_s) as response:
             return int(response.status)
     except urllib.error.HTTPError as exc:
+        exc.close()
         return int(exc.code)
 
 
@@ -74,13 +94,16 @@ async def post(
     backoff_s: float,
     timeout_s: float,
 ) -> bool:
-    """POST `alert`, signed, retrying with backoff; return whether a receiver took it."""
-    body = orjson.dumps(alert)
+    """POST `alert` with an event id (the alert's `event_id`, else a new one), signed, retrying
+    with backoff; return whether a receiver took it."""
+    event_id = str(alert.get("event_id") or uuid.uuid4().hex)
+    body = orjson.dumps({**alert, "event_id": event_id})
     delay_s = backoff_s
     for attempt in range(1, attempts + 1):
         now = int(time.time())
         headers = {
             "Content-Type": "application/json",
+            "X-Jobsite-Event-Id": event_id,
             "X-Jobsite-Timestamp": str(now),
             "X-Jobsite-Signature": sign(body, secret, now),
         }
@@ -88,14 +111,21 @@ async def post(
             status = await asyncio.to_thread(_send, url, body, headers, timeout_s)
             if 200 <= status < 300:
                 return True
-            error = f"status {status}"
+            redirect = " (a redirect, not followed)" if 300 <= status < 400 else ""
+            error = f"status {status}{redirect}"
         except (OSError, ValueError) as exc:  # refused, timed out, unreachable, a bad URL
             error = repr(exc)
-        log.warning("webhook delivery failed attempt=%d of=%d error=%s", attempt, attempts, error)
+        log.warning(
+            "webhook delivery failed event_id=%s attempt=%d of=%d error=%r",
+            event_id,
+            attempt,
+            attempts,
+            error,
+        )
         if attempt < attempts:
             await asyncio.sleep(delay_s)
             delay_s *= 2
-    log.error("webhook alert dropped subject=%r", _subject(alert))
+    log.error("webhook alert dropped event_id=%s subject=%r", event_id, _subject(alert))
     return False
 
 
