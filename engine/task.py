@@ -27,7 +27,7 @@ ParentFailurePolicy = Literal["wait", "fail", "cancel"]
 
 @dataclass(frozen=True, slots=True)
 class TaskOptions:
-    """Options of a task (SPEC section 2); durations carry `_s`."""
+    """Options of a task (docs/features.md); durations carry `_s`."""
 
     queue: str = "default"
     priority: int = 0
@@ -48,7 +48,9 @@ class TaskOptions:
     # A started job whose task has not called heartbeat() for this long is stalled.
     max_heartbeat_interval_s: float | None = None
     max_stalls: int = 1
-    on_shutdown: ShutdownPolicy = "stop"
+    # Once the grace after SIGTERM ran out: "resubmit" hands the job back to its queue without
+    # using an attempt (as a crash does), "stop" ends it stalled, "continue" lets it finish.
+    on_shutdown: ShutdownPolicy = "resubmit"
     # Simultaneous runs of this task per worker process (None: only the worker's concurrency).
     max_concurrent: int | None = None
     # Pass a JobContext as the first argument.
@@ -62,14 +64,14 @@ class TaskOptions:
     # limit may also be computed from the arguments (a bigger one for some keys).
     concurrency_key: FromArgs | None = None
     concurrency_limit: int | Callable[..., int] = 1
-    # At most this many jobs of this task run at once across every worker (horsies' cap): a
+    # At most this many jobs of this task run at once across every worker (a cluster-wide cap): a
     # concurrency key of the task's own, so it cannot go with a concurrency_key.
     max_running: int | None = None
-    # Retention by final state (Jobbers' cleanup_on): state -> seconds its hash is kept, 0 drops
-    # it at once; a state named here ends outside the DLQ. Others keep result_ttl_s / the DLQ.
+    # Retention by final state: state -> seconds its hash is kept, 0 drops it at once; a state
+    # named here ends outside the DLQ. Others keep result_ttl_s / the DLQ.
     cleanup_on: Mapping[str, float] | None = None
-    # Enqueue a repeatable instead of one job (AsyncMQ's repeat_every): a run every this many
-    # seconds, repeat_limit runs in all (None: until removed).
+    # Enqueue a repeatable instead of one job: a run every this many seconds, repeat_limit
+    # runs in all (None: until removed).
     repeat_every_s: float | None = None
     repeat_limit: int | None = None
 
@@ -375,7 +377,7 @@ class Task:
 
 
 def _aliases(options: dict[str, Any]) -> dict[str, Any]:
-    """Return `options` with AsyncMQ's shorthand spelled out: `debounce={id, ttl}` is
+    """Return `options` with the shorthand options spelled out: `debounce={id, ttl}` is
     `deduplication={id, ttl, mode: "debounce"}`, `repeat_every` is `repeat_every_s`."""
     if "repeat_every" in options:
         if "repeat_every_s" in options:

@@ -86,7 +86,7 @@ class JobContext:
 
         Redis away does not fail the job: the worker holds the write until Redis answers.
         """
-        if self._progress is not None:
+        if self._progress is not None and not self._cancelled:  # stopped: no longer its job
             await self._progress(self.job, max(0.0, min(100.0, float(pct))), message[:500])
 
     def set_progress_sync(self, pct: float, message: str = "", timeout_s: float = 5.0) -> None:
@@ -99,7 +99,7 @@ class JobContext:
 
     async def log(self, message: str) -> None:
         """Append a timestamped line to the job's log (the newest lines are kept), and event it."""
-        if self._log is not None:
+        if self._log is not None and not self._cancelled:  # stopped: no longer its job
             text = str(message)[:LOG_MESSAGE_MAX_CHARS]
             # Lone surrogates cannot be sent as UTF-8: they become "?".
             await self._log(self.job, text.encode("utf-8", "replace").decode())

@@ -105,14 +105,18 @@ class Shutdown:
             )
             await self._wait_running(self.settings.shutdown_grace_s)
         for rec in list(self.book.active.values()):
-            policy = rec.opts.on_shutdown if rec.opts else "stop"
-            if self._crashed():
-                # Not the job's fault: hand it back as it was.
-                rec.stop(StopReason.RESUBMIT)
-            elif policy != "continue":
+            policy = rec.opts.on_shutdown if rec.opts else "resubmit"
+            if policy != "continue" or self._crashed():
                 failpoints.hit("during_handback")
-                rec.stop(StopReason.RESUBMIT if policy == "resubmit" else StopReason.STOP)
+                rec.stop(self._stop_reason(policy))
         await self._wait_running(None)
+
+    def _stop_reason(self, policy: str) -> StopReason:
+        """Return how a job is stopped: `stop` ends it stalled; anything else, and every job
+        after a crash (not the job's fault), goes back to its queue as it was."""
+        if policy == "stop" and not self._crashed():
+            return StopReason.STOP
+        return StopReason.RESUBMIT
 
     async def _wait_running(self, timeout_s: float | None) -> None:
         """Wait for running jobs, at most `timeout_s`; a second signal stops the rest now."""
@@ -124,10 +128,8 @@ class Shutdown:
         await asyncio.wait(
             [all_done, forced], timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
         )
-        if forced.done():
-            # After a crash the jobs are not at fault: they go back as they were.
-            how = StopReason.RESUBMIT if self._crashed() else StopReason.STOP
+        if forced.done():  # a second signal: each job stops now, as its policy says
             for rec in list(self.book.active.values()):
-                rec.stop(how)
+                rec.stop(self._stop_reason(rec.opts.on_shutdown if rec.opts else "resubmit"))
             await all_done
         forced.cancel()

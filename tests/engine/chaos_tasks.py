@@ -134,6 +134,20 @@ def sync_loop(job: JobContext, seconds: float) -> str:
     return "finished"
 
 
+@task(name="chaos.report", takes_context=True)
+def report(job: JobContext, seconds: float) -> str:
+    """A long sync job with the default on_shutdown, writing progress and never looking at
+    `cancelled` (as a team's first report task would)."""
+    ledger("start", job)
+    end, step = time.monotonic() + seconds, 0
+    while time.monotonic() < end:
+        step += 1
+        job.set_progress_sync(min(99.0, step), f"step {step}")
+        time.sleep(0.05)
+    ledger("end", job)
+    return "done"
+
+
 @task(name="chaos.progress", takes_context=True)
 async def progress(job: JobContext) -> None:
     for pct in (25, 50, 100):

@@ -1,4 +1,5 @@
-"""RELIABILITY.md's tests: SIGKILL chaos, failpoints, SIGTERM policies, stalls, cancellation."""
+"""The reliability tests (docs/reliability.md): SIGKILL chaos, failpoints, SIGTERM policies,
+stalls, cancellation."""
 
 from __future__ import annotations
 
@@ -332,4 +333,33 @@ async def test_second_signal_forces_the_stop(
     assert worker.alive()  # on_shutdown="continue": it waits for the job
     worker.signal(signal.SIGTERM)
     assert worker.wait(timeout_s=5) == 0
-    assert (await client.get(job.id)).state is JobState.STALLED
+    handed = await client.get(job.id)  # the stop stopped it; the job goes back, not to the DLQ
+    assert handed.state is JobState.SUBMITTED and handed.attempt == 0
+
+
+async def test_a_deploy_hands_a_long_job_back_by_default(
+    client: Client, settings: EngineSettings, ledger: Path, procs: list[WorkerProc]
+) -> None:
+    """SIGTERM during a 20 s job of a task with no on_shutdown of its own: once the grace runs
+    out the job goes back to its queue without using an attempt, its thread's progress writes
+    stop, and the next worker runs it to the end."""
+    job = await client.enqueue(ct.report, 20)
+    worker = WorkerProc(settings.redis_url, ledger, concurrency=2, shutdown_grace_s=0.5).start()
+    procs.append(worker)
+    while not read_ledger(ledger):
+        await asyncio.sleep(0.05)
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(timeout_s=10) == 0, worker.output()
+    handed = await client.get(job.id)
+    assert handed.state is JobState.SUBMITTED and handed.attempt == 0, handed
+    assert (await client.counts("default")).get("dlq", 0) == 0
+    # The old thread runs on in the exited process no more; nothing writes progress meanwhile.
+    progress = handed.progress
+    await asyncio.sleep(0.5)
+    assert (await client.get(job.id)).progress == progress
+    await client.redis.hset(client.keys("default").job(job.id), STORED.args, "[0.2]")
+    procs.append(WorkerProc(settings.redis_url, ledger, concurrency=2).start())
+    done = await client.wait(job.id, timeout_s=20)
+    assert done.state is JobState.COMPLETED and done.attempt == 1
+    starts = [x for x in read_ledger(ledger) if x["kind"] == "start" and x["id"] == job.id]
+    assert [x["attempt"] for x in starts] == [1, 1]  # the handed-back run used no attempt

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import threading
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from django.db import transaction
 from django.dispatch import Signal
 
 from engine import (
@@ -104,6 +106,9 @@ def _loop_safe(signal: Signal, sender: type) -> bool:
     return not not_sync and all(receiver in LOOP_SAFE_RECEIVERS for receiver in sync)
 
 
+log = logging.getLogger("jobsite.tasks")
+
+
 def _dt(ms: int | None) -> datetime | None:
     return None if not ms else datetime.fromtimestamp(ms / 1000, tz=UTC)
 
@@ -132,6 +137,7 @@ class JobsiteBackend(BaseTaskBackend):
         # building one costs more than the rest of an enqueue but Redis' round trip.
         self._refs: dict[int, tuple[DjangoTask, Task]] = {}
         self._refs_lock = threading.Lock()
+        self._warned: set[str] = set()  # tasks enqueued before a commit, told once
 
     @property
     def tasks(self) -> dict[str, DjangoTask]:
@@ -207,6 +213,8 @@ class JobsiteBackend(BaseTaskBackend):
         (The results are built for a task of any function, hence the casts to `task`'s types.)
         """
         job, result = self._prepare(task, args, kwargs)
+        if not self.outbox and transaction.get_connection().in_atomic_block:
+            self._warn_before_commit(job.task)
         pushed = services.submit(job, outbox=self.outbox)
         if pushed.id != result.id:  # deduplicated: the result is the job holding the id
             done = self.get_result(pushed.id)
@@ -214,6 +222,21 @@ class JobsiteBackend(BaseTaskBackend):
             done = self._ended_or(pushed, result)
         task_enqueued.send(type(self), task_result=done)
         return cast("djtasks.TaskResult[P, R]", done)
+
+    def _warn_before_commit(self, name: str) -> None:
+        """Log once per task: an enqueue inside transaction.atomic() reaches Redis before the
+        commit (a worker may run before the row it reads exists, or for a rolled-back one)."""
+        with self._refs_lock:
+            if name in self._warned:
+                return
+            self._warned.add(name)
+        log.warning(
+            "enqueue inside transaction.atomic() reaches Redis before the commit task=%s "
+            'backend=%s fix=\'set "OPTIONS": {"TRANSACTIONAL_OUTBOX": True} on the '
+            "backend (docs/install.md), or enqueue in transaction.on_commit()'",
+            name,
+            self.alias,
+        )
 
     def _ended_or(self, pushed: EngineJob, prepared: TaskResult) -> TaskResult:
         """Return the result of a job that ended as it was enqueued (a parent had failed),
