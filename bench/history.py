@@ -1,4 +1,4 @@
-"""The history on PostgreSQL at engine speed and at 10 million jobs (GitHub issue 13).
+"""The history on PostgreSQL at engine speed and at 10 million jobs.
 
 `python -m bench.history [--rows 10000000]` (run by `bin/bench-history`): checks the free disk,
 fills a fresh PostgreSQL database with a realistic history (bench.history_fill), times the

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.memory_floor [--jobs 10000] [--no-docs]
 
-The SPEC keeps a finished job's record (its result) for the result ttl, a day by default, and
+The engine keeps a finished job's record (its result) for the result ttl, a day by default, and
 appends an event for every state change: a job that ran once leaves `submitted`, `started` and
 `completed`. On a private redis-server this writes, for N jobs, only the parts of that which no
 storage format can leave out, and reads `INFO memory used_memory` before and after each:

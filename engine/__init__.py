@@ -1,6 +1,6 @@
 """Jobsite's job engine: asyncio workers on Redis. Never imports Django."""
 
-from . import serializer
+from . import producer, serializer
 from .cli import add_probe_arguments, parse_queues, run_probe
 from .client import Client
 from .dev.devserver import RedisServer
@@ -46,6 +46,7 @@ from .keys import (
     validate_queue_name,
     version_tag,
 )
+from .limits import Deduplication
 from .ops import control, drain
 from .ops.clearing import CLEARABLE
 from .ops.explain import WAITING_STATES, Reason, explain
@@ -64,9 +65,7 @@ from .periodic.declared import SyncReport, declared_repeatable, sync_declared
 from .periodic.repeat import Repeatable
 from .periodic.schedule_health import STATES as SCHEDULE_STATES
 from .periodic.schedule_health import ScheduleHealth, sample_dlq, schedule_health, swap_state
-from .producing import producer
-from .producing.limits import Deduplication
-from .producing.producer import configure
+from .producer import configure
 from .producing.syncclient import SyncClient
 from .result import TaskResult
 from .running.context import JobContext
@@ -84,12 +83,14 @@ from .task import (
     collect_tasks,
     task,
     task_ref,
+    unused_retries,
 )
 from .transport.cluster import is_cluster
 from .transport.connection import connect, server_ms
 from .transport.reconnect import Reconnect, run_periodic
 from .transport.serverinfo import ServerInfo, server_info
 from .worker import Worker
+from .worker.exitbound import ExitBudget, ExitGuard
 
 __all__ = [
     "CHOSEN_JOB_ID_PATTERN",
@@ -113,6 +114,8 @@ __all__ = [
     "EngineSettings",
     "Event",
     "EventReader",
+    "ExitBudget",
+    "ExitGuard",
     "F",
     "GroupLag",
     "Histogram",
@@ -192,6 +195,7 @@ __all__ = [
     "sync_declared",
     "task",
     "task_ref",
+    "unused_retries",
     "validate_queue_name",
     "version_tag",
 ]

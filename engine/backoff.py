@@ -16,7 +16,7 @@ STRATEGIES: frozenset[str] = frozenset(
     ("constant", "linear", "exponential", "exponential_jitter", "exponential_spread")
 )
 # exponential_spread: the exponential delay times a factor between 1 - SPREAD and 1 + SPREAD
-# (horsies' jitter), where exponential_jitter draws anything from 0 to it (full jitter).
+# (a spread around the delay), where exponential_jitter draws anything from 0 to it (full jitter).
 SPREAD = 0.25
 # A strategy name, a base (base^n), the delays of each retry in turn ([60, 300, 900]: the last
 # one repeats), a callable of n or of nothing, or None: re-queue at once.
@@ -59,7 +59,7 @@ def delay_s(
     """Return the delay before retry `n`, capped at `max_retry_delay_s`; None means re-queue now.
 
     A strategy name needs `retry_delay_s` (None re-queues at once); a number is a base
-    raised to n (AsyncMQ); a list gives retry n its n-th delay (the last one for the rest); a
+    raised to n; a list gives retry n its n-th delay (the last one for the rest); a
     callable gets n (or nothing, if it takes no argument) and returns seconds; None re-queues
     at once.
     """

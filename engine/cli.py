@@ -21,6 +21,7 @@ from .settings import EngineSettings
 from .task import Task, collect_tasks
 from .transport.preflight import check_redis
 from .worker import Worker
+from .worker.exitbound import ExitGuard
 
 # Exit status of a worker stopped by a bug in one of its loops (EX_SOFTWARE).
 CRASH_STATUS = 70
@@ -28,13 +29,22 @@ CRASH_STATUS = 70
 log = logging.getLogger("engine.cli")
 
 
+# The settings' own defaults, which the flags' defaults are.
+DEFAULTS = EngineSettings()
+
+
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse the command line."""
+    return build_parser().parse_args(argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the parser of `python -m engine` and its subcommands."""
     parser = argparse.ArgumentParser(prog="python -m engine")
     sub = parser.add_subparsers(dest="command", required=True)
     worker = sub.add_parser("worker", help="run a worker")
-    worker.add_argument("--url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
-    worker.add_argument("--prefix", default="jobsite")
+    worker.add_argument("--url", default=os.environ.get("REDIS_URL", DEFAULTS.redis_url))
+    worker.add_argument("--prefix", default=DEFAULTS.prefix)
     worker.add_argument(
         "--tasks", required=True, help="comma-separated modules defining @task functions"
     )
@@ -72,13 +82,13 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "hash-format",
         help="print the storage format of job hashes; --set moves it (engine/seam/hashformat.py)",
     )
-    formats.add_argument("--url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
-    formats.add_argument("--prefix", default="jobsite")
+    formats.add_argument("--url", default=os.environ.get("REDIS_URL", DEFAULTS.redis_url))
+    formats.add_argument("--prefix", default=DEFAULTS.prefix)
     formats.add_argument("--set", type=int, default=None, metavar="FORMAT", dest="to")
     probe = sub.add_parser("probe", help="probe this host's workers (exit 0: passed)")
     add_probe_arguments(probe)
-    probe.add_argument("--prefix", default="jobsite")
-    return parser.parse_args(argv)
+    probe.add_argument("--prefix", default=DEFAULTS.prefix)
+    return parser
 
 
 def add_probe_arguments(parser: argparse.ArgumentParser) -> None:
@@ -103,17 +113,30 @@ def recycling(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
+# How `--set` reads a value, by the field's annotation; an optional one also takes "none".
+_SCALARS: dict[str, Any] = {"int": int, "float": float, "str": str}
+
+
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
     """Turn FIELD=VALUE strings into typed EngineSettings overrides."""
-    types: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(EngineSettings)}
+    kinds = {f.name: str(f.type) for f in dataclasses.fields(EngineSettings)}
     out: dict[str, Any] = {}
     for item in items:
         name, sep, raw = item.partition("=")
-        if not sep or name not in types:
+        if not sep or name not in kinds:
             raise SystemExit(
-                f"--set {item!r}: expected FIELD=VALUE with FIELD one of {sorted(types)}"
+                f"--set {item!r}: expected FIELD=VALUE with FIELD one of {sorted(kinds)}"
             )
-        out[name] = type(types[name])(raw)
+        kind = kinds[name].removesuffix(" | None")
+        if kind != kinds[name] and raw.lower() == "none":
+            out[name] = None
+            continue
+        if kind not in _SCALARS:
+            raise SystemExit(f"--set {name}: not a number or a string; set it in code")
+        try:
+            out[name] = _SCALARS[kind](raw)
+        except ValueError:
+            raise SystemExit(f"--set {item!r}: not a valid {kind} for {name}") from None
     return out
 
 
@@ -159,8 +182,15 @@ async def run_worker(args: argparse.Namespace) -> int:
         log.error("bad worker configuration: %s", exc)
         return 2
     loop = asyncio.get_running_loop()
+    # The process's bound on its exit, whatever Redis does (engine/worker/exitbound.py).
+    guard = ExitGuard(worker.settings.shutdown_exit_s, worker.holding, worker.exit_report)
+
+    def on_signal(signum: int) -> None:
+        guard.stop_signal(signum, worker.settings.shutdown_grace_s)
+        worker.stop()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, worker.stop)
+        loop.add_signal_handler(sig, on_signal, sig)
     try:
         await worker.redis.ping()
     except RedisUnavailable as exc:
@@ -173,7 +203,9 @@ async def run_worker(args: argparse.Namespace) -> int:
         log.error("worker not started: %s", exc)
         return 2
     except LoopCrashed:
+        guard.exiting(CRASH_STATUS)  # a job's thread must not hold the exit either
         return CRASH_STATUS  # logged with its traceback where it happened
+    guard.exiting(0)
     return 0
 
 

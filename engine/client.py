@@ -24,15 +24,14 @@ from .keys import (
     worker_key,
     workers_key,
 )
-from .ops import clearing, control
+from .limits import rate_interval_ms
+from .ops import clearing, control, gaps
 from .ops.metrics import Metrics, read_metrics
 from .periodic.repeat import Repeats
 from .producing.enqueueing import Enqueuer, drive_async
-from .producing.limits import rate_interval_ms
 from .producing.submit import job_spec
 from .seam.scripts import Scripts, Submitted
 from .settings import EngineSettings
-from .stream import gaps
 from .stream.events import live_groups
 from .task import Task
 from .transport.connection import connect, server_ms
@@ -433,7 +432,7 @@ class Client:
         version: int | None = None,
     ) -> list[Job]:
         """Return jobs in the DLQ of `queue`, oldest first: `limit` of them after `offset`,
-        counting only those of `task` (and its `version`) when given (Jobbers' filters)."""
+        counting only those of `task` (and its `version`) when given."""
         keys = self.keys(queue)
         if task is None and version is None:
             ids: list[str] = await self.redis.zrange(keys.dlq, offset, offset + limit - 1)  # type: ignore[assignment]
@@ -456,7 +455,7 @@ class Client:
         return found
 
     async def get_deduplication_job_id(self, queue: str, dedup_id: str) -> str | None:
-        """Return the id of the job that holds deduplication id `dedup_id`, or None (AsyncMQ)."""
+        """Return the id of the job that holds deduplication id `dedup_id`, or None."""
         held = await self.redis.get(self.keys(queue).dedup(dedup_id))
         return None if held is None else str(held)
 

@@ -62,6 +62,10 @@ class WrongState(EngineError):
     """The job is not in a state this transition accepts."""
 
 
+# The error code of an attempt that ran past its timeout_s (retry_on / no_retry_on name it).
+TIMEOUT_CODE = "TIMEOUT"
+
+
 class _IdsRefused(EngineError):
     """Job ids a submission could not have; `ids` lists them."""
 

@@ -1,7 +1,7 @@
 """The fields of a job's Redis hash, by name, in each storage format: the only place that spells
 one.
 
-A job is a Redis hash, one field per attribute (ARCHITECTURE.md). Format 1 names each field
+A job is a Redis hash, one field per attribute (docs/architecture.md). Format 1 names each field
 after its `Job` attribute; format 2 gives it a name of one to three letters, since a finished
 job's hash, kept for its result ttl, is mostly names. A Redis records which one its jobs are
 written in (engine/seam/hashformat.py). The Lua scripts spell a field `F.state` (`O.state` for
@@ -102,8 +102,8 @@ class JobFields:
 
 # Format 1: the names as they read.
 LONG = JobFields()
-# Format 2: short names. A finished job's hash is mostly field names: a no-op job's shrinks from
-# 193 bytes to about 127 (jemalloc serves them from its 224- and 128-byte classes).
+# Format 2: short names. A finished job's hash is mostly field names: short ones bring a no-op
+# job's hash under jemalloc's 128-byte class instead of its 224-byte one.
 SHORT = JobFields(
     id="id",
     task="t",

@@ -7,18 +7,15 @@ import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import serializer
 from .errors import SerializationError
 from .fields import ATTRIBUTE, FORMATS, NAMES
 
-if TYPE_CHECKING:
-    from .seam.rows import Claimed
-
 
 class JobState(StrEnum):
-    """The states of SPEC section 1, stored as lowercase strings."""
+    """The states a job goes through (docs/states.md), stored as lowercase strings."""
 
     UNSUBMITTED = "unsubmitted"
     SCHEDULED = "scheduled"
@@ -252,7 +249,7 @@ class Job:
     # Client side only: the engine made this id (keys.new_job_id), so no other job can hold
     # it; any other id is reserved for its queue before it is submitted (Client._reserve_ids).
     generated_id: bool = False
-    # Client side only: a repeating job (AsyncMQ's repeat_every): the enqueue adds a
+    # Client side only: a repeating job (the `repeat_every` option): the enqueue adds a
     # repeatable named by the job's id, firing every this many seconds, at most repeat_limit
     # times (None: no end).
     repeat_every_s: float | None = None
@@ -308,7 +305,7 @@ class Job:
             out.append((fields.parents, serializer.dumps(self.parents).decode()))
         if self.logs:
             out.append((fields.logs, serializer.dumps(self.logs).decode()))
-        # One C call reads the ~30 optional fields (getattr one by one cost ~2 us an enqueue).
+        # One C call reads the ~30 optional fields (getattr one by one is slower, on every enqueue).
         for name, value in zip(_PLAIN_STORED[fmt], _plain_values(self), strict=True):
             if value is not None:
                 out.append((name, str(value)))
@@ -333,34 +330,15 @@ class Job:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Job:
-        """Build a Job from `to_dict` output, or from AsyncMQ's (`task_id`, `status`,
-        `delay_until` and `created_at` in epoch seconds, `depends_on`); keys it does not know
-        go to `extra` with their values as they are."""
-        data = _from_asyncmq(data)
+        """Build a Job from `to_dict` output, or from a dict in the other common spelling
+        (`task_id`, `status` in BullMQ's words, `delay_until` and `created_at` in epoch seconds,
+        `depends_on`); keys it does not know go to `extra` with their values as they are."""
+        data = _with_common_names(data)
         names = {f.name for f in dataclasses.fields(cls)} - {"extra", "delay_ms"}
         known = {k: v for k, v in data.items() if k in names}
         extra = {k: v for k, v in data.items() if k not in names}
         known["state"] = JobState(known.get("state") or JobState.UNSUBMITTED)
         return cls(**known, extra=extra)
-
-    @classmethod
-    def from_claim(cls, queue: str, row: Claimed) -> Job:
-        """Build the worker's view of a job from one row of the claim script."""
-        return cls(
-            id=row.id,
-            task=row.task,
-            queue=queue,
-            version=int(row.version or 1),
-            state=JobState.STARTED,
-            args=_loads_or_raw(row.args or "[]"),
-            kwargs=_loads_or_raw(row.kwargs or "{}"),
-            attempt=int(row.attempt),
-            token=row.token,
-            options=_loads_or_raw(row.options) if row.options else {},
-            parents=_loads_or_raw(row.parents) if row.parents else [],
-            stalls=int(row.stalls),
-            trace_context=row.trace_context or None,
-        )
 
     @classmethod
     def from_hash(
@@ -386,7 +364,7 @@ class Job:
             elif name in _FLOAT_FIELDS:
                 values[name] = float(raw)
             elif name in _JSON_FIELDS:
-                values[name] = _loads_or_raw(raw)
+                values[name] = loads_or_raw(raw)
             else:
                 values[name] = raw
         if "claimed_at_ms" not in values and (claimed := claimed_ms(fields)):
@@ -421,8 +399,8 @@ def claimed_ms(fields: Mapping[str, str]) -> str | None:
     return fields.get("claimed_at_ms") or fields.get("retried_at_ms") or fields.get("started_at_ms")
 
 
-# AsyncMQ's statuses, as ours (its `delayed` is a job waiting for its time: scheduled).
-_ASYNCMQ_STATUS = {
+# Status names in BullMQ's words, as ours (`delayed` is a job waiting for its time: scheduled).
+_COMMON_STATUS = {
     "waiting": JobState.SUBMITTED,
     "delayed": JobState.SCHEDULED,
     "waiting-children": JobState.BLOCKED,
@@ -433,16 +411,16 @@ _ASYNCMQ_STATUS = {
 }
 
 
-def _from_asyncmq(data: Mapping[str, Any]) -> dict[str, Any]:
-    """Return `data` with AsyncMQ's key names read as ours (ours win where both are given)."""
+def _with_common_names(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Return `data` with the other common key names read as ours (ours win over theirs)."""
     out = dict(data)
     renames = {"task_id": "task", "depends_on": "parents", "status": "state"}
     for theirs, ours in renames.items():
         if theirs in out and ours not in out:
             out[ours] = out.pop(theirs)
     state = out.get("state")
-    if isinstance(state, str) and state in _ASYNCMQ_STATUS:
-        out["state"] = _ASYNCMQ_STATUS[state]
+    if isinstance(state, str) and state in _COMMON_STATUS:
+        out["state"] = _COMMON_STATUS[state]
     seconds = {"delay_until": "run_at_ms", "created_at": "sent_at_ms"}
     for theirs, ours in seconds.items():
         value = out.get(theirs)
@@ -452,7 +430,7 @@ def _from_asyncmq(data: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _loads_or_raw(raw: str) -> Any:
+def loads_or_raw(raw: str) -> Any:
     """Decode a JSON field; keep undecodable text as it is (a poison payload stays inspectable)."""
     try:
         return serializer.loads(raw)

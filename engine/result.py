@@ -1,4 +1,4 @@
-"""TaskResult: an explicit ok/err return value (horsies style)."""
+"""TaskResult: an explicit ok/err return value, so a task can fail without raising."""
 
 from __future__ import annotations
 

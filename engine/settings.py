@@ -14,6 +14,10 @@ from .errors import ConfigError
 # Schemes of Redis Cluster URLs (transport/cluster.py): redis+cluster://h1:p1,h2:p2 (TLS: rediss+).
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 
+# How long a job's hash (its result or error) is kept after it ended, unless its task or call
+# says otherwise (TaskOptions.result_ttl_s) or the engine ended it (default_result_ttl_s).
+DEFAULT_RESULT_TTL_S = 86_400
+
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 # Query parameters whose name contains one of these words hold secrets.
 _SECRET_WORDS = ("password", "secret", "token", "auth")
@@ -78,9 +82,11 @@ def _queue_timeouts(value: Any) -> tuple[tuple[str, float | None, float | None],
 class EngineSettings:
     """Configure the engine; every duration carries its unit in its name."""
 
+    # Where Redis is: redis://, rediss://, unix://, redis+sentinel:// or redis+cluster://.
     redis_url: str = "redis://127.0.0.1:6379/0"
     # Every key starts with this; the queue name follows as a hash tag.
     prefix: str = "jobsite"
+    # Largest args + kwargs of one job, as JSON: a bigger enqueue raises PayloadTooLarge.
     max_payload_bytes: int = 1 << 20
     # How long a claim stays valid without renewal.
     lease_ms: int = 30_000
@@ -98,10 +104,13 @@ class EngineSettings:
     events_kept_without_group: int = 100_000
     # Longest sleep of the scheduler between promotions.
     scheduler_interval_s: float = 0.5
+    # Most due jobs one promote script call moves from scheduled to submitted.
     promote_batch: int = 1_000
     # How long an idle worker blocks on the wake-up key before looking again.
     idle_wait_s: float = 1.0
-    default_result_ttl_s: int = 86_400
+    # How long the hash of a job the engine ended itself (cancelled, expired, lost, dropped,
+    # drained, replaced) is kept; a job its task ended keeps the task's result_ttl_s.
+    default_result_ttl_s: int = DEFAULT_RESULT_TTL_S
     # How long a job id a caller chose stays reserved for its queue (keys.id_owner_key); None
     # keeps it for good. The Django app makes it outlast the history's longest retention, so no
     # other queue's job can take an id while any record of it exists.
@@ -117,18 +126,27 @@ class EngineSettings:
     isolation_processes: int = 2
     # How often the cleaner looks for expired leases, dead workers, deadlines and retention.
     cleaner_interval_s: float = 1.0
+    # Most jobs one cleaner script call reaps, expires, prunes or drops per queue.
     cleaner_batch: int = 1_000
     # After SIGTERM: how long running jobs may finish before on_shutdown applies.
     shutdown_grace_s: float = 10.0
-    # DLQ trimming: entries older than this (0: keep) and beyond this many (0: no cap).
+    # After the jobs (the grace, then on_shutdown): how long their outcomes, the hooks and the
+    # goodbyes to Redis may take before the worker exits anyway; what is not written by then is
+    # handed back by another worker's cleaner once the leases lapse (engine/worker/exitbound.py).
+    shutdown_exit_s: float = 5.0
+    # How long a dead letter stays in its queue's DLQ before the cleaner drops it (0: no limit).
     dlq_max_age_s: int = 30 * 86_400
+    # Most entries each queue's dead-letter queue keeps (0: no cap); the oldest go first.
     dlq_max_len: int = 100_000
+    # How long opening a Redis connection may take.
     connect_timeout_s: float = 1.0
     # Command timeout of workers; producers (Client) use client_timeout_s to fail fast.
     socket_timeout_s: float = 5.0
+    # Command timeout of producers and readers (Client, SyncClient: the Django app's too).
     client_timeout_s: float = 1.0
     # Per-job log lines (`job.log`): the newest lines kept, by count and by bytes of JSON text.
     job_log_max_lines: int = 200
+    # Most bytes of JSON text a job's kept log lines take.
     job_log_max_bytes: int = 64 * 1024
     # Where workers write the status files probes read (engine/ops/probe.py); "": a directory per
     # prefix under the system's temporary directory.
@@ -137,15 +155,19 @@ class EngineSettings:
     # resident memory, or after this long; it stops claiming, lets its jobs finish within
     # shutdown_grace_s and exits 0, for its supervisor to start a fresh one.
     max_jobs: int = 0
+    # Resident memory above which a worker retires (0: no limit).
     max_rss_mib: float = 0.0
+    # How long a worker runs before it retires (0: no limit).
     max_age_s: float = 0.0
     # A job whose task version no worker serving its queue has is kept waiting for one; it is
     # dropped when no worker with that version was seen for this long (and it waited as long).
     unserved_drop_after_s: float = 3600.0
-    # cbintel's WORKER_TIMEOUT and QUEUE_TIMEOUT: the timeout_s (longest run of an attempt, then
-    # the error code TIMEOUT) and queue_timeout_s (longest wait in a queue, then `expired`) of
-    # jobs whose task and call set none; None: no limit (the seed's defaults are 3600 and 7200).
+    # The Django settings WORKER_TIMEOUT and QUEUE_TIMEOUT: the timeout_s (longest run of an
+    # attempt, then the error code TIMEOUT) and queue_timeout_s (longest wait in a queue, then
+    # `expired`) of jobs whose task and call set none; None: no limit, since a global cap
+    # changes jobs that never asked for one.
     worker_timeout_s: float | None = None
+    # The second of the two above: the longest wait in a queue (Django: QUEUE_TIMEOUT).
     queue_timeout_s: float | None = None
     # Per queue, before the two above: (queue, worker_timeout_s, queue_timeout_s), None leaving
     # the global one; a mapping {queue: {"worker_timeout_s": .., "queue_timeout_s": ..}} works.
@@ -165,6 +187,7 @@ class EngineSettings:
             "job_log_max_lines",
             "job_log_max_bytes",
             "chosen_id_ttl_s",
+            "shutdown_exit_s",
         ):
             if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)!r}")

@@ -7,7 +7,7 @@ import functools
 import inspect
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import ModuleType
@@ -15,14 +15,35 @@ from typing import Any, Literal, overload
 
 from . import serializer
 from .backoff import Backoff, validate_backoff
-from .errors import ConfigError, InvalidArguments, PayloadTooLarge, UnknownTask
+from .errors import TIMEOUT_CODE, ConfigError, InvalidArguments, PayloadTooLarge, UnknownTask
 from .job import OPTION_FIELDS, TERMINAL_STATES, Job, JobState
 from .keys import check_chosen_job_id, new_job_id, validate_queue_name
-from .producing.limits import Deduplication, FromArgs, check_limit, from_args, rate_interval_ms
+from .limits import Deduplication, FromArgs, check_limit, from_args, rate_interval_ms
+from .settings import DEFAULT_RESULT_TTL_S
 
 DeadLetterPolicy = Literal["save", "none"]
 ShutdownPolicy = Literal["stop", "resubmit", "continue"]
 ParentFailurePolicy = Literal["wait", "fail", "cancel"]
+# A submit function for async code, and one for sync code.
+AsyncSubmit = Callable[[Job], Awaitable[Job]]
+SyncSubmit = Callable[[Job], Job]
+# Where `Task.enqueue` and `Task.delay` send their job: the process's producer, which routes them
+# to itself when imported (engine/producer.py; `import engine` imports it).
+_routes: tuple[AsyncSubmit, SyncSubmit] | None = None
+
+
+def route_submissions(async_submit: AsyncSubmit, sync_submit: SyncSubmit) -> None:
+    """Send the jobs of `Task.enqueue` and `Task.delay` to these functions."""
+    global _routes
+    _routes = (async_submit, sync_submit)
+
+
+def _routed() -> tuple[AsyncSubmit, SyncSubmit]:
+    if _routes is None:
+        raise ConfigError(
+            "task.enqueue() and task.delay() need the engine imported (import engine)"
+        )
+    return _routes
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +61,7 @@ class TaskOptions:
     no_retry_on: frozenset[str] = frozenset()
     timeout_s: float | None = None
     dead_letter_policy: DeadLetterPolicy = "save"
-    result_ttl_s: int = 86_400
+    result_ttl_s: int = DEFAULT_RESULT_TTL_S
     # Staleness from creation, absolute deadline (epoch seconds), most time waiting in a queue.
     ttl_s: float | None = None
     good_until: float | None = None
@@ -214,8 +235,8 @@ def _signature(fn: Callable[..., Any]) -> inspect.Signature:
 def positional_arity(fn: Callable[..., Any]) -> tuple[float, float]:
     """Return the fewest and most positional arguments `fn` binds with no keywords given.
 
-    Binding is the check; this is its shortcut (`Signature.bind` cost ~2 us a call): a call of
-    that many positional arguments and no keywords binds. A keyword-only parameter without a
+    Binding is the check; this is its shortcut (`Signature.bind` is slow for a per-job cost): a
+    call of that many positional arguments and no keywords binds. A keyword-only parameter without a
     default makes the range empty, so every call takes the full bind (and its error message).
     """
     fewest, most = 0.0, 0.0
@@ -255,6 +276,8 @@ class Task:
     schedule: Schedule = Schedule()
     # JSON-able options given per call; stored on the job so the worker applies them.
     overrides: dict[str, Any] = field(default_factory=dict)
+    # The option names its declaration gave (the rest are defaults).
+    given: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -273,17 +296,13 @@ class Task:
         return self.fn(*args, **kwargs)
 
     async def enqueue(self, *args: Any, **kwargs: Any) -> Job:
-        """Submit a call of this task (engine.producing.producer: the configured settings or the
+        """Submit a call of this task (engine/producer.py: the configured settings or the
         application's submit functions)."""
-        from .producing import producer
-
-        return await producer.asubmit(self.call(*args, **kwargs))
+        return await _routed()[0](self.call(*args, **kwargs))
 
     def delay(self, *args: Any, **kwargs: Any) -> Job:
         """Submit a call of this task from sync code (see `enqueue`)."""
-        from .producing import producer
-
-        return producer.submit(self.call(*args, **kwargs))
+        return _routed()[1](self.call(*args, **kwargs))
 
     def using(
         self,
@@ -425,14 +444,52 @@ def task(
     """Declare a task: `@task` or `@task(name=..., version=..., queue=..., max_retries=...)`."""
 
     def wrap(f: Callable[..., Any]) -> Task:
+        given = _aliases(options)
         return Task(
             name=name or f"{f.__module__}.{f.__qualname__}",
             version=version,
-            options=TaskOptions(**_aliases(options)),
+            options=TaskOptions(**given),
             fn=f,
+            given=frozenset(given),
         )
 
     return wrap(fn) if fn is not None else wrap
+
+
+_RETRY_NAMES = frozenset({"Retry", "RetryableError"})
+
+
+def _names(code: Any) -> set[str]:
+    """Return the global and attribute names `code` and the functions inside it use."""
+    found = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            found |= _names(const)
+    return found
+
+
+def unused_retries(task: Task) -> str | None:
+    """Return why a task's declared max_retries can never be used, or None.
+
+    A failure is retried only when its exception is in expected_exceptions, is a Retry, or is
+    a RetryableError whose code retry_on admits: a task that declares max_retries and none of
+    those (its code names neither Retry nor RetryableError) fails at its first error.
+    """
+    opts = task.options
+    if "max_retries" not in task.given or opts.max_retries <= 0:
+        return None
+    if opts.expected_exceptions or opts.retry_on:
+        return None
+    if opts.timeout_s is not None and TIMEOUT_CODE not in opts.no_retry_on:
+        return None  # a timeout is retried
+    fn = getattr(task.fn, "__wrapped__", task.fn)
+    code = getattr(fn, "__code__", None)
+    if code is None or _names(code) & _RETRY_NAMES:
+        return None
+    return (
+        f"task {task.name!r} sets max_retries={opts.max_retries}, but nothing it raises is "
+        "retried: only exceptions in expected_exceptions, Retry and RetryableError are"
+    )
 
 
 def task_ref(name: str, version: int = 1, **options: Any) -> Task:

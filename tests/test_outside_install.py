@@ -342,3 +342,91 @@ def wait_up(url: str, server: subprocess.Popen[bytes], log: Path, timeout_s: flo
             if server.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"uvicorn never answered {url}:\n{log.read_text()}")
             time.sleep(0.2)
+
+
+# The docs whose code a new user copies into a project of their own.
+COPIED_DOCS = ("install.md", "django.md", "testing.md")
+# Packages a fresh project has: imports of others (the user's own `shop`, `myapp`...) are theirs.
+INSTALLED_TOPS = {"engine", "jobsite", "django", "django_tasks", "channels", "ninja", "asgiref"}
+
+RESOLVE = """
+import importlib, json, sys
+missing = []
+for module, names, where in json.load(open(sys.argv[-1])):
+    try:
+        found = importlib.import_module(module)
+    except ImportError as exc:
+        missing.append(f"{where}: import {module}: {exc}")
+        continue
+    missing += [f"{where}: {module} has no {n}" for n in names if not hasattr(found, n)]
+print(json.dumps(missing))
+"""
+
+
+def documented_imports(version: str) -> list[tuple[str, list[str], str]]:
+    """Return (module, names, doc:line) of every import in the docs' Python blocks that a
+    project on Django `version` runs: read with ast, never run; a line whose comment names
+    another Django version (`# Django 5.2`) is left to that version."""
+    import ast
+    import re
+
+    found = []
+    for doc in COPIED_DOCS:
+        text = (ROOT / "docs" / doc).read_text()
+        for match in re.finditer(r"```python\n(.*?)```", text, re.S):
+            first = text.count("\n", 0, match.start(1)) + 1
+            block = match.group(1)
+            lines = block.splitlines()
+            try:
+                nodes = list(ast.walk(ast.parse(block)))
+            except SyntaxError:  # a fragment (a settings excerpt): its import lines alone
+                nodes = [
+                    ast.increment_lineno(ast.parse(line.strip()).body[0], n)
+                    for n, line in enumerate(lines)
+                    if re.match(r"\s*(from \S+ import [^(]+|import \S+)\s*(#.*)?$", line)
+                ]
+            for node in nodes:
+                if not isinstance(node, ast.Import | ast.ImportFrom):
+                    continue
+                comment = lines[node.lineno - 1].partition("#")[2]
+                said = re.search(r"Django (\d+\.\d+)", comment)
+                if said and not said.group(1).startswith(version.split(".")[0] + "."):
+                    continue
+                where = f"docs/{doc}:{first + node.lineno - 1}"
+                if isinstance(node, ast.ImportFrom):
+                    pairs = [(node.module or "", [a.name for a in node.names])]
+                else:
+                    pairs = [(a.name, []) for a in node.names]
+                found += [(m, n, where) for m, n in pairs if m.split(".")[0] in INSTALLED_TOPS]
+    return found
+
+
+def test_every_import_the_docs_show_exists_in_a_fresh_project(
+    installed: tuple[str, Path], tmp_path: Path
+) -> None:
+    name, python = installed
+    django = "5.2" if name == "django52" else "6.1"
+    wanted = documented_imports(django)
+    assert len(wanted) > 10, wanted  # the blocks were found
+    listing = tmp_path / "imports.json"
+    listing.write_text(json.dumps(wanted))
+    project = tmp_path / "shop-project"
+    shutil.copytree(ROOT / "tests" / "outside", project)
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": os.environ.get("HOME", str(tmp_path)),
+        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+        "REDIS_URL": "redis://127.0.0.1:1/0",
+        "DJANGO_SETTINGS_MODULE": "shop.settings",
+    }
+    script = "import django; django.setup()\n" + RESOLVE
+    proc = subprocess.run(
+        [python, "-c", script, str(listing)],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []

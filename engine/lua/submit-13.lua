@@ -49,8 +49,8 @@ for j = 1, count do
   rare = rare or x.parents ~= nil or x.limits ~= nil or x.dedup ~= nil or x['repeat'] ~= nil
 end
 -- The helpers only those jobs call (parents, deadlines, ticks, dedup ids), made by with_rare()
--- for a batch that has one: each is a closure made again on every call (a job without any of
--- them took 6 % fewer instructions at the server when these were left out).
+-- for a batch that has one: each is a closure made again on every call, work a plain job
+-- does not need (docs/benchmarks.md).
 local R = {}
 local function with_rare()
 --@include common

@@ -10,14 +10,11 @@ never blocked longer than one batch. The history keeps every row: clearing is no
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
 
 from ..errors import Code, ConfigError
 from ..fields import both, either
 from ..job import TERMINAL_STATES, JobState
-
-if TYPE_CHECKING:
-    from ..client import Client
+from .handle import Handle
 
 # Job hashes one SCAN step looks at, and so at most the ids of one purge-2.lua call.
 BATCH = 500
@@ -33,13 +30,13 @@ def check_clearable(state: str) -> str:
     return state
 
 
-async def count_state(client: Client, queue: str, state: str) -> int:
+async def count_state(client: Handle, queue: str, state: str) -> int:
     """Return how many jobs of `queue` Redis holds in finished state `state`."""
     check_clearable(state)
     return sum([len(ids) async for ids in _matching(client, queue, state)])
 
 
-async def clear_state(client: Client, queue: str, state: str) -> int:
+async def clear_state(client: Handle, queue: str, state: str) -> int:
     """Delete `queue`'s jobs in finished state `state` from Redis; return how many."""
     check_clearable(state)
     keys = client.keys(queue)
@@ -50,7 +47,7 @@ async def clear_state(client: Client, queue: str, state: str) -> int:
     return cleared
 
 
-async def _matching(client: Client, queue: str, state: str) -> AsyncIterator[list[str]]:
+async def _matching(client: Handle, queue: str, state: str) -> AsyncIterator[list[str]]:
     """Yield, SCAN step by step, the ids of `queue`'s jobs whose state is `state`."""
     keys = client.keys(queue)
     cursor = 0

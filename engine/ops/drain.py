@@ -14,8 +14,8 @@ import logging
 import time
 from collections.abc import Mapping
 
-from ..client import Client
 from ..transport.connection import server_ms
+from .handle import Handle
 
 log = logging.getLogger("engine.drain")
 
@@ -23,20 +23,20 @@ log = logging.getLogger("engine.drain")
 CHUNK = 1_000
 
 
-async def waiting_total(client: Client, queue: str) -> int:
+async def waiting_total(client: Handle, queue: str) -> int:
     """Return how many jobs wait in the queue now (what a drain begun now would look at)."""
     counts = await client.counts(queue)
     return counts["submitted"] + counts["scheduled"] + counts["blocked"]
 
 
-async def status(client: Client, queue: str) -> dict[str, str]:
+async def status(client: Handle, queue: str) -> dict[str, str]:
     """Return the queue's last drain: state (running, done, failed), cancelled, waiting at
     the start, by whom, started_at_ms, finished_at_ms; {} when it was never drained."""
     got: Mapping[str, str] = await client.redis.hgetall(client.keys(queue).draining)  # type: ignore[assignment]
     return dict(got)
 
 
-async def begin(client: Client, queue: str, by: str) -> dict[str, str] | None:
+async def begin(client: Handle, queue: str, by: str) -> dict[str, str] | None:
     """Mark a drain of `queue` running and return its record; None when one already runs."""
     keys = client.keys(queue)
     started = {
@@ -59,7 +59,7 @@ async def begin(client: Client, queue: str, by: str) -> dict[str, str] | None:
     return started
 
 
-async def run(client: Client, queue: str, chunk: int = CHUNK) -> int:
+async def run(client: Handle, queue: str, chunk: int = CHUNK) -> int:
     """Drain `queue` as `begin` recorded it (cutoff); return how many jobs were cancelled."""
     keys = client.keys(queue)
     s = client.settings
@@ -95,7 +95,7 @@ async def run(client: Client, queue: str, chunk: int = CHUNK) -> int:
     return cancelled
 
 
-async def _sources(client: Client, queue: str) -> list[tuple[str, str]]:
+async def _sources(client: Handle, queue: str) -> list[tuple[str, str]]:
     """Return every waiting structure of the queue, with its kind, in the order to walk them."""
     keys = client.keys(queue)
     tags: set[str] = await client.redis.smembers(keys.unserved)  # type: ignore[assignment]

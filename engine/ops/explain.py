@@ -23,11 +23,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..client import Client
 from ..fields import both, either
 from ..job import Job, JobState
 from ..keys import version_tag
 from ..transport.connection import server_ms
+from .handle import Handle
 from .versions import ADVERTISE_S
 
 # The states of a job that has not started yet.
@@ -62,7 +62,7 @@ def _when(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
 
 
-async def explain(client: Client, job_id: str, queue: str | None = None) -> list[Reason]:
+async def explain(client: Handle, job_id: str, queue: str | None = None) -> list[Reason]:
     """Return why the job has not started, in order; [] for a started or finished job."""
     job = await client.get(job_id, queue)
     if job.state not in WAITING_STATES:
@@ -97,7 +97,7 @@ def _rate_limited(slot: int | None, now_ms: int) -> Reason | None:
 
 
 async def _concurrency(
-    client: Client, job: Job, ckey_active: str | None, ckey_waiting: str | None
+    client: Handle, job: Job, ckey_active: str | None, ckey_waiting: str | None
 ) -> Reason | None:
     """Return `concurrency` when the job waits in its concurrency key's waiting set."""
     redis = client.redis
@@ -113,7 +113,7 @@ async def _concurrency(
     )
 
 
-async def _parents(client: Client, job: Job) -> Reason | None:
+async def _parents(client: Handle, job: Job) -> Reason | None:
     """Return `parents` for a blocked job whose parents have not all completed."""
     if job.state != JobState.BLOCKED or not job.parents:
         return None
@@ -136,7 +136,7 @@ def _scheduled(job: Job, now_ms: int) -> Reason | None:
     return Reason("scheduled", message, "job", until_ms=job.run_at_ms, jobs=[job.id])
 
 
-async def _workers(client: Client, job: Job, now_ms: int) -> Reason | None:
+async def _workers(client: Handle, job: Job, now_ms: int) -> Reason | None:
     """Return `no_worker` when no live worker serves the queue, `no_version` when none of
     those runs the job's task@version."""
     if not any(job.queue in str(w.get("queues", "")).split(",") for w in await client.workers()):

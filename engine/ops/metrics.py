@@ -16,31 +16,10 @@ from redis.exceptions import ResponseError
 
 from ..fields import both, either
 from ..keys import QueueKeys, alive_key, worker_key, workers_key
-from ..stream import gaps
+from ..seam.scripts import BUCKETS_MS
 from ..transport.connection import server_ms
+from . import gaps
 
-# Upper bounds (ms, ascending) of the buckets of the run time and queue wait histograms; the
-# scripts get them as BUCKETS_ARG. Counts kept under a bound no longer listed are read into the
-# next bound up, so changing them never loses an observation.
-BUCKETS_MS: tuple[int, ...] = (
-    5,
-    10,
-    25,
-    50,
-    100,
-    250,
-    500,
-    1_000,
-    2_500,
-    5_000,
-    10_000,
-    30_000,
-    60_000,
-    300_000,
-    900_000,
-    3_600_000,
-)
-BUCKETS_ARG = ",".join(str(bound) for bound in BUCKETS_MS)
 # The live states a queue holds jobs in (the DLQ is reported on its own).
 DEPTH_STATES: tuple[str, ...] = ("submitted", "scheduled", "blocked", "started")
 # Width of one priority band of ready-ZSET scores (common.lua's ready_score).

@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from redis.asyncio import Redis
 
@@ -21,11 +22,16 @@ from ..settings import EngineSettings
 from ..stream.events import live_groups
 from ..transport.connection import server_ms
 from ..transport.reconnect import run_periodic
-from ..worker.liveness import Liveness
 
 log = logging.getLogger("engine.cleaner")
 # Most entries one trim call removes before the mirror's group read them (trim-3.lua).
 TRIM_PAST_BATCH = 10_000
+
+
+class LivenessView(Protocol):
+    """What a cleaner reads of its worker's liveness (engine/worker/liveness.py's Liveness)."""
+
+    def steady_s(self) -> float | None: ...
 
 
 @dataclass(slots=True)
@@ -49,7 +55,7 @@ class Cleaner:
         settings: EngineSettings,
         redis: Redis,
         queues: Sequence[str],
-        liveness: Liveness | None = None,
+        liveness: LivenessView | None = None,
     ) -> None:
         self.settings = settings
         # The liveness of the worker this cleaner runs in. While its renewals fail (Redis full,

@@ -70,9 +70,9 @@ class Repeatable:
     # How late a tick may fire or its job start before its health says so (None: the default;
     # engine/periodic/schedule_health.py).
     tolerance_s: float | None = None
-    # Ticks it fires, then it ends (AsyncMQ's repeat count; None: no end but end_at).
+    # Ticks it fires, then it ends (None: no end but end_at).
     repeat_limit: int | None = None
-    # A whole flow each tick (Jobbers' cron DAGs): one template per job, parents first, each
+    # A whole flow each tick (a scheduled flow): one template per job, parents first, each
     # {"job": hash fields, "parents": [indexes of earlier jobs]}; `job` is the first one's.
     flow: list[dict[str, Any]] | None = None
     zone: ZoneInfo = field(init=False, repr=False, compare=False)

@@ -26,10 +26,10 @@ from datetime import UTC, datetime
 
 from croniter import croniter
 
-from ..client import Client
 from ..fields import both, either
 from ..job import JobState
 from ..keys import QueueKeys, health_key
+from ..ops.handle import Handle
 from ..transport.connection import server_ms
 from .repeat import Repeatable
 
@@ -85,7 +85,7 @@ def tolerance_ms(rep: Repeatable, default_tolerance_s: float) -> int:
 
 
 async def schedule_health(
-    client: Client, queues: list[str], default_tolerance_s: float
+    client: Handle, queues: list[str], default_tolerance_s: float
 ) -> list[ScheduleHealth]:
     """Return the health of every repeatable of `queues`."""
     redis = client.redis
@@ -189,7 +189,7 @@ def _judge(
     )
 
 
-async def sample_dlq(client: Client, queue: str, size: int, window_s: float, record: bool) -> int:
+async def sample_dlq(client: Handle, queue: str, size: int, window_s: float, record: bool) -> int:
     """Return the queue's DLQ size at the start of the current window (`size` when none); with
     `record`, start a new window once this one is `window_s` old."""
     key = health_key(client.settings.prefix, "dlq", queue)
@@ -202,7 +202,7 @@ async def sample_dlq(client: Client, queue: str, size: int, window_s: float, rec
     return int(then) if raw else size
 
 
-async def swap_state(client: Client, kind: str, name: str, state: str) -> str | None:
+async def swap_state(client: Handle, kind: str, name: str, state: str) -> str | None:
     """Record `state` of the schedule or queue `name`; return the one recorded before."""
     key = health_key(client.settings.prefix, kind, name)
     previous = await client.redis.set(key, state, get=True)

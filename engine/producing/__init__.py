@@ -1,1 +1,1 @@
-"""What puts jobs into Redis: an enqueue's steps, submit calls, the sync client, limits."""
+"""What puts jobs into Redis: an enqueue's steps, submit calls, the sync client."""

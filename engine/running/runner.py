@@ -13,15 +13,16 @@ from functools import partial
 from typing import Any
 
 from .. import backoff, serializer
-from ..errors import InvalidArguments, Retry, RetryableError, SerializationError
+from ..errors import TIMEOUT_CODE, InvalidArguments, Retry, RetryableError, SerializationError
 from ..job import Job
 from ..ops.fingerprint import fingerprint, of_exception
 from ..result import TaskResult
+from ..settings import DEFAULT_RESULT_TTL_S
 from ..task import Registry, Task, TaskOptions
 from .context import JobContext
 
 # The error code of an attempt that ran past its timeout_s.
-TIMEOUT = "TIMEOUT"
+TIMEOUT = TIMEOUT_CODE
 
 
 class Kind(StrEnum):
@@ -59,7 +60,7 @@ class Outcome:
     error: dict[str, Any] | None = None
     # Seconds before the retry; None re-queues at once.
     delay_s: float | None = None
-    result_ttl_s: int = 86_400
+    result_ttl_s: int = DEFAULT_RESULT_TTL_S
     # When the worker had it (time.monotonic()): the start of the window until it is durable.
     ended_at: float = 0.0
 
@@ -181,26 +182,31 @@ class Runner:
         if timed_out:  # code TIMEOUT: retry_on / no_retry_on decide as for any code
             message = f"timed out after {opts.timeout_s}s"
             outcome.error = error_info(job, None, "Timeout", message, code=TIMEOUT)
-            retryable = (not opts.retry_on or TIMEOUT in opts.retry_on) and (
-                TIMEOUT not in opts.no_retry_on
-            )
+            why_not = _code_refused(TIMEOUT, opts)
         elif isinstance(exc, TypeError) and self._unbindable(task, job):
             outcome.error = error_info(job, exc, "InvalidArguments", str(exc))
+            outcome.error["not_retried"] = "the arguments do not fit the task"
             return outcome
         else:
             code = exc.code if isinstance(exc, RetryableError) else None
             outcome.error = error_info(job, exc, name, str(exc), **({"code": code} if code else {}))
-            retryable = isinstance(exc, (Retry, *opts.expected_exceptions)) or (
-                isinstance(exc, RetryableError)
-                and (not opts.retry_on or exc.code in opts.retry_on)
-                and exc.code not in opts.no_retry_on
-            )
-        if not retryable:
+            if isinstance(exc, (Retry, *opts.expected_exceptions)):
+                why_not = None
+            elif isinstance(exc, RetryableError):
+                why_not = _code_refused(exc.code, opts)
+            else:
+                why_not = (
+                    f"{name} is not in expected_exceptions (list it there, or raise Retry or "
+                    "RetryableError, to retry it)"
+                )
+        if why_not is not None:
+            outcome.error["not_retried"] = why_not
             return outcome
         if job.attempt > opts.max_retries:
             outcome.error["message"] = (
                 f"retries exhausted ({opts.max_retries}): {outcome.error['message']}"
             )
+            outcome.error["not_retried"] = f"retries exhausted (max_retries={opts.max_retries})"
             return outcome
         outcome.kind = Kind.RETRY
         if isinstance(exc, Retry) and exc.delay_s is not None:
@@ -218,3 +224,12 @@ class Runner:
         except InvalidArguments:
             return True
         return False
+
+
+def _code_refused(code: str, opts: TaskOptions) -> str | None:
+    """Return why an error of `code` is not retried under `opts`, or None when it is."""
+    if opts.retry_on and code not in opts.retry_on:
+        return f"code {code} is not in retry_on"
+    if code in opts.no_retry_on:
+        return f"code {code} is in no_retry_on"
+    return None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..job import Job, JobState, loads_or_raw
+
 
 class Claimed(NamedTuple):
     """One job claim-12.lua moved to `started` (options, parents, trace_context: None if none)."""
@@ -20,6 +22,24 @@ class Claimed(NamedTuple):
     stalls: int  # > 0: a suspect, which the worker runs alone
     trace_context: str | None
     begun: int  # 1: the claim began it (attempt counted), 0: begin-2.lua begins it
+
+    def to_job(self, queue: str) -> Job:
+        """Build the worker's view of the claimed job (of `queue`)."""
+        return Job(
+            id=self.id,
+            task=self.task,
+            queue=queue,
+            version=int(self.version or 1),
+            state=JobState.STARTED,
+            args=loads_or_raw(self.args or "[]"),
+            kwargs=loads_or_raw(self.kwargs or "{}"),
+            attempt=int(self.attempt),
+            token=self.token,
+            options=loads_or_raw(self.options) if self.options else {},
+            parents=loads_or_raw(self.parents) if self.parents else [],
+            stalls=int(self.stalls),
+            trace_context=self.trace_context or None,
+        )
 
 
 class Submitted(NamedTuple):

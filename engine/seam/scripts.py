@@ -17,7 +17,6 @@ from redis.asyncio import Redis
 from ..errors import Code, DuplicateJob, UnknownParent
 from ..fields import both
 from ..keys import QueueKeys
-from ..ops.metrics import BUCKETS_ARG
 from .luasrc import ScriptSet, load_sources
 from .rows import (
     BeginJob,
@@ -35,6 +34,8 @@ from .rows import (
 
 # The rows are re-exported: callers import the seam and its types from one place.
 __all__ = [
+    "BUCKETS_ARG",
+    "BUCKETS_MS",
     "BeginJob",
     "ClaimOptions",
     "Claimed",
@@ -54,6 +55,29 @@ __all__ = [
     "read_submission",
     "submit_argv",
 ]
+
+# Upper bounds (ms, ascending) of the buckets of the run time and queue wait histograms; the
+# scripts get them as BUCKETS_ARG. Counts kept under a bound no longer listed are read into the
+# next bound up (engine/ops/metrics.py), so changing them never loses an observation.
+BUCKETS_MS: tuple[int, ...] = (
+    5,
+    10,
+    25,
+    50,
+    100,
+    250,
+    500,
+    1_000,
+    2_500,
+    5_000,
+    10_000,
+    30_000,
+    60_000,
+    300_000,
+    900_000,
+    3_600_000,
+)
+BUCKETS_ARG = ",".join(str(bound) for bound in BUCKETS_MS)
 
 
 def _flag(value: bool) -> str:

@@ -13,10 +13,10 @@ from redis.exceptions import ResponseError
 
 from ..job import by_attribute
 from ..keys import QueueKeys, event_groups_key
+from ..ops import gaps
 from ..seam.scripts import Scripts
 from ..settings import EngineSettings
 from ..transport.cluster import per_slot, slot_groups
-from . import gaps
 
 # A mirror batch holds thousands of events and job hashes whose states, workers, queues and tasks
 # are a handful of texts: each is kept once (`shared`), not once per event. Bounded: past

@@ -42,14 +42,14 @@ _cached: tuple[Any, Any] = (None, None)
 def _tracer() -> Any:
     """Return a tracer of the application's provider, or None while none is set up.
 
-    Without an SDK provider the API would still build a non-recording span per call (over
-    10 us): the worker skips that on its hot path.
+    Without an SDK provider the API would still build a non-recording span per call, for
+    nothing: the worker skips that on its hot path.
     """
     global _cached
     if not ENABLED:
         return None
     # While no provider is set, get_tracer_provider looks its name up in os.environ on every
-    # call (1.5 us, on every enqueue and every run); the global it would fill says as much.
+    # call (on every enqueue and every run); the global it would fill says as much.
     if getattr(trace, "_TRACER_PROVIDER", _UNKNOWN) is None and not _PROVIDER_IN_ENV:
         return None
     provider = trace.get_tracer_provider()

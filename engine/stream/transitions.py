@@ -52,9 +52,8 @@ log = logging.getLogger("engine.transitions")
 
 GROUP = "hooks"
 # Events a read takes. The reader shares its worker's event loop, which is busy running jobs: a
-# read waits its turn, tens of ms under load. 200 a read then kept up with a few thousand events
-# a second, and a soak's hooks group fell 220,000 events behind (holding the stream's trimming
-# back); the most a crash in mid-batch fires again is one read.
+# read waits its turn, tens of ms under load, so small reads fall behind a busy stream and hold
+# its trimming back (docs/benchmarks.md); the most a crash in mid-batch fires again is one read.
 BATCH = 2000
 BLOCK_MS = 1000
 # How often a reader takes over entries another reader left unacknowledged (it died).

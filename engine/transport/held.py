@@ -3,8 +3,7 @@
 Around every command redis-py takes a connection from its pool and gives it back (a lock, a
 poll of the socket, metrics), wraps the call in its retry layer and waits for the socket to
 drain under a timeout. On a one-job enqueue on loopback that is most of the client's own time
-(asyncio: an EVALSHA of `return 1` took 190 µs through `execute_command` and 57 to 91 µs on a
-connection kept here, on a slow machine; `bench/sync_enqueue.py` has the sync figures).
+(docs/benchmarks.md has the figures, asyncio and sync).
 
 A connection kept here is checked with one poll as it is taken (an end or bytes waiting: the
 peer closed it, or a reply was never read) and connects again if it must; it is used as is.

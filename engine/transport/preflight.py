@@ -1,4 +1,4 @@
-"""Start-up checks of the Redis server a worker uses (RELIABILITY rule 8)."""
+"""Start-up checks of the Redis server a worker uses: eviction policy and persistence."""
 
 from __future__ import annotations
 

@@ -25,8 +25,8 @@ class Windows:
 
     A deque of floats kept one object per window, each made while its batch's objects were
     alive: after a busy spell the survivors held the interpreter's 1 MiB arenas of that spell
-    (pymalloc frees an arena only once it is empty). Measured in a soak (bench.soak, 300,000
-    jobs): 3,756 of the objects alone in a sparse arena at the end were these floats.
+    (pymalloc frees an arena only once it is empty): a soak found these floats among the last
+    objects pinning sparse arenas (docs/benchmarks.md).
     """
 
     def __init__(self, size: int) -> None:

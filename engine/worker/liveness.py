@@ -51,12 +51,16 @@ class Liveness:
         self._thread.start()
         self.ready.wait(self.settings.connect_timeout_s + 1)
 
-    def stop(self) -> None:
-        """Stop renewing and remove the key (a clean exit hands its jobs back itself)."""
+    def stop(self, timeout_s: float | None = None) -> None:
+        """Stop renewing and remove the key (a clean exit hands its jobs back itself); wait for
+        the thread at most `timeout_s` (default: a command's timeout and a second). A thread
+        left behind is a daemon: its key lapses within the window."""
         if self._loop is not None and self._stop is not None:
             with contextlib.suppress(RuntimeError):  # the thread's loop already ended
                 self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(timeout=self.settings.socket_timeout_s + 1)
+        if self._thread.is_alive():
+            wait_s = self.settings.socket_timeout_s + 1 if timeout_s is None else timeout_s
+            self._thread.join(timeout=wait_s)
         self.status_file.remove()
 
     def steady_s(self) -> float | None:

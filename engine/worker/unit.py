@@ -8,7 +8,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from ..dev import failpoints
 from ..job import Job
@@ -30,12 +30,26 @@ from ..stream import tracing
 from ..stream.hooks import HookEvent, Hooks
 from ..task import Registry, Task, TaskOptions
 from .sidewrites import SideWrites
-from .upkeep import Upkeep
-
-if TYPE_CHECKING:
-    from .book import Book
 
 log = logging.getLogger("engine.worker")
+
+
+class Holder(Protocol):
+    """What holds the claims and lets one go (the worker's Book, engine/worker/book.py)."""
+
+    def drop(self, rec: RunningJob) -> None: ...
+
+    def finish(self, rec: RunningJob, outcome: Outcome | None) -> None: ...
+
+
+class JobWrites(Protocol):
+    """What a running job writes and reads through its worker (Upkeep, engine/worker/upkeep.py)."""
+
+    async def progress(self, job: Job, pct: float, message: str) -> int: ...
+
+    async def log(self, job: Job, message: str, line_id: str = "") -> int: ...
+
+    async def parent_results(self, job: Job) -> dict[str, Any]: ...
 
 
 @dataclass(eq=False, slots=True)
@@ -47,7 +61,7 @@ class RunningJob:
     task: Task | None
     opts: TaskOptions | None
     ctx: JobContext
-    book: Book
+    book: Holder
     handle: asyncio.Task[None] | None = None
     # Why the worker is stopping it (None: it is not being stopped).
     stop_reason: StopReason | None = None
@@ -96,7 +110,7 @@ class Attempts:
         lane: Lanes | None,
         hooks: Hooks,
         side: SideWrites,
-        upkeep: Upkeep,
+        upkeep: JobWrites,
         traced: bool,
     ) -> None:
         self.settings = settings
@@ -110,7 +124,7 @@ class Attempts:
         self.traced = traced
         self._lines = 0
 
-    def prepare(self, keys: QueueKeys, row: Claimed, book: Book) -> RunningJob:
+    def prepare(self, keys: QueueKeys, row: Claimed, book: Holder) -> RunningJob:
         """Make a claimed row a job to run (one whose payload is too large fails unrun)."""
         size = len(row.args or "") + len(row.kwargs or "")
         poison = None
@@ -118,7 +132,7 @@ class Attempts:
         if size > limit:
             row = row._replace(args="[]", kwargs="{}")
             poison = f"payload of {size} bytes is over {limit}"
-        job = Job.from_claim(keys.queue, row)
+        job = row.to_job(keys.queue)
         task = self.registry.get(job.task, job.version)
         opts = options_for(task, job) if task is not None else None
         ctx = JobContext(

@@ -34,6 +34,7 @@ from ..transport.connection import connect
 from ..transport.reconnect import Reconnect
 from .book import Book
 from .claimer import Claimer
+from .exitbound import ExitBudget
 from .flusher import Flusher, Windows
 from .liveness import Liveness
 from .outcomes import OutcomeWriter
@@ -237,16 +238,19 @@ class Worker:
         finally:
             self._stopping.set()
             self.flusher.wanted.set()
-            # After a crash, Redis may never answer again: the leases hand the jobs back then.
-            timeout_s = self.settings.shutdown_grace_s if self.crashed else None
-            await asyncio.wait([loops[0]], timeout=timeout_s)
+            # Outcomes, hooks and goodbyes share shutdown_exit_s whatever Redis does (it may
+            # never answer again): what is not written by then goes back through the leases.
+            budget = ExitBudget(self.settings.shutdown_exit_s, self.shutdown.forced)
+            written = await budget.wait(loops[0])
+            unwritten = [] if written else list(self.flusher.pending())
             flushed.set()
-            if len(loops) > 4:
-                await asyncio.wait([loops[4]], timeout=self.settings.shutdown_grace_s)
+            drained = len(loops) <= 4 or await budget.wait(loops[4])
             for task in loops:
                 task.cancel()
             await asyncio.gather(*loops, return_exceptions=True)
-            await self._close()
+            said = await self._close(budget)
+            if unwritten or not drained or not said:
+                self._log_abandoned(unwritten, drained, said)
         if self.crashed is not None:
             raise LoopCrashed(f"worker {self.id}: a loop crashed") from self.crashed
 
@@ -266,15 +270,52 @@ class Worker:
             log.warning("transition hooks not ready worker=%s error=%r", self.id, exc)
         return transitions
 
-    async def _close(self) -> None:
-        """Let go of everything run() started: threads, registry entry, fence, connections."""
-        await asyncio.to_thread(self.liveness.stop)
+    def holding(self) -> bool:
+        """Return whether a job whose task says on_shutdown="continue" still runs: the one
+        thing a stop waits for past the grace (read from another thread: best effort)."""
+        running = list(self.book.active.values())
+        return any(rec.opts is not None and rec.opts.on_shutdown == "continue" for rec in running)
+
+    def exit_report(self) -> str:
+        """Return what the worker holds, as key=value text (best effort from another thread)."""
+        return (
+            f"worker={self.id} running={len(self.book.active)} "
+            f"outcomes_unwritten={self.flusher.unflushed}"
+        )
+
+    def _log_abandoned(self, unwritten: list[Outcome], drained: bool, said: bool) -> None:
+        """Say in one line what the exit left undone, and who picks it up."""
+        ids = ",".join(o.job.id for o in unwritten[:5]) + (",..." if len(unwritten) > 5 else "")
+        log.warning(
+            "worker exit abandoned id=%s outcomes_unwritten=%d jobs=%s hooks_drained=%s "
+            "goodbye=%s exit_s=%g recovery=cleaner_via_leases",
+            self.id,
+            len(unwritten),
+            ids or "-",
+            drained,
+            "said" if said else "abandoned",
+            self.settings.shutdown_exit_s,
+        )
+
+    async def _close(self, budget: ExitBudget) -> bool:
+        """Let go of everything run() started: threads, registry entry, fence, connections.
+
+        The goodbyes to Redis (registry entry, claim fence) get what is left of `budget` (a
+        floor at least); return whether they were said. Those not said are undone by the
+        cleaner's reap of dead workers."""
+        await asyncio.to_thread(self.liveness.stop, budget.last_step_s())
         await self.side.close()
+        said = True
         try:
-            await self.upkeep.deregister()
-        except RedisUnavailable:
-            log.warning("could not deregister worker=%s (redis unavailable)", self.id)
-        await self.shutdown.unfence()
+            async with asyncio.timeout(budget.last_step_s()):
+                try:
+                    await self.upkeep.deregister()
+                except RedisUnavailable:
+                    said = False
+                    log.warning("could not deregister worker=%s (redis unavailable)", self.id)
+                await self.shutdown.unfence()
+        except TimeoutError:
+            said = False
         self.executor.shutdown(wait=False, cancel_futures=True)
         if self.attempts.lane is not None:
             await self.attempts.lane.close()
@@ -283,6 +324,7 @@ class Worker:
         await self.blocking.aclose()
         stats = " ".join(f"{k}={v}" for k, v in sorted(self.counters.items()))
         log.info("worker stopped id=%s %s", self.id, stats)
+        return said
 
     async def _start_role(self, role: RoleFollower) -> None:
         """Take the role's queues (waiting while Redis is away); an unknown role ends the worker

@@ -10,11 +10,12 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 
-from engine import ConfigError, RedisUnavailable, redact_url, validate_queue_name
+from engine import ConfigError, RedisUnavailable, redact_url, unused_retries, validate_queue_name
 from jobsite.jobs import conf
 from jobsite.jobs.history import alerts, health
 from jobsite.jobs.history.retention import Horizon
 from jobsite.jobs.tasks import schedules
+from jobsite.jobs.tasks.registry import load_tasks
 
 TAG = "jobsite"
 # The check that talks to Redis also has a tag of its own, to run (or skip) it alone.
@@ -111,6 +112,27 @@ def check_health(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
             )
         )
     return found
+
+
+@register(TAG)
+def check_retries(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Warn about tasks whose max_retries can never be used (nothing they raise is retried)."""
+    if not isinstance(getattr(settings, "JOBSITE", None), dict):
+        return []
+    try:
+        tasks = load_tasks(conf.task_modules())
+    except Exception:  # a module that does not import is jobsite.E003's to name
+        return []
+    return [
+        Warning(
+            why,
+            hint="List the exceptions to retry: @task(max_retries=..., expected_exceptions="
+            "(ConnectionError, ...)), or raise Retry / RetryableError in the task. See "
+            "docs/features.md, 'Retries'.",
+            id="jobsite.W004",
+        )
+        for why in filter(None, map(unused_retries, tasks))
+    ]
 
 
 @register(TAG)

@@ -33,7 +33,7 @@ DJANGO_KEYS: dict[str, Any] = {
 }
 
 
-# cbintel's names of two engine settings (seconds; None: no limit), and their per-queue form
+# The Django names of two engine settings (seconds; None: no limit), and their per-queue form
 # QUEUE_TIMEOUTS = {"reports": {"WORKER_TIMEOUT": 600, "QUEUE_TIMEOUT": 300}}.
 TIMEOUT_KEYS = {"WORKER_TIMEOUT": "worker_timeout_s", "QUEUE_TIMEOUT": "queue_timeout_s"}
 

@@ -3,10 +3,8 @@
 CPython's full collections walk every container object alive. A `runworker` process holds the
 objects of Django, the project and its libraries for its whole life, and the mirror holds up to
 a batch of events and their jobs at once (up to 200,000 carried in a burst backlog), so under
-the default thresholds it ran about one full collection a batch. Measured at 10 M jobs on
-PostgreSQL (`bench.history_mirror`, 300,000 events): the collector took 2.1 s of a 9.3 s steady
-drain, 1.15 s of it in full collections; in a burst drain, with the start-up objects frozen, the
-full collections alone still took 1 s of 10.4 s.
+the default thresholds it ran about one full collection a batch, the mirror's largest single
+cost once its queries were fast (docs/benchmarks.md, "The mirror's throughput: a diary").
 """
 
 from __future__ import annotations
@@ -64,8 +62,7 @@ def give_back() -> None:
     """Free cyclic garbage and give the C allocator's free pages back to the system.
 
     A process that held a large batch keeps its peak size: the allocators keep what was freed
-    for reuse. Measured on the mirror (3 drains of 90,000 events in a row, SQLite): 176, 202
-    and 199 MiB after each drain, 143, 158 and 163 after this.
+    for reuse; this gives back what it can (docs/benchmarks.md).
     """
     gc.collect()
     if _malloc_trim is not None:

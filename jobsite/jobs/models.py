@@ -309,7 +309,7 @@ class ApiToken(models.Model):
 
 # The dead rows' condition in literal SQL, as the partial indexes state it: SQLite uses a
 # partial index only for a query that repeats its condition, constants included (the bound
-# parameters of `state__in` do not count): 140 ms for the newest failures at 1 M rows, 2.5 ms.
+# parameters of `state__in` do not count); otherwise it walks a much larger index.
 _DEAD_SQL = '"jobsite_jobrecord"."state" IN (' + ", ".join(f"'{s}'" for s in DEAD) + ")"
 
 
@@ -322,7 +322,7 @@ def oldest_waiting(queues: Sequence[str]) -> dict[str, datetime]:
     """Return when the oldest job still waiting in each of `queues` was submitted.
 
     One pass over the waiting rows (the state index), a minimum per queue; no GROUP BY, which
-    SQLite, once ANALYZEd, serves by walking the whole queue index (1.1 s at 1 M rows).
+    SQLite, once ANALYZEd, serves by walking the whole queue index (docs/benchmarks.md).
     """
     names = list(dict.fromkeys(queues))
     if not names:

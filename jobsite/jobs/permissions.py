@@ -30,7 +30,7 @@ class Perm(StrEnum):
     CANCEL = "cancel_job"
     RETRY = "retry_job"  # retry, bulk retry, DLQ resubmit, replay
     PURGE = "purge_job"
-    CHANGE_QUEUE = "change_queuerecord"  # pause, resume, limits, schedules (SPEC: change_queue)
+    CHANGE_QUEUE = "change_queuerecord"  # pause, resume, limits, schedules
     CONTROL_WORKER = "change_workerrecord"  # quiet, resume, stop workers
 
     @property

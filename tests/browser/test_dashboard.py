@@ -79,14 +79,15 @@ def launch(pw):  # type: ignore[no-untyped-def]
     )
 
 
-def login(page, base: str, password: str) -> None:  # type: ignore[no-untyped-def]
-    """Log in as the admin that serve created and open the dashboard, live."""
+def login(page, base: str, password: str, status: str = "live") -> None:  # type: ignore[no-untyped-def]
+    """Log in as the admin that serve created and open the dashboard, its header saying
+    `status` ("live"; "polling" where no websocket connects)."""
     page.goto(f"{base}/admin/login/?next=/dashboard/")
     page.fill("#id_username", "admin")
     page.fill("#id_password", password)
     page.click("input[type=submit]")
     page.wait_for_url(f"{base}/dashboard/")
-    page.wait_for_selector("#status:text('live')", timeout=10_000)
+    page.wait_for_selector(f"#status:text('{status}')", timeout=10_000)
 
 
 def confirm(page, answer: bool = True) -> str:  # type: ignore[no-untyped-def]

@@ -1,4 +1,4 @@
-"""Issue 40's operator pages in headless Chromium: scheduled and retrying jobs run now, Redis
+"""The operator pages in headless Chromium: scheduled and retrying jobs run now, Redis
 memory and uptime in the health panel, clearing a queue's finished jobs by state."""
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ def add_sync(a: int, b: int) -> int:
     return a + b
 
 
-@task(name="boom", max_retries=2)
+@task(name="boom")
 async def boom() -> None:
     raise ValueError("unexpected")
 

@@ -22,7 +22,7 @@ def raised(fn: object, *args: object) -> BaseException:
 
 async def test_a_write_on_a_closed_transport_means_the_connection_is_gone() -> None:
     # asyncio raises AttributeError from its own code when the transport under a stream is gone
-    # (the error the issue saw: "'NoneType' object has no attribute ...").
+    # (seen in the field as "'NoneType' object has no attribute ...").
     loop = asyncio.get_running_loop()
     writer = asyncio.StreamWriter(None, None, None, loop)  # type: ignore[arg-type]
     exc = raised(writer.write, b"PING\r\n")

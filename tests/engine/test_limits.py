@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine import Client, ConfigError, EngineSettings, JobState, Worker
-from engine.producing.limits import rate_interval_ms
+from engine.limits import rate_interval_ms
 
 from . import chaos_tasks
 from . import tasks as t

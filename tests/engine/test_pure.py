@@ -87,7 +87,7 @@ def test_dict_round_trip_keeps_unknown_keys() -> None:
     assert back.to_hash()["nested"] == '{"a":1}' and back.to_hash()["count"] == "5"
 
 
-def test_asyncmq_dicts_are_read_with_their_own_key_names() -> None:
+def test_dicts_in_the_other_common_spelling_are_read_with_their_key_names() -> None:
     job = Job.from_dict(
         {
             "id": "a1",

@@ -1,5 +1,5 @@
-"""horsies' promises, through a real worker: a task may return TaskResult.ok(value), a
-good_until must be timezone-aware, and a retry counts its wait from when it was queued again."""
+"""Through a real worker: a task may return TaskResult.ok(value), a good_until must be
+timezone-aware, and a retry counts its wait from when it was queued again."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_good_until_must_be_timezone_aware() -> None:
     assert returns_ok.using(good_until=aware).call(1).good_until_ms is not None
 
 
-async def test_a_retry_is_queued_again_at_its_own_time(
+async def test_a_retry_counts_its_wait_from_when_it_was_queued_again(
     client: Client, settings: EngineSettings
 ) -> None:
     job = await client.enqueue(retries_once)

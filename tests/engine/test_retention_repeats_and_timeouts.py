@@ -1,4 +1,5 @@
-"""Seed items of issue 37 through real workers: cleanup_on, repeat limits, skip events, timeouts."""
+"""Through real workers: retention by final state (cleanup_on), repeat limits, scheduled flows,
+the notes of ignored duplicates and debounces, and the timeout settings."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from .helpers import drain
 async def test_cleanup_on_keeps_each_final_state_its_own_time(
     client: Client, settings: EngineSettings
 ) -> None:
-    """Failures kept a week outside the DLQ, completed jobs dropped at once (Jobbers)."""
+    """Failures kept a week outside the DLQ, completed jobs dropped at once."""
     week_s = 7 * 86_400
     cleanup = {"failed": week_s, "completed": 0}
     done = await client.enqueue(t.add.using(cleanup_on=cleanup), 1, 2)
@@ -119,7 +120,7 @@ async def test_a_repeating_job_is_enqueued_alone(client: Client) -> None:
 async def test_a_scheduled_flow_submits_the_whole_graph_each_tick(
     client: Client, settings: EngineSettings
 ) -> None:
-    """Jobbers' cron DAGs: each tick submits every job of the flow, parents first."""
+    """Each tick of a scheduled flow submits every job of the flow, parents first."""
     extract = t.add.call(1, 1)
     load = t.add.using(depends_on=[extract.id]).call(2, 2)
     report = t.add.using(depends_on=[extract.id, load.id]).call(3, 3)
@@ -200,7 +201,7 @@ async def test_ignored_duplicates_and_debounces_leave_a_note_in_the_stream_and_f
 async def test_worker_timeout_and_queue_timeout_settings_apply_where_tasks_set_none(
     client: Client, settings: EngineSettings
 ) -> None:
-    """cbintel's WORKER_TIMEOUT / QUEUE_TIMEOUT: globals, per queue, and the task's own wins."""
+    """The timeout settings: globals, per queue, and the task's own wins."""
     limited = dataclasses.replace(
         settings,
         worker_timeout_s=0.1,

@@ -74,7 +74,7 @@ def test_lua_headers_name_the_return_codes_of_the_enum() -> None:
 
 _ARGV = re.compile(r"(?<=\s\s)ARGV\[\d+(?:\.\.)?\]\s+(.+?)(?=\s{2,}ARGV\[|\s{2,}then |\n|$)")
 _THEN = re.compile(r"\bthen (?:one JSON array )?(?:per )?([^\n]*(?:\n  [a-z][^\n]*)*)")
-# ARGV the seam derives itself: from the queue's keys, a group's length, metrics.BUCKETS_ARG,
+# ARGV the seam derives itself: from the queue's keys, a group's length, scripts.BUCKETS_ARG,
 # a field's name (engine/fields.py).
 _DERIVED = (
     "job key prefix",

@@ -381,7 +381,7 @@ def test_bulk_says_what_it_skipped_and_why(engine: EngineSettings, token: str) -
     }
 
 
-def test_a_job_carries_the_seeds_fields_and_a_cancel_answers_with_the_job(
+def test_a_job_says_when_and_how_it_ended_and_a_cancel_answers_with_the_job(
     engine: EngineSettings, token: str
 ) -> None:
     web = WebClient()

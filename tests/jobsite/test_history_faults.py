@@ -28,7 +28,7 @@ from ..faultproxy import FaultProxy
 # Jobs of a burst: 40,000 jobs write 120,000 events, past the 100,000 entries the stream was
 # capped at before the cap followed the mirror (the jobs trimmed unread had no row, ever).
 BURST = 40_000
-# How long a lock or an unreachable database lasts (the 30 s: bin/bench-mirror --faults).
+# How long a lock or an unreachable database lasts (30 s in bin/bench-mirror --faults).
 LOCK_S = FAULT_S = 12.0
 
 

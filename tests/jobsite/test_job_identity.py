@@ -36,8 +36,8 @@ QUEUES = ["default", "billing"]
 
 @pytest.fixture
 def two_queues(engine: EngineSettings) -> Iterator[EngineSettings]:
-    """JOBSITE["QUEUES"] = default and billing (the review's setup), schedules' least interval
-    the default one."""
+    """JOBSITE["QUEUES"] = default and billing (a token scoped to billing), schedules' least
+    interval the default one."""
     from django.conf import settings
 
     values = {k: v for k, v in settings.JOBSITE.items() if k != "MIN_REPEAT_INTERVAL_S"}

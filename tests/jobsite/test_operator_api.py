@@ -1,4 +1,4 @@
-"""The operator's API of issue 40: scheduled and retrying jobs with "run now", clearing a
+"""The operator's API: scheduled and retrying jobs with "run now", clearing a
 queue's finished jobs by state, Redis memory and uptime in /health, and no retry of a job that
 cannot run (dropped as an unknown task)."""
 

@@ -80,6 +80,7 @@ def api_table(jobs: Fixture) -> list[tuple[str, str, Any, Perm]]:
         ("get", f"/jobs/{s[0]}", None, Perm.VIEW),
         ("get", "/queues", None, Perm.VIEW),
         ("get", "/workers", None, Perm.VIEW),
+        ("get", "/live", None, Perm.VIEW),
         ("get", "/stats", None, Perm.VIEW),
         ("get", "/charts", None, Perm.VIEW),
         ("get", "/task-stats", None, Perm.VIEW),

@@ -34,7 +34,7 @@ QUEUES = ["default", "billing"]
 
 @pytest.fixture
 def two_queues(engine: EngineSettings) -> Iterator[EngineSettings]:
-    """JOBSITE["QUEUES"] = default and billing (the review's setup)."""
+    """JOBSITE["QUEUES"] = default and billing (a token scoped to billing)."""
     from django.conf import settings
 
     with override_settings(JOBSITE={**settings.JOBSITE, "QUEUES": QUEUES}):
@@ -85,7 +85,7 @@ def following(settings: EngineSettings, name: str, heartbeat_s: float) -> Iterat
 def test_a_billing_token_cannot_move_a_deleted_roles_default_worker(
     two_queues: EngineSettings,
 ) -> None:
-    """The review's case: r1 (default) deleted while a worker follows it; the billing token
+    """A role r1 (default) deleted while a worker follows it; the billing token
     may not recreate it on billing, an unscoped operator may, and both the answer and the
     audit name the worker that moved."""
     billing = make_token(staff_user("billing-op", OPERATORS), queues=["billing"])

@@ -142,7 +142,7 @@ def test_an_api_door_refuses_another_queues_id(door: tuple[str, str], victims: l
     _untouched(victims)
 
 
-def test_the_flow_attack_of_the_review_is_refused(victims: list[str]) -> None:
+def test_a_flow_reusing_another_queues_job_ids_is_refused(victims: list[str]) -> None:
     key = make_token(staff_user("billing-op", OPERATORS), queues=["billing"])
     for victim in victims:
         answer = api("post", "/flows", key, ATTACKS[("post", "/flows")](victim))

@@ -47,6 +47,7 @@ class SampleOut(Out):
     message: str
     frame: str
     pattern: str
+    not_retried: str = ""
 
 
 class DeadGroupOut(Out):

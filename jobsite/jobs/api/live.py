@@ -1,4 +1,8 @@
-"""What the dashboard shows: one snapshot function over Redis (live) and the history (DB)."""
+"""What the dashboard shows: one snapshot function over Redis (live) and the history (DB).
+
+Two doors give it: the dashboard's websocket (web/consumers.py) and GET /live here, which a page
+whose socket cannot connect (a WSGI server, `runserver` without Daphne) loads and then polls.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,13 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from django.db.models import F, Q, Sum
+from django.http import HttpRequest
 from django.utils import timezone
+from ninja import Query, Router
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from jobsite.jobs import services
-from jobsite.jobs.api.schemas import QUEUE
+from jobsite.jobs.api.schemas import ERRORS, QUEUE, Out
 from jobsite.jobs.history import rollup
 from jobsite.jobs.models import (
     STATE_CHOICES,
@@ -22,10 +28,12 @@ from jobsite.jobs.models import (
     dead,
     oldest_waiting,
 )
+from jobsite.jobs.permissions import Grant, Perm, aneed
 from jobsite.jobs.search import SearchText, text_search
 from jobsite.jobs.tasks import runnable
 
 STATES = frozenset(value for value, _ in STATE_CHOICES)
+router = Router(tags=["live"])
 
 
 class Filter(BaseModel):
@@ -86,8 +94,13 @@ def throughput(minutes: int, scope: list[str] | None = None) -> list[Mapping[str
     )
 
 
-def _history(chosen: Filter, queues: Sequence[str]) -> dict[str, Any]:
-    rows = JobRecord.objects.all()
+def _history(
+    chosen: Filter, queues: Sequence[str], scope: Sequence[str] | None = None
+) -> dict[str, Any]:
+    everything = JobRecord.objects.all()
+    if scope is not None:
+        everything = everything.filter(queue__in=scope)
+    rows = everything
     for key in ("state", "queue", "task"):
         if getattr(chosen, key) is not None:
             rows = rows.filter(**{key: getattr(chosen, key)})
@@ -109,7 +122,7 @@ def _history(chosen: Filter, queues: Sequence[str]) -> dict[str, Any]:
         ],
         "running": [
             {f: getattr(j, f) for f in fields}
-            for j in JobRecord.objects.filter(state="started").order_by("-started_at")[:50]
+            for j in everything.filter(state="started").order_by("-started_at")[:50]
         ],
         "failures": [
             {
@@ -119,16 +132,24 @@ def _history(chosen: Filter, queues: Sequence[str]) -> dict[str, Any]:
                 "error": (j.errors or [{}])[-1],
                 "cannot_run": runnable.why_not(j.task, j.errors),
             }
-            for j in dead(JobRecord.objects.all()).order_by("-completed_at")[:20]
+            for j in dead(everything).order_by("-completed_at")[:20]
         ],
     }
 
 
-async def snapshot(chosen: Filter) -> dict[str, Any]:
-    """Return counts per queue, workers, and the history views for the filter `chosen`."""
-    queues = await services.aqueue_states()
+async def snapshot(chosen: Filter, rights: Grant | None = None) -> dict[str, Any]:
+    """Return counts per queue, workers, and the history views for the filter `chosen`, of the
+    queues `rights` may view (None: every queue); the caller has checked `Perm.VIEW`."""
+    scope = rights.queues if rights is not None else None
+    if scope is None:
+        queues = await services.aqueue_states()
+    else:
+        names = [q for q in await services.aknown_queues() if q in scope]
+        queues = await services.aqueue_states(names)
     workers = await services.aworkers()
-    history = await database_sync_to_async(_history)(chosen, [q.name for q in queues])
+    if rights is not None:
+        workers = rights.narrow_workers(workers)
+    history = await database_sync_to_async(_history)(chosen, [q.name for q in queues], scope)
     return {
         "filter": chosen.shown(),
         "vocabulary": VOCABULARY,
@@ -137,3 +158,26 @@ async def snapshot(chosen: Filter) -> dict[str, Any]:
         "workers": workers,
         **history,
     }
+
+
+class LiveOut(Out):
+    """The dashboard's snapshot, as its websocket sends it (less the message's `type`)."""
+
+    filter: dict[str, str]
+    vocabulary: dict[str, Any]
+    queues: dict[str, dict[str, int]]
+    paused: dict[str, bool]
+    workers: list[dict[str, Any]]
+    oldest_waiting_s: dict[str, float]
+    jobs: list[dict[str, Any]]
+    running: list[dict[str, Any]]
+    failures: list[dict[str, Any]]
+
+
+@router.get("", response={200: LiveOut, **ERRORS})
+async def live(request: HttpRequest, chosen: Query[Filter]) -> dict[str, Any]:
+    """The dashboard's snapshot, the one its websocket sends: counts and paused flag per queue,
+    workers, running jobs, recent failures, the newest jobs matching the filter. A dashboard whose
+    socket cannot connect polls it."""
+    rights = await aneed(request, Perm.VIEW)
+    return await snapshot(chosen, rights)

@@ -8,7 +8,7 @@ from jobsite.jobs.models import JobRecord
 async def areplays_of(job_id: str) -> list[str]:
     """Return the ids of the replays of a job, oldest first, as far as the history knows."""
     # The exclude repeats the partial index's condition: SQLite uses such an index only when the
-    # query states its condition (430 ms a job page at 1 M rows without it).
+    # query states its condition (without it, a job page scans the history: docs/benchmarks.md).
     rows = (
         JobRecord.objects.filter(replay_of=job_id).exclude(replay_of="").order_by("sent_at", "id")
     )

@@ -63,15 +63,15 @@ class JobOut(Out):
     submitted_at: datetime | None = None
     # Claimed by a worker (it may wait for a free slot before it starts).
     claimed_at: datetime | None = None
-    # A started job's phase (horsies' CLAIMED and RUNNING): "claimed" until the worker begins
-    # its attempt, then "running"; None in any other state, or from the history.
+    # A started job's phase: "claimed" until the worker begins its attempt, then "running";
+    # None in any other state, or from the history.
     phase: Literal["claimed", "running"] | None = None
     started_at: datetime | None = None
     # Start of the latest attempt when it was not the first (retries, manual retries).
     retried_at: datetime | None = None
     completed_at: datetime | None = None
     # completed_at under the name of how it ended: failed_at for the dead states (failed,
-    # stalled, expired, dropped), cancelled_at for cancelled (the cbintel seed's fields).
+    # stalled, expired, dropped), cancelled_at for cancelled, so a client reads how it ended.
     failed_at: datetime | None = None
     cancelled_at: datetime | None = None
     # The latest attempt's run time: its start to the end (None until it ended).

@@ -54,9 +54,8 @@ def lock_queues(queues: Iterable[str]) -> None:
 
 
 # The ids as one JSON array parameter (SQLite). An `IN (%s, %s, ...)` of the batch's count made
-# a new statement for each count, and the driver keeps the last 128 prepared: 47 MiB more
-# resident after 600 lookups of 200-3,000 ids in 200,000 rows, none with this (which took 0.55
-# of the time).
+# a new statement for each count, and the driver keeps the last 128 prepared, so the process
+# grew with every new count; one statement keeps it flat, and is faster (docs/benchmarks.md).
 SQLITE_IDS = '"id" IN (SELECT value FROM json_each(%s))'
 
 

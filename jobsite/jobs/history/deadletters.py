@@ -35,6 +35,8 @@ class Sample:
     frame: str
     # The message as the fingerprint saw it (numbers and ids normalized): what the group shares.
     pattern: str
+    # Why the failure was not retried ("": not recorded, as before it was).
+    not_retried: str = ""
 
 
 @dataclass
@@ -76,6 +78,7 @@ def _sample(row: JobRecord | None) -> Sample | None:
         message=str(last.get("message") or next((s for s in reversed(said) if s), "")),
         frame=str(last.get("fingerprint_frame") or ""),
         pattern=str(last.get("fingerprint_message") or ""),
+        not_retried=str(last.get("not_retried") or ""),
     )
 
 

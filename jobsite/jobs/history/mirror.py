@@ -257,8 +257,7 @@ def _rows_by_id(ids: list[str], *columns: str) -> list[tuple[Any, ...]]:
     """Return (id, state, *columns) of the rows among `ids`, ROW_IDS a query.
 
     By id alone: with `state IN (the ended states)` added, SQLite chose the state index and
-    read nearly every row of a large history (1.55 s a query of 500 ids at 800,000 rows,
-    5.4 ms by id).
+    read nearly every row of a large history (docs/benchmarks.md).
     """
     rows: list[tuple[Any, ...]] = []
     for start in range(0, len(ids), ROW_IDS):
@@ -299,10 +298,9 @@ class Mirror:
     at its peak on SQLite and a third of that on PostgreSQL (the rows' values and transitions
     as text), two batches are alive at once (one prepared while the other is written), and the
     allocator keeps the arenas of the largest batch for the rest of the process's life (a few
-    objects made during it, kept afterwards, pin them). 10,000 drained backlogs within 8 % of
-    40,000's rates at 2 M rows on PostgreSQL (bench.history, 2026-11-28; the drain varies by
-    15 % from run to run), with a peak RSS 90 to 140 MiB lower on a 120,000-event backlog;
-    5,000 was 9 to 24 % slower on three of the four drains.
+    objects made during it, kept afterwards, pin them). The default, 10,000, drains a backlog
+    nearly as fast as a much larger batch with a far lower peak, where a smaller one is
+    clearly slower (docs/benchmarks.md).
 
     Behind (a full read), a job whose state in Redis has moved past its newest event read so
     far is carried to a later batch, unacked, until its next events come (see `unsettled`): a

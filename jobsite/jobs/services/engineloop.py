@@ -7,7 +7,7 @@ the caller's own loop (`loop_client`).
 
 `async_to_sync` makes a new event loop for each call, and an engine client belongs to one
 loop, so each sync call used to open a connection, name it, register its queue and close it
-again: 3.2 ms to enqueue one job from a view. Here a call is one hop to this thread and back,
+again, many times the cost of the enqueue itself. Here a call is one hop to this thread and back,
 on pooled connections. The hop carries the caller's context variables (trace context).
 """
 
@@ -126,7 +126,7 @@ async def acall[T](settings: EngineSettings, fn: Callable[[Client], Awaitable[T]
 _sync_clients: OrderedDict[EngineSettings, SyncClient] = OrderedDict()
 _sync_lock = threading.Lock()
 # The settings object last asked for and its client: the next call with the very same object
-# (engine_settings() is cached) skips the lock and the settings' hash (~2 us an enqueue).
+# (engine_settings() is cached) skips the lock and the settings' hash, on every enqueue.
 _last_sync: tuple[EngineSettings, SyncClient] | None = None
 
 

@@ -185,10 +185,14 @@ async def sync(reps: list[Repeatable], queues: Iterable[str] = ()) -> SyncReport
 
     report = await services.adeclare_schedules(reps, [*conf.queues(), *queues])
     log.info(
-        "schedules synced created=%d updated=%d removed=%d kept_overrides=%d",
+        "schedules synced declared=%d created=%d updated=%d removed=%d kept_overrides=%d",
+        len(reps),
         report.created,
         report.updated,
         report.removed,
         report.kept_overrides,
     )
+    for rep in reps:
+        when = f"every_s={rep.every_s:g}" if rep.every_s is not None else f"cron='{rep.cron}'"
+        log.info("schedule declared queue=%s name=%s %s tz=%s", rep.queue, rep.name, when, rep.tz)
     return report

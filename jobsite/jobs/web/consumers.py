@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from engine import RedisUnavailable
 from jobsite.jobs import services
 from jobsite.jobs.api import live
-from jobsite.jobs.permissions import Perm, user_allows
+from jobsite.jobs.permissions import Grant, Perm, user_allows
 
 log = logging.getLogger("jobsite.consumers")
 GROUP = "dashboard"
@@ -51,6 +51,8 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await self.close(code=FORBIDDEN)
             return
         self.user_pk = user.pk
+        # The rights GET /live narrows by too (a session's: every queue).
+        self.rights = Grant(user)
         self.filter = live.Filter()
         self.visible = True
         self.dirty = True
@@ -145,7 +147,7 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             if self.dirty and self.visible:
                 self.dirty = False
                 try:
-                    data = await live.snapshot(self.filter)
+                    data = await live.snapshot(self.filter, self.rights)
                 except RedisUnavailable:
                     self.dirty = True
                     await self.send_json(

@@ -1,19 +1,36 @@
-"""Dashboard pages; live data comes over the websocket, actions over the API."""
+"""Dashboard pages; live data comes over the websocket (or, where none connects, by polling
+GET /api/v1/live), actions over the API."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib.admin.views.decorators import staff_member_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import render
 from django.urls import reverse
 
 from jobsite.jobs.models import STATE_LABELS, VOCABULARY
-from jobsite.jobs.permissions import Perm, user_allows
+from jobsite.jobs.permissions import GROUPS, OPERATORS, VIEWERS, Perm, user_allows
 from jobsite.jobs.web.routing import WEBSOCKET_PATH
+
+# What each group the migration made lets its members do, for the 403 page.
+GROUP_WORDS = {
+    VIEWERS: "see the dashboard, the history and the API (read only)",
+    OPERATORS: "all of that, and submit, cancel, retry, purge, change queues and control workers",
+}
+
+
+def forbidden(request: HttpRequest) -> HttpResponse:
+    """Answer 403 with what gives access: the groups migrate made, the permission, the admin."""
+    context = {
+        "username": getattr(request.user, "get_username", lambda: "")(),
+        "permission": Perm.VIEW.full,
+        "groups": [(name, GROUP_WORDS.get(name, "")) for name in GROUPS],
+        "admin_url": reverse("admin:index"),
+    }
+    return render(request, "jobsite/forbidden.html", context, status=403)
 
 
 def page(request: HttpRequest, template: str, **context: Any) -> HttpResponse:
@@ -22,7 +39,7 @@ def page(request: HttpRequest, template: str, **context: Any) -> HttpResponse:
     The user must hold the view permission; `config.may` says which actions they may take.
     """
     if not user_allows(request.user, Perm.VIEW):
-        raise PermissionDenied(f"the dashboard needs the permission {Perm.VIEW.full}")
+        return forbidden(request)
     config = {
         "csrf": get_token(request),
         "api": reverse("jobsite:api:api-root").rstrip("/"),

@@ -13,6 +13,6 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-@engine.task(name="shop.double", max_retries=1)
+@engine.task(name="shop.double", max_retries=1, expected_exceptions=(ConnectionError,))
 def double(x: int) -> int:
     return 2 * x

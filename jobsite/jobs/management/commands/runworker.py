@@ -6,8 +6,10 @@ import asyncio
 import dataclasses
 import functools
 import logging
+import os
 import signal
 import time
+from collections.abc import Coroutine
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -16,6 +18,8 @@ from django.db import InterfaceError, OperationalError, connections
 
 from engine import (
     ConfigError,
+    ExitBudget,
+    ExitGuard,
     LoopCrashed,
     Reconnect,
     Repeatable,
@@ -77,6 +81,10 @@ class Command(BaseCommand):
         unknown = loops - set(LOOPS)
         if unknown:
             raise SystemExit(f"unknown loops: {', '.join(sorted(unknown))}")
+        verbosity = int(options.get("verbosity", 1))
+        show_logs(self.stdout, verbosity)
+        if verbosity:
+            self.stdout.write(banner(loops, options))
         with worker_heap():  # rare full walks of the collector, none of the start-up objects
             asyncio.run(self.run(loops, options))
 
@@ -93,14 +101,30 @@ class Command(BaseCommand):
         except ConfigError as exc:
             raise CommandError(str(exc)) from None
         loop = asyncio.get_running_loop()
+        settings = worker.settings if worker is not None else conf.engine_settings()
+        # The process's own bound on its exit, whatever Redis and the database do meanwhile
+        # (engine/worker/exitbound.py): past it, it logs what it leaves and ends.
+        guard = ExitGuard(
+            settings.shutdown_exit_s,
+            busy=worker.holding if worker is not None else lambda: False,
+            report=worker.exit_report if worker is not None else lambda: "",
+        )
+        forced = asyncio.Event()  # a second signal: the exit waits for nothing more
 
-        def on_signal() -> None:
+        def stop() -> None:
+            if stopping.is_set():
+                forced.set()
             stopping.set()
             if worker is not None:
                 worker.stop()
 
+        def on_signal(signum: int) -> None:
+            grace_s = settings.shutdown_grace_s if worker is not None else 0.0
+            guard.stop_signal(signum, grace_s)
+            stop()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, on_signal)
+            loop.add_signal_handler(sig, on_signal, sig)
         if worker is not None:
             await self._sync_schedules(declared, queues, stopping)
         mirror = Mirror(queues) if "mirror" in loops else None
@@ -114,7 +138,7 @@ class Command(BaseCommand):
             if exc is not None:
                 log.critical("loop crashed loop=%s; stopping", name, exc_info=exc)
                 crashed.append((name, exc))
-                on_signal()
+                stop()
 
         for name, task in background.items():
             task.add_done_callback(functools.partial(watch, name))
@@ -132,13 +156,42 @@ class Command(BaseCommand):
             crashed.append(("worker", exc))
         finally:  # every loop ends before the mirror and the connections close
             stopping.set()
-            await asyncio.gather(*background.values(), return_exceptions=True)
-            if mirror is not None:
-                await mirror.aclose()
-            await sync_to_async(connections.close_all, thread_sensitive=True)()
+            guard.exiting(70 if crashed else 0)
+            budget = ExitBudget(settings.shutdown_exit_s, forced)
+            await self._wind_down(background, mirror, budget)
         if crashed:
             where, error = crashed[0]
             raise CommandError(f"loop {where} crashed: {error!r}; see the log above", returncode=70)
+
+    @staticmethod
+    async def _wind_down(
+        background: dict[str, asyncio.Task[None]], mirror: Mirror | None, budget: ExitBudget
+    ) -> None:
+        """End the loops, then close the mirror and the database connections, within `budget`.
+
+        A loop or a close still waiting then (on a database that does not answer, in a thread
+        no coroutine can stop) is left, in one logged line: the mirror's unacked events and the
+        outbox's rows stay for the next start. ExitGuard ends the process if such a thread holds
+        its exit.
+        """
+        loops = asyncio.ensure_future(asyncio.gather(*background.values(), return_exceptions=True))
+        await budget.wait(loops)
+        left = [name for name, task in background.items() if not task.done()]
+        loops.cancel()  # cancels each loop (one waiting on a thread ends at once)
+        await asyncio.wait([loops], timeout=budget.last_step_s())
+        closed: dict[str, bool] = {}
+        if mirror is not None:
+            closed["mirror"] = await _within(mirror.aclose(), budget)
+        close_all = sync_to_async(connections.close_all, thread_sensitive=True)
+        closed["database"] = await _within(close_all(), budget)
+        if left or not all(closed.values()):
+            log.warning(
+                "runworker exit abandoned loops=%s closed=%s exit_s=%g "
+                "recovery=unacked_events_and_outbox_rows_kept",
+                ",".join(left) or "-",
+                ",".join(f"{name}:{done}" for name, done in closed.items()),
+                budget.exit_s,
+            )
 
     def _background(
         self,
@@ -258,7 +311,73 @@ class Command(BaseCommand):
                 await retry.failed(exc)  # re-raises a bug
 
 
+async def _within(step: Coroutine[Any, Any, None], budget: ExitBudget) -> bool:
+    """Run `step` within what is left of `budget` (a floor at least); return whether it ended."""
+    try:
+        await asyncio.wait_for(step, budget.last_step_s())
+    except TimeoutError:
+        return False
+    return True
+
+
 def recycling_flags(options: dict[str, Any]) -> dict[str, Any]:
     """Return the recycling settings given as flags (the rest keep JOBSITE's values)."""
     names = ("max_jobs", "max_rss_mib", "max_age_s")
     return {name: options[name] for name in names if options.get(name) is not None}
+
+
+# The loggers whose lines an operator reads: the engine's (worker, scheduler, cleaner) and ours.
+OUR_LOGGERS = ("engine", "jobsite")
+
+
+def show_logs(stream: Any, verbosity: int) -> None:
+    """Print our loggers' lines on `stream` when the project's LOGGING does not route them
+    (Django's default shows only its own): INFO at the default verbosity, DEBUG at -v 2 or
+    more, warnings only at -v 0. A project that configures these loggers keeps its own."""
+    root = logging.getLogger()
+    if root.handlers or any(logging.getLogger(name).handlers for name in OUR_LOGGERS):
+        return
+    level = {0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    for name in OUR_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.setLevel(level)
+
+
+def _database() -> str:
+    """Return the default database as vendor and name (no password)."""
+    db = connections["default"]
+    where = db.settings_dict.get("NAME") or ""
+    host = db.settings_dict.get("HOST")
+    if host:
+        where = f"{where} on {host}:{db.settings_dict.get('PORT') or 'default port'}"
+    return f"{db.vendor} {where}".strip()
+
+
+NO_TASKS = "none (JOBSITE['TASK_MODULES'] lists no module with tasks)"
+
+
+def banner(loops: set[str], options: dict[str, Any]) -> str:
+    """Return what this process will do, in a few lines: where, which queues, tasks and loops."""
+    settings = conf.engine_settings()
+    names = sorted(t.name for t in load_tasks(conf.task_modules()))
+    shown = ", ".join(names[:8]) + (f", and {len(names) - 8} more" if len(names) > 8 else "")
+    order = [name for name in LOOPS if name in loops]
+    running = ", ".join(
+        "worker (with scheduler and cleaner)" if name == "worker" else name for name in order
+    )
+    queues = f"role {options['role']}" if options.get("role") else options["queues"]
+    lines = [
+        f"Jobsite runworker: pid {os.getpid()}",
+        f"  redis        {settings.redacted_url} (prefix {settings.prefix})",
+        f"  database     {_database()}",
+        f"  queues       {queues}, concurrency {options['concurrency']}"
+        + (" (burst: exit when empty)" if options.get("burst") else ""),
+        f"  tasks        {len(names)}: {shown or NO_TASKS}",
+        f"  loops        {running}",
+        "  stop         SIGTERM or Ctrl-C: claims stop, running jobs get "
+        f"{settings.shutdown_grace_s:g} s (SHUTDOWN_GRACE_S), then go back to their queue",
+    ]
+    return "\n".join(lines)

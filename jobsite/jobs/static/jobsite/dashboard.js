@@ -1,34 +1,106 @@
-// Jobsite overview: a websocket for live data (coalesced by the server), the API for actions.
+// Jobsite overview: live data over HTTP and a websocket, the API for actions. The first
+// snapshot comes from GET /live; then the socket pushes updates (coalesced by the server). Where
+// the socket cannot connect while the server answers HTTP (a WSGI server, such as `runserver`
+// without Daphne, answers its handshake 404) the page polls GET /live while it is visible and
+// tries the socket again less and less often, up to once a minute, so the log is not flooded.
 // The job list (History) is joblist.js; this file draws queues, workers, running and failures.
 (() => {
   "use strict";
   const {$, esc, seg, config, may, jobPage, api, redis, toast, ask} = window.jobsite;
   const FAILURES_SHOWN = 8;
-  let socket;
+  const POLL_MS = 3000;
+  const RETRY_FIRST_MS = 2000;
+  const RETRY_MAX_MS = 60_000;
+  let socket = null;
+  let socketOpen = false;
+  // "socket" (pushed), "polling" (the socket cannot connect), "down" (the server is away),
+  // "refused" (signed out or no longer allowed)
+  let mode = "socket";
+  let retryMs = RETRY_FIRST_MS;
+  let pollTimer = null;
+  // Messages the socket delivered: an HTTP snapshot asked for before one of them is older.
+  let pushed = 0;
+
+  const status = (text) => { $("#status").textContent = text; };
+  function setMode(next) {
+    mode = next;
+    $("#polling-note").hidden = mode !== "polling";
+    if (mode === "polling") status("polling");
+    if (mode === "down" || (mode === "socket" && !socketOpen)) status("reconnecting…");
+    if (mode === "refused") status("not allowed: sign in again");
+  }
 
   function connect() {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
-    socket = new WebSocket(`${scheme}://${location.host}${config.socket}`);
-    socket.onopen = () => { $("#status").textContent = "live"; };
-    socket.onclose = () => { $("#status").textContent = "reconnecting…"; probe(); setTimeout(connect, 1000); };
-    socket.onmessage = (event) => {
+    const ws = socket = new WebSocket(`${scheme}://${location.host}${config.socket}`);
+    let opened = false;
+    ws.onopen = () => {
+      opened = socketOpen = true;
+      retryMs = RETRY_FIRST_MS;
+      clearTimeout(pollTimer);
+      setMode("socket");
+      status("live");
+      if (document.hidden) ws.send(JSON.stringify({visible: false}));
+    };
+    ws.onclose = () => {
+      if (socket === ws) socket = null;
+      socketOpen = false;
+      if (opened) { setMode("socket"); fetchSnapshot(); setTimeout(connect, 1000); }
+      else handshakeFailed();
+    };
+    ws.onmessage = (event) => {
+      pushed += 1;
       const data = JSON.parse(event.data);
       if (data.type === "error") {
-        if (data.redis === "down") { redis(false); $("#status").textContent = "Redis unreachable"; }
+        if (data.redis === "down") { redis(false); status("Redis unreachable"); }
         else toast(data.detail, "error");
         return;
       }
       redis(true);
-      $("#status").textContent = "live";
+      status("live");
       render(data);
     };
   }
 
-  // The socket closed: ask the API whether Redis (503) or the server itself is away.
-  async function probe() {
-    try { await api("/queues"); } catch (error) {
-      if (error instanceof TypeError) redis(false, "", "The server is not answering");
+  // Load the snapshot over HTTP and draw it; say what answered: "ok", "down" (no answer: the
+  // server is away), "refused" (401, 403) or "error" (another answer: 503 when Redis is away,
+  // which api() shows in the banner).
+  async function fetchSnapshot() {
+    const before = pushed;
+    try {
+      const data = await api("/live");
+      if (pushed === before) render(data);
+      if (mode === "polling") status("polling");
+      return "ok";
+    } catch (error) {
+      if (error instanceof TypeError) { redis(false, "", "The server is not answering"); return "down"; }
+      if (/^40[13] /.test(error.message)) return "refused";
+      if (mode === "polling" && error.message.startsWith("503")) status("Redis unreachable");
+      return "error";
     }
+  }
+
+  // The handshake failed. If HTTP answers, the server serves no websocket (or a proxy drops
+  // it): poll, and try the socket again later and later. If not, the server is away: retry soon.
+  async function handshakeFailed() {
+    const answer = await fetchSnapshot();
+    if (socketOpen) return;
+    if (answer === "down") { setMode("down"); setTimeout(connect, RETRY_FIRST_MS); return; }
+    setMode(answer === "refused" ? "refused" : "polling");
+    setTimeout(connect, retryMs);
+    retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
+    if (mode === "polling") schedulePoll();
+  }
+
+  // While the socket is not connected and the server answers: a snapshot every POLL_MS while
+  // the tab is visible (a hidden tab asks nothing; it catches up when shown).
+  function schedulePoll(delayMs = POLL_MS) {
+    clearTimeout(pollTimer);
+    pollTimer = setTimeout(async () => {
+      if (socketOpen || mode !== "polling") return;
+      if (!document.hidden) await fetchSnapshot();
+      if (!socketOpen && mode === "polling") schedulePoll();
+    }, delayMs);
   }
 
   // The line that says what went wrong: "ValueError: card declined", never the engine's frames.
@@ -100,7 +172,14 @@
     if (action === "retry") act(`/jobs/${seg(job)}/retry`, "POST", `Retry job ${job}?`, (j) => `Job ${job} queued again (now ${j?.state ?? "submitted"}).`);
     if (action === "pause" || action === "resume") act(`/queues/${seg(queue)}/${action}`, "POST", `${action[0].toUpperCase()}${action.slice(1)} queue ${queue}?`, () => `Queue ${queue} ${action === "pause" ? "paused" : "resumed"}.`);
   });
-  document.addEventListener("visibilitychange", () => socket && socket.readyState === 1 && socket.send(JSON.stringify({visible: !document.hidden})));
+  document.addEventListener("visibilitychange", () => {
+    if (socketOpen) socket.send(JSON.stringify({visible: !document.hidden}));
+    else if (mode === "polling" && !document.hidden) schedulePoll(0);
+  });
+  // An action's result shows at once, not at the next poll.
+  document.addEventListener("jobsite:acted", () => { if (mode === "polling") schedulePoll(0); });
+  $("#polling-note").textContent = `Live updates by polling every ${POLL_MS / 1000} s: run an ASGI server (Daphne) for instant updates (see docs/install.md, "The websocket").`;
   window.jobsite.hideForbidden();
+  fetchSnapshot();
   connect();
 })();

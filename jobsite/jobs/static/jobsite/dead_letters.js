@@ -28,7 +28,7 @@
     const error = g.fingerprint ? `<b>${esc(s.exception)}</b>: ${esc(s.pattern || s.message)}` : `<b>no error recorded</b> (${esc(s.type)}): ${esc(s.message)}`;
     const jobs = g.fingerprint ? `<br><a href="${esc(config.dashboard)}?fingerprint=${encodeURIComponent(g.fingerprint)}#search"><small>its jobs</small></a>` : "";
     return `<tr data-index="${i}"><td class="count">${g.count}${jobs}</td>
-      <td>${error}${s.frame ? `<br><small>at <code>${esc(s.frame)}</code></small>` : ""}
+      <td>${error}${s.frame ? `<br><small>at <code>${esc(s.frame)}</code></small>` : ""}${s.not_retried ? `<br><small class="not-retried">not retried: ${esc(s.not_retried)}</small>` : ""}
         <br><small>fingerprint <code>${esc(g.fingerprint || "–")}</code>; newest: ${s.job_id ? `<a href="${esc(jobPage(s.job_id))}">${esc(s.job_id)}</a>` : "–"}
         ${g.fingerprint && s.pattern !== s.message ? `<q>${esc(s.message)}</q>` : ""}</small></td>
       <td>${tasks}</td><td>${g.queues.map(esc).join(", ")}</td><td>${esc(time(g.first_seen))}</td><td>${esc(time(g.last_seen))}</td>

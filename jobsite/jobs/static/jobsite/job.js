@@ -81,7 +81,7 @@
     $("#actions [data-action=retry]").hidden = !(may("retry") && vocabulary.retryable.includes(job.state) && !job.cannot_run);
   }
 
-  // The phases inside `started` of the latest claim (horsies' CLAIMED, RUNNING): claimed at
+  // The phases inside `started` of the latest claim (claimed, then running): claimed at
   // claimed_at, then began at the latest start once the worker ran it (job.phase says which).
   function phaseRows(job) {
     if (!job.claimed_at) return [];
@@ -111,7 +111,7 @@
     const es = errorSeries(job.errors || []);
     const manyErrors = (es.at(-1) ?? 1) > 1;
     $("#attempts ol").innerHTML = (job.errors || []).map((e, i) => `<li><b>${esc(attemptLabel(e.attempt ?? "?", es[i], manyErrors))}</b>
-      ${esc(e.exception || e.type || "")}: ${esc(e.message || "")} <small>${esc(e.at_ms ? new Date(e.at_ms).toLocaleString() : "")}</small><pre>${esc(e.traceback || "")}</pre></li>`).join("") || '<li class="empty">no errors</li>';
+      ${esc(e.exception || e.type || "")}: ${esc(e.message || "")} <small>${esc(e.at_ms ? new Date(e.at_ms).toLocaleString() : "")}</small>${e.not_retried ? `<p class="not-retried">Not retried: ${esc(e.not_retried)}</p>` : ""}<pre>${esc(e.traceback || "")}</pre></li>`).join("") || '<li class="empty">no errors</li>';
     $("#logs ol").innerHTML = (job.logs || []).map((l) => `<li><time>${esc(new Date(l.at_ms).toLocaleTimeString())}</time>
       <small>#${l.attempt}</small> ${esc(l.message)}</li>`).join("") || '<li class="empty">no log lines</li>';
     const dropped = $("#logs .dropped");

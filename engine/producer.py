@@ -1,5 +1,5 @@
 """The process's way to submit a task's job without a Client at hand: `await task.enqueue()`
-and `task.delay()` (AsyncMQ's), on the settings given to `configure` or through the submit
+and `task.delay()`, on the settings given to `configure` or through the submit
 functions an application installs (the Django app installs its services: outbox, eager mode,
 the queue check)."""
 
@@ -8,19 +8,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
-from ..errors import ConfigError
-from ..settings import EngineSettings
-
-if TYPE_CHECKING:
-    from ..client import Client
-    from ..job import Job
-    from .syncclient import SyncClient
-
-AsyncSubmit = Callable[["Job"], Awaitable["Job"]]
-SyncSubmit = Callable[["Job"], "Job"]
+from .client import Client
+from .errors import ConfigError
+from .job import Job
+from .producing.syncclient import SyncClient
+from .settings import EngineSettings
+from .task import AsyncSubmit, SyncSubmit, route_submissions
 
 _settings: EngineSettings | None = None
 _installed: tuple[AsyncSubmit, SyncSubmit] | None = None
@@ -63,8 +57,6 @@ async def asubmit(job: Job) -> Job:
     """Submit `job` from async code."""
     if _installed is not None:
         return await _installed[0](job)
-    from ..client import Client
-
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
     if client is None:
@@ -81,9 +73,11 @@ def submit(job: Job) -> Job:
     settings = _chosen_settings()
     with _sync_lock:
         if _sync_client is None or _sync_client.settings != settings:
-            from .syncclient import SyncClient
-
             _sync_client = SyncClient(settings)
         client = _sync_client
     client.enqueue_many([job])
     return job
+
+
+# `Task.enqueue` and `Task.delay` submit through this module (the core does no I/O of its own).
+route_submissions(asubmit, submit)
