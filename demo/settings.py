@@ -168,11 +168,19 @@ JOBSITE = {
 }
 
 # Channels: the dashboard's live updates go through Redis (the same server as the engine, by
-# default; a separate database number keeps the keys apart).
+# default; a separate database number keeps the keys apart). Each socket waits for news with a
+# 5 s BZPOPMIN: its reads must be allowed longer than that (redis-py gives up after 5 s).
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [os.environ.get("CHANNELS_REDIS_URL", JOBSITE["REDIS_URL"])]},
+        "CONFIG": {
+            "hosts": [
+                {
+                    "address": os.environ.get("CHANNELS_REDIS_URL", JOBSITE["REDIS_URL"]),
+                    "socket_timeout": 10,
+                }
+            ]
+        },
     }
 }
 

@@ -88,7 +88,7 @@ class EngineSettings:
     prefix: str = "jobsite"
     # Largest args + kwargs of one job, as JSON: a bigger enqueue raises PayloadTooLarge.
     max_payload_bytes: int = 1 << 20
-    # How long a claim stays valid without renewal.
+    # How long a claim stays valid without renewal: at least two heartbeats (stale_floor_s).
     lease_ms: int = 30_000
     # Most jobs one claim script call takes.
     claim_batch: int = 100
@@ -118,6 +118,8 @@ class EngineSettings:
     # The shortest interval between two ticks of a repeatable (every_s or cron).
     min_repeat_interval_s: float = 1.0
     # How often a worker renews its leases, reads cancel marks and refreshes its registry entry.
+    # Every stale threshold it renews is at least twice this: lease_ms, and a task's
+    # max_heartbeat_interval_s (the worker refuses to start with a task below it).
     heartbeat_interval_s: float = 0.5
     # A worker whose liveness key (renewed by a thread, every quarter of this) is older is dead:
     # the cleaner hands its jobs back without waiting for their leases.
@@ -205,8 +207,16 @@ class EngineSettings:
             *(t for _, *pair in self.queue_timeouts for t in pair),
         ):
             _check_timeout(value)
-        if self.heartbeat_interval_s * 1000 >= self.lease_ms:
-            raise ConfigError("heartbeat_interval_s must be shorter than lease_ms")
+        if not self.heartbeat_interval_s > 0:
+            raise ConfigError(
+                f"heartbeat_interval_s must be positive, got {self.heartbeat_interval_s!r}"
+            )
+        if self.lease_ms < self.stale_floor_s * 1000:
+            raise ConfigError(
+                f"lease_ms ({self.lease_ms} ms) must be at least twice heartbeat_interval_s "
+                f"({self.heartbeat_interval_s:g} s), {self.stale_floor_s * 1000:g} ms: a lease "
+                "renewed every heartbeat would otherwise lapse after one late renewal"
+            )
         if not 0.2 <= self.liveness_window_s <= self.lease_ms / 1000:
             raise ConfigError("liveness_window_s must be between 0.2 s and lease_ms")
         try:
@@ -247,6 +257,15 @@ class EngineSettings:
             if name == queue and queue_s is not None:
                 return queue_s
         return self.queue_timeout_s
+
+    @property
+    def stale_floor_s(self) -> float:
+        """Return the shortest stale threshold a heartbeat allows: twice heartbeat_interval_s.
+
+        A lease (lease_ms) and a task's max_heartbeat_interval_s are renewed by the worker's
+        heartbeat; one shorter than two heartbeats lapses after a single late renewal.
+        """
+        return 2 * self.heartbeat_interval_s
 
     @property
     def events_emergency_maxlen(self) -> int:

@@ -88,7 +88,11 @@ class ExitGuard:
         exit_s: float,
         busy: Callable[[], bool] = lambda: False,
         report: Callable[[], str] = lambda: "",
+        owns_process: bool = True,
     ) -> None:
+        # False when the worker runs inside a process it does not own (a test, call_command):
+        # then the guard counts signals and statuses but never ends the process.
+        self.owns_process = owns_process
         self.exit_s = exit_s
         self._busy = busy
         self._report = report
@@ -131,6 +135,8 @@ class ExitGuard:
         now = time.monotonic()
         self._status = status
         self._grace_end = self._busy_at = now + grace_s
+        if not self.owns_process:
+            return
         self._thread = threading.Thread(target=self._watch, name="exit-guard", daemon=True)
         self._thread.start()
 

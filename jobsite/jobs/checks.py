@@ -4,11 +4,13 @@ health alerts."""
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
+from redis.asyncio.connection import AbstractConnection
 
 from engine import ConfigError, RedisUnavailable, redact_url, unused_retries, validate_queue_name
 from jobsite.jobs import conf
@@ -181,11 +183,12 @@ def check_apps(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
         )
     if "default" not in getattr(settings, "CHANNEL_LAYERS", {}):
         found.append(
-            Error(
-                "CHANNEL_LAYERS has no 'default' layer: the dashboard gets no live updates.",
+            Warning(
+                "CHANNEL_LAYERS has no 'default' layer: dashboards look for changes every few "
+                "seconds instead of being told of each one.",
                 hint='Set CHANNEL_LAYERS = {"default": {"BACKEND": '
                 '"channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}.',
-                id="jobsite.E007",
+                id="jobsite.W005",
             )
         )
     return found
@@ -199,6 +202,45 @@ def apps_entry(entry: str) -> str:
         if entry in (config.name, f"{config.__module__}.{type(config).__name__}"):
             return config.name
     return entry
+
+
+def layer_read_timeout_s(host: Any) -> float | None:
+    """Return how long a read of a channels_redis host's connections may take (None: no limit):
+    its `socket_timeout`, else redis-py's default."""
+    if isinstance(host, dict) and "socket_timeout" in host:
+        return None if host["socket_timeout"] is None else float(host["socket_timeout"])
+    url = host.get("address") if isinstance(host, dict) else host
+    if isinstance(url, str):
+        query = parse_qs(urlsplit(url).query)
+        if "socket_timeout" in query:
+            return float(query["socket_timeout"][0])
+    default = inspect.signature(AbstractConnection.__init__).parameters["socket_timeout"].default
+    return None if default is None else float(default)
+
+
+@register(TAG)
+def check_channel_layer(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Check that a channels_redis layer's reads outlast its blocking read (BZPOPMIN)."""
+    layer = getattr(settings, "CHANNEL_LAYERS", {}).get("default", {})
+    if layer.get("BACKEND") != "channels_redis.core.RedisChannelLayer":
+        return []
+    from channels_redis.core import RedisChannelLayer
+
+    block_s = RedisChannelLayer.brpop_timeout
+    for host in layer.get("CONFIG", {}).get("hosts") or []:
+        read_s = layer_read_timeout_s(host)
+        if read_s is not None and read_s <= block_s:
+            return [
+                Warning(
+                    f"CHANNEL_LAYERS: the channel layer's Redis reads give up after {read_s:g} s "
+                    f"(redis-py's socket_timeout), no longer than its {block_s} s wait for a "
+                    "message: a dashboard socket without news fails its read every few seconds.",
+                    hint=f'Give each host a longer one: {{"address": REDIS_URL, '
+                    f'"socket_timeout": {block_s * 2}}} (see docs/install.md).',
+                    id="jobsite.W006",
+                )
+            ]
+    return []
 
 
 @register(TAG, REDIS_TAG)

@@ -80,7 +80,7 @@ def test_the_project_settings_pass() -> None:
             {"INSTALLED_APPS": [a for a in settings.INSTALLED_APPS if a != "ninja"]},
             ["jobsite.W002"],
         ),
-        ({"CHANNEL_LAYERS": {}}, ["jobsite.E007"]),
+        ({"CHANNEL_LAYERS": {}}, ["jobsite.W005"]),
         ({"JOBSITE": engine(JOB_RETENTION_DAYS=-1)}, ["jobsite.E008"]),
         ({"JOBSITE": engine(JOB_RETENTION_DAYS_BY_STATE={"done": 5})}, ["jobsite.E008"]),
         ({"JOBSITE": engine(JOB_RETENTION_DAYS_BY_STATE={"failed": "a"})}, ["jobsite.E008"]),

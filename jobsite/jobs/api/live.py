@@ -2,6 +2,8 @@
 
 Two doors give it: the dashboard's websocket (web/consumers.py) and GET /live here, which a page
 whose socket cannot connect (a WSGI server, `runserver` without Daphne) loads and then polls.
+Both say in `redis` whether Redis answers, as the process saw it (services/reach.py): the page's
+banner, its "since" and the "answers again" toast follow that field alone.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from ninja import Query, Router
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from jobsite.jobs import services
-from jobsite.jobs.api.schemas import ERRORS, QUEUE, Out
+from jobsite.jobs.api.schemas import ERRORS, QUEUE, Out, RedisOut
 from jobsite.jobs.history import rollup
 from jobsite.jobs.models import (
     STATE_CHOICES,
@@ -30,6 +32,7 @@ from jobsite.jobs.models import (
 )
 from jobsite.jobs.permissions import Grant, Perm, aneed
 from jobsite.jobs.search import SearchText, text_search
+from jobsite.jobs.services import reach
 from jobsite.jobs.tasks import runnable
 
 STATES = frozenset(value for value, _ in STATE_CHOICES)
@@ -139,7 +142,8 @@ def _history(
 
 async def snapshot(chosen: Filter, rights: Grant | None = None) -> dict[str, Any]:
     """Return counts per queue, workers, and the history views for the filter `chosen`, of the
-    queues `rights` may view (None: every queue); the caller has checked `Perm.VIEW`."""
+    queues `rights` may view (None: every queue), and Redis' state; the caller has checked
+    `Perm.VIEW`. RedisUnavailable when Redis does not answer (noted in services/reach.py)."""
     scope = rights.queues if rights is not None else None
     if scope is None:
         queues = await services.aqueue_states()
@@ -157,6 +161,7 @@ async def snapshot(chosen: Filter, rights: Grant | None = None) -> dict[str, Any
         "paused": {q.name: q.paused for q in queues},
         "workers": workers,
         **history,
+        "redis": reach.current().shown(),
     }
 
 
@@ -172,6 +177,7 @@ class LiveOut(Out):
     jobs: list[dict[str, Any]]
     running: list[dict[str, Any]]
     failures: list[dict[str, Any]]
+    redis: RedisOut
 
 
 @router.get("", response={200: LiveOut, **ERRORS})

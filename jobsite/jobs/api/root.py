@@ -1,6 +1,8 @@
 """The NinjaAPI, mounted at api/v1/ by the app's urls.
 
-Staff session (CSRF on changes) or API token; every failure is answered as JSON.
+Staff session (CSRF on changes) or API token; every failure is answered as JSON. Every answer
+says in its `Jobsite-Redis` header whether Redis answers, as this process last saw it
+(services/reach.py): "up <ms>" or "down <ms>", since when.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from jobsite.jobs.api import (
     workers,
 )
 from jobsite.jobs.api.tokens import AUTH
+from jobsite.jobs.services import reach
 
 log = logging.getLogger("jobsite.api")
 
@@ -75,7 +78,29 @@ class StrictJson(Parser):
         return data
 
 
-api = NinjaAPI(
+# The header every API answer carries: Redis' state as this process last saw it.
+REDIS_HEADER = "Jobsite-Redis"
+
+
+class JobsiteAPI(NinjaAPI):
+    """NinjaAPI whose every answer says Redis' state in the REDIS_HEADER."""
+
+    def create_response(
+        self,
+        request: HttpRequest,
+        data: Any,
+        *,
+        status: int | None = None,
+        temporal_response: HttpResponse | None = None,
+    ) -> HttpResponse:
+        response = super().create_response(
+            request, data, status=status, temporal_response=temporal_response
+        )
+        response[REDIS_HEADER] = reach.current().header()
+        return response
+
+
+api = JobsiteAPI(
     title="Jobsite API",
     version="1",
     urls_namespace="jobsite:api",  # nested in the app's namespace
@@ -111,8 +136,11 @@ api.add_router("/dlq", dead_letters.dlq_aliases)
 
 @api.exception_handler(RedisUnavailable)
 def redis_down(request: HttpRequest, exc: RedisUnavailable) -> HttpResponse:
+    state = reach.failed(exc)
     response = api.create_response(
-        request, {"detail": "Redis is unavailable; retry shortly"}, status=503
+        request,
+        {"detail": "Redis is unavailable; retry shortly", "redis": state.shown()},
+        status=503,
     )
     response["Retry-After"] = "1"
     return response

@@ -223,6 +223,20 @@ class ErrorOut(Out):
     detail: Any
 
 
+class RedisOut(Out):
+    """Whether the engine's Redis answers, as the server last saw it, and since when (ms since
+    the epoch, the server's clock; 0: up since before the server's first call)."""
+
+    up: bool
+    since_ms: int
+
+
+class UnavailableOut(ErrorOut):
+    """503: Redis does not answer (or refuses for now)."""
+
+    redis: RedisOut
+
+
 # The error answers an operation may give, for its `response` in the schema.
 ERRORS: dict[int, Any] = {
     400: ErrorOut,
@@ -232,7 +246,7 @@ ERRORS: dict[int, Any] = {
     409: ErrorOut,
     413: ErrorOut,
     422: ErrorOut,
-    503: ErrorOut,
+    503: UnavailableOut,
 }
 
 

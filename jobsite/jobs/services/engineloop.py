@@ -26,8 +26,9 @@ from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Any, Concatenate
 
-from engine import Client, EngineSettings, SyncClient
+from engine import Client, EngineSettings, RedisUnavailable, SyncClient
 from jobsite.jobs.conf import engine_settings
+from jobsite.jobs.services import reach
 
 log = logging.getLogger("jobsite.engineloop")
 
@@ -231,17 +232,27 @@ def twins[**P, T](
     Both run it on the engine loop's long-lived client; the async twin inside a `session()`
     runs it on the session's client instead. An operation talks to Redis only: the ORM belongs
     to the caller's thread (its connection, its transaction), never to the engine loop's.
+    Whether Redis answered is noted in services/reach.py, the process's one view of it.
     """
     name = operation.__name__.lstrip("_")
+
+    async def noted(client: Client, *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            result = await operation(client, *args, **kwargs)
+        except RedisUnavailable as exc:
+            reach.failed(exc)
+            raise
+        reach.answered()
+        return result
 
     async def async_twin(*args: P.args, **kwargs: P.kwargs) -> T:
         client = _session_client()
         if client is not None:
-            return await operation(client, *args, **kwargs)
-        return await acall(engine_settings(), lambda c: operation(c, *args, **kwargs))
+            return await noted(client, *args, **kwargs)
+        return await acall(engine_settings(), lambda c: noted(c, *args, **kwargs))
 
     def sync_twin(*args: P.args, **kwargs: P.kwargs) -> T:
-        return call(engine_settings(), lambda c: operation(c, *args, **kwargs))
+        return call(engine_settings(), lambda c: noted(c, *args, **kwargs))
 
     for twin, twin_name in ((sync_twin, name), (async_twin, f"a{name}")):
         twin.__name__ = twin.__qualname__ = twin_name

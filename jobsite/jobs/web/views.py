@@ -13,6 +13,7 @@ from django.urls import reverse
 
 from jobsite.jobs.models import STATE_LABELS, VOCABULARY
 from jobsite.jobs.permissions import GROUPS, OPERATORS, VIEWERS, Perm, user_allows
+from jobsite.jobs.services import reach
 from jobsite.jobs.web.routing import WEBSOCKET_PATH
 
 # What each group the migration made lets its members do, for the 403 page.
@@ -36,7 +37,8 @@ def forbidden(request: HttpRequest) -> HttpResponse:
 def page(request: HttpRequest, template: str, **context: Any) -> HttpResponse:
     """Render a dashboard page with the config every page's scripts read (common.js).
 
-    The user must hold the view permission; `config.may` says which actions they may take.
+    The user must hold the view permission; `config.may` says which actions they may take;
+    `config.redis` is Redis' state as this process last saw it (services/reach.py).
     """
     if not user_allows(request.user, Perm.VIEW):
         return forbidden(request)
@@ -48,6 +50,7 @@ def page(request: HttpRequest, template: str, **context: Any) -> HttpResponse:
         "dashboard": reverse("jobsite:dashboard"),
         "may": {p.name.lower(): user_allows(request.user, p) for p in Perm},
         "vocabulary": {**VOCABULARY, "labels": STATE_LABELS},
+        "redis": reach.current().shown(),
         **context.pop("config", {}),
     }
     return render(request, template, {"config": config, **context})

@@ -108,6 +108,9 @@ class Command(BaseCommand):
             settings.shutdown_exit_s,
             busy=worker.holding if worker is not None else lambda: False,
             report=worker.exit_report if worker is not None else lambda: "",
+            # Only `manage.py runworker` owns its process: call_command (tests, a project's
+            # own script) must never be ended by it.
+            owns_process=bool(getattr(self, "_called_from_command_line", False)),
         )
         forced = asyncio.Event()  # a second signal: the exit waits for nothing more
 
