@@ -162,6 +162,44 @@ def test_job_page_follows_a_manual_retry(site: Site) -> None:
         browser.close()
 
 
+def test_the_job_page_leads_with_the_error(site: Site) -> None:
+    """A failed job's page opens on its error: the message, the line of the application's own
+    code (engine frames dimmed), why it was not retried; the cancel dialog says what each
+    button does."""
+    from playwright.sync_api import sync_playwright
+
+    failing = engine(site.settings, lambda c: c.enqueue(charge_card, 4200))
+    waiting = engine(site.settings, lambda c: c.enqueue(resize_image.using(delay_s=600), 1, 1))
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        login(page, site.base, site.password)
+        page.goto(f"{site.base}/dashboard/jobs/{failing.id}/")
+        page.wait_for_selector("#headline .state-failed", timeout=20_000)
+        page.wait_for_selector("#last-error:not([hidden])")
+        what = page.text_content("#last-error .what") or ""
+        assert what.startswith("ValueError: card declined for 4200 cents"), what
+        where = page.text_content("#last-error .where") or ""
+        assert "demo_tasks.py" in where and "in charge_card" in where, where
+        said = page.text_content("#last-error .not-retried") or ""
+        assert "ValueError is not in expected_exceptions" in said, said
+        dimmed = page.locator("#last-error .other-frame").all_text_contents()
+        assert dimmed and all("demo_tasks.py" not in line for line in dimmed), dimmed
+        # The error sits above the timeline, full width, before anything else of the job.
+        boxes = [page.locator(sel).bounding_box() for sel in ("#last-error", "#timeline")]
+        assert boxes[0] and boxes[1] and boxes[0]["y"] < boxes[1]["y"]
+        # A waiting job shows no error box, and its cancel dialog says what "no" means.
+        page.goto(f"{site.base}/dashboard/jobs/{waiting.id}/")
+        page.wait_for_selector("#actions button[data-action=cancel]:not([hidden])")
+        assert page.eval_on_selector("#last-error", "el => el.hidden")
+        page.click("#actions button[data-action=cancel]")
+        page.wait_for_selector("dialog.ask[open]")
+        buttons = page.locator("dialog.ask[open] button").all_text_contents()
+        assert buttons == ["Keep it", "Cancel job"], buttons
+        confirm(page, answer=False)
+        browser.close()
+
+
 def parked_jobs(site: Site) -> tuple[list[str], list[str]]:
     """Enqueue 5 then 25 jobs due in 10 minutes (they stay put); return both batches' ids."""
 

@@ -1,5 +1,6 @@
 // What every Jobsite page shares: the page's config, escaping, calls to the JSON API, the
 // "Redis is unreachable" banner, toasts (the result of an action) and dialogs in the page.
+// Whether Redis answers is the server's word alone (see redis() below), never the page's guess.
 (() => {
   "use strict";
   const config = JSON.parse(document.getElementById("jobsite-config").textContent);
@@ -14,35 +15,48 @@
     const response = await fetch(`${config.api}${path}`, {method, headers, credentials: "same-origin",
       body: body === undefined ? undefined : JSON.stringify(body)});
     const answer = response.status === 204 ? null : await response.json().catch(() => ({detail: response.statusText}));
-    if (response.status === 503) redis(false, typeof answer?.detail === "string" ? answer.detail : "");
-    else if (response.ok) redis(true);
+    redis(fromHeader(response.headers.get("Jobsite-Redis")));
     if (!response.ok) throw new Error(`${response.status} ${typeof answer?.detail === "string" ? answer.detail : JSON.stringify(answer?.detail)}`);
     return answer;
   }
-  // Redis reachable or not: a banner says so, the numbers are marked stale and every action
-  // (a button that changes something) is disabled until it answers again.
-  let downSince = null;
-  function redis(up, detail = "", what = "Redis is unreachable") {
-    const banner = document.getElementById("redis-down");
-    if (up) {
-      if (downSince === null) return;
-      downSince = null;
-      banner.hidden = true;
-      delete document.body.dataset.down;
-      for (const b of document.querySelectorAll("button[data-down-disabled]")) { b.disabled = false; delete b.dataset.downDisabled; }
-      toast("Redis answers again: live data resumed.", "ok");
-      return;
-    }
-    if (downSince === null) downSince = new Date();
-    banner.hidden = false;
-    document.body.dataset.down = "1";
-    banner.querySelector(".what").textContent = what;
-    banner.querySelector(".since").textContent = `since ${downSince.toLocaleTimeString()}`;
-    banner.querySelector(".detail").textContent = detail ? `(${detail})` : "";
+  // Redis reachable or not, as the server says ({up, since_ms}: since when, by its clock): in the
+  // page's config, in every API answer (the Jobsite-Redis header: "up <ms>" or "down <ms>") and
+  // in the dashboard's snapshots. While it is down a banner says so since when, the numbers are
+  // marked stale and every action (a button that changes something) is disabled. A report
+  // counts only when it tells of a later transition than the one known: an answer from a server
+  // process that has not tried Redis since, or one that left late, never undoes a newer one, so
+  // "since" holds still for the whole outage and "answers again" is said once, when it is true.
+  let known = {up: config.redis?.up ?? true, since_ms: config.redis?.since_ms ?? 0};
+  const fromHeader = (value) => {
+    const [word, ms] = (value || "").split(" ");
+    return word === "up" || word === "down" ? {up: word === "up", since_ms: Number(ms)} : null;
+  };
+  function redis(report) {
+    if (report && typeof report.up === "boolean" && report.up !== known.up && report.since_ms > known.since_ms) {
+      known = {up: report.up, since_ms: report.since_ms};
+      drawRedis();
+      if (known.up) toast("Redis answers again: live data resumed.", "ok");
+      document.dispatchEvent(new CustomEvent("jobsite:redis", {detail: known}));
+    } else if (!known.up) disableActions();  // buttons drawn since
+  }
+  function disableActions() {
     for (const b of document.querySelectorAll("main button:not([data-safe]), dialog button.danger")) {
       if (!b.disabled) { b.disabled = true; b.dataset.downDisabled = "1"; }
     }
   }
+  function drawRedis() {
+    const banner = document.getElementById("redis-down");
+    banner.hidden = known.up;
+    if (known.up) {
+      delete document.body.dataset.down;
+      for (const b of document.querySelectorAll("button[data-down-disabled]")) { b.disabled = false; delete b.dataset.downDisabled; }
+      return;
+    }
+    document.body.dataset.down = "1";
+    banner.querySelector(".since").textContent = `since ${new Date(known.since_ms).toLocaleTimeString()}`;
+    disableActions();
+  }
+  if (!known.up) drawRedis();
 
   // A short message about what an action did (and what it skipped, and why), in the page.
   function toast(text, kind = "info", timeoutMs = 8000) {
@@ -59,7 +73,8 @@
   }
 
   // A dialog in the page instead of confirm(): resolves true when the user confirms.
-  function ask(question, {confirm = "OK", danger = false, detail = ""} = {}) {
+  // `back` is the safe button: it says what not confirming means ("Keep it", "Go back").
+  function ask(question, {confirm = "OK", danger = false, detail = "", back = "Go back"} = {}) {
     const dialog = document.createElement("dialog");
     dialog.className = "ask";
     dialog.innerHTML = `<form method="dialog"><p class="question"></p><p class="detail"></p>
@@ -67,6 +82,7 @@
     dialog.querySelector(".question").textContent = question;
     dialog.querySelector(".detail").textContent = detail;
     dialog.querySelector("button[value=yes]").textContent = confirm;
+    dialog.querySelector("button[value=no]").textContent = back;
     document.body.append(dialog);
     dialog.showModal();
     dialog.querySelector("button[value=yes]").focus();
@@ -77,6 +93,7 @@
 
   window.jobsite = {
     redis,
+    redisUp: () => known.up,
     toast,
     ask,
     plural: (n, word, many = `${word}s`) => `${n} ${n === 1 ? word : many}`,

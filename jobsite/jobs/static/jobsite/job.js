@@ -40,6 +40,59 @@
   }
   const attemptLabel = (attempt, s, many) => (many ? `attempt ${attempt} of run ${s}` : `attempt ${attempt}`);
 
+  // Frames of the engine, of Jobsite's wrappers and of libraries: where the error was not made.
+  const OTHERS = /(\/engine\/|\/jobsite\/jobs\/|site-packages|dist-packages|\/lib\/python3[^/]*\/(asyncio|concurrent|threading))/;
+  const FRAME = /^\s*File "([^"]+)", line (\d+), in (.+)$/;
+
+  // The innermost frame of the application's own code in a traceback, or null.
+  function ownFrame(traceback) {
+    const frames = (traceback || "").split("\n").map((line) => line.match(FRAME)).filter(Boolean);
+    const own = frames.filter((m) => !OTHERS.test(m[1]));
+    const m = own.at(-1);
+    return m ? `${m[1]}, line ${m[2]}, in ${m[3]}` : null;
+  }
+
+  // A traceback with the frames of the engine and of libraries dimmed, the application's bright.
+  function tracebackHtml(traceback) {
+    let other = false;
+    return (traceback || "").split("\n").map((line) => {
+      const m = line.match(FRAME);
+      if (m) other = OTHERS.test(m[1]);
+      return other && (m || /^\s{4}/.test(line)) ? `<span class="other-frame">${esc(line)}</span>` : esc(line);
+    }).join("\n");
+  }
+
+  // Errors with consecutive repeats folded: [{error, first, last, count, series}].
+  function folded(errors) {
+    const es = errorSeries(errors);
+    const out = [];
+    errors.forEach((e, i) => {
+      const prev = out.at(-1);
+      const same = prev && prev.error.exception === e.exception && prev.error.type === e.type
+        && prev.error.message === e.message && (prev.error.traceback || "") === (e.traceback || "")
+        && prev.series === es[i];
+      if (same) { prev.count += 1; prev.last = e; } else out.push({error: e, first: e, last: e, count: 1, series: es[i]});
+    });
+    return out;
+  }
+
+  function renderLastError(job) {
+    const errors = job.errors || [];
+    const last = errors.at(-1);
+    const box = $("#last-error");
+    box.hidden = !last || !vocabulary.terminal.includes(job.state) && job.state !== "scheduled";
+    if (box.hidden) return;
+    const times = errors.filter((e) => e.message === last.message && (e.exception || e.type) === (last.exception || last.type)).length;
+    const kind = (last.exception || last.type || "error").replace(/^builtins\./, "");
+    box.querySelector(".what").innerHTML = `<b>${esc(kind)}</b>: ${esc(last.message || "")}${times > 1 ? ` <small>(the same error ${times} times)</small>` : ""}`;
+    const where = ownFrame(last.traceback);
+    box.querySelector(".where").innerHTML = where ? `in your code at <code>${esc(where)}</code>` : "";
+    box.querySelector(".not-retried").textContent = last.not_retried ? `Not retried: ${last.not_retried}.` : "";
+    const pre = box.querySelector(".traceback");
+    pre.hidden = !last.traceback;
+    pre.innerHTML = tracebackHtml(last.traceback);
+  }
+
   // Pretty JSON; a large value is folded, with its size in the summary.
   function json(value) {
     const text = JSON.stringify(value, null, 2) ?? "null";
@@ -67,7 +120,7 @@
     const current = start && (!ready || Date.parse(start) >= Date.parse(ready)) ? start : null;
     const facts = {priority: job.priority, worker: job.worker || "–", "queued (latest)": time(job.submitted_at),
       "run at": time(job.run_at), claimed: time(job.claimed_at), "first started": time(job.started_at),
-      "latest attempt started": job.retried_at ? time(job.retried_at) : "–",
+      "latest attempt started": time(current),
       ended: time(job.completed_at && current && Date.parse(job.completed_at) >= Date.parse(current) ? job.completed_at : null),
       waited: current ? span(ready, current) : (vocabulary.live.includes(job.state) ? "waiting…" : "–"),
       ran: current ? span(current, job.completed_at) : "–"};
@@ -110,8 +163,12 @@
     $("#timeline tbody").innerHTML = rows.map((r) => r.html).join("") || `<tr><td colspan="6">not in the history yet</td></tr>`;
     const es = errorSeries(job.errors || []);
     const manyErrors = (es.at(-1) ?? 1) > 1;
-    $("#attempts ol").innerHTML = (job.errors || []).map((e, i) => `<li><b>${esc(attemptLabel(e.attempt ?? "?", es[i], manyErrors))}</b>
-      ${esc(e.exception || e.type || "")}: ${esc(e.message || "")} <small>${esc(e.at_ms ? new Date(e.at_ms).toLocaleString() : "")}</small>${e.not_retried ? `<p class="not-retried">Not retried: ${esc(e.not_retried)}</p>` : ""}<pre>${esc(e.traceback || "")}</pre></li>`).join("") || '<li class="empty">no errors</li>';
+    const label = (f) => {
+      const first = attemptLabel(f.first.attempt ?? "?", f.series, manyErrors);
+      return f.count > 1 ? `${first} to ${f.last.attempt ?? "?"}: the same error × ${f.count}` : first;
+    };
+    $("#attempts ol").innerHTML = folded(job.errors || []).map((f) => `<li><b>${esc(label(f))}</b>
+      ${esc(f.last.exception || f.last.type || "")}: ${esc(f.last.message || "")} <small>${esc(f.last.at_ms ? new Date(f.last.at_ms).toLocaleString() : "")}</small>${f.last.not_retried ? `<p class="not-retried">Not retried: ${esc(f.last.not_retried)}</p>` : ""}${f.last.traceback ? `<details><summary>traceback</summary><pre>${tracebackHtml(f.last.traceback)}</pre></details>` : ""}</li>`).join("") || '<li class="empty">no errors</li>';
     $("#logs ol").innerHTML = (job.logs || []).map((l) => `<li><time>${esc(new Date(l.at_ms).toLocaleTimeString())}</time>
       <small>#${l.attempt}</small> ${esc(l.message)}</li>`).join("") || '<li class="empty">no log lines</li>';
     const dropped = $("#logs .dropped");
@@ -132,6 +189,7 @@
       return;
     }
     renderSummary(job);
+    renderLastError(job);
     renderHistory(job);
     document.dispatchEvent(new CustomEvent("jobsite:job", {detail: job}));
     $("#status").textContent = vocabulary.live.includes(job.state) ? "live" : "ended";
@@ -141,7 +199,7 @@
 
   async function act(action) {
     const [path, method] = action === "cancel" ? [`/jobs/${seg(config.job_id)}`, "DELETE"] : [`/jobs/${seg(config.job_id)}/retry`, "POST"];
-    if (!await ask(`${action === "cancel" ? "Cancel" : "Retry"} job ${config.job_id}?`, {confirm: action === "cancel" ? "Cancel job" : "Retry", danger: action === "cancel"})) return;
+    if (!await ask(`${action === "cancel" ? "Cancel" : "Retry"} job ${config.job_id}?`, {confirm: action === "cancel" ? "Cancel job" : "Retry", danger: action === "cancel", back: "Keep it"})) return;
     try {
       const answer = await api(path, {method});
       toast(action === "cancel" ? `Cancel sent: the job is ${answer?.outcome ?? answer?.state ?? "cancelling"}.` : `Retried: the job is ${answer?.state ?? "queued"} again.`, "ok");
