@@ -16,14 +16,15 @@ from engine import state_vocabulary
 # Every list derives from the engine's one vocabulary (admin, API and dashboard alike).
 VOCABULARY = state_vocabulary()
 LOST = "lost"  # the history's own state: reconciliation found no trace of a live job in Redis
-STATE_CHOICES = [(s, s) for s in VOCABULARY["states"]]
 TERMINAL = VOCABULARY["terminal"]
 CANCELLABLE = VOCABULARY["cancellable"]
 RETRYABLE = VOCABULARY["retryable"]
 # Ended without success: what "recent failures" lists (and its partial index covers).
 DEAD = VOCABULARY["dead"]
-# The word an operator reads for a state where it differs from the engine's (pages only).
+# The word an operator reads for a state where it differs from the engine's: the dashboard,
+# the admin (the field's choices) and the docs' glossary say it; the API keeps the engine's.
 STATE_LABELS = {"started": "running"}
+STATE_CHOICES = [(s, STATE_LABELS.get(s, s)) for s in VOCABULARY["states"]]
 
 
 class JobRecord(models.Model):
