@@ -62,6 +62,7 @@ from .ops.roles import (
     set_role,
 )
 from .periodic.declared import SyncReport, declared_repeatable, sync_declared
+from .periodic.outages import Outage, OutageWatch, Recovery, recent_outages, recovery_grace_ms
 from .periodic.repeat import Repeatable
 from .periodic.schedule_health import STATES as SCHEDULE_STATES
 from .periodic.schedule_health import ScheduleHealth, sample_dlq, schedule_health, swap_state
@@ -133,11 +134,14 @@ __all__ = [
     "LeaseLost",
     "LoopCrashed",
     "Metrics",
+    "Outage",
+    "OutageWatch",
     "PayloadTooLarge",
     "QueueKeys",
     "QueueMetrics",
     "Reason",
     "Reconnect",
+    "Recovery",
     "RedisRefused",
     "RedisServer",
     "RedisUnavailable",
@@ -181,6 +185,8 @@ __all__ = [
     "list_roles",
     "parse_queues",
     "producer",
+    "recent_outages",
+    "recovery_grace_ms",
     "redact_url",
     "run_periodic",
     "run_probe",

@@ -125,6 +125,12 @@ def health_key(prefix: str, kind: str, name: str) -> str:
     return f"{prefix}:health:{kind}:{name}"
 
 
+def outages_key(prefix: str) -> str:
+    """Return the ZSET of the recent Redis outages health excuses (periodic/outages.py): the
+    outage as JSON -> the server ms Redis was seen back."""
+    return f"{prefix}:health:outages"
+
+
 def hash_format_key(prefix: str) -> str:
     """Return the key of the storage format of job hashes (engine/seam/hashformat.py)."""
     return f"{prefix}:hash_format"

@@ -6,7 +6,10 @@
   start stamps, queue wait); one it may hold back (a suspect, a job with options of its own, a
   task in the `held` list: capped by max_concurrent) is only claimed, and begin-2.lua begins it
   when it starts.
-  A job past its deadline_ms is expired instead (into the DLQ unless its dlq field is '0').
+  A job past its deadline_ms is expired instead (into the DLQ unless its dlq field is '0'); so
+  is a job with no queue_timeout_ms of its own that has been ready for the worker's queue
+  timeout (ARGV[11]: QUEUE_TIMEOUT where the worker runs, for a job whose producer stamped none),
+  counted from submitted_at_ms, when it last became ready.
   Rate limits (the queue's meta rate_interval_ms, the job's rate_interval_ms for its task) are
   kept as theoretical arrival times in meta (`tat`, `tat:<task>`): a job whose slot is ahead is
   not started but `scheduled` at its slot, which it keeps (rate_slot_ms), so it waits only once.
@@ -27,7 +30,8 @@
   ARGV[8] begin: the histogram bucket bounds in ms ("5,10,...") to begin jobs here, or ''
   ARGV[9] the worker's build SET key, or '' (it runs every version)
   ARGV[10] unserved ZSET key prefix (keys.QueueKeys.unserved_prefix)
-  ARGV[11..] held: tasks whose jobs are only claimed
+  ARGV[11] the worker's queue timeout in ms for jobs without one of their own, or '' (none)
+  ARGV[12..] held: tasks whose jobs are only claimed
   Returns: a list of jobs, each {id, task, version, args, kwargs, attempt it will run as, token,
   options, parents, stalls, trace_context, begun} (options, parents and trace_context are false
   when the job has none; stalls > 0 marks a suspect, which the worker runs alone; begun is 1
@@ -36,7 +40,8 @@
   claimed_at_ms is written only for a job claimed and not begun: one begun here was claimed at
   its start stamp, which readers take instead (engine/job.py claimed_ms), so a finished job's
   hash is the smaller by that field for its whole result ttl.
-  Events: submitted -> started | expired | scheduled (rate limited); none when set aside.
+  Events: submitted -> started | expired ('deadline passed', or 'queue timeout passed' for the
+  worker's own) | scheduled (rate limited); none when set aside.
   Re-adds the marker while jobs remain.
 ]]
 --@include common
@@ -45,6 +50,7 @@ local limit, lease_ms, worker = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local meta = rcall('HMGET', Q.meta, 'paused', 'rate_interval_ms', 'stop:' .. worker)
 if meta[1] == '1' or meta[3] then return {} end
 local suspects_left = tonumber(ARGV[7])
+local own_wait_ms = tonumber(ARGV[11])  -- nil: the worker sets no queue timeout
 local unserved, uprefix = KEYS[12], ARGV[10]
 local build = ARGV[9] ~= '' and rcall('EXISTS', ARGV[9]) == 1 and ARGV[9] or nil
 local runs = {}  -- task@version -> true when this worker's build has it
@@ -84,7 +90,7 @@ local token = rcall('INCRBY', Q.seq, fmt(#popped / 2)) - #popped / 2
 local out = {}
 local b = ARGV[8] ~= '' and bounds(ARGV[8]) or nil
 local held = {}
-for i = 11, #ARGV do held[ARGV[i]] = true end
+for i = 12, #ARGV do held[ARGV[i]] = true end
 -- task -> the queue wait of each job begun here (as begin-2.lua observes it).
 local wait = {}
 -- lease, id pairs of the jobs claimed: one ZADD to `started` after the loop.
@@ -115,7 +121,8 @@ for j = 1, #popped, 2 do
   for _ = 1, 2 do  -- jget, inline: every claimed job (a hash of the other format, read again)
     f = rcall('HMGET', key, F.state, F.task, F.version, F.args, F.kwargs, F.options, F.attempt,
               F.deadline_ms, F.rate_interval_ms, F.rate_slot_ms, F.parents, F.stalls,
-              F.trace_context, F.started_at_ms, F.submitted_at_ms, F.claimed_at_ms)
+              F.trace_context, F.started_at_ms, F.submitted_at_ms, F.claimed_at_ms,
+              F.queue_timeout_ms)
     if f[1] or not native(key) then break end
   end
   local suspect = tonumber(f[12] or '0') > 0
@@ -135,13 +142,18 @@ for j = 1, #popped, 2 do
     local attempt = tonumber(f[7] or '0') + 1
     local task_interval = tonumber(f[9])
     local expired = f[8] and tonumber(f[8]) <= now
+    local reason = 'deadline passed'
+    if not expired and own_wait_ms and not f[17] and f[15]
+       and now - tonumber(f[15]) >= own_wait_ms then
+      expired, reason = true, 'queue timeout passed'
+    end
     local slot = now
     if not expired and (queue_interval or task_interval) and not (f[10] and tonumber(f[10]) <= now) then
       slot = rate_slot(f[2], task_interval)
     end
     if expired then
       bury(Q, key, id, 'expired')
-      emit(Q, id, 'submitted', 'expired', attempt - 1, worker, 'deadline passed')
+      emit(Q, id, 'submitted', 'expired', attempt - 1, worker, reason)
     elseif slot > now then
       rcall('HSET', key, F.state, 'scheduled', F.run_at_ms, fmt(slot), F.rate_slot_ms, fmt(slot))
       rcall('ZADD', Q.scheduled, fmt(slot), id)

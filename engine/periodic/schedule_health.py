@@ -10,6 +10,8 @@ worker registry, and returns one `ScheduleHealth` per repeatable. States, worst 
 - `overlap`: a run was still going when the next tick came; `skip_if_running` skipped that tick,
   else a second run started alongside.
 - `no_worker`: no live worker serves its queue (its next tick will be missed).
+- `recovering`: Redis was away lately (periodic/outages.py): a tick or run due while it was, or
+  no live worker yet, within the grace its workers get to come back; never alerted.
 - `ok`, or `paused` (not checked).
 
 The tolerance is the repeatable's `tolerance_s`, else `default_tolerance_s`; for an `every_s`
@@ -31,10 +33,12 @@ from ..job import JobState
 from ..keys import QueueKeys, health_key
 from ..ops.handle import Handle
 from ..transport.connection import server_ms
+from .outages import Recovery
+from .outages import when as _when
 from .repeat import Repeatable
 
 # States, worst first.
-STATES = ("missed", "late", "overlap", "no_worker", "ok", "paused")
+STATES = ("missed", "late", "overlap", "no_worker", "recovering", "ok", "paused")
 _WAITING = {JobState.SUBMITTED, JobState.SCHEDULED, JobState.BLOCKED}
 
 
@@ -52,10 +56,6 @@ class ScheduleHealth:
     last_tick_ms: int | None = None
     last_job: str | None = None
     skip_if_running: bool = False
-
-
-def _when(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def tick_of(rep: Repeatable, job_id: str | None) -> int | None:
@@ -85,9 +85,13 @@ def tolerance_ms(rep: Repeatable, default_tolerance_s: float) -> int:
 
 
 async def schedule_health(
-    client: Handle, queues: list[str], default_tolerance_s: float
+    client: Handle,
+    queues: list[str],
+    default_tolerance_s: float,
+    recovery: Recovery | None = None,
 ) -> list[ScheduleHealth]:
-    """Return the health of every repeatable of `queues`."""
+    """Return the health of every repeatable of `queues` (with `recovery`, what the recent Redis
+    outages explain is excused)."""
     redis = client.redis
     served = {q for w in await client.workers() for q in str(w.get("queues", "")).split(",")}
     # Server time apart from the pipeline: a cluster refuses TIME in one (no key to route it).
@@ -132,6 +136,7 @@ async def schedule_health(
                 rep.queue in served,
                 now_ms,
                 tolerance_ms(rep, default_tolerance_s),
+                recovery or Recovery(0),
             )
         )
     return out
@@ -147,19 +152,32 @@ def _judge(
     served: bool,
     now_ms: int,
     tol_ms: int,
+    recovery: Recovery,
 ) -> ScheduleHealth:
-    """Return one repeatable's state from what Redis holds about it."""
+    """Return one repeatable's state from what Redis holds about it; what a recent outage
+    explains is `recovering` (`held`), or nothing once it is over."""
     tick = tick_of(rep, last_id)
     found: dict[str, str] = {}
+    held: list[str] = []
+
+    def overdue(due: int, at_ms: int) -> bool:
+        return at_ms - recovery.due_ms(rep.queue, due, tol_ms) > tol_ms
+
     if rep.paused:
         found["paused"] = "paused"
     else:
         if due_ms is not None and now_ms - due_ms > tol_ms:
             why = "no live worker serves its queue" if not served else "no scheduler fired it"
-            found["missed"] = f"the tick due at {_when(due_ms)} has not fired: {why}"
+            if overdue(due_ms, now_ms):
+                found["missed"] = f"the tick due at {_when(due_ms)} has not fired: {why}"
+            else:
+                held.append(f"the tick due at {_when(due_ms)} has not fired yet")
         if tick is not None and last_state in _WAITING and now_ms - tick > tol_ms:
-            found["late"] = f"the run of the tick at {_when(tick)} has not started"
-        elif tick is not None and started_ms is not None and started_ms - tick > tol_ms:
+            if overdue(tick, now_ms):
+                found["late"] = f"the run of the tick at {_when(tick)} has not started"
+            else:
+                held.append(f"the run of the tick at {_when(tick)} has not started yet")
+        elif tick is not None and started_ms is not None and overdue(tick, started_ms):
             late_s = (started_ms - tick) / 1000
             found["late"] = f"the run of the tick at {_when(tick)} started {late_s:.1f} s late"
         nxt = rep.next_after(tick) if tick is not None else None
@@ -173,8 +191,13 @@ def _judge(
                 f"the run before the tick at {_when(tick)} was still going: a second run "
                 "started alongside (skip_if_running is off)"
             )
-        if not served:
+        if not served and recovery.recovering(rep.queue, now_ms) is None:
             found["no_worker"] = f"no live worker serves queue {rep.queue!r}"
+        elif not served:
+            held.append(f"no live worker serves queue {rep.queue!r} yet")
+        outage = recovery.last(rep.queue)
+        if held and outage is not None:
+            found["recovering"] = f"{'; '.join(held)}: {recovery.said(outage)}"
     state = next((s for s in STATES if s in found), "ok")
     return ScheduleHealth(
         rep.queue,

@@ -95,6 +95,9 @@ class ClaimOptions(TypedDict, total=False):
     most_suspects: int  # -1 (the default): any number of suspects
     begin: bool
     build: str  # the worker's build SET key ("": it runs every version)
+    # The worker's queue timeout for jobs that carry none (None: no limit; settings'
+    # queue_timeout_for the queue).
+    queue_timeout_ms: int | None
     held: Sequence[str]
 
 
@@ -108,7 +111,8 @@ def claim_argv(keys: QueueKeys, **options: Unpack[ClaimOptions]) -> list[Any]:
     argv: list[Any] = [keys.job_prefix, o["events_maxlen"], o["max_jobs"], o["lease_ms"]]
     argv += [o["worker_id"], o["result_ttl_ms"], o.get("most_suspects", -1)]
     argv += [BUCKETS_ARG if o.get("begin") else "", o.get("build", ""), keys.unserved_prefix]
-    return [*argv, *o.get("held", ())]
+    wait_ms = o.get("queue_timeout_ms")
+    return [*argv, "" if wait_ms is None else wait_ms, *o.get("held", ())]
 
 
 def claimed(rows: list[list[Any]]) -> list[Claimed]:

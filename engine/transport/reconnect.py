@@ -13,6 +13,9 @@ from collections.abc import Awaitable, Callable
 from .faults import Fault, classify, refusal
 
 log = logging.getLogger("engine.reconnect")
+# The longest backoff sleep of a loop by default (the worker's upkeep, the cleaner, the
+# scheduler): health counts it in the time a live worker takes to renew after an outage.
+BACKOFF_CAP_S = 1.0
 
 # Bumped when Redis is known to be back (a new master found after a failover): every backoff
 # sleep in the process, in any thread, ends at once instead of sleeping on.
@@ -51,7 +54,7 @@ class Reconnect:
     def __init__(
         self,
         loop_name: str,
-        cap_s: float = 1.0,
+        cap_s: float = BACKOFF_CAP_S,
         transient: tuple[type[BaseException], ...] = (),
     ) -> None:
         self.loop_name = loop_name

@@ -243,6 +243,8 @@ class Claimer:
             want = min(want, limit - self.book.in_queue(keys))
         if want <= 0:
             return None
+        # QUEUE_TIMEOUT where this worker runs, for jobs whose producer stamped none on them.
+        wait_s = self.settings.queue_timeout_for(keys.queue)
         return claim_argv(
             keys,
             events_maxlen=self.settings.events_emergency_maxlen,
@@ -253,6 +255,7 @@ class Claimer:
             most_suspects=self.attempts.suspects_wanted(self.book.suspects()),
             begin=True,
             build=self.versions.build_keys[keys],
+            queue_timeout_ms=None if wait_s is None else int(wait_s * 1000),
             held=self.held,
         )
 

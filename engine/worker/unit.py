@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ from functools import partial
 from typing import Any, Protocol
 
 from ..dev import failpoints
+from ..errors import ConfigError
 from ..job import Job
 from ..keys import QueueKeys
 from ..running.context import JobContext
@@ -98,6 +100,28 @@ class RunningJob:
         self.book.finish(self, outcome)
 
 
+def check_heartbeat_limits(settings: EngineSettings, registry: Registry) -> None:
+    """Raise ConfigError for tasks whose max_heartbeat_interval_s is under two heartbeats.
+
+    The worker renews a lease every heartbeat_interval_s, capped at the task's last heartbeat
+    plus that limit: a shorter one lapses between two renewals even while the task heartbeats.
+    """
+    floor = settings.stale_floor_s
+    short = sorted(
+        f"{t.name} ({t.options.max_heartbeat_interval_s:g} s)"
+        for t in registry
+        if t.options.max_heartbeat_interval_s is not None
+        and t.options.max_heartbeat_interval_s < floor
+    )
+    if short:
+        raise ConfigError(
+            f"max_heartbeat_interval_s must be at least twice the worker's heartbeat_interval_s "
+            f"({settings.heartbeat_interval_s:g} s), {floor:g} s: {', '.join(short)}. Raise the "
+            "task's limit or lower heartbeat_interval_s; a task that heartbeats would stall "
+            "between two lease renewals"
+        )
+
+
 class Attempts:
     """Run claimed jobs to their outcome, here or (a suspect) alone in a child process."""
 
@@ -123,6 +147,9 @@ class Attempts:
         self.upkeep = upkeep
         self.traced = traced
         self._lines = 0
+        check_heartbeat_limits(settings, registry)
+        # Tasks whose jobs came with a max_heartbeat_interval_s below the floor, told once.
+        self._raised: set[str] = set()
 
     def prepare(self, keys: QueueKeys, row: Claimed, book: Holder) -> RunningJob:
         """Make a claimed row a job to run (one whose payload is too large fails unrun)."""
@@ -134,7 +161,7 @@ class Attempts:
             poison = f"payload of {size} bytes is over {limit}"
         job = row.to_job(keys.queue)
         task = self.registry.get(job.task, job.version)
-        opts = options_for(task, job) if task is not None else None
+        opts = self._floored(job, options_for(task, job)) if task is not None else None
         ctx = JobContext(
             job,
             self.worker_id,
@@ -144,6 +171,27 @@ class Attempts:
             self.write_log,
         )
         return RunningJob(job, keys, task, opts, ctx, book, poison=poison, begun=bool(row.begun))
+
+    def _floored(self, job: Job, opts: TaskOptions) -> TaskOptions:
+        """Return `opts` with a max_heartbeat_interval_s the call sent below two heartbeats
+        raised to two (the task's own was checked at start): the worker renews the lease only
+        every heartbeat, so a shorter limit would stall a job that heartbeats."""
+        limit = opts.max_heartbeat_interval_s
+        floor = self.settings.stale_floor_s
+        if limit is None or limit >= floor:
+            return opts
+        if job.task not in self._raised:
+            self._raised.add(job.task)
+            log.warning(
+                "max_heartbeat_interval_s raised to twice the heartbeat task=%s job=%s "
+                "sent_s=%g used_s=%g heartbeat_interval_s=%g",
+                job.task,
+                job.id,
+                limit,
+                floor,
+                self.settings.heartbeat_interval_s,
+            )
+        return dataclasses.replace(opts, max_heartbeat_interval_s=floor)
 
     def suspects_wanted(self, running: int) -> int:
         """Return how many suspects to claim beside `running` ones: one per idle child (-1: any)."""

@@ -10,6 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
+from django.utils.module_loading import import_string
 from redis.asyncio.connection import AbstractConnection
 
 from engine import ConfigError, RedisUnavailable, redact_url, unused_retries, validate_queue_name
@@ -23,6 +24,8 @@ TAG = "jobsite"
 # The check that talks to Redis also has a tag of its own, to run (or skip) it alone.
 REDIS_TAG = "jobsite_redis"
 BACKEND = "jobsite.jobs.tasks.backend.JobsiteBackend"
+# The backend's path of 0.1 (jobsite/jobs/backends.py): it works, with a warning, until 0.3.
+OLD_BACKEND = "jobsite.jobs.backends.JobsiteBackend"
 
 
 @register(TAG)
@@ -139,12 +142,25 @@ def check_retries(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
 
 @register(TAG)
 def check_task_backends(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Warn about django.tasks queues that no Jobsite worker serves."""
+    """Warn about django.tasks queues that no Jobsite worker serves, and the backend's old path.
+
+    A backend with `"QUEUES": []` (any queue) names none to check here: the backend logs each
+    queue outside JOBSITE["QUEUES"] the first time it sends a job there.
+    """
     found: list[CheckMessage] = []
     served = set(conf.queues()) if isinstance(getattr(settings, "JOBSITE", None), dict) else set()
     for alias, params in getattr(settings, "TASKS", {}).items():
-        if params.get("BACKEND") != BACKEND:
+        if params.get("BACKEND") not in (BACKEND, OLD_BACKEND):
             continue
+        if params.get("BACKEND") == OLD_BACKEND:
+            found.append(
+                Warning(
+                    f"TASKS[{alias!r}]['BACKEND'] is {OLD_BACKEND}, the path before Jobsite 0.2: "
+                    "it works until 0.3.",
+                    hint=f"Set it to {BACKEND!r}.",
+                    id="jobsite.W007",
+                )
+            )
         unserved = sorted(set(params.get("QUEUES", [])) - served)
         if unserved and not conf.option("ANY_QUEUE"):
             found.append(
@@ -224,10 +240,8 @@ def check_channel_layer(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
     layer = getattr(settings, "CHANNEL_LAYERS", {}).get("default", {})
     if layer.get("BACKEND") != "channels_redis.core.RedisChannelLayer":
         return []
-    from channels_redis.core import RedisChannelLayer
-
-    block_s = RedisChannelLayer.brpop_timeout
-    for host in layer.get("CONFIG", {}).get("hosts") or []:
+    block_s = import_string(layer["BACKEND"]).brpop_timeout
+    for host in layer.get("CONFIG", {}).get("hosts") or [None]:  # None: its localhost
         read_s = layer_read_timeout_s(host)
         if read_s is not None and read_s <= block_s:
             return [

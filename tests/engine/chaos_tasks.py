@@ -84,7 +84,7 @@ async def beat(job: JobContext, seconds: float) -> str:
     return "done"
 
 
-@task(name="chaos.silent", takes_context=True, max_heartbeat_interval_s=0.5, max_stalls=0)
+@task(name="chaos.silent", takes_context=True, max_heartbeat_interval_s=1.0, max_stalls=0)
 async def silent(job: JobContext) -> None:
     ledger("start", job)
     await asyncio.sleep(30)

@@ -12,6 +12,8 @@ from django.test import override_settings
 from engine.dev.devserver import free_port
 from jobsite.jobs.checks import TAG
 
+CHANNELS_REDIS = "channels_redis.core.RedisChannelLayer"
+
 
 @pytest.fixture(autouse=True)
 def private_redis(request: pytest.FixtureRequest) -> None:
@@ -26,6 +28,11 @@ def ids(**overrides: Any) -> list[str]:
 
 def engine(**values: Any) -> dict[str, Any]:
     return {**settings.JOBSITE, **values}
+
+
+def layer(host: Any) -> dict[str, Any]:
+    """Return CHANNEL_LAYERS of one channels_redis layer on `host`."""
+    return {"default": {"BACKEND": CHANNELS_REDIS, "CONFIG": {"hosts": [host]}}}
 
 
 def test_the_project_settings_pass() -> None:
@@ -81,6 +88,14 @@ def test_the_project_settings_pass() -> None:
             ["jobsite.W002"],
         ),
         ({"CHANNEL_LAYERS": {}}, ["jobsite.W005"]),
+        # redis-py's reads give up after 5 s, as soon as channels_redis' 5 s BZPOPMIN
+        ({"CHANNEL_LAYERS": layer("redis://127.0.0.1:6379/1")}, ["jobsite.W006"]),
+        (
+            {"CHANNEL_LAYERS": layer({"address": "redis://h/1", "socket_timeout": 3})},
+            ["jobsite.W006"],
+        ),
+        ({"CHANNEL_LAYERS": layer("redis://h/1?socket_timeout=10")}, []),
+        ({"CHANNEL_LAYERS": layer({"host": "h", "port": 6379, "socket_timeout": 10})}, []),
         ({"JOBSITE": engine(JOB_RETENTION_DAYS=-1)}, ["jobsite.E008"]),
         ({"JOBSITE": engine(JOB_RETENTION_DAYS_BY_STATE={"done": 5})}, ["jobsite.E008"]),
         ({"JOBSITE": engine(JOB_RETENTION_DAYS_BY_STATE={"failed": "a"})}, ["jobsite.E008"]),

@@ -20,7 +20,7 @@ from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.test import override_settings
 
-from engine import Client, EngineSettings, PayloadTooLarge
+from engine import Client, ConfigError, EngineSettings, PayloadTooLarge, Worker
 from jobsite.jobs.tasks.backend import JobsiteBackend, _loop_safe
 from jobsite.jobs.tasks.djtasks import (
     InvalidTask,
@@ -31,9 +31,10 @@ from jobsite.jobs.tasks.djtasks import (
     task_finished,
     task_started,
 )
+from jobsite.jobs.tasks.registry import load_tasks
 
 from . import dj_tasks
-from .conftest import run_worker
+from .conftest import MODULES, run_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -183,8 +184,98 @@ def test_a_result_equals_what_get_result_reads_back(engine: EngineSettings) -> N
 def test_queue_names_are_validated_by_validate_task(engine: EngineSettings) -> None:
     with pytest.raises(InvalidTask, match="queue names"):
         dj_tasks.add.using(queue_name="no spaces")
-    with pytest.raises(InvalidTask, match="JOBSITE"):
-        dj_tasks.add.using(queue_name="unserved")
+    listed = {"BACKEND": "jobsite.jobs.tasks.backend.JobsiteBackend", "QUEUES": ["default"]}
+    with override_settings(TASKS={"default": listed}):
+        with pytest.raises(InvalidTask, match=r"^Queue 'unserved' is not valid for backend\.$"):
+            dj_tasks.add.using(queue_name="unserved")
+        task = dj_tasks.add.using(queue_name="default")
+    # Django's check runs again at enqueue, under the backend of the moment.
+    reports = {"default": {**listed, "QUEUES": ["reports"]}}
+    with (
+        override_settings(TASKS=reports),
+        pytest.raises(InvalidTask, match=r"^Queue 'default' is not valid for backend\.$"),
+    ):
+        task.enqueue(1, 2)
+    assert submitted(engine) == 0
+
+
+def test_empty_queues_mean_any_queue_as_django_says(
+    engine: EngineSettings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The project's backend has `"QUEUES": []`: a queue outside JOBSITE["QUEUES"] is accepted,
+    the job goes there (logged once per queue), and a worker started for it runs it."""
+    elsewhere = dj_tasks.add.using(queue_name="elsewhere")  # JOBSITE["QUEUES"] is ["default"]
+    with caplog.at_level(logging.WARNING, logger="jobsite.tasks"):
+        first = elsewhere.enqueue(1, 2)
+        second = async_to_sync(elsewhere.aenqueue)(3, 4)
+    told = [r.getMessage() for r in caplog.records if "outside JOBSITE['QUEUES']" in r.getMessage()]
+    assert len(told) == 1 and "queue=elsewhere" in told[0] and "--queues elsewhere" in told[0]
+    assert submitted(engine) == 0  # not in "default"
+    async_to_sync(run_worker)(engine)  # serves "default": nothing for it
+    assert dj_tasks.add.get_result(first.id).status == TaskResultStatus.READY
+    worker = Worker(engine, load_tasks(MODULES), queues=["elsewhere"], burst=True)
+    async_to_sync(worker.run)()
+    assert dj_tasks.add.get_result(first.id).return_value == 3
+    assert dj_tasks.add.get_result(second.id).return_value == 7
+
+
+def test_the_backends_any_queue_opens_no_other_door(engine: EngineSettings) -> None:
+    """Only the backend's own jobs get its rule: every other way in still checks JOBSITE
+    ["QUEUES"], and the backend's outbox rows keep the rule for the relay."""
+    from jobsite.jobs import services
+    from jobsite.jobs.models import OutboxEntry
+    from jobsite.jobs.services import submission
+    from tests.engine import tasks as t
+
+    with pytest.raises(ConfigError, match="JOBSITE"):
+        services.submit(t.add.using(queue="elsewhere").call(1, 2), outbox=False)
+    with pytest.raises(ConfigError, match="JOBSITE"):
+        services.enqueue(t.add.using(queue="elsewhere"), 1, 2)
+    with pytest.raises(ConfigError, match="JOBSITE"):
+        async_to_sync(services.aenqueue)(t.add.using(queue="elsewhere"), 1, 2)
+    outbox = {
+        "BACKEND": "jobsite.jobs.tasks.backend.JobsiteBackend",
+        "QUEUES": [],
+        "OPTIONS": {"TRANSACTIONAL_OUTBOX": True},
+    }
+    with override_settings(TASKS={"default": outbox}):
+        with transaction.atomic():
+            kept = dj_tasks.add.using(queue_name="elsewhere").enqueue(5, 6)
+            row = OutboxEntry.objects.get(job_id=kept.id)
+            assert row.job["queue_accepted_by"] == "TASKS['default']['QUEUES']"
+        assert services.get_job(kept.id).queue == "elsewhere"  # the relay pushed it at commit
+    # An outbox row of another door names no rule: the relay checks JOBSITE["QUEUES"] for it.
+    job = t.add.using(queue="elsewhere").call(1, 2)
+    assert "queue_accepted_by" not in submission.outbox_payload(job)
+
+
+def test_a_sync_get_result_in_async_code_reads_the_history_in_a_thread(
+    engine: EngineSettings,
+) -> None:
+    async def missing() -> None:
+        with pytest.raises(TaskResultDoesNotExist):
+            dj_tasks.add.get_result("no-such-job")  # Redis, the outbox, then the history
+
+    async_to_sync(missing)()
+
+
+def test_the_backends_old_path_works_for_one_release_with_a_warning(
+    engine: EngineSettings,
+) -> None:
+    from django.core.checks import run_checks
+
+    from jobsite.jobs.checks import TAG
+    from jobsite.jobs.tasks.djtasks import task_backends
+
+    sys.modules.pop("jobsite.jobs.backends", None)
+    old = {"default": {"BACKEND": "jobsite.jobs.backends.JobsiteBackend", "QUEUES": []}}
+    with override_settings(TASKS=old):
+        with pytest.warns(DeprecationWarning, match="jobsite.jobs.tasks.backend.JobsiteBackend"):
+            backend = task_backends["default"]
+        assert type(backend) is JobsiteBackend
+        result = dj_tasks.add.enqueue(2, 2)
+        assert [m.id for m in run_checks(tags=[TAG]) if m.id] == ["jobsite.W007"]
+    assert submitted(engine) == 1 and dj_tasks.add.get_result(result.id).args == [2, 2]
 
 
 def test_aenqueue_takes_the_async_path(

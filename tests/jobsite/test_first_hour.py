@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import logging
 import re
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,11 @@ def documented(name: str) -> Any:
     """Return the value install.md's settings block gives `name` (read, never run)."""
     text = (DOCS / "install.md").read_text()
     for block in re.findall(r"```python\n(.*?)```", text, re.S):
-        for node in ast.parse(block).body:
+        try:
+            body = ast.parse(textwrap.dedent(block)).body
+        except SyntaxError:  # a fragment, not settings
+            continue
+        for node in body:
             if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == name:
                 return ast.literal_eval(node.value)
     raise AssertionError(f"install.md sets no {name}")

@@ -15,7 +15,7 @@ import jobsite.jobs
 APP = Path(jobsite.jobs.__file__).parent
 BASE = {"models", "conf", "permissions", "audit", "arguments", "search", "debug", "heap"}
 WINGS = ["services", "tasks", "history", "api", "web", "admin"]
-TOP = {"apps", "checks", "urls", "management"}
+TOP = {"apps", "checks", "urls", "management", "backends"}
 
 
 def modules() -> dict[str, Path]:

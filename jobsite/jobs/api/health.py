@@ -67,9 +67,10 @@ def _health(names: list[str]) -> HealthOut:
 
 @router.get("", response={200: HealthOut, **ERRORS})
 async def get_health(request: HttpRequest, queue: str | None = None) -> HealthOut:
-    """Each queue's verdict (ok, degraded, failing) and each schedule's state (ok, missed, late,
-    overlap, no_worker, paused), with reasons; `queue` picks one. Redis' memory and uptime are
-    left out (null) for a token narrowed to queues."""
+    """Each queue's verdict (ok, recovering, degraded, failing) and each schedule's state (ok,
+    missed, late, overlap, no_worker, recovering, paused), with reasons; `queue` picks one.
+    `recovering`: no live worker yet, within the grace workers get after a Redis outage (never
+    alerted). Redis' memory and uptime are left out (null) for a token narrowed to queues."""
     rights = await aneed(request, Perm.VIEW, queue)
     names = await sync_to_async(health.judged_queues, thread_sensitive=True)()
     names = [q for q in names if (queue is None or q == queue) and rights.allows(Perm.VIEW, q)]

@@ -1,6 +1,7 @@
 """Health: a verdict per queue, a dead-man's switch per schedule, and a signal per change.
 
-Queue verdicts are `ok`, `degraded` or `failing`, with the reasons in words:
+Queue verdicts are `ok`, `degraded` or `failing` (or `recovering`, below), with the reasons in
+words:
 - no live worker serves it: `failing` while jobs wait in it, else `degraded` for a configured
   queue (JOBSITE["QUEUES"]);
 - its oldest runnable job waited longer than OLDEST_WAITING_S;
@@ -13,12 +14,20 @@ Queue verdicts are `ok`, `degraded` or `failing`, with the reasons in words:
 Schedule states come from engine/periodic/schedule_health.py (tolerance: the schedule's, else
 SCHEDULE_TOLERANCE_S).
 
+After Redis was away (engine/periodic/outages.py: this process's calls failed, or Redis
+restarted), every worker's beats were late: for the grace workers get to renew (`grace_ms`), a
+queue served before the outage with no live worker is `recovering`, and so is a schedule whose
+tick or run the outage delayed. `recovering` is never recorded nor signalled: the state before
+the outage stands until the grace ends, then the queue is judged as ever (workers that really
+died are alerted then).
+
 Thresholds are JOBSITE["HEALTH"] keys (DEFAULTS), and per queue under its "QUEUES" key:
 `{"HEALTH": {"OLDEST_WAITING_S": 60, "QUEUES": {"emails": {"OLDEST_WAITING_S": 600}}}}`.
 
-`check()` (runworker's `health` loop, every INTERVAL_S) records each state in Redis (SET ...
-GET) and, for each change, sends `queue_health_changed` or `schedule_health_changed` and hands
-the alert to alerts.py (mail_admins, webhook): once per change across all processes.
+`check()` (runworker's `health` loop, every INTERVAL_S) records each state but `recovering` in
+Redis (SET ... GET) and, for each change, sends `queue_health_changed` or
+`schedule_health_changed` and hands the alert to alerts.py (mail_admins, webhook): once per
+change across all processes.
 A first look at a state that is fine is no change.
 """
 
@@ -33,7 +42,16 @@ from asgiref.sync import sync_to_async
 from django.db.models import Sum
 from django.utils import timezone
 
-from engine import ConfigError, Metrics, QueueMetrics, ScheduleHealth
+from engine import (
+    ConfigError,
+    Metrics,
+    OutageWatch,
+    QueueMetrics,
+    Recovery,
+    RedisUnavailable,
+    ScheduleHealth,
+    recovery_grace_ms,
+)
 from jobsite.jobs import conf, services
 from jobsite.jobs.history import alerts
 from jobsite.jobs.models import RollupCount
@@ -52,6 +70,9 @@ DEFAULTS: dict[str, Any] = {
     "DLQ_GROWTH": 10,
     "DLQ_WINDOW_S": 300.0,
     "MIRROR_LAG_S": 60.0,
+    # After Redis was away, how long a queue or schedule without a live worker is `recovering`
+    # (not alerted); never less than the engine's own (outages.recovery_grace_ms); 0: that.
+    "RECOVERY_GRACE_S": 0.0,
     # Alerts (alerts.py): mail the ADMINS, and POST to a webhook signed with its secret.
     "MAIL_ADMINS": False,
     "WEBHOOK_URL": "",
@@ -60,7 +81,9 @@ DEFAULTS: dict[str, Any] = {
     "WEBHOOK_BACKOFF_S": 1.0,
     "WEBHOOK_TIMEOUT_S": 5.0,
 }
-VERDICTS = ("ok", "degraded", "failing")
+VERDICTS = ("ok", "recovering", "degraded", "failing")
+# What this process saw of each Redis it checks (engine/periodic/outages.py), by URL and prefix.
+_WATCHES: dict[tuple[str, str], OutageWatch] = {}
 
 
 def settings(queue: str | None = None) -> dict[str, Any]:
@@ -71,6 +94,18 @@ def settings(queue: str | None = None) -> dict[str, Any]:
         raise ConfigError(f'unknown JOBSITE["HEALTH"] keys: {sorted(unknown)}')
     per_queue = (given.pop("QUEUES", None) or {}).get(queue, {}) if queue else {}
     return DEFAULTS | given | dict(per_queue)
+
+
+def grace_ms() -> int:
+    """Return how long after a Redis outage "no live worker" is `recovering`: RECOVERY_GRACE_S,
+    never less than the engine's liveness window, heartbeat interval and reconnect."""
+    floor_ms = recovery_grace_ms(conf.engine_settings())
+    return max(floor_ms, round(float(settings()["RECOVERY_GRACE_S"]) * 1000))
+
+
+def _watch() -> OutageWatch:
+    s = conf.engine_settings()
+    return _WATCHES.setdefault((s.redis_url, s.prefix), OutageWatch())
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,13 +178,20 @@ def judge_queue(
     rates: dict[str, TaskRates],
     dlq_before: int,
     th: dict[str, Any],
+    recovery: Recovery | None = None,
 ) -> QueueHealth:
     """Return a queue's verdict from its metrics, whether a worker serves it, its tasks' failure
-    rates and its DLQ size at the start of the window."""
+    rates and its DLQ size at the start of the window; no live worker within the grace after a
+    Redis outage of `recovery` is `recovering`."""
     failing: list[str] = []
     degraded: list[str] = []
+    held: list[str] = []
     waiting = q.depth.get("submitted", 0)
-    if not served and waiting:
+    outage = recovery.recovering(q.queue) if recovery is not None and not served else None
+    if outage is not None and recovery is not None and (waiting or configured):
+        jobs = f" ({waiting} jobs wait)" if waiting else ""
+        held.append(f"no live worker serves it yet{jobs}: {recovery.said(outage)}")
+    elif not served and waiting:
         failing.append(f"no live worker serves it and {waiting} jobs wait")
     elif not served and configured:
         degraded.append("no live worker serves it")
@@ -184,7 +226,7 @@ def judge_queue(
                 f"{lag.backlog} events behind (threshold {th['MIRROR_LAG_S']:g} s); the stream "
                 "is kept until it catches up"
             )
-    verdict = "failing" if failing else "degraded" if degraded else "ok"
+    verdict = "failing" if failing else "degraded" if degraded else "recovering" if held else "ok"
     figures = {
         "waiting": float(waiting),
         "oldest_waiting_s": q.oldest_waiting_s,
@@ -193,30 +235,44 @@ def judge_queue(
         "mirror_lag_s": q.mirror_lag_s,
         "groups_lag_s": max((lag.lag_s for lag in q.groups.values()), default=0.0),
     }
-    return QueueHealth(q.queue, verdict, failing + degraded, figures)
+    return QueueHealth(q.queue, verdict, failing + degraded + held, figures)
 
 
 def _served(workers: list[dict[str, Any]]) -> set[str]:
     return {q for w in workers for q in str(w.get("queues", "")).split(",") if q}
 
 
-def queue_health(names: list[str], record: bool = False) -> list[QueueHealth]:
-    """Return the verdict of each queue of `names` (with `record`, the DLQ window moves on)."""
+def queue_health(
+    names: list[str], record: bool = False, recovery: Recovery | None = None
+) -> list[QueueHealth]:
+    """Return the verdict of each queue of `names` (with `record`, the health loop's check: the
+    DLQ window moves on, and the queues served are noted for the next outage), excusing what
+    the Redis outages of `recovery` (default: those recorded) explain."""
+    if recovery is None:
+        recovery = services.health_recovery(grace_ms())
     snapshot: Metrics = services.metrics_snapshot(names)
     served = _served(services.workers())
+    if record:
+        _watch().saw(served)
     configured = set(conf.queues())
     out = []
     for q in snapshot.queues:
         th = settings(q.queue)
         before = services.dlq_sample(q.queue, q.dlq, th["DLQ_WINDOW_S"], record)
         rates = task_rates(q.queue, th["FAILURE_WINDOW_S"])
-        out.append(judge_queue(q, q.queue in served, q.queue in configured, rates, before, th))
+        out.append(
+            judge_queue(q, q.queue in served, q.queue in configured, rates, before, th, recovery)
+        )
     return out
 
 
-def schedule_health(names: list[str]) -> list[ScheduleHealth]:
-    """Return the state of every schedule of `names`."""
-    return services.schedules_health(names, float(settings()["SCHEDULE_TOLERANCE_S"]))
+def schedule_health(names: list[str], recovery: Recovery | None = None) -> list[ScheduleHealth]:
+    """Return the state of every schedule of `names`, excusing what the Redis outages of
+    `recovery` (default: those recorded) explain."""
+    if recovery is None:
+        recovery = services.health_recovery(grace_ms())
+    tolerance_s = float(settings()["SCHEDULE_TOLERANCE_S"])
+    return services.schedules_health(names, tolerance_s, recovery)
 
 
 def judged_queues() -> list[str]:
@@ -231,10 +287,24 @@ def _changed(previous: str | None, state: str, fine: str) -> bool:
 
 def check() -> list[dict[str, Any]]:
     """Judge every queue and schedule, record the states, signal each change; return the alerts
-    of the changes (`acheck` hands them to alerts.py)."""
+    of the changes (`acheck` hands them to alerts.py). A call that fails tells the watch Redis
+    is away: the next check records the outage and holds back what it explains."""
+    watch = _watch()
+    try:
+        return _check(watch)
+    except RedisUnavailable:
+        watch.failed()
+        raise
+
+
+def _check(watch: OutageWatch) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
+    recovery = services.health_look(watch, grace_ms())
     names = judged_queues()
-    for qh in queue_health(names, record=True):
+    for qh in queue_health(names, record=True, recovery=recovery):
+        if qh.verdict == "recovering":  # not recorded: the state before the outage stands
+            log.info("queue health recovering queue=%s reasons=%r", qh.queue, qh.reasons)
+            continue
         previous = services.swap_health("queue", qh.queue, qh.verdict)
         if _changed(previous, qh.verdict, "ok"):
             log.warning(
@@ -250,8 +320,11 @@ def check() -> list[dict[str, Any]]:
             out.append(
                 {"kind": "queue", "previous": previous or "ok", "state": qh.verdict} | qh.as_dict()
             )
-    for sh in schedule_health(names):
+    for sh in schedule_health(names, recovery):
         key = f"{sh.queue}/{sh.name}"
+        if sh.state == "recovering":
+            log.info("schedule health recovering schedule=%s reasons=%r", key, sh.reasons)
+            continue
         previous = services.swap_health("schedule", key, sh.state)
         if _changed(previous, sh.state, "ok"):
             log.warning(

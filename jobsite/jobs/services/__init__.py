@@ -24,12 +24,15 @@ from engine import (
     F,
     Job,
     Metrics,
+    OutageWatch,
     Reason,
+    Recovery,
     Repeatable,
     ScheduleHealth,
     SyncReport,
     Task,
     explain,
+    recent_outages,
     sample_dlq,
     schedule_health,
     server_info,
@@ -198,10 +201,24 @@ explain_job, aexplain_job = twins(_explain_job)
 
 
 async def _schedules_health(
-    client: Client, queues: list[str], default_tolerance_s: float
+    client: Client,
+    queues: list[str],
+    default_tolerance_s: float,
+    recovery: Recovery | None = None,
 ) -> list[ScheduleHealth]:
-    """Return each schedule's dead-man's-switch state (engine/periodic/schedule_health.py)."""
-    return await schedule_health(client, queues, default_tolerance_s)
+    """Return each schedule's dead-man's-switch state (engine/periodic/schedule_health.py),
+    excusing what the Redis outages of `recovery` explain."""
+    return await schedule_health(client, queues, default_tolerance_s, recovery)
+
+
+async def _health_look(client: Client, watch: OutageWatch, grace_ms: int) -> Recovery:
+    """Record the Redis outage `watch` saw end; return the recent ones (periodic/outages.py)."""
+    return await watch.look(client, grace_ms)
+
+
+async def _health_recovery(client: Client, grace_ms: int) -> Recovery:
+    """Return the recent Redis outages health excuses, recording none."""
+    return await recent_outages(client, grace_ms)
 
 
 async def _swap_health(client: Client, kind: str, name: str, state: str) -> str | None:
@@ -216,6 +233,8 @@ async def _dlq_sample(client: Client, queue: str, size: int, window_s: float, re
 
 
 schedules_health, aschedules_health = twins(_schedules_health)
+health_look, ahealth_look = twins(_health_look)
+health_recovery, ahealth_recovery = twins(_health_recovery)
 swap_health, aswap_health = twins(_swap_health)
 dlq_sample, adlq_sample = twins(_dlq_sample)
 job_fields, ajob_fields = twins(_job_fields)
@@ -254,14 +273,18 @@ declare_schedules, adeclare_schedules = twins(_declare_schedules)
 # Submitting jobs: every door goes through the gate (services/submission.py).
 
 
-def submit(job: Job, outbox: bool) -> Job:
-    """Submit a prepared job: at once, or with `outbox` inside a transaction, after commit."""
-    return admit([job], outbox=outbox)[0]
+def submit(job: Job, outbox: bool, queue_accepted_by: str = "") -> Job:
+    """Submit a prepared job: at once, or with `outbox` inside a transaction, after commit.
+
+    `queue_accepted_by` names the caller's own queue rule that accepted the job's queue (the
+    django.tasks backend's QUEUES; submission.admit).
+    """
+    return admit([job], outbox=outbox, queue_accepted_by=queue_accepted_by)[0]
 
 
-async def asubmit(job: Job) -> Job:
+async def asubmit(job: Job, queue_accepted_by: str = "") -> Job:
     """Async twin of `submit` (no transaction: it reaches Redis at once)."""
-    return (await aadmit([job]))[0]
+    return (await aadmit([job], queue_accepted_by=queue_accepted_by))[0]
 
 
 def enqueue(task: Task, *args: Any, **kwargs: Any) -> Job:

@@ -5,7 +5,10 @@ repeating jobs, the django.tasks backend, `services.enqueue`, an engine task's o
 and `delay()`, the outbox relay and reconciliation's resubmits. Before anything reaches Redis,
 one call checks the whole batch:
 
-- each queue is one the project serves (JOBSITE["QUEUES"], unless ANY_QUEUE);
+- each queue is one the project serves (JOBSITE["QUEUES"], unless ANY_QUEUE), or one the
+  caller's own queue rule accepted and names (`queue_accepted_by`: only the django.tasks
+  backend, whose TASKS[alias]["QUEUES"] decide for its tasks, `[]` meaning any queue, as Django
+  defines it); an outbox row keeps that name, so the relay admits it again under the same rule;
 - no id a caller chose names a job of another queue in the history (Redis may have forgotten
   that job; the history has not). The engine then checks what Redis holds: the id's
   reservation and the job hashes of other queues (engine/producing/enqueueing.py);
@@ -65,10 +68,15 @@ def taken(ids: list[str]) -> JobIdTaken:
     return JobIdTaken(f"job ids are taken: {', '.join(ids)}", tuple(ids))
 
 
-def _check(jobs: list[Job], flow: bool) -> dict[str, str]:
-    """Check queues and the shape of the batch; return chosen id -> its job's queue."""
-    for job in jobs:
-        check_queue(job.queue)
+def _check(jobs: list[Job], flow: bool, queue_accepted_by: str) -> dict[str, str]:
+    """Check queues and the shape of the batch; return chosen id -> its job's queue.
+
+    `queue_accepted_by` names the rule that accepted the jobs' queues instead of JOBSITE
+    ["QUEUES"] ("": none, JOBSITE["QUEUES"] decides).
+    """
+    if not queue_accepted_by:
+        for job in jobs:
+            check_queue(job.queue)
     if flow and _eager():
         raise ConfigError("flows need Redis: JOBSITE['EAGER'] runs single jobs only")
     return {job.id: job.queue for job in jobs if not job.generated_id}
@@ -104,9 +112,12 @@ def _record(jobs: list[Job], by: Actor | None, flow: bool) -> None:
     audit.record(by.user, by.action, [*by.also, *(j.id for j in jobs)], by.via, outcome=outcome)
 
 
-def outbox_payload(job: Job) -> dict[str, Any]:
-    """Return the outbox row's form of `job`."""
-    return {"job": job.to_dict(), "delay_ms": job.delay_ms}
+def outbox_payload(job: Job, queue_accepted_by: str = "") -> dict[str, Any]:
+    """Return the outbox row's form of `job` (with the rule that accepted its queue, if any)."""
+    payload: dict[str, Any] = {"job": job.to_dict(), "delay_ms": job.delay_ms}
+    if queue_accepted_by:
+        payload["queue_accepted_by"] = queue_accepted_by
+    return payload
 
 
 def from_outbox(payload: dict[str, Any]) -> Job:
@@ -147,22 +158,26 @@ def admit(
     outbox: bool = False,
     again: bool = False,
     by: Actor | None = None,
+    queue_accepted_by: str = "",
 ) -> list[Job]:
     """Check `jobs`, then run, outbox or submit them; return them as submitted.
 
     `flow` submits all or nothing; `outbox` inside transaction.atomic() writes outbox rows that
     reach Redis after the commit (none on a rollback); `again` pushes jobs admitted before (the
     outbox relay, reconciliation): ids already in Redis count as submitted, and eager mode and
-    the outbox do not apply.
+    the outbox do not apply. `queue_accepted_by` names the caller's own queue rule that
+    accepted the jobs' queues (the django.tasks backend's QUEUES); JOBSITE["QUEUES"] then does
+    not decide, every other check still runs.
     """
-    chosen = _check(jobs, flow)
+    chosen = _check(jobs, flow, queue_accepted_by)
     if chosen:
         _held_elsewhere(chosen, list(_rows(chosen)))
     if not again and _eager():
         done = [_run_inline(job) for job in jobs]
     elif not again and outbox and transaction.get_connection().in_atomic_block:
         OutboxEntry.objects.bulk_create(
-            OutboxEntry(job_id=job.id, queue=job.queue, job=outbox_payload(job)) for job in jobs
+            OutboxEntry(job_id=job.id, queue=job.queue, job=outbox_payload(job, queue_accepted_by))
+            for job in jobs
         )
         ids = [job.id for job in jobs]
         transaction.on_commit(lambda: push_outbox(ids), robust=True)
@@ -174,10 +189,15 @@ def admit(
 
 
 async def aadmit(
-    jobs: list[Job], *, flow: bool = False, again: bool = False, by: Actor | None = None
+    jobs: list[Job],
+    *,
+    flow: bool = False,
+    again: bool = False,
+    by: Actor | None = None,
+    queue_accepted_by: str = "",
 ) -> list[Job]:
     """Async twin of `admit` (no transaction here: the jobs reach Redis at once)."""
-    chosen = _check(jobs, flow)
+    chosen = _check(jobs, flow, queue_accepted_by)
     if chosen:
         _held_elsewhere(chosen, [row async for row in _rows(chosen)])
     if not again and _eager():
@@ -190,24 +210,31 @@ async def aadmit(
 
 
 def push_outbox(job_ids: list[str] | None = None, older_than_s: float = 0.0) -> int:
-    """Push committed outbox rows that have not reached Redis; return how many were pushed."""
+    """Push committed outbox rows that have not reached Redis; return how many were pushed.
+
+    Rows whose queue a caller's own rule accepted (the django.tasks backend's QUEUES) are
+    admitted again under that rule, the others under JOBSITE["QUEUES"].
+    """
     rows = OutboxEntry.objects.filter(pushed_at__isnull=True)
     if job_ids is not None:
         rows = rows.filter(job_id__in=list(job_ids))
     if older_than_s:
         rows = rows.filter(created_at__lte=timezone.now() - timedelta(seconds=older_than_s))
-    entries = list(rows.order_by("id")[:1000])
-    if not entries:
-        return 0
-    jobs = [from_outbox(e.job) for e in entries]
-    try:
-        admit(jobs, again=True)
-    except JobIdTaken as exc:  # taken by another queue since its commit: it can never go
-        refused = set(exc.ids)
-        log.error("outbox dropped jobs whose ids another queue took ids=%s", ",".join(exc.ids))
-        OutboxEntry.objects.filter(job_id__in=refused, pushed_at__isnull=True).delete()
-        entries = [e for e in entries if e.job_id not in refused]
-        if entries:
-            admit([j for j in jobs if j.id not in refused], again=True)
-    OutboxEntry.objects.filter(id__in=[e.id for e in entries]).update(pushed_at=timezone.now())
-    return len(entries)
+    by_rule: dict[str, list[OutboxEntry]] = {}
+    for entry in rows.order_by("id")[:1000]:
+        by_rule.setdefault(str(entry.job.get("queue_accepted_by", "")), []).append(entry)
+    pushed: list[OutboxEntry] = []
+    for rule, entries in by_rule.items():
+        jobs = [from_outbox(e.job) for e in entries]
+        try:
+            admit(jobs, again=True, queue_accepted_by=rule)
+        except JobIdTaken as exc:  # taken by another queue since its commit: it can never go
+            refused = set(exc.ids)
+            log.error("outbox dropped jobs whose ids another queue took ids=%s", ",".join(exc.ids))
+            OutboxEntry.objects.filter(job_id__in=refused, pushed_at__isnull=True).delete()
+            entries = [e for e in entries if e.job_id not in refused]
+            if entries:
+                admit([j for j in jobs if j.id not in refused], again=True, queue_accepted_by=rule)
+        pushed += entries
+    OutboxEntry.objects.filter(id__in=[e.id for e in pushed]).update(pushed_at=timezone.now())
+    return len(pushed)

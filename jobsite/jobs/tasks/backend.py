@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.dispatch import Signal
 
 from engine import (
@@ -120,6 +123,11 @@ class JobsiteBackend(BaseTaskBackend):
     `"OPTIONS": {"TRANSACTIONAL_OUTBOX": True}` a call inside `transaction.atomic()` is kept in
     the outbox and pushed after commit (never after a rollback), and `get_result` answers READY
     for it meanwhile.
+
+    The backend's `QUEUES` decide which queues its tasks may use, as Django defines them (`[]`:
+    any queue); the submission gate is told so (`queue_accepted_by`) instead of checking
+    JOBSITE["QUEUES"], which still guards every other way in. A job sent to a queue outside
+    JOBSITE["QUEUES"] is logged once per queue: no worker serves it unless one is started for it.
     """
 
     supports_defer = True
@@ -138,6 +146,10 @@ class JobsiteBackend(BaseTaskBackend):
         self._refs: dict[int, tuple[DjangoTask, Task]] = {}
         self._refs_lock = threading.Lock()
         self._warned: set[str] = set()  # tasks enqueued before a commit, told once
+        # Queues sent to so far: one outside JOBSITE["QUEUES"] is told once (_note_queue).
+        self._queues_seen: set[str] = set()
+        # The rule that accepted this backend's queues, for the submission gate.
+        self.queue_rule = f"TASKS[{alias!r}]['QUEUES']"
 
     @property
     def tasks(self) -> dict[str, DjangoTask]:
@@ -147,26 +159,28 @@ class JobsiteBackend(BaseTaskBackend):
         return self._tasks
 
     def validate_task(self, task: DjangoTask) -> None:
-        """Django's checks, then the engine's: a queue name it accepts and serves."""
-        self._checked_ref(task)
+        """Django's checks (the backend's QUEUES among them), then the engine's: a queue name
+        it accepts, and the engine options."""
+        super().validate_task(task)
+        self._engine_task(task)
 
     def _checked_ref(self, task: DjangoTask) -> Task:
-        """Validate `task` (see validate_task); return the engine task it is enqueued as.
-
-        A Task checked before is not checked again (it is frozen, and so are its backend's
-        options), except for its queue: JOBSITE["QUEUES"] may change.
-        """
+        """Validate `task` (see validate_task) the first time; return the engine task it is
+        enqueued as. An enqueue does not check again a Task checked before: it is frozen, and
+        so are its backend's QUEUES and options."""
         known = self._refs.get(id(task))
         if known is not None and known[0] is task:
-            try:
-                check_queue(task.queue_name)
-            except ConfigError as exc:
-                raise InvalidTask(str(exc)) from None
             return known[1]
         super().validate_task(task)
+        return self._engine_task(task)
+
+    def _engine_task(self, task: DjangoTask) -> Task:
+        """Return the engine task `task` is enqueued as, built and checked once."""
+        known = self._refs.get(id(task))
+        if known is not None and known[0] is task:
+            return known[1]
         try:
             validate_queue_name(task.queue_name)
-            check_queue(task.queue_name)
             ref = engine_ref(task)  # the engine's options, checked here
         except ConfigError as exc:
             raise InvalidTask(str(exc)) from None
@@ -201,7 +215,29 @@ class JobsiteBackend(BaseTaskBackend):
             worker_ids=[],
         )
         self.tasks[task.module_path] = task
+        if task.queue_name not in self._queues_seen:
+            self._note_queue(task.queue_name)
         return job, result
+
+    def _note_queue(self, queue: str) -> None:
+        """Log once per queue: a job sent to a queue outside JOBSITE["QUEUES"] (the backend's
+        QUEUES allowed it) waits until a worker is started for that queue."""
+        with self._refs_lock:
+            if queue in self._queues_seen:
+                return
+            self._queues_seen.add(queue)
+        try:
+            check_queue(queue)
+        except ConfigError:
+            log.warning(
+                "django.tasks job sent to a queue outside JOBSITE['QUEUES'] queue=%s backend=%s "
+                'allowed_by=%s fix=\'add it to JOBSITE["QUEUES"], or run a worker with '
+                "runworker --queues %s; health reports the queue failing while jobs wait in it'",
+                queue,
+                self.alias,
+                self.queue_rule,
+                queue,
+            )
 
     def enqueue[**P, R](
         self, task: djtasks.Task[P, R], args: Any, kwargs: Any
@@ -215,7 +251,7 @@ class JobsiteBackend(BaseTaskBackend):
         job, result = self._prepare(task, args, kwargs)
         if not self.outbox and transaction.get_connection().in_atomic_block:
             self._warn_before_commit(job.task)
-        pushed = services.submit(job, outbox=self.outbox)
+        pushed = services.submit(job, outbox=self.outbox, queue_accepted_by=self.queue_rule)
         if pushed.id != result.id:  # deduplicated: the result is the job holding the id
             done = self.get_result(pushed.id)
         else:
@@ -252,7 +288,7 @@ class JobsiteBackend(BaseTaskBackend):
         only receivers that may run there listen (`_loop_safe`), else through `asend`.
         """
         job, result = self._prepare(task, args, kwargs)
-        pushed = await services.asubmit(job)
+        pushed = await services.asubmit(job, queue_accepted_by=self.queue_rule)
         if pushed.id != result.id:  # deduplicated: the result is the job holding the id
             done = await self.aget_result(pushed.id)
         else:
@@ -264,7 +300,17 @@ class JobsiteBackend(BaseTaskBackend):
         return cast("djtasks.TaskResult[P, R]", done)
 
     def get_result(self, result_id: str) -> TaskResult:
-        """Read the job from Redis, or from the mirrored history once Redis forgot it."""
+        """Read the job from Redis, or from the mirrored history once Redis forgot it.
+
+        Called from a coroutine (a sync `refresh()` in async code, as Django's own tests do), it
+        reads the database in a thread of its own, as Django requires of async code; its Redis
+        reads always run on the engine's loop thread.
+        """
+        if _on_event_loop():
+            return _in_a_thread(self._read_result, result_id)
+        return self._read_result(result_id)
+
+    def _read_result(self, result_id: str) -> TaskResult:
         job: EngineJob | None
         try:
             job = services.get_job(result_id)
@@ -326,6 +372,29 @@ class JobsiteBackend(BaseTaskBackend):
         )
         object.__setattr__(result, "_return_value", job.result)
         return result
+
+
+def _on_event_loop() -> bool:
+    """Tell whether this thread runs an event loop (the ORM refuses sync queries there)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _in_a_thread[T](fn: Callable[[str], T], arg: str) -> T:
+    """Run `fn(arg)` in a short-lived thread and wait for it, closing that thread's database
+    connections after."""
+
+    def call() -> T:
+        try:
+            return fn(arg)
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobsite-result") as pool:
+        return pool.submit(call).result()
 
 
 def _worker_ids(job: EngineJob) -> list[str]:

@@ -11,7 +11,7 @@ Redis away, slow or busy never ends the socket. Every snapshot says in `redis` w
 answers, as this process saw it (services/reach.py); while it does not, the read is tried again
 on the next tick and the last snapshot goes out every STALE_EVERY_S marked `stale`. A channel
 layer that fails (its Redis away, or a read that timed out) is read again after LAYER_RETRY_S
-and meanwhile the socket polls, as it does without a layer.
+and meanwhile the socket polls, as it does without a layer, and joins its group again.
 """
 
 from __future__ import annotations
@@ -60,16 +60,16 @@ STALE_EVERY_S = 1.0
 # away is seen on a quiet system too.
 REFRESH_S = 5.0
 
-# Whether this process's sockets have lost their channel layer: warned once per outage.
+# Whether this process's sockets cannot join their group: warned once per outage.
 _layer_lost = False
 
 
-def _layer_failed(op: str, exc: BaseException) -> None:
-    """Warn, once per outage of the process, that the channel layer failed (sockets poll)."""
+def _layer_failed(exc: BaseException) -> None:
+    """Warn, once per outage of the process, that the channel layer does not answer."""
     global _layer_lost
     if not _layer_lost:
         _layer_lost = True
-        log.warning("dashboard channel layer failed op=%s error=%s", op, type(exc).__name__)
+        log.warning("dashboard channel layer unreachable error=%s", type(exc).__name__)
 
 
 def _layer_answered() -> None:
@@ -114,8 +114,9 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 self.channel_layer.group_add(GROUP, self.channel_name), JOIN_TIMEOUT_S
             )
             self.grouped = True
+            _layer_answered()
         except LAYER_ERRORS as exc:  # the channel layer's Redis is away, slow or busy
-            _layer_failed("join", exc)
+            _layer_failed(exc)
 
     # Channels sets `channel_receive` to the layer's read of this socket's channel and waits on
     # it beside the browser's messages: an exception out of it would end the socket. `_listen`
@@ -129,12 +130,17 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self._layer_receive = receive
 
     async def _listen(self) -> dict[str, Any]:
-        """Return the channel layer's next message; while reading fails, poll (see `_flush`)."""
+        """Return the channel layer's next message; while reading fails, poll (see `_flush`).
+
+        A read that fails is not yet an outage: a layer whose reads give up before its blocking
+        wait for news does (jobsite.W006) while its Redis answers. Joining again tells: the
+        join warns if the layer does not answer.
+        """
         while True:
             try:
                 message: dict[str, Any] = await self._layer_receive()
             except LAYER_ERRORS as exc:
-                _layer_failed("receive", exc)
+                log.debug("dashboard channel layer read failed error=%s", type(exc).__name__)
                 self.grouped = False  # poll, and join again (its Redis may have lost the group)
                 await asyncio.sleep(LAYER_RETRY_S)
             else:

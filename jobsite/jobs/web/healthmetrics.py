@@ -24,7 +24,8 @@ class HealthCollector(Collector):
         """Yield jobsite_queue_health and jobsite_schedule_health."""
         queues = GaugeMetricFamily(
             "jobsite_queue_health",
-            "1 for the queue's current verdict (ok, degraded, failing), 0 for the others.",
+            "1 for the queue's current verdict (ok, recovering, degraded, failing), 0 for the "
+            "others.",
             labels=["queue", "verdict"],
         )
         for q in self.queues:
@@ -33,8 +34,8 @@ class HealthCollector(Collector):
         yield queues
         schedules = GaugeMetricFamily(
             "jobsite_schedule_health",
-            "1 for the schedule's current state (ok, missed, late, overlap, no_worker, paused), "
-            "0 for the others.",
+            "1 for the schedule's current state (ok, missed, late, overlap, no_worker, "
+            "recovering, paused), 0 for the others.",
             labels=["queue", "schedule", "state"],
         )
         for s in self.schedules:

@@ -4,6 +4,9 @@
 // without Daphne, answers its handshake 404) the page polls GET /live while it is visible and
 // tries the socket again less and less often, up to once a minute, so the log is not flooded.
 // The job list (History) is joblist.js; this file draws queues, workers, running and failures.
+// Two facts, never confused: whether the socket is connected (the header says "live",
+// "polling" or "reconnecting…") and whether Redis answers, which only the server says (each
+// snapshot's `redis`, common.js's banner); while it does not, the header never says "live".
 (() => {
   "use strict";
   const {$, esc, seg, config, may, jobPage, api, redis, toast, ask} = window.jobsite;
@@ -21,14 +24,22 @@
   // Messages the socket delivered: an HTTP snapshot asked for before one of them is older.
   let pushed = 0;
 
-  const status = (text) => { $("#status").textContent = text; };
+  // The header: the connection, and Redis when the server says it does not answer.
+  function showStatus() {
+    const redisUp = window.jobsite.redisUp();
+    let text;
+    if (mode === "refused") text = "not allowed: sign in again";
+    else if (mode === "polling") text = redisUp ? "polling" : "polling, Redis unreachable";
+    else if (mode === "down" || !socketOpen) text = "reconnecting…";
+    else text = redisUp ? "live" : "connected, Redis unreachable";
+    $("#status").textContent = text;
+  }
   function setMode(next) {
     mode = next;
     $("#polling-note").hidden = mode !== "polling";
-    if (mode === "polling") status("polling");
-    if (mode === "down" || (mode === "socket" && !socketOpen)) status("reconnecting…");
-    if (mode === "refused") status("not allowed: sign in again");
+    showStatus();
   }
+  document.addEventListener("jobsite:redis", showStatus);
 
   function connect() {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
@@ -39,7 +50,6 @@
       retryMs = RETRY_FIRST_MS;
       clearTimeout(pollTimer);
       setMode("socket");
-      status("live");
       if (document.hidden) ws.send(JSON.stringify({visible: false}));
     };
     ws.onclose = () => {
@@ -51,31 +61,24 @@
     ws.onmessage = (event) => {
       pushed += 1;
       const data = JSON.parse(event.data);
-      if (data.type === "error") {
-        if (data.redis === "down") { redis(false); status("Redis unreachable"); }
-        else toast(data.detail, "error");
-        return;
-      }
-      redis(true);
-      status("live");
-      render(data);
+      if (data.type === "error") { toast(data.detail, "error"); return; }
+      if (data.queues) render(data);  // a stale one repeats the last numbers (none before the first)
+      redis(data.redis);
     };
   }
 
   // Load the snapshot over HTTP and draw it; say what answered: "ok", "down" (no answer: the
   // server is away), "refused" (401, 403) or "error" (another answer: 503 when Redis is away,
-  // which api() shows in the banner).
+  // whose Jobsite-Redis header api() hands to the banner).
   async function fetchSnapshot() {
     const before = pushed;
     try {
       const data = await api("/live");
-      if (pushed === before) render(data);
-      if (mode === "polling") status("polling");
+      if (pushed === before) { render(data); redis(data.redis); }
       return "ok";
     } catch (error) {
-      if (error instanceof TypeError) { redis(false, "", "The server is not answering"); return "down"; }
+      if (error instanceof TypeError) return "down";
       if (/^40[13] /.test(error.message)) return "refused";
-      if (mode === "polling" && error.message.startsWith("503")) status("Redis unreachable");
       return "error";
     }
   }
