@@ -391,7 +391,9 @@ class Client:
         return await self.redis.hget(self.keys(queue).meta, "paused") == "1"
 
     async def workers(self) -> list[dict[str, Any]]:
-        """Return the live workers: id, host, pid, queues, concurrency, current jobs, heartbeat."""
+        """Return the live workers: id, host, pid, queues, concurrency, current jobs, heartbeat,
+        state, role, resident memory (`rss_mib`), `outcomes` per queue ({"completed", "failed"})
+        and task@`versions`."""
         prefix = self.settings.prefix
         ids: list[str] = await self.redis.zrange(workers_key(prefix), 0, -1)  # type: ignore[assignment]
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -405,6 +407,10 @@ class Client:
                 info["current_jobs"] = serializer.loads(row.get("current_jobs", "[]"))
                 for name in ("pid", "concurrency", "started_at_ms", "heartbeat_at_ms"):
                     info[name] = int(row.get(name, 0))
+                # Left out by workers older than these fields: none known.
+                info["rss_mib"] = float(row.get("rss_mib") or 0)
+                info["outcomes"] = serializer.loads(row.get("outcomes") or "{}")
+                info["versions"] = serializer.loads(row.get("versions") or "[]")
                 out.append(info)
         return out
 

@@ -18,9 +18,9 @@ before the outage, what the outage explains:
   that grace ends (`due_ms`), its tolerance counting from there.
 
 After the grace a queue or schedule is judged as ever: workers that really died are alerted.
-What no checker saw is not excused: a stall that fails none of its calls (one between two looks,
-shorter than a command's timeout) lapses no registry entry either, as a worker's command sent
-during it is answered when Redis resumes.
+What no checker saw is not excused: a stall none of its calls ran into. One shorter than a
+worker's command timeout (`socket_timeout_s`) needs no excuse anyway: the command a worker sent
+during it is answered, and its registry entry renewed, as Redis resumes.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from ..transport.connection import server_ms
 from ..transport.reconnect import BACKOFF_CAP_S
 from ..transport.serverinfo import server_info
 
-# Outages kept in Redis, the last first to go (each checking process records those it saw).
+# Outages kept in Redis, the oldest first to go (each checking process records those it saw).
 KEPT = 32
 
 

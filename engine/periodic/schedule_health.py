@@ -1,8 +1,8 @@
 """A dead-man's switch per schedule: did its last tick fire, and did its job start, in time?
 
-`schedule_health(client, queues, default_tolerance_s)` reads each repeatable, its next due tick
-(`repeat_due`), its last tick's job (`repeat_last`), the job of the tick before that, and the
-worker registry, and returns one `ScheduleHealth` per repeatable. States, worst first:
+`schedule_health(client, queues, default_tolerance_s, recovery)` reads each repeatable, its next
+due tick (`repeat_due`), its last tick's job (`repeat_last`), the job of the tick before that,
+and the worker registry, and returns one `ScheduleHealth` per repeatable. States, worst first:
 
 - `missed`: a tick due more than the tolerance ago has not fired (no scheduler ran: schedulers
   run in the workers of the schedule's queue).

@@ -17,6 +17,17 @@ from ..settings import EngineSettings
 
 log = logging.getLogger("engine.worker")
 
+# The written outcomes a worker's registry entry counts per queue (upkeep.register): a job
+# completed, or an attempt that ended in an error (retried or not).
+TALLIED = {
+    "completed": "completed",
+    "retried": "failed",
+    "failed": "failed",
+    "stalled": "failed",
+    "stall_recovered": "failed",
+    "dropped": "failed",
+}
+
 
 class OutcomeWriter:
     """Turn outcomes into fenced script calls; count what was refused."""
@@ -28,6 +39,8 @@ class OutcomeWriter:
         self.scripts = scripts
         self.worker_id = worker_id
         self.counters = counters
+        # queue -> {"completed": n, "failed": n}, since the worker started (TALLIED).
+        self.tallies: dict[str, dict[str, int]] = {}
 
     async def write(self, batch: list[Outcome]) -> tuple[list[Outcome], BaseException | None]:
         """Write every outcome of `batch`; return those not written and the first error."""
@@ -133,6 +146,9 @@ class OutcomeWriter:
         """Count a written outcome, or a refused write (lease lost) with a log line."""
         if code >= 0:
             self.counters[name] += 1
+            if (tally := TALLIED.get(name)) is not None:
+                per_queue = self.tallies.setdefault(o.job.queue, {"completed": 0, "failed": 0})
+                per_queue[tally] += 1
         elif code == Code.LEASE_LOST:
             self.counters["lease_lost"] += 1
             log.warning("lease lost job=%s worker=%s write=%s", o.job.id, self.worker_id, name)

@@ -6,7 +6,7 @@ import os
 import socket
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
@@ -18,6 +18,7 @@ from ..keys import QueueKeys, control_key, worker_key, workers_key
 from ..seam.hashformat import READS
 from ..seam.scripts import RenewJob, Scripts
 from ..settings import EngineSettings
+from .recycle import rss_mib
 
 if TYPE_CHECKING:
     from .unit import RunningJob
@@ -98,9 +99,14 @@ class Upkeep:
         records: Sequence[RunningJob],
         state: str = "claiming",
         role: str = "",
+        tallies: Mapping[str, Mapping[str, int]] | None = None,
+        versions: Sequence[str] = (),
     ) -> str | None:
         """Write this worker's registry entry (it expires unless renewed); return the order
-        waiting for it ("quiet", "stop"; None: claim; engine/ops/control.py)."""
+        waiting for it ("quiet", "stop"; None: claim; engine/ops/control.py).
+
+        With it go the process's resident memory, its outcomes per queue (`tallies`) and,
+        when the entry is new, its task@versions (they never change while it runs)."""
         now_ms = int(time.time() * 1000)
         ttl_ms = max(int(self.settings.heartbeat_interval_s * 1000 * 6), 3000)
         current = [
@@ -121,14 +127,21 @@ class Upkeep:
             "state": state,
             # The role whose queues it follows ("": queues given at start; engine/ops/roles.py).
             "role": role,
+            # Resident memory now, MiB (a read of /proc/self/statm on Linux).
+            "rss_mib": f"{rss_mib():.1f}",
+            # queue -> {"completed": n, "failed": n} since it started (outcomes.TALLIED).
+            "outcomes": serializer.dumps(dict(tallies or {})).decode(),
         }
         key = worker_key(self.settings.prefix, self.worker_id)
         async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hexists(key, "versions")
             pipe.hset(key, mapping=info)  # type: ignore[arg-type]
             pipe.pexpire(key, ttl_ms)
             pipe.zadd(workers_key(self.settings.prefix), {self.worker_id: now_ms})
             pipe.get(control_key(self.settings.prefix, self.worker_id))
-            *_, order = await pipe.execute()
+            known, *_, order = await pipe.execute()
+        if not known:  # a new entry (first renewal, or it lapsed): its list, once
+            await self.redis.hset(key, "versions", serializer.dumps(list(versions)).decode())
         return str(order) if order is not None else None
 
     async def deregister(self) -> None:

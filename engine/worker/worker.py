@@ -460,6 +460,8 @@ class Worker:
                     records,
                     self.liveness.status.state,
                     role=self.role.name if self.role else "",
+                    tallies=self.writer.tallies,
+                    versions=self.versions.tags,
                 )
                 self._obey(order)
                 await self.versions.advertise(self.redis)

@@ -203,7 +203,8 @@ def check_apps(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
                 "CHANNEL_LAYERS has no 'default' layer: dashboards look for changes every few "
                 "seconds instead of being told of each one.",
                 hint='Set CHANNEL_LAYERS = {"default": {"BACKEND": '
-                '"channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}.',
+                '"channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [{"address": '
+                'REDIS_URL, "socket_timeout": 10}]}}}.',
                 id="jobsite.W005",
             )
         )

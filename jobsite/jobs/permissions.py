@@ -93,7 +93,7 @@ class Grant:
 
     def narrow_workers(self, workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Keep the workers serving a queue this request may see, each showing only those
-        queues and the jobs it runs from them."""
+        queues, the jobs it runs from them and its outcomes in them."""
         scope = self.queues
         if scope is None:
             return workers
@@ -102,7 +102,15 @@ class Grant:
             queues = [q for q in str(worker.get("queues", "")).split(",") if q in scope]
             if queues:
                 jobs = [j for j in worker.get("current_jobs", []) if j.get("queue") in scope]
-                out.append({**worker, "queues": ",".join(queues), "current_jobs": jobs})
+                outcomes = {q: n for q, n in worker.get("outcomes", {}).items() if q in scope}
+                out.append(
+                    {
+                        **worker,
+                        "queues": ",".join(queues),
+                        "current_jobs": jobs,
+                        "outcomes": outcomes,
+                    }
+                )
         return out
 
     def allows(self, perm: Perm, queue: str | None = None) -> bool:

@@ -13,7 +13,16 @@ from django.views.decorators.csrf import csrf_exempt
 from jobsite.jobs.api.root import api
 from jobsite.jobs.web.metrics import scrape
 from jobsite.jobs.web.probes import healthz, readyz
-from jobsite.jobs.web.views import dashboard, dead_letters, flows, job, queues, roles, schedules
+from jobsite.jobs.web.views import (
+    dashboard,
+    dead_letters,
+    flows,
+    job,
+    queues,
+    roles,
+    schedules,
+    workers,
+)
 
 app_name = "jobsite"
 
@@ -33,6 +42,7 @@ urlpatterns = [
     path("dashboard/flows/", flows, name="flows"),
     path("dashboard/queues/", queues, name="queues"),
     path("dashboard/roles/", roles, name="roles"),
+    path("dashboard/workers/", workers, name="workers"),
     path("api/v1/", api.urls),
     re_path(r"^api/v1/(?P<rest>.*)$", api_not_found),
     path("metrics", scrape, name="metrics"),

@@ -15,10 +15,9 @@ from typing import Any
 import pytest
 
 from .test_dashboard import launch, login
-from .test_operator import Site, banner_shown, site, wait_until
+from .test_operator import Site, banner_shown, site, wait_until  # noqa: F401  (site: a fixture)
 
 pytestmark = pytest.mark.browser
-__all__ = ["site"]  # the fixture, shared with test_operator.py
 # How long Redis stays paused.
 PAUSE_S = 12
 # Each change of the header or the banner, and each toast, noted in the page as it happens
@@ -45,7 +44,10 @@ def recorded(page: Any) -> tuple[list[dict[str, Any]], list[str]]:
     return got[0], [t for t in got[1] if "answers again" in t]
 
 
-def test_a_redis_pause_is_said_once_and_its_since_holds(site: Site, tmp_path: Path) -> None:
+def test_a_redis_pause_is_said_once_and_its_since_holds(
+    site: Site,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     from playwright.sync_api import sync_playwright
 
     assert site.redis.process is not None

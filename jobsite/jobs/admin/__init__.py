@@ -361,6 +361,12 @@ class WorkerAdmin(RolePages, ViewOnlyAdmin):
     def has_control_permission(self, request: HttpRequest) -> bool:
         return user_allows(request.user, Perm.CONTROL_WORKER)
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # A row is the registry as last copied (reconciliation drops workers that left it):
+        # deleting one would do nothing to the process, so no "Delete selected" beside the
+        # orders that do.
+        return False
+
     def _order(self, request: HttpRequest, queryset: QuerySet[WorkerRecord], what: str) -> None:
         """Give the selected workers that are still live an order; audit and report it."""
         wanted = set(queryset.values_list("id", flat=True))

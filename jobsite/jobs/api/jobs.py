@@ -6,9 +6,8 @@ the history and stays sync. The list's filters (JobFilters) are also /job-counts
 
 from __future__ import annotations
 
-import base64
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -20,7 +19,7 @@ from engine import WAITING_STATES, InvalidArguments, JobNotFound
 from engine import Job as EngineJob
 from jobsite.jobs import audit, services
 from jobsite.jobs.api import options as taskoptions
-from jobsite.jobs.api import related
+from jobsite.jobs.api import paging, related
 from jobsite.jobs.api.jobout import ended, engine_values, known_task, live_out, out, row_out
 from jobsite.jobs.api.replays import areplays_of
 from jobsite.jobs.api.schemas import (
@@ -98,12 +97,6 @@ DERIVED = (
 LISTED = [f for f in JobOut.model_fields if f != "history" and f not in DERIVED]
 
 
-# The orders the list offers: a time column, newest ("-") or oldest first; ties by id.
-Sort = Literal[
-    "-submitted_at", "submitted_at", "-started_at", "started_at", "-completed_at", "completed_at"
-]
-
-
 class JobFilters(Schema):
     """The history's filters of the list and of /job-counts (all but the state): `task_like`
     matches part of the task name (any case), `q` searches, `fingerprint` keeps one dead-letter
@@ -132,57 +125,31 @@ class JobFilters(Schema):
         return text_search(rows, self.q) if self.q else rows
 
 
-def _cursor(sort: str, at: datetime | None, job_id: str) -> str:
-    raw = f"{sort}|{at.isoformat() if at else ''}|{job_id}"
-    return base64.urlsafe_b64encode(raw.encode()).decode()
-
-
-def _after(rows: QuerySet[JobRecord], sort: str, cursor: str) -> QuerySet[JobRecord]:
-    """Return the rows after the cursor's row in the order `sort` (422 for a foreign cursor)."""
-    try:
-        made_for, stamp, last_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 2)
-        at = datetime.fromisoformat(stamp)
-    except ValueError:
-        raise HttpError(422, "invalid cursor") from None
-    if made_for != sort:
-        raise HttpError(422, f"this cursor pages the order {made_for!r}, not {sort!r}")
-    field = sort.lstrip("-")
-    # A plain range on the time first, so the index serves the page (an OR would not).
-    if sort.startswith("-"):
-        return rows.filter(**{f"{field}__lte": at}).exclude(**{field: at, "id__gte": last_id})
-    return rows.filter(**{f"{field}__gte": at}).exclude(**{field: at, "id__lte": last_id})
-
-
 @router.get("", response={200: JobPage, **ERRORS})
 def list_jobs(
     request: HttpRequest,
     filters: Query[JobFilters],
     state: str | None = None,
-    sort: Sort = "-submitted_at",
+    sort: paging.Sort = "-submitted_at",
     cursor: str | None = None,
+    before: str | None = None,
     limit: int = Query(50, ge=1, le=500),  # type: ignore[type-arg]
 ) -> JobPage:
-    """List the history with filters, in a time order (newest submitted first by default),
-    with an opaque cursor. `task_like` matches part of the task name (any case); `fingerprint`
-    keeps one dead-letter group; sorting by started_at or completed_at lists the jobs that have
-    that time."""
+    """List the history with filters, in a time or duration order (newest submitted first by
+    default), a page at a time: `cursor` (a page's next_cursor) gives the page after it,
+    `before` (a page's prev_cursor) the page before it. `task_like` matches part of the task
+    name (any case); `fingerprint` keeps one dead-letter group; sorting by started_at,
+    completed_at or duration_seconds lists the jobs that have one."""
     rows = filters.rows(request)
     if state is not None:
         rows = rows.filter(state=state)
-    field = sort.lstrip("-")
-    if field != "submitted_at":
-        rows = rows.filter(**{f"{field}__isnull": False})
-    rows = rows.order_by(sort, "-id" if sort.startswith("-") else "id")
-    if cursor:
-        rows = _after(rows, sort, cursor)
     # Plain values of the listed columns: no model instances, no decoding of what the list
     # leaves out (transitions, logs).
-    page = list(rows.values(*LISTED)[: limit + 1])
-    more = len(page) > limit
-    page = page[:limit]
-    next_cursor = _cursor(sort, page[-1][field], page[-1]["id"]) if more and page else None
-    items = [{**row, **ended(row)} for row in page]
-    return JobPage.model_validate({"items": items, "next_cursor": next_cursor})
+    got = paging.page(rows, sort, LISTED, limit, after=cursor, before=before)
+    items = [{**row, **ended(row)} for row in got.rows]
+    return JobPage.model_validate(
+        {"items": items, "next_cursor": got.next_cursor, "prev_cursor": got.prev_cursor}
+    )
 
 
 async def _live_job(request: HttpRequest, job_id: str, perm: Perm) -> tuple[Grant, EngineJob]:

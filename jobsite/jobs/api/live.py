@@ -20,7 +20,7 @@ from ninja import Query, Router
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from jobsite.jobs import services
-from jobsite.jobs.api.schemas import ERRORS, QUEUE, Out, RedisOut
+from jobsite.jobs.api.schemas import ERRORS, QUEUE, Out, RedisStateOut
 from jobsite.jobs.history import rollup
 from jobsite.jobs.models import (
     STATE_CHOICES,
@@ -177,7 +177,7 @@ class LiveOut(Out):
     jobs: list[dict[str, Any]]
     running: list[dict[str, Any]]
     failures: list[dict[str, Any]]
-    redis: RedisOut
+    redis: RedisStateOut
 
 
 @router.get("", response={200: LiveOut, **ERRORS})

@@ -139,8 +139,12 @@ class JobDetailOut(JobOut):
 
 
 class JobPage(Out):
+    """A page of the history; pass next_cursor as `cursor` for the page after, prev_cursor as
+    `before` for the page before (None: no job lies that way)."""
+
     items: list[JobOut]
     next_cursor: str | None
+    prev_cursor: str | None = None
 
 
 class JobCountsOut(Out):
@@ -201,6 +205,14 @@ class WorkerOut(Out):
     state: str = "claiming"
     # The role whose queues it follows ("": its queues were given at start).
     role: str = ""
+    # Resident memory at its last renewal, MiB (0: a worker that does not say).
+    rss_mib: float = 0.0
+    # Jobs it completed, and attempts of it that ended in an error (retried or not), since it
+    # started, in the queues the request may view.
+    completed: int = 0
+    failed: int = 0
+    # The task@versions it runs.
+    versions: list[str] = []
 
 
 class StatsPoint(Out):
@@ -223,7 +235,7 @@ class ErrorOut(Out):
     detail: Any
 
 
-class RedisOut(Out):
+class RedisStateOut(Out):
     """Whether the engine's Redis answers, as the server last saw it, and since when (ms since
     the epoch, the server's clock; 0: up since before the server's first call)."""
 
@@ -234,7 +246,7 @@ class RedisOut(Out):
 class UnavailableOut(ErrorOut):
     """503: Redis does not answer (or refuses for now)."""
 
-    redis: RedisOut
+    redis: RedisStateOut
 
 
 # The error answers an operation may give, for its `response` in the schema.

@@ -24,14 +24,22 @@ from jobsite.jobs.permissions import Grant, Perm, aneed
 router = Router(tags=["workers"])
 
 
+def worker_out(worker: Mapping[str, Any]) -> WorkerOut:
+    """Return a registry entry (narrowed) as the API shows it: its outcomes summed over its
+    queues."""
+    outcomes = worker.get("outcomes", {}).values()
+    return WorkerOut(
+        **{k: worker[k] for k in WorkerOut.model_fields if k in worker},
+        completed=sum(int(n.get("completed", 0)) for n in outcomes),
+        failed=sum(int(n.get("failed", 0)) for n in outcomes),
+    )
+
+
 @router.get("", response={200: list[WorkerOut], **ERRORS})
 async def workers(request: HttpRequest) -> list[WorkerOut]:
-    """Live workers and what each runs."""
+    """Live workers: what each runs, its state, memory, outcomes and task versions."""
     rights = await aneed(request, Perm.VIEW)
-    return [
-        WorkerOut(**{k: w[k] for k in WorkerOut.model_fields if k in w})
-        for w in rights.narrow_workers(await services.aworkers())
-    ]
+    return [worker_out(w) for w in rights.narrow_workers(await services.aworkers())]
 
 
 class ControlIn(Out):

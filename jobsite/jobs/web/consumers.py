@@ -221,7 +221,7 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                     await self._join()
             state = reach.current()
             if not state.up or time.monotonic() - self.read_at >= REFRESH_S:
-                self.dirty = True  # Redis away: try again on every tick
+                self.dirty = True  # Redis away: try again on every tick; else now and then
             if self.visible and (self.dirty or state.shown() != self.told):
                 await self._send_snapshot()
             await asyncio.sleep(1 / MAX_RATE_HZ)

@@ -94,6 +94,13 @@ def queues(request: HttpRequest) -> HttpResponse:
 
 
 @staff_member_required
+def workers(request: HttpRequest) -> HttpResponse:
+    """Render the live workers: host, pid, age, memory, outcomes, current jobs, state, and
+    quiet, resume and stop for each."""
+    return page(request, "jobsite/workers.html")
+
+
+@staff_member_required
 def roles(request: HttpRequest) -> HttpResponse:
     """Render the worker roles: their queues and the workers following each, editable."""
     return page(request, "jobsite/roles.html")
