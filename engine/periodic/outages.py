@@ -6,10 +6,11 @@ live worker, and a schedule's ticks due meanwhile missed or late, though every w
 
 `OutageWatch` is what one checking process saw of Redis. Its `look` (the first read of each
 health check) records the outage that ended since the look before, when calls failed since
-(`failed`) or when Redis restarted since (its uptime), with the queues live workers served at
-that look before (`saw`): in Redis (`outages_key`, the last KEPT), so every process judges alike,
-the API and /metrics included (`recent_outages`). `Recovery` then excuses, for a queue served
-before the outage, what the outage explains:
+(`failed`) or when Redis restarted since (a new INFO `run_id`: a restart, or a failover to
+another server), with the queues live workers served at that look before (`saw`): in Redis
+(`outages_key`, the last KEPT), so every process judges alike, the API and /metrics included
+(`recent_outages`). `Recovery` then excuses, for a queue served before the outage, what the
+outage explains:
 
 - for `recovery_grace_ms` after Redis came back, no live worker is `recovering`, not a failure:
   a liveness window, a heartbeat interval and a reconnect (the longest backoff sleep of a worker's
@@ -29,16 +30,18 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
 from .. import serializer
 from ..keys import outages_key
 from ..ops.handle import Handle
 from ..settings import EngineSettings
+from ..transport.cluster import is_cluster
 from ..transport.connection import server_ms
 from ..transport.reconnect import BACKOFF_CAP_S
-from ..transport.serverinfo import server_info
 
 # Outages kept in Redis, the oldest first to go (each checking process records those it saw).
 KEPT = 32
@@ -144,6 +147,17 @@ async def _recorded(redis: Redis, key: str) -> tuple[Outage, ...]:
     return tuple(o for o in map(Outage.loads, raw) if o is not None)
 
 
+async def run_id(redis: Redis) -> str:
+    """Return the INFO `run_id` of the server (of every master of a cluster, joined): a new one
+    after each restart or failover."""
+    if is_cluster(redis):
+        reply: Any = await redis.info("server", target_nodes=RedisCluster.PRIMARIES)
+    else:
+        reply = await redis.info("server")
+    infos = list(reply.values()) if isinstance(reply, dict) and "run_id" not in reply else [reply]
+    return ",".join(sorted(str(i.get("run_id", "")) for i in infos if isinstance(i, dict)))
+
+
 async def recent_outages(client: Handle, grace_ms: int) -> Recovery:
     """Return the recorded outages (for a reader that does not watch: the API, /metrics)."""
     key = outages_key(client.settings.prefix)
@@ -156,8 +170,10 @@ class OutageWatch:
     whether a call failed since. One per process and Redis; its calls come one at a time."""
 
     def __init__(self) -> None:
-        # Server ms of the last look, and the queues live workers served then (`saw`).
+        # Server ms and the server's run id at the last look, and the queues live workers
+        # served then (`saw`).
         self.seen_ms: int | None = None
+        self.run_id: str | None = None
         self.served: frozenset[str] | None = None
         # Monotonic time of the first call that failed since the last look (None: none did).
         self.failed_at: float | None = None
@@ -173,22 +189,21 @@ class OutageWatch:
 
     async def look(self, client: Handle, grace_ms: int) -> Recovery:
         """Record the outage that ended since the last look (calls failed, or Redis restarted
-        since: its uptime); return the recent outages."""
+        since: another run id); return the recent outages."""
         redis, key = client.redis, outages_key(client.settings.prefix)
         now_ms = await server_ms(redis, key)
-        # Uptime is in whole seconds: the earliest Redis may have started.
-        started_ms = now_ms - (await server_info(redis)).uptime_s * 1000 - 1000
+        server = await run_id(redis)
         ended = None
         if self.failed_at is not None:
             failed_ms = now_ms - round((time.monotonic() - self.failed_at) * 1000)
             away_ms = failed_ms if self.seen_ms is None else self.seen_ms
             ended = Outage(away_ms, now_ms, "unreachable", self.served)
-        elif self.seen_ms is not None and started_ms > self.seen_ms:
+        elif self.seen_ms is not None and self.run_id not in (None, server):
             ended = Outage(self.seen_ms, now_ms, "restarted", self.served)
         if ended is not None:
             async with redis.pipeline(transaction=False) as pipe:
                 pipe.zadd(key, {ended.dumps(): ended.back_ms})
                 pipe.zremrangebyrank(key, 0, -KEPT - 1)
                 await pipe.execute()
-        self.seen_ms, self.failed_at = now_ms, None
+        self.seen_ms, self.run_id, self.failed_at = now_ms, server, None
         return Recovery(grace_ms, await _recorded(redis, key), now_ms)

@@ -18,6 +18,7 @@ from jobsite.jobs.web.views import (
     dead_letters,
     flows,
     job,
+    jobs,
     queues,
     roles,
     schedules,
@@ -36,6 +37,8 @@ def api_not_found(request: HttpRequest, rest: str) -> JsonResponse:
 
 urlpatterns = [
     path("dashboard/", dashboard, name="dashboard"),
+    # The whole history; a job's page is below it (an id is never empty, so they never clash).
+    path("dashboard/jobs/", jobs, name="jobs"),
     path("dashboard/jobs/<path:job_id>/", job, name="job"),
     path("dashboard/schedules/", schedules, name="schedules"),
     path("dashboard/dead-letters/", dead_letters, name="dead_letters"),

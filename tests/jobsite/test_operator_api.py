@@ -215,7 +215,7 @@ def test_resubmit_of_a_whole_queue_skips_jobs_that_cannot_run(
     counted = call(web, "post", "/dead-letters/resubmit", token, data=whole).json()
     assert counted == {"matched": 2, "changed": 0, "skipped": {reason: 1}}
     done = call(web, "post", "/dead-letters/resubmit", token, data={"queue": "default"}).json()
-    assert done == {"matched": 2, "changed": 1, "skipped": {reason: 1}}
+    assert (done["matched"], done["changed"], done["skipped"]) == (2, 1, {reason: 1})
     assert services.get_job(gone).state is JobState.DROPPED
     assert services.get_job(failed).state is JobState.SUBMITTED
     assert services.in_dlq("default", [gone, failed]) == {gone}

@@ -286,6 +286,7 @@ def test_every_role_against_every_operation(engine: EngineSettings, role: str) -
         "/dashboard/flows/": Perm.VIEW,
         "/dashboard/queues/": Perm.VIEW,
         "/dashboard/roles/": Perm.VIEW,
+        "/dashboard/workers/": Perm.VIEW,
         "/admin/jobsite/workerrecord/roles/": Perm.VIEW,
     }
     for url, perm in pages.items():

@@ -31,7 +31,7 @@ def test_a_waiting_job_says_why_through_the_api_and_the_client(
         reasons = api.why(job["id"])
         assert [r["code"] for r in reasons] == ["paused", "no_worker"]
         assert reasons[0]["link"] == "/dashboard/queues/#queue-default"
-        assert reasons[1]["link"] == "/dashboard/#workers"
+        assert reasons[1]["link"] == "/dashboard/workers/"
         assert "no live worker serves queue 'default'" in reasons[1]["message"]
         later = api.submit("add", 1, 2, delay_s=600, queue="default")
         codes = [r["code"] for r in api.get(later["id"])["waiting"]]

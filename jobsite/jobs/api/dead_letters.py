@@ -7,11 +7,13 @@ The old /dlq operations stay as aliases answering as before, left out of the sch
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated
+from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest
+from django.urls import reverse
 from ninja import Field, Query, Router, Schema
 from ninja.errors import HttpError
 from pydantic import ConfigDict, model_validator
@@ -19,6 +21,7 @@ from pydantic import ConfigDict, model_validator
 from engine import JOB_ID_PATTERN
 from jobsite.jobs import audit, services
 from jobsite.jobs.api.jobout import engine_values, fields
+from jobsite.jobs.api.jobs import IDS_MAX
 from jobsite.jobs.api.schemas import (
     ERRORS,
     QUEUE,
@@ -93,6 +96,39 @@ class DeadLettersIn(Schema):
         return self
 
 
+class ResubmitOut(BulkOut):
+    """A resubmit's answer; when it resubmitted some, what follows them: the ids resubmitted
+    (by ids or a group; [] for a whole queue), `since` (Redis' time at the resubmit: their rows
+    say submitted at or after it once the mirror saw them resubmitted), `counts_url` (GET
+    /job-counts of those jobs: how many completed, failed again or still run) and `jobs_url`
+    (the dashboard's job list of them). Up to IDS_MAX ids the links name them; past it they
+    select by the group (or queue and task) and `since`, which takes in jobs of the same
+    selection submitted since too."""
+
+    ids: list[str] = []
+    since: datetime | None = None
+    counts_url: str = ""
+    jobs_url: str = ""
+
+
+def _followed(
+    answer: BulkOut, ids: list[str], since_ms: int | None, selector: dict[str, str | None]
+) -> ResubmitOut:
+    """Return a resubmit's answer with the ids resubmitted and the links that follow them."""
+    if since_ms is None or not answer.changed:
+        return ResubmitOut(**answer.model_dump())
+    since = datetime.fromtimestamp(since_ms / 1000, tz=UTC)
+    chosen = {"ids": ",".join(ids)} if 0 < len(ids) <= IDS_MAX else selector
+    query = urlencode({**{k: v for k, v in chosen.items() if v}, "since": since.isoformat()})
+    return ResubmitOut(
+        **answer.model_dump(),
+        ids=ids,
+        since=since,
+        counts_url=f"{reverse('jobsite:api:api-root').rstrip('/')}/job-counts?{query}",
+        jobs_url=f"{reverse('jobsite:dashboard')}?{query}#search",
+    )
+
+
 @router.get("", response={200: list[DeadGroupOut], **ERRORS})
 def dead_letters(
     request: HttpRequest, queue: str | None = None, task: str | None = None
@@ -132,13 +168,15 @@ def _forget(ids: list[str]) -> None:
     JobRecord.objects.filter(id__in=ids).delete()
 
 
-async def _change(action: str, pairs: list[tuple[str, str]]) -> int:
-    """Purge (from Redis and the history) or resubmit jobs; return how many Redis changed."""
+async def _change(action: str, pairs: list[tuple[str, str]]) -> tuple[int, int | None]:
+    """Purge (from Redis and the history) or resubmit jobs; return how many Redis changed and,
+    for a resubmit, Redis' time just before it (ms)."""
     if action == "purge":
         changed = await services.apurge(pairs)
         await sync_to_async(_forget)([i for i, _ in pairs])
-        return changed
-    return await services.aresubmit(pairs)
+        return changed, None
+    since_ms = await services.aclock_ms({q for _, q in pairs})
+    return await services.aresubmit(pairs), since_ms
 
 
 async def _runnable(
@@ -165,8 +203,11 @@ def _select(rights: Grant, body: DeadLettersIn, cap: int) -> tuple[list[tuple[st
     return deadletters.group_pairs(rows, body.fingerprint or "", cap)
 
 
-async def _group(request: HttpRequest, body: DeadLettersIn, perm: Perm, action: str) -> BulkOut:
-    """Apply `action` to every dead letter of a group, within the cap; audit it."""
+async def _group(
+    request: HttpRequest, body: DeadLettersIn, perm: Perm, action: str
+) -> BulkOut | ResubmitOut:
+    """Apply `action` to every dead letter of a group, within the cap; audit it (a resubmit
+    answers with what follows its jobs)."""
     rights = await aneed(request, perm, body.queue)
     cap = bulk_max()
     pairs, matched = await sync_to_async(_select)(rights, body, cap)
@@ -183,16 +224,21 @@ async def _group(request: HttpRequest, body: DeadLettersIn, perm: Perm, action: 
         )
     for queue in {q for _, q in pairs}:
         await rights.arequire(perm, queue)
-    changed = await _change(action, pairs) if pairs else 0
+    changed, since_ms = await _change(action, pairs) if pairs else (0, None)
     selector = {"dead_letter_group": body.fingerprint, "queue": body.queue, "task": body.task}
     await audit.arecord_bulk(rights.user, action, selector, matched, rights.via)
-    return BulkOut(matched=matched, changed=changed, skipped=skipped)
+    answer = BulkOut(matched=matched, changed=changed, skipped=skipped)
+    if action != "resubmit":
+        return answer
+    chosen = {"fingerprint": body.fingerprint, "queue": body.queue, "task": body.task}
+    return _followed(answer, [i for i, _ in pairs], since_ms, chosen)
 
 
 async def _by_ids(
     request: HttpRequest, queue: str, ids: list[str], dry_run: bool, perm: Perm, action: str
-) -> BulkOut:
-    """Apply `action` to the ids the dead-letter queue of `queue` holds (others are skipped)."""
+) -> BulkOut | ResubmitOut:
+    """Apply `action` to the ids the dead-letter queue of `queue` holds (others are skipped);
+    a resubmit answers with what follows its jobs."""
     rights = await aneed(request, perm, queue)
     dead = await services.ain_dlq(queue, ids)
     chosen = list(dict.fromkeys(i for i in ids if i in dead))
@@ -201,9 +247,12 @@ async def _by_ids(
     pairs = await _runnable(action, [(i, queue) for i in chosen], skipped)
     if dry_run:
         return BulkOut(matched=len(chosen), changed=0, skipped=skipped)
-    changed = await _change(action, pairs) if pairs else 0
+    changed, since_ms = await _change(action, pairs) if pairs else (0, None)
     await audit.arecord(rights.user, action, chosen, rights.via)
-    return BulkOut(matched=len(chosen), changed=changed, skipped=skipped)
+    answer = BulkOut(matched=len(chosen), changed=changed, skipped=skipped)
+    if action != "resubmit":
+        return answer
+    return _followed(answer, [i for i, _ in pairs], since_ms, {"queue": queue})
 
 
 def _count(rights: Grant, queue: str, task: str | None) -> tuple[int, int]:
@@ -217,24 +266,30 @@ def _skipped(left: int) -> dict[str, int]:
     return {runnable.REASON: left} if left else {}
 
 
-async def _whole_queue(request: HttpRequest, queue: str, task: str | None, dry: bool) -> BulkOut:
+async def _whole_queue(
+    request: HttpRequest, queue: str, task: str | None, dry: bool
+) -> ResubmitOut:
     """Resubmit every dead letter of `queue` (of `task`) but those that cannot run (skipped
     with the reason); a dry run counts the history's."""
     rights = await aneed(request, Perm.RETRY, queue)
     _refuse_unknown(task)
     if dry:
         matched, left = await sync_to_async(_count)(rights, queue, task)
-        return BulkOut(matched=matched, changed=0, skipped=_skipped(left))
+        return ResubmitOut(matched=matched, changed=0, skipped=_skipped(left))
+    since_ms = await services.aclock_ms([queue])
     count, left = await runnable.aresubmit_dlq(queue, task=task)
     selector = {"queue": queue, "task": task, "dlq": True}
     await audit.arecord_bulk(rights.user, "resubmit", selector, count, rights.via)
-    return BulkOut(matched=count + left, changed=count, skipped=_skipped(left))
+    answer = BulkOut(matched=count + left, changed=count, skipped=_skipped(left))
+    return _followed(answer, [], since_ms, {"queue": queue, "task": task})
 
 
-@router.post("/resubmit", response={200: BulkOut, **ERRORS})
+# What follows the jobs only when some were resubmitted: a dry run answers as before.
+@router.post("/resubmit", response={200: ResubmitOut, **ERRORS}, exclude_unset=True)
 async def resubmit_dead_letters(request: HttpRequest, body: DeadLettersIn) -> BulkOut:
     """Resubmit dead letters by ids, a whole group, or every one of a queue (`dry_run` counts
-    only)."""
+    only); the answer says which jobs and where to follow them (`counts_url`: how many
+    completed, failed again or still run)."""
     if body.fingerprint is not None:
         return await _group(request, body, Perm.RETRY, "resubmit")
     assert body.queue is not None  # DeadLettersIn._chosen

@@ -6,6 +6,7 @@ the history and stays sync. The list's filters (JobFilters) are also /job-counts
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -13,9 +14,9 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
-from pydantic import ConfigDict
+from pydantic import ConfigDict, field_validator
 
-from engine import WAITING_STATES, InvalidArguments, JobNotFound
+from engine import JOB_ID_PATTERN, WAITING_STATES, InvalidArguments, JobNotFound
 from engine import Job as EngineJob
 from jobsite.jobs import audit, services
 from jobsite.jobs.api import options as taskoptions
@@ -97,10 +98,16 @@ DERIVED = (
 LISTED = [f for f in JobOut.model_fields if f != "history" and f not in DERIVED]
 
 
+# How many job ids the `ids` filter takes: a URL stays within what servers accept (a few KB).
+IDS_MAX = 100
+_JOB_ID = re.compile(JOB_ID_PATTERN)
+
+
 class JobFilters(Schema):
     """The history's filters of the list and of /job-counts (all but the state): `task_like`
     matches part of the task name (any case), `q` searches, `fingerprint` keeps one dead-letter
-    group, `since` and `until` bound the submission time."""
+    group, `since` and `until` bound the submission time, `ids` keeps those jobs (comma-separated,
+    at most IDS_MAX)."""
 
     queue: str | None = None
     task: str | None = None
@@ -109,6 +116,19 @@ class JobFilters(Schema):
     since: datetime | None = None
     until: datetime | None = None
     fingerprint: str | None = Field(None, max_length=32)
+    ids: str | None = Field(None, min_length=1, max_length=IDS_MAX * 129)
+
+    @field_validator("ids")
+    @classmethod
+    def _ids(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        ids = value.split(",")
+        if len(ids) > IDS_MAX:
+            raise ValueError(f"at most {IDS_MAX} ids, got {len(ids)}")
+        if bad := [i for i in ids if not _JOB_ID.match(i)]:
+            raise ValueError(f"not a job id: {bad[0][:130]!r}")
+        return value
 
     def rows(self, request: HttpRequest) -> QuerySet[JobRecord]:
         """Return the history rows these filters select, of the queues this request may view."""
@@ -120,6 +140,7 @@ class JobFilters(Schema):
             "fingerprint": self.fingerprint,
             "submitted_at__gte": self.since,
             "submitted_at__lt": self.until,
+            "id__in": self.ids.split(",") if self.ids else None,
         }
         rows = rows.filter(**{k: v for k, v in chosen.items() if v is not None})
         return text_search(rows, self.q) if self.q else rows

@@ -2,7 +2,7 @@
 
 A queue's reasons (paused, rate limited) link to the queues page, where both are changed; a
 job's (concurrency key holders, parents, run_at, deadline) to those jobs' pages; a missing
-worker to the dashboard's workers panel.
+worker to the Workers page.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def _link(reason: Reason, queue: str) -> str:
     if reason.target == "queue":
         return f"{reverse('jobsite:queues')}#queue-{quote(queue)}"
     if reason.target == "workers":
-        return f"{reverse('jobsite:dashboard')}#workers"
+        return reverse("jobsite:workers")
     return reverse("jobsite:job", args=[reason.jobs[0]]) if reason.jobs else ""
 
 

@@ -36,6 +36,7 @@ from engine import (
     sample_dlq,
     schedule_health,
     server_info,
+    server_ms,
     swap_state,
     sync_declared,
 )
@@ -344,6 +345,15 @@ async def _resubmit(client: Client, jobs: Iterable[tuple[str, str]]) -> int:
     return sum([await client.resubmit(q, ids) for q, ids in _by_queue(jobs).items()])
 
 
+async def _clock_ms(client: Client, queues: Iterable[str]) -> int:
+    """Return Redis' time in ms by the clock of each queue's scripts, the earliest (the time a
+    resubmit made now stamps on its jobs is at or after it)."""
+    return min(
+        [await server_ms(client.redis, client.keys(q).meta) for q in queues]
+        or [await server_ms(client.redis)]
+    )
+
+
 async def _resubmit_dlq(
     client: Client, queue: str, ids: list[str] | None = None, task: str | None = None
 ) -> int:
@@ -399,6 +409,7 @@ clear_state, aclear_state = twins(_clear_state)
 redis_info, aredis_info = twins(_redis_info)
 cancel, acancel = twins(_cancel)
 resubmit, aresubmit = twins(_resubmit)
+clock_ms, aclock_ms = twins(_clock_ms)
 resubmit_dlq, aresubmit_dlq = twins(_resubmit_dlq)
 purge, apurge = twins(_purge)
 set_paused, aset_paused = twins(_set_paused)

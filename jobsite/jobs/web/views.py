@@ -22,6 +22,10 @@ GROUP_WORDS = {
     OPERATORS: "all of that, and submit, cancel, retry, purge, change queues and control workers",
 }
 
+# The Jobs page's choice of page sizes (GET /jobs takes at most 500 a page), and its first.
+PAGE_SIZES = (25, 50, 100, 200)
+PAGE_SIZE = 50
+
 
 def forbidden(request: HttpRequest) -> HttpResponse:
     """Answer 403 with what gives access: the groups migrate made, the permission, the admin."""
@@ -59,8 +63,20 @@ def page(request: HttpRequest, template: str, **context: Any) -> HttpResponse:
 @staff_member_required
 def dashboard(request: HttpRequest) -> HttpResponse:
     """Render the live overview: queues, workers, running jobs, failures, the history."""
-    states = [(s, STATE_LABELS.get(s, s)) for s in VOCABULARY["states"]]
-    return page(request, "jobsite/dashboard.html", states=states)
+    return page(request, "jobsite/dashboard.html", states=_states())
+
+
+def _states() -> list[tuple[str, str]]:
+    """Return each state with the word the dashboard shows for it (the list's state filter)."""
+    return [(s, STATE_LABELS.get(s, s)) for s in VOCABULARY["states"]]
+
+
+@staff_member_required
+def jobs(request: HttpRequest) -> HttpResponse:
+    """Render the history full page: filters, counts per state, sort, page size, paging."""
+    return page(
+        request, "jobsite/jobs.html", states=_states(), page_sizes=PAGE_SIZES, page_size=PAGE_SIZE
+    )
 
 
 @staff_member_required

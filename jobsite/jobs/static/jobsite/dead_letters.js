@@ -1,4 +1,6 @@
-// Dead letters grouped by error fingerprint, with resubmit and purge of a whole group.
+// Dead letters grouped by error fingerprint, with resubmit and purge of a whole group. After a
+// resubmit the group says what became of its jobs (completed, failed again, still running),
+// followed for about 30 s through /job-counts of the ids the answer named.
 (() => {
   "use strict";
   const {$, esc, api, jobPage, hideForbidden, ask, toast, plural, config} = window.jobsite;
@@ -7,6 +9,12 @@
   let groups = [];
   let timer;
   let known = null;  // the task names workers know (/tasks): a group of others is not resubmitted
+  // fingerprint -> the follow-up of its last resubmit: {total, ids, since, link, counts, until}.
+  const followed = new Map();
+  const FOLLOW_MS = 2000;
+  const FOLLOW_FOR_MS = 30_000;
+  const IDS_PER_CALL = 100;  // what /job-counts takes in `ids` (IDS_MAX)
+  const FOLLOW_MAX = 1000;  // a larger resubmit is followed through its first 1000 jobs
 
   // A group whose jobs name a task no worker knows (UnknownTask) would only be dropped again:
   // the API says so (cannot_run) and refuses it; so does a task this site does not list.
@@ -30,10 +38,64 @@
     return `<tr data-index="${i}"><td class="count">${g.count}${jobs}</td>
       <td>${error}${s.frame ? `<br><small>at <code>${esc(s.frame)}</code></small>` : ""}${s.not_retried ? `<br><small class="not-retried">not retried: ${esc(s.not_retried)}</small>` : ""}
         <br><small>fingerprint <code>${esc(g.fingerprint || "–")}</code>; newest: ${s.job_id ? `<a href="${esc(jobPage(s.job_id))}">${esc(s.job_id)}</a>` : "–"}
-        ${g.fingerprint && s.pattern !== s.message ? `<q>${esc(s.message)}</q>` : ""}</small></td>
+        ${g.fingerprint && s.pattern !== s.message ? `<q>${esc(s.message)}</q>` : ""}</small>${outcome(g.fingerprint)}</td>
       <td>${tasks}</td><td>${g.queues.map(esc).join(", ")}</td><td>${esc(time(g.first_seen))}</td><td>${esc(time(g.last_seen))}</td>
       <td>${cannotRun(g) ? `<button data-act="resubmit" data-needs="retry" data-cannot-run disabled title="${esc(cannotRun(g))}">Resubmit</button> <small class="cannot-run">cannot run: task not deployed</small>` : `<button data-act="resubmit" data-needs="retry">Resubmit</button>`}
         <button data-act="purge" data-needs="purge">Purge</button></td></tr>`;
+  }
+
+  // "resubmitted 11: 0 completed, 11 failed again, 0 still running (see them)" for a group
+  // resubmitted from this page ("" for any other).
+  function outcome(fingerprint) {
+    const f = followed.get(fingerprint);
+    if (!f) return "";
+    const c = f.counts;
+    const parts = c ? [`${c.completed} completed`, `${c.failed} failed again`, ...(c.cancelled ? [`${c.cancelled} cancelled`] : []), `${c.running} still running`] : ["checking…"];
+    const partly = f.ids.length > FOLLOW_MAX ? ` (following the first ${FOLLOW_MAX})` : "";
+    const ended = c && c.running && Date.now() >= f.until ? "; no longer followed here" : "";
+    const link = f.link ? ` <a href="${esc(f.link)}">see them</a>` : "";
+    return `<p class="resubmit-outcome" role="status" data-fingerprint="${esc(fingerprint)}">resubmitted ${f.total}${partly}: ${esc(parts.join(", "))}${ended}${f.error ? ` <small class="error">${esc(f.error)}</small>` : ""} (${link.trim() || "–"})</p>`;
+  }
+
+  // Groups resubmitted here whose dead letters are all gone from the list (running, completed).
+  function orphans() {
+    const listed = new Set(groups.map((g) => g.fingerprint));
+    return [...followed.keys()].filter((fp) => !listed.has(fp)).map((fp) => `<tr class="resubmit-outcome"><td></td>
+      <td colspan="6"><small>group <code>${esc(fp || "–")}</code>, no dead letter left</small>${outcome(fp)}</td></tr>`).join("");
+  }
+
+  function render() {
+    $("#groups tbody").innerHTML = orphans() + groups.map(row).join("") || `<tr><td colspan="7">no dead letters</td></tr>`;
+    hideForbidden($("#groups"));
+  }
+
+  // Follow a group's resubmitted jobs: their states in the history (the rows the mirror saw
+  // resubmitted: submitted at or after `since`; the others still count as running).
+  async function follow(fingerprint) {
+    const f = followed.get(fingerprint);
+    if (!f) return;
+    clearTimeout(f.timer);
+    const ids = f.ids.slice(0, FOLLOW_MAX);
+    try {
+      const calls = [];
+      for (let i = 0; i < ids.length; i += IDS_PER_CALL) {
+        const query = new URLSearchParams({ids: ids.slice(i, i + IDS_PER_CALL).join(","), since: f.since});
+        calls.push(api(`/job-counts?${query}`));
+      }
+      const states = {};
+      for (const answer of await Promise.all(calls)) {
+        for (const [state, n] of Object.entries(answer.states)) states[state] = (states[state] || 0) + n;
+      }
+      const completed = states.completed || 0;
+      const cancelled = states.cancelled || 0;
+      const failed = config.vocabulary.dead.reduce((n, s) => n + (states[s] || 0), 0);
+      f.counts = {completed, failed, cancelled, running: Math.max(0, ids.length - completed - cancelled - failed)};
+      f.error = "";
+    } catch (error) {
+      f.error = error.message;
+    }
+    render();
+    if ((!f.counts || f.counts.running) && Date.now() < f.until) f.timer = setTimeout(() => follow(fingerprint), FOLLOW_MS);
   }
 
   async function load() {
@@ -42,8 +104,7 @@
       const query = filters().toString();
       if (known === null) known = new Set((await api("/tasks")).map((t) => t.name));
       groups = await api(`/dead-letters${query ? `?${query}` : ""}`);
-      $("#groups tbody").innerHTML = groups.map(row).join("") || `<tr><td colspan="7">no dead letters</td></tr>`;
-      hideForbidden($("#groups"));
+      render();
       $("#status").textContent = `${groups.reduce((n, g) => n + g.count, 0)} dead letters in ${groups.length} groups`;
     } catch (error) {
       $("#status").textContent = `could not load: ${error.message}`;
@@ -60,8 +121,14 @@
       if (!matched) { toast(`No dead letter of this group left to ${action}.`); load(); return; }
       const detail = action === "purge" ? "Purged jobs are deleted from Redis for good." : "Each runs again as a new attempt series.";
       if (!await ask(`${VERBS[action]} ${plural(matched, "dead letter")} of this group?`, {confirm: VERBS[action], danger: action === "purge", detail})) return;
-      const {changed} = await api(`/dead-letters/${action}`, {method: "POST", body});
+      const answer = await api(`/dead-letters/${action}`, {method: "POST", body});
+      const {changed} = answer;
       const skipped = matched - changed;
+      if (action === "resubmit" && changed && answer.ids?.length) {
+        clearTimeout(followed.get(group.fingerprint)?.timer);
+        followed.set(group.fingerprint, {total: changed, ids: answer.ids, since: answer.since, link: answer.jobs_url, counts: null, until: Date.now() + FOLLOW_FOR_MS});
+        follow(group.fingerprint);
+      }
       message.textContent = `${VERBS[action]}: ${changed} of ${plural(matched, "job")}`;
       toast(`${VERBS[action]}: ${changed} of ${plural(matched, "job")}${skipped ? `; ${skipped} skipped (no longer in the dead-letter queue: resubmitted, purged or expired meanwhile)` : ""}.`, "ok", 12000);
     } catch (error) {

@@ -121,7 +121,7 @@
     const facts = {priority: job.priority, worker: job.worker || "–", "queued (latest)": time(job.submitted_at),
       "run at": time(job.run_at), claimed: time(job.claimed_at), "first started": time(job.started_at),
       "latest attempt started": time(current),
-      ended: time(job.completed_at && current && Date.parse(job.completed_at) >= Date.parse(current) ? job.completed_at : null),
+      completed: time(job.completed_at && current && Date.parse(job.completed_at) >= Date.parse(current) ? job.completed_at : null),
       waited: current ? span(ready, current) : (vocabulary.live.includes(job.state) ? "waiting…" : "–"),
       ran: current ? span(current, job.completed_at) : "–"};
     $("#facts").innerHTML = Object.entries(facts).map(([k, v]) => `<dt>${esc(k)}</dt><dd>${esc(v)}</dd>`).join("");
