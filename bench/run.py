@@ -21,7 +21,7 @@ from pathlib import Path
 
 import redis
 
-from bench import procs, report, sync_enqueue
+from bench import procs, replica_acks, report, sync_enqueue
 from bench.collect import BenchError, percentile
 from bench.peers import SYSTEMS, venv_python
 from bench.scenarios import STEPS, Result, Sizes, SystemBench, best_bulk
@@ -49,8 +49,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, help="report path (default docs/benchmarks.md)")
     parser.add_argument(
         "--only",
-        choices=("django-enqueue",),
-        help="run one scenario alone: django-enqueue (enqueue from sync code, every system)",
+        choices=("django-enqueue", "replica-acks"),
+        help="run one scenario alone: django-enqueue (enqueue from sync code, every system), "
+        "replica-acks (Jobsite with replica_acks=1 beside its default, on a master with one "
+        "replica)",
     )
     parser.add_argument(
         "--rtt-ms",
@@ -60,6 +62,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.rtt_ms is not None and args.rtt_ms < 0:
         parser.error("--rtt-ms must be 0 or more")
+    if args.rtt_ms is not None and args.only == "replica-acks":
+        parser.error("--only replica-acks runs on loopback: no --rtt-ms")
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     for system in args.systems:
         if system not in SYSTEMS:
@@ -162,10 +166,18 @@ def main(argv: list[str] | None = None) -> int:
     sizes = sizes_for(args)
     run_dir = ROOT / "var" / "bench" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     run_dir.mkdir(parents=True)
-    server = procs.start_redis(run_dir)
     out = args.out or (
         run_dir / "benchmarks-quick.md" if args.quick else ROOT / "docs/benchmarks.md"
     )
+    if args.only == "replica-acks":
+        acked, redis_version, notes = replica_acks.run(ROOT, run_dir, sizes, log)
+        shown = " ".join(["bin/bench", *(sys.argv[1:] if argv is None else argv)])
+        body = replica_acks.markdown(acked, redis_version, shown, notes)
+        report.put_section(out, replica_acks.SECTION, body)
+        print(body)
+        log(event="done", report=out, run_dir=run_dir)
+        return 0
+    server = procs.start_redis(run_dir)
     sync_n = 500 if args.quick else 5000
     if args.only == "django-enqueue":
         try:

@@ -196,7 +196,7 @@ async def run_worker(args: argparse.Namespace) -> int:
     except RedisUnavailable as exc:
         log.error("cannot reach redis url=%s error=%s", settings.redacted_url, exc)
         return 2
-    await check_redis(worker.redis)
+    await check_redis(worker.redis, settings.replica_acks)
     try:
         await worker.run()
     except ConfigError as exc:  # an unknown role

@@ -30,7 +30,7 @@ from .ops.metrics import Metrics, read_metrics
 from .periodic.repeat import Repeats
 from .producing.enqueueing import Enqueuer, drive_async
 from .producing.submit import job_spec
-from .seam.scripts import Scripts, Submitted
+from .seam.scripts import Submitted, scripts_for
 from .settings import EngineSettings
 from .stream.events import live_groups
 from .task import Task
@@ -50,7 +50,7 @@ class Client:
         self.redis = (
             redis if redis is not None else connect(settings, timeout_s=settings.client_timeout_s)
         )
-        self.scripts = Scripts(self.redis, settings.prefix)
+        self.scripts = scripts_for(self.redis, settings)
         # Repeatable and cron jobs: add, update, pause, resume, remove, list.
         self.repeats = Repeats(settings, self.redis)
         # The enqueue's steps, shared with the SyncClient (engine/producing/enqueueing.py).

@@ -46,6 +46,28 @@ class RedisRefused(RedisUnavailable):
         self.reason = reason
 
 
+class ReplicaAckTimeout(RedisRefused):
+    """Fewer replicas than `replica_acks` acknowledged a write within `replica_ack_timeout_ms`.
+
+    The master made the write: it may yet reach the replicas, or die with the master in a
+    failover. Its outcome is as unknown as after a lost reply, and it is retried the same way
+    (a refusal, reason NOREPLICAS: the caller keeps the work and backs off).
+    """
+
+    def __init__(
+        self, acked: int, wanted: int, timeout_ms: int, url: str, detail: str = ""
+    ) -> None:
+        super().__init__(
+            "NOREPLICAS",
+            f"Redis at {url}: {acked} of {wanted} replicas acknowledged the write within "
+            f"{timeout_ms} ms{detail}",
+        )
+        self.acked = acked
+        self.wanted = wanted
+        # What the master answered the call (its script's reply), for a caller that retries.
+        self.reply: object = None
+
+
 class JobTimeout(EngineError, TimeoutError):
     """A wait for a job's terminal state timed out."""
 

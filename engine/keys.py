@@ -131,6 +131,16 @@ def outages_key(prefix: str) -> str:
     return f"{prefix}:health:outages"
 
 
+def ack_fence_key(key: str) -> str:
+    """Return the key a replica-ack fence writes (engine/transport/acks.py), in the cluster slot
+    of `key`: `key` up to its hash tag then `:ack_fence` (`jobsite:{default}:ack_fence`)."""
+    start = key.find("{")
+    end = key.find("}", start + 1) if start >= 0 else -1
+    if end > start + 1:
+        return f"{key[: end + 1]}:ack_fence"
+    return f"{{{key}}}:ack_fence"  # no tag: the whole key hashes alike as a tag
+
+
 def hash_format_key(prefix: str) -> str:
     """Return the key of the storage format of job hashes (engine/seam/hashformat.py)."""
     return f"{prefix}:hash_format"

@@ -146,6 +146,13 @@ class EngineSettings:
     socket_timeout_s: float = 5.0
     # Command timeout of producers and readers (Client, SyncClient: the Django app's too).
     client_timeout_s: float = 1.0
+    # Replicas that must acknowledge each script call's writes (Redis WAIT on the connection
+    # that made them) before its caller is answered; 0: none asked for, no WAIT sent. Fewer
+    # within replica_ack_timeout_ms raise ReplicaAckTimeout, retried like any refusal.
+    replica_acks: int = 0
+    # How long a write waits for those replicas (WAIT's timeout; never 0, which waits for ever).
+    # Every command's socket timeout grows by it while replica_acks is on.
+    replica_ack_timeout_ms: int = 1000
     # Per-job log lines (`job.log`): the newest lines kept, by count and by bytes of JSON text.
     job_log_max_lines: int = 200
     # Most bytes of JSON text a job's kept log lines take.
@@ -200,6 +207,16 @@ class EngineSettings:
         for name in ("max_jobs", "max_rss_mib", "max_age_s", "unserved_drop_after_s"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 or more, got {getattr(self, name)!r}")
+        if isinstance(self.replica_acks, bool) or not isinstance(self.replica_acks, int):
+            raise ConfigError(f"replica_acks must be an int, got {self.replica_acks!r}")
+        if self.replica_acks < 0:
+            raise ConfigError(f"replica_acks must be 0 or more, got {self.replica_acks!r}")
+        timeout_ms = self.replica_ack_timeout_ms
+        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms <= 0:
+            raise ConfigError(
+                f"replica_ack_timeout_ms must be a positive int (WAIT 0 waits for ever), "
+                f"got {timeout_ms!r}"
+            )
         object.__setattr__(self, "queue_timeouts", _queue_timeouts(self.queue_timeouts))
         for value in (
             self.worker_timeout_s,
@@ -271,6 +288,12 @@ class EngineSettings:
     def events_emergency_maxlen(self) -> int:
         """Return the cap every script's XADD keeps (MAXLEN ~), reached only if no cleaner runs."""
         return 2 * self.events_maxlen
+
+    @property
+    def replica_ack_wait_s(self) -> float:
+        """Return how long a command may wait for replicas (0 with replica_acks off): what
+        every connection's socket timeout adds to its own."""
+        return self.replica_ack_timeout_ms / 1000 if self.replica_acks else 0.0
 
     @property
     def redacted_url(self) -> str:

@@ -222,7 +222,8 @@ class _Calls(ScheduleCalls):
         return self._send("POST", f"/jobs/{_segment(job_id)}/retry", None, None)
 
     def workers(self) -> Any:
-        """Return the live workers: queues, concurrency, current jobs, state."""
+        """Return the live workers: queues, concurrency, current jobs, state, memory
+        (`rss_mib`), jobs `completed` and `failed`, task `versions`."""
         return self._send("GET", "/workers", None, None)
 
     def roles(self) -> Any:
@@ -271,7 +272,8 @@ class _Calls(ScheduleCalls):
         self, queue: str = "default", ids: list[str] | None = None, task: str | None = None
     ) -> Any:
         """Resubmit dead letters of a queue by ids (those its dead-letter queue holds), or every
-        one of a task (or all); `{"matched", "changed", "skipped"}`."""
+        one of a task (or all); `{"matched", "changed", "skipped"}`, and when some were
+        resubmitted `ids`, `since`, `counts_url` and `jobs_url` to follow them."""
         body = {"queue": queue, **({"ids": ids} if ids else {}), **({"task": task} if task else {})}
         return self._send("POST", "/dead-letters/resubmit", body, None)
 

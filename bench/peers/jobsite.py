@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from bench.peers import Sender, chunks
@@ -15,12 +16,22 @@ CONFIG = (
     f"`python -m engine worker --concurrency {CONCURRENCY}` (asyncio), `--burst` where bursting"
 )
 BURST = True
+# EngineSettings overrides of a variant run (bench/replica_acks.py), for the client and the
+# workers alike: `FIELD=VALUE` items, comma-separated, as `--set` takes them.
+SETTINGS_ENV = "BENCH_JOBSITE_SET"
+
+
+def overrides() -> list[str]:
+    """Return the `FIELD=VALUE` items of SETTINGS_ENV."""
+    return [item for item in os.environ.get(SETTINGS_ENV, "").split(",") if item]
 
 
 def worker_argv(bindir: Path, url: str, burst: bool, index: int) -> list[str]:
     argv = [str(bindir / "python"), "-m", "engine", "worker", "--url", url]
     argv += ["--tasks", "bench.peers.jobsite_tasks", "--queues", "default"]
     argv += ["--concurrency", str(CONCURRENCY), "--log-level", "WARNING"]
+    for item in overrides():
+        argv += ["--set", item]
     return [*argv, "--burst"] if burst else argv
 
 
@@ -28,9 +39,10 @@ class _Sender:
     def __init__(self, url: str) -> None:
         from bench.peers.jobsite_tasks import noop
         from engine import Client, EngineSettings
+        from engine.cli import parse_overrides
 
         self.noop = noop
-        self.settings = EngineSettings.from_url(url)
+        self.settings = EngineSettings.from_url(url, **parse_overrides(overrides()))
         self.client = Client(self.settings)
 
     async def one(self, t_enqueued: float) -> None:

@@ -103,3 +103,20 @@ class RedisServer:
 
     def __exit__(self, *exc: object) -> None:
         self.cleanup()
+
+
+def start_replica(master: RedisServer, timeout_s: float = 15.0) -> RedisServer:
+    """Start a replica of `master`; return it once `master` has it online and in sync.
+
+    Give the master `--repl-diskless-sync-delay 0`: Redis otherwise waits 5 s for more replicas
+    before the first sync.
+    """
+    replica = RedisServer(args=("--replicaof", "127.0.0.1", str(master.port))).start()
+    deadline = time.monotonic() + timeout_s
+    with redis.Redis(port=master.port, decode_responses=True) as r:
+        while (r.info("replication").get("slave0") or {}).get("state") != "online":
+            if time.monotonic() > deadline:
+                replica.cleanup()
+                raise RuntimeError(f"the replica did not sync; see {replica.dir}/redis.log")
+            time.sleep(0.02)
+    return replica

@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 
 from ..dev import failpoints
 from ..keys import QueueKeys, alive_key, workers_key
-from ..seam.scripts import Scripts
+from ..seam.scripts import scripts_for
 from ..settings import EngineSettings
 from ..stream.events import live_groups
 from ..transport.connection import server_ms
@@ -63,7 +63,7 @@ class Cleaner:
         # whole window again, long enough for every live worker to renew its own key.
         self.liveness = liveness
         self.redis = redis
-        self.scripts = Scripts(redis, settings.prefix)
+        self.scripts = scripts_for(redis, settings)
         self.queues = [QueueKeys(settings.prefix, q) for q in queues]
         # Since when this cleaner has reached Redis without a failure (None: it just failed).
         # After an outage every worker's liveness key may have lapsed while they were all cut

@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 from ..errors import ConfigError
 from ..job import Job
 from ..keys import QueueKeys, queues_key, validate_queue_name
-from ..seam.scripts import Declared, DeclaredEntry, Scripts
+from ..seam.scripts import Declared, DeclaredEntry, scripts_for
 from ..settings import EngineSettings
 from ..transport.connection import server_ms
 from .repeat import Repeatable, template
@@ -111,7 +111,7 @@ async def sync_declared(
     if wanted:
         await redis.sadd(known_key, *wanted)
     known: set[str] = await redis.smembers(known_key)  # type: ignore[assignment]
-    scripts = Scripts(redis, settings.prefix)
+    scripts = scripts_for(redis, settings)
     now_ms = await server_ms(redis)
     done: dict[str, Declared] = {}
     for queue in sorted(q for q in {*wanted, *known, *queues} if _valid(q)):

@@ -12,7 +12,7 @@ from ..dev import failpoints
 from ..errors import EngineError
 from ..keys import QueueKeys
 from ..producing.submit import Tick, job_spec, submit
-from ..seam.scripts import Scripts
+from ..seam.scripts import scripts_for
 from ..settings import EngineSettings
 from ..transport.cluster import is_cluster, node_time
 from ..transport.connection import ms_from_time
@@ -28,7 +28,7 @@ class Scheduler:
     def __init__(self, settings: EngineSettings, redis: Redis, queues: Sequence[str]) -> None:
         self.settings = settings
         self.redis = redis
-        self.scripts = Scripts(redis, settings.prefix)
+        self.scripts = scripts_for(redis, settings)
         self.cluster = is_cluster(redis)
         self.queues = [QueueKeys(settings.prefix, q) for q in queues]
 

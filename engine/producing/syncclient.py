@@ -10,6 +10,7 @@ from ..seam.hashformat import discover
 from ..seam.luasrc import run_sync
 from ..settings import EngineSettings
 from ..task import Task
+from ..transport.acks import ReplicaAcks
 from ..transport.cluster import cluster_typed, is_cluster
 from ..transport.connection import connect_sync
 from ..transport.faults import typed
@@ -39,6 +40,8 @@ class SyncClient:
         self._held = None if is_cluster(self.redis) else HeldConnections(self.redis)
         # The hash format of the Redis (engine/seam/hashformat.py), once asked.
         self._format: int | None = None
+        # What a script call that writes waits for (replica_acks; None: nothing).
+        self._acks = ReplicaAcks.of(settings)
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -80,7 +83,8 @@ class SyncClient:
             if isinstance(step, Format):
                 return fmt
             if isinstance(step, Eval):
-                return run_sync(self._held or self.redis, step.verb, step.keys, step.argv, fmt)
+                runner = self._held or self.redis
+                return run_sync(runner, step.verb, step.keys, step.argv, fmt, self._acks)
             if isinstance(step, Call):
                 return getattr(self.redis, step.method)(*step.args)
             if not step.commands:

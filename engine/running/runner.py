@@ -63,6 +63,9 @@ class Outcome:
     result_ttl_s: int = DEFAULT_RESULT_TTL_S
     # When the worker had it (time.monotonic()): the start of the window until it is durable.
     ended_at: float = 0.0
+    # The code the master gave a write of it that too few replicas acknowledged (replica_acks;
+    # None: none such): the write made again then finds it done, and counts as that one.
+    unacked_code: int | None = None
 
 
 def options_for(task: Task, job: Job) -> TaskOptions:

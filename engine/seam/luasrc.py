@@ -15,6 +15,8 @@ from redis.exceptions import NoScriptError
 
 from ..fields import FORMATS, NAMES, other
 from ..keys import SCRIPT_KEYS, QueueKeys
+from ..transport.acks import ReplicaAcks, Sent, send, send_sync
+from ..transport.faults import typed
 from ..transport.held import held_runner
 from .hashformat import discover_async
 
@@ -189,6 +191,13 @@ _SHAS = {
 }
 
 
+# The scripts that only read (their header says "Events: none (a read)"): no replica waits for
+# them (replica_acks).
+READS = frozenset(
+    verb for verb, (_, text) in _SOURCES[max(FORMATS)].items() if "Events: none (a read)" in text
+)
+
+
 def _key_names(verb: str, num_keys: int, keys: QueueKeys | Sequence[str]) -> Sequence[str]:
     names = keys.for_script(verb) if isinstance(keys, QueueKeys) else keys
     if len(names) != num_keys:
@@ -205,12 +214,24 @@ class SyncRunner(Protocol):
 
 
 def run_sync(
-    redis: SyncRunner, verb: str, keys: QueueKeys | Sequence[str], args: list[Any], fmt: int
+    redis: SyncRunner,
+    verb: str,
+    keys: QueueKeys | Sequence[str],
+    args: list[Any],
+    fmt: int,
+    acks: ReplicaAcks | None = None,
 ) -> Any:
     """Run script `verb` for hash format `fmt` on a synchronous client (Script.__call__'s twin,
-    the same source)."""
+    the same source); with `acks`, a call that writes returns once replicas acknowledged it."""
     num_keys, source = _SOURCES[fmt][verb]
     command = ("EVALSHA", _SHAS[fmt][verb], num_keys, *_key_names(verb, num_keys, keys), *args)
+    if acks is not None and verb not in READS:
+        sent = acks.commands(command, command[3])
+        replies = send_sync(redis, sent.commands, command[3])
+        if isinstance(replies[0], NoScriptError):  # nothing ran: load it, send it all again
+            redis.script_load(source)
+            replies = send_sync(redis, sent.commands, command[3])
+        return acks.reply(sent, replies)
     try:
         return redis.execute_command(*command)
     except NoScriptError:  # a server that restarted, flushed its scripts or is new
@@ -251,21 +272,57 @@ class Script:
         """Return the SHA1 of `source`."""
         return _SHAS[self._format()][self.verb]
 
-    def queue_in(self, pipe: Pipeline, keys: QueueKeys, args: list[Any]) -> None:
+    def queue_in(self, pipe: Pipeline, keys: QueueKeys, args: list[Any]) -> Sent | None:
         """Add a call of the script to `pipe` (its reply is NOSCRIPT if the server lacks it);
-        the set must know the hash format already (ScriptSet.hash_format)."""
-        pipe.execute_command("EVALSHA", self.sha, self.num_keys, *self._names(keys), *args)
+        the set must know the hash format already (ScriptSet.hash_format).
+
+        With replica_acks, WAIT (and a fence write: engine/transport/acks.py) follow it:
+        return what was added, for `read_queued`; None when the call alone was.
+        """
+        command = ("EVALSHA", self.sha, self.num_keys, *self._names(keys), *args)
+        acks = self.scripts.acks
+        if acks is None or self.verb in READS:
+            pipe.execute_command(*command)
+            return None
+        sent = acks.commands(command, command[3])
+        for one in sent.commands:
+            pipe.execute_command(*one)
+        return sent
+
+    def read_queued(self, sent: Sent | None, replies: Sequence[Any]) -> Any:
+        """Return the reply of a call `queue_in` added, from the replies of what it added (an
+        error reply in its place: NOSCRIPT is returned, not raised); ReplicaAckTimeout when
+        too few replicas acknowledged it."""
+        if sent is None or isinstance(replies[0], NoScriptError):
+            return replies[0]
+        acks = self.scripts.acks
+        assert acks is not None
+        url = acks.shown_url
+        return acks.reply(sent, [typed(r, url) if isinstance(r, Exception) else r for r in replies])
 
     async def __call__(self, keys: QueueKeys | Sequence[str], args: list[Any]) -> Any:
         """Run the script with a queue's keys (or an explicit key list) and its ARGV."""
         fmt = self.scripts.known or await self.scripts.hash_format()
         command = ("EVALSHA", _SHAS[fmt][self.verb], self.num_keys, *self._names(keys), *args)
+        acks = self.scripts.acks
+        if acks is not None and self.verb not in READS:
+            return await self._acked(acks, command, fmt)
         try:
             return await self.scripts.run.execute_command(*command)
         except NoScriptError:  # a server that restarted, flushed its scripts or is new
             # the same source: the same sha
             await self.scripts.redis.script_load(_SOURCES[fmt][self.verb][1])
             return await self.scripts.run.execute_command(*command)
+
+    async def _acked(self, acks: ReplicaAcks, command: tuple[Any, ...], fmt: int) -> Any:
+        """Run the call and WAIT on one connection; return its reply once acknowledged."""
+        key = command[3]  # the first key: the node of a cluster the call goes to
+        sent, run, url = acks.commands(command, key), self.scripts.run, acks.shown_url
+        replies = await send(run, sent.commands, key, url)
+        if isinstance(replies[0], NoScriptError):  # nothing ran: load it, send it all again
+            await self.scripts.redis.script_load(_SOURCES[fmt][self.verb][1])
+            replies = await send(run, sent.commands, key, url)
+        return acks.reply(sent, replies)
 
 
 class ScriptSet:
@@ -275,10 +332,12 @@ class ScriptSet:
     and hashed once a process, not once a client.
     """
 
-    def __init__(self, redis: Redis, prefix: str) -> None:
+    def __init__(self, redis: Redis, prefix: str, acks: ReplicaAcks | None = None) -> None:
         self.redis = redis
         self.prefix = prefix
         self.run = held_runner(redis)  # one set of held connections for all its scripts
+        # What a call that writes waits for (EngineSettings.replica_acks); None: nothing.
+        self.acks = acks
         # The hash format of the Redis, once asked (hash_format).
         self.known: int | None = None
         self._by_verb: dict[str, Script] = {}

@@ -17,6 +17,8 @@ from redis.asyncio import Redis
 from ..errors import Code, DuplicateJob, UnknownParent
 from ..fields import both
 from ..keys import QueueKeys
+from ..settings import EngineSettings
+from ..transport.acks import ReplicaAcks
 from .luasrc import ScriptSet, load_sources
 from .rows import (
     BeginJob,
@@ -53,6 +55,7 @@ __all__ = [
     "claimed",
     "load_sources",
     "read_submission",
+    "scripts_for",
     "submit_argv",
 ]
 
@@ -145,11 +148,17 @@ def read_submission(keys: QueueKeys, out: list[Any]) -> Submission:
     return Submission(out[0] == 0, [Submitted(*row) for row in rows])
 
 
+def scripts_for(redis: Redis, settings: EngineSettings) -> Scripts:
+    """Return the scripts on `redis` for `settings`: their prefix, and the replicas each call
+    that writes waits for (replica_acks)."""
+    return Scripts(redis, settings.prefix, ReplicaAcks.of(settings))
+
+
 class Scripts:
     """Every transition script on one Redis client, each as a typed method."""
 
-    def __init__(self, redis: Redis, prefix: str) -> None:
-        self.raw = ScriptSet(redis, prefix)
+    def __init__(self, redis: Redis, prefix: str, acks: ReplicaAcks | None = None) -> None:
+        self.raw = ScriptSet(redis, prefix, acks)
 
     async def submit(
         self,

@@ -14,7 +14,7 @@ from redis.exceptions import ResponseError
 from ..job import by_attribute
 from ..keys import QueueKeys, event_groups_key
 from ..ops import gaps
-from ..seam.scripts import Scripts
+from ..seam.scripts import scripts_for
 from ..settings import EngineSettings
 from ..transport.cluster import per_slot, slot_groups
 
@@ -236,7 +236,7 @@ class EventReader:
         self.keys = {q: QueueKeys(settings.prefix, q) for q in queues}
         self.group = group
         self.consumer = consumer
-        self.scripts = Scripts(redis, settings.prefix)
+        self.scripts = scripts_for(redis, settings)
         redis.set_response_callback("XREADGROUP", _as_sent)
         self._queue_of = {k.events: q for q, k in self.keys.items()}
         # On a cluster whose slots split the streams: one XREADGROUP per slot (cluster.py).

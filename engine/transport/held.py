@@ -20,6 +20,7 @@ routes each command by its keys. Those keep redis-py's own path (`held_runner`).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from hiredis import pack_command
@@ -55,19 +56,7 @@ class HeldConnections:
 
     def execute_command(self, *command: Any) -> Any:
         """Send one command and return its reply (a `-ERR` reply raises, as redis-py does)."""
-        if os.getpid() != self._pid:  # forked: the parent's sockets are not ours to use
-            self._idle, self._pid = [], os.getpid()
-        try:
-            connection = self._idle.pop()
-        except IndexError:
-            connection = self.pool.get_connection()
-        else:
-            try:
-                stale = connection.can_read()
-            except (RedisConnectionError, OSError):
-                stale = True
-            if stale:
-                connection.disconnect()
+        connection = self._take()
         try:
             connection.send_packed_command([packed(command)])
             reply = connection.read_response()
@@ -80,6 +69,41 @@ class HeldConnections:
             raise
         self._idle.append(connection)
         return reply
+
+    def execute_many(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """Send `commands` in one write on one connection; return their replies in order, an
+        error reply as its exception in its place (the connection stays fit)."""
+        connection = self._take()
+        replies: list[Any] = []
+        try:
+            connection.send_packed_command([b"".join(packed(c) for c in commands)])
+            for _ in commands:
+                try:
+                    replies.append(connection.read_response())
+                except ResponseError as exc:
+                    replies.append(exc)
+        except BaseException:
+            connection.disconnect()
+            self.pool.release(connection)
+            raise
+        self._idle.append(connection)
+        return replies
+
+    def _take(self) -> Any:
+        """Return a connection kept at hand (checked with one poll) or a new one of the pool."""
+        if os.getpid() != self._pid:  # forked: the parent's sockets are not ours to use
+            self._idle, self._pid = [], os.getpid()
+        try:
+            connection = self._idle.pop()
+        except IndexError:
+            return self.pool.get_connection()
+        try:
+            stale = connection.can_read()
+        except (RedisConnectionError, OSError):
+            stale = True
+        if stale:
+            connection.disconnect()
+        return connection
 
     def script_load(self, source: str) -> Any:
         """Load a script (after NOSCRIPT) through the client."""
@@ -121,13 +145,51 @@ class AsyncHeldConnections:
             self._idle.append(connection)  # the whole reply was read
             raise typed(exc, self.shown_url)  # noqa: B904
         except BaseException as exc:
-            await connection.disconnect(nowait=True)
-            await self.pool.release(connection)
-            if isinstance(exc, Exception):
-                raise typed(exc, self.shown_url)  # noqa: B904
+            await self._drop(connection, exc)
             raise
         self._idle.append(connection)
         return reply
+
+    async def execute_many(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """Send `commands` in one write on one connection; return their replies in order, an
+        error reply as its typed exception in its place (the connection stays fit).
+
+        One connection for all: a WAIT after a script call waits for that call's writes only
+        when it follows them on the connection that made them (engine/transport/acks.py).
+        """
+        data = b"".join(packed(c) for c in commands)
+        connection = await self._take()
+        replies: list[Any] = []
+        try:
+            await connection.send_now(data)
+            for _ in commands:
+                try:
+                    replies.append(await connection.read_response())
+                except ResponseError as exc:
+                    replies.append(typed(exc, self.shown_url))
+        except BaseException as exc:
+            await self._drop(connection, exc)
+            raise
+        self._idle.append(connection)
+        return replies
+
+    async def _take(self) -> Any:
+        """Return a connection kept at hand, or a new one of the pool."""
+        try:
+            return self._idle.pop()
+        except IndexError:
+            try:
+                return await self.pool.get_connection()  # type: ignore[no-untyped-call]
+            except Exception as exc:
+                raise typed(exc, self.shown_url)  # noqa: B904 (typed() keeps the cause)
+
+    async def _drop(self, connection: Any, exc: BaseException) -> None:
+        """Give back a connection a failure (or a cancellation) left unfit; raise the typed
+        error of a failure (the caller re-raises a cancellation)."""
+        await connection.disconnect(nowait=True)
+        await self.pool.release(connection)
+        if isinstance(exc, Exception):
+            raise typed(exc, self.shown_url)  # typed() keeps the cause
 
 
 def held_runner(redis: Redis) -> Redis | AsyncHeldConnections:

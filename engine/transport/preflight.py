@@ -1,4 +1,4 @@
-"""Start-up checks of the Redis server a worker uses: eviction policy and persistence."""
+"""Start-up checks of the Redis server a worker uses: eviction policy, persistence, replicas."""
 
 from __future__ import annotations
 
@@ -7,12 +7,26 @@ import logging
 from redis.asyncio import Redis
 from redis.exceptions import NoPermissionError, ResponseError
 
+from .cluster import is_cluster
+
 log = logging.getLogger("engine.preflight")
 
 
-async def check_redis(redis: Redis) -> list[str]:
-    """Return (and log) warnings about eviction and persistence; ACL refusals only warn."""
+async def check_redis(redis: Redis, replica_acks: int = 0) -> list[str]:
+    """Return (and log) warnings about eviction, persistence and, with `replica_acks`, a master
+    with fewer replicas connected (each write would wait out its timeout); ACL refusals only
+    warn."""
     warnings: list[str] = []
+    if replica_acks and not is_cluster(redis):
+        try:
+            replicas = int((await redis.info("replication")).get("connected_slaves", 0))
+        except (NoPermissionError, ResponseError):
+            replicas = replica_acks  # cannot tell: no warning
+        if replicas < replica_acks:
+            warnings.append(
+                f"replica_acks is {replica_acks} but {replicas} replicas are connected: every "
+                "write will wait replica_ack_timeout_ms and raise ReplicaAckTimeout"
+            )
     try:
         policy = (await redis.config_get("maxmemory-policy")).get("maxmemory-policy")
         if policy != "noeviction":

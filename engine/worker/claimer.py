@@ -287,13 +287,17 @@ class Claimer:
                 markers = [k.marker for k in self.queues]
                 await self.blocking.bzpopmin(markers, timeout=self.settings.idle_wait_s)
                 return []
+            claim = self.scripts.raw["claim"]
             try:
                 async with self.blocking.pipeline(transaction=False) as pipe:
                     pipe.bzpopmin(keys.marker, timeout=self.settings.idle_wait_s)
-                    self.scripts.raw["claim"].queue_in(pipe, keys, argv)
-                    _, rows = await pipe.execute(raise_on_error=False)
+                    sent = claim.queue_in(pipe, keys, argv)  # with WAIT under replica_acks
+                    _, *replies = await pipe.execute(raise_on_error=False)
+                rows = claim.read_queued(sent, replies)
             except RedisUnavailable:
-                self._lost.add(keys)  # the claim may have run: its reply is what was lost
+                # The claim may have run: its reply was lost, or too few replicas acknowledged
+                # it (its jobs would run again after a failover): `_disown` hands them back.
+                self._lost.add(keys)
                 raise
             if isinstance(rows, NoScriptError):
                 return []  # nothing ran: the next claim loads the script

@@ -9,7 +9,7 @@ from collections.abc import Awaitable
 
 from .. import serializer
 from ..dev import failpoints
-from ..errors import Code
+from ..errors import Code, ReplicaAckTimeout
 from ..keys import QueueKeys
 from ..running.runner import Kind, Outcome
 from ..seam.scripts import CompleteJob, Scripts
@@ -74,16 +74,30 @@ class OutcomeWriter:
             CompleteJob(o.job.id, o.job.token or "", o.result, o.result_ttl_s * 1000)
             for o in outcomes
         ]
-        codes = await self.scripts.complete(
-            keys,
-            events_maxlen=self.settings.events_emergency_maxlen,
-            worker_id=self.worker_id,
-            jobs=jobs,
-        )
+        try:
+            codes = await self.scripts.complete(
+                keys,
+                events_maxlen=self.settings.events_emergency_maxlen,
+                worker_id=self.worker_id,
+                jobs=jobs,
+            )
+        except ReplicaAckTimeout as exc:
+            if isinstance(exc.reply, list):  # made on the master: the rewrite will find it done
+                for o, code in zip(outcomes, exc.reply, strict=True):
+                    o.unacked_code = o.unacked_code if code < 0 else int(code)
+            raise
         for o, code in zip(outcomes, codes, strict=True):
-            self.count(o, "completed", code)
+            self.count(o, "completed", settled(o, code))
 
     async def _one(self, keys: QueueKeys, o: Outcome) -> None:
+        try:
+            await self._one_write(keys, o)
+        except ReplicaAckTimeout as exc:
+            if isinstance(exc.reply, int) and exc.reply >= 0:
+                o.unacked_code = o.unacked_code if o.unacked_code is not None else exc.reply
+            raise
+
+    async def _one_write(self, keys: QueueKeys, o: Outcome) -> None:
         error = o.error or {}
         err = serializer.dumps(error)
         short = f"{error.get('type', '')}: {error.get('message', '')}"[:200]
@@ -104,6 +118,7 @@ class OutcomeWriter:
                 short_error=short,
                 ttl_ms=ttl_ms,
             )
+            code = settled(o, code)
             self.count(o, "cancelled" if code == 1 else "retried", 0 if code == 1 else code)
         elif o.kind == Kind.STALL:
             code = await self.scripts.stall(
@@ -116,6 +131,7 @@ class OutcomeWriter:
                 short_reason=short,
                 ttl_ms=ttl_ms,
             )
+            code = settled(o, code)
             self.count(o, "stalled" if code == 1 else "stall_recovered", min(code, 0))
         elif o.kind == Kind.RELEASE:
             code = await self.scripts.release(
@@ -126,7 +142,7 @@ class OutcomeWriter:
                 token=token,
                 reason=short or "handed back",
             )
-            self.count(o, "released", code)
+            self.count(o, "released", settled(o, code))
         else:
             failpoints.hit("before_dead")
             code = await self.scripts.fail(
@@ -140,7 +156,7 @@ class OutcomeWriter:
                 short_error=short,
                 ttl_ms=ttl_ms,
             )
-            self.count(o, o.kind, code)
+            self.count(o, o.kind, settled(o, code))
 
     def count(self, o: Outcome, name: str, code: int) -> None:
         """Count a written outcome, or a refused write (lease lost) with a log line."""
@@ -161,3 +177,12 @@ class OutcomeWriter:
                 name,
                 code,
             )
+
+
+def settled(o: Outcome, code: int) -> int:
+    """Return the code a write of `o` counts with: a refusal of a write the master had made
+    already, unacknowledged by replicas (replica_acks), is that earlier write's code."""
+    if code < 0 and o.unacked_code is not None:
+        log.info("outcome acknowledged on a rewrite job=%s code=%d", o.job.id, code)
+        return o.unacked_code
+    return code

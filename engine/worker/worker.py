@@ -24,7 +24,7 @@ from ..periodic.cleaner import Cleaner
 from ..periodic.scheduler import Scheduler
 from ..running.isolate import Isolation, Lanes
 from ..running.runner import Kind, Outcome, Runner, StopReason
-from ..seam.scripts import Scripts
+from ..seam.scripts import scripts_for
 from ..settings import EngineSettings
 from ..stream import tracing
 from ..stream.hooks import Hook, Hooks
@@ -82,7 +82,7 @@ class Worker:
         self.redis: Redis = connect(settings)
         # The client for waits on markers (with its claim on wake).
         self.blocking: Redis = connect(settings, block_s=settings.idle_wait_s)
-        self.scripts = Scripts(self.redis, settings.prefix)
+        self.scripts = scripts_for(self.redis, settings)
         self.executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="job")
         self.counters: dict[str, int] = defaultdict(int)
         self.writer = OutcomeWriter(settings, self.scripts, self.id, self.counters)

@@ -162,9 +162,13 @@ def test_dashboard_end_to_end(site: tuple[str, str, EngineSettings]) -> None:
         while len(engine(settings, lambda c: c.get(failing.id)).errors) < 2:
             assert time.monotonic() < deadline, "not retried"
             page.wait_for_timeout(200)  # lets Playwright handle the page's dialogs meanwhile
-        # open a job: its own page with the timeline and each attempt's traceback
+        # open a job: its own page with the error first, the timeline and each attempt's
+        # traceback (folded under the attempt)
         page.click(f"#failures li[data-id='{failing.id}'] a")
+        page.wait_for_selector("#attempts li:nth-child(2):has-text('card declined')")
+        page.click("#attempts li:nth-child(2) details summary")
         page.wait_for_selector("#attempts li:nth-child(2) pre:text('card declined')")
+        page.wait_for_selector("#last-error .what:has-text('card declined')")
         assert "failed" in (page.text_content("#timeline tbody") or "")
         phone = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True)
         phone.context.add_cookies(page.context.cookies())

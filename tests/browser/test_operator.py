@@ -325,6 +325,7 @@ def test_every_page_fits_desktop_and_phone_without_console_errors(site: Site) ->
         time.sleep(0.2)
     pages = [
         "/dashboard/",
+        "/dashboard/jobs/",
         "/dashboard/queues/",
         "/dashboard/schedules/",
         "/dashboard/dead-letters/",

@@ -1,5 +1,6 @@
 """GET /jobs a page at a time both ways: every order (duration included) walked forward then
-back gives the same pages in reverse, ties in the order's key broken by id, whatever the limit."""
+back gives the same pages in reverse, ties in the order's key broken by id, whatever the limit;
+the Jobs page that pages it, beside the job pages under the same path."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client as WebClient
+from django.urls import resolve, reverse
 
 from jobsite.jobs.models import JobRecord
-
 from jobsite.jobs.permissions import VIEWERS
 
 from .conftest import make_token, staff_user
@@ -73,7 +75,7 @@ def expected(rows: list[JobRecord], sort: str) -> list[str]:
 @pytest.fixture
 def web() -> WebClient:
     client = WebClient()
-    client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {make_token(staff_user("viewer", VIEWERS))}"
+    client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {make_token(staff_user('viewer', VIEWERS))}"
     return client
 
 
@@ -131,6 +133,37 @@ def test_duration_sort_is_the_latest_attempts_run_time(web: WebClient) -> None:
     assert ids(mine) == ids(page)[:2]
 
 
+def test_the_duration_order_is_exact_to_the_databases_resolution(web: WebClient) -> None:
+    # PostgreSQL subtracts to the microsecond; SQLite to the millisecond, the engine's resolution
+    unit = timedelta(milliseconds=1) if connection.vendor == "sqlite" else timedelta(microseconds=1)
+    runs = {  # id: (start, end); times without a fraction are stored without one on SQLite
+        "across-a-second": (T0 + seconds(1) - unit, T0 + seconds(1) + unit),  # 2 units
+        "no-fraction-start": (T0, T0 + unit),  # 1 unit
+        "no-fraction-at-all": (T0, T0 + seconds(1)),
+        "just-under": (T0 + unit, T0 + seconds(1)),
+        "over-a-month": (T0 - seconds(40 * 86400), T0 + 5 * unit),
+    }
+    JobRecord.objects.bulk_create(
+        JobRecord(id=i, queue="default", task="add", state="completed", submitted_at=start,
+                  started_at=start, completed_at=end)
+        for i, (start, end) in runs.items()
+    )  # fmt: skip
+    want = sorted(runs, key=lambda i: runs[i][1] - runs[i][0])
+    assert want[:2] == ["no-fraction-start", "across-a-second"]
+    walked, page = [], get(web, sort="duration_seconds", limit=1)
+    while True:  # one row a page: every cursor holds a duration to the microsecond
+        walked += ids(page)
+        if not page["next_cursor"]:
+            break
+        page = get(web, sort="duration_seconds", limit=1, cursor=page["next_cursor"])
+    assert walked == want
+    back = []
+    while page["prev_cursor"]:
+        page = get(web, sort="duration_seconds", limit=1, before=page["prev_cursor"])
+        back += ids(page)
+    assert back == want[-2::-1]
+
+
 def test_page_size_and_cursors_are_positions_not_page_numbers(web: WebClient) -> None:
     rows = make_history()
     want = expected(rows, "-submitted_at")
@@ -169,6 +202,23 @@ def test_cursors_stay_in_their_order_and_the_old_ones_still_work(web: WebClient)
     for param in ("cursor", "before"):
         foreign = web.get(BASE, {param: first["next_cursor"], "sort": "duration_seconds"})
         assert foreign.status_code == 422 and "pages the order" in foreign.json()["detail"]
-        bad = web.get(BASE, {param: cursor_of("-duration_seconds|1.5s|x"), "sort": "-duration_seconds"})
+        bad = web.get(
+            BASE, {param: cursor_of("-duration_seconds|1.5s|x"), "sort": "-duration_seconds"}
+        )
         assert bad.status_code == 422 and bad.json()["detail"] == "invalid cursor"
     assert web.get(BASE, {"sort": "-duration"}).status_code == 422
+
+
+def test_the_jobs_page_and_each_jobs_page_have_their_own_urls() -> None:
+    assert reverse("jobsite:jobs") == "/dashboard/jobs/"
+    assert resolve("/dashboard/jobs/").url_name == "jobs"
+    for job_id in ("jobs", "01a2b3", "a/b"):  # a job id never empty: always a job's page
+        assert resolve(reverse("jobsite:job", args=[job_id])).url_name == "job"
+    viewer = WebClient()
+    viewer.force_login(staff_user("viewer", VIEWERS))
+    page = viewer.get("/dashboard/jobs/")
+    assert page.status_code == 200
+    assert {"jobsite/jobs.html", "jobsite/joblist.html"} <= {t.name for t in page.templates}
+    assert (
+        b'<select name="limit">' in page.content and b'data-sort="duration_seconds"' in page.content
+    )

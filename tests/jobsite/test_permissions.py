@@ -277,6 +277,7 @@ def test_every_role_against_every_operation(engine: EngineSettings, role: str) -
         "/admin/jobsite/queuerecord/": Perm.VIEW,
         "/admin/jobsite/workerrecord/": Perm.VIEW,
         "/dashboard/": Perm.VIEW,
+        "/dashboard/jobs/": Perm.VIEW,
         f"/dashboard/jobs/{jobs.scheduled[0]}/": Perm.VIEW,
         "/dashboard/schedules/": Perm.VIEW,
         "/admin/jobsite/schedule/": Perm.VIEW,

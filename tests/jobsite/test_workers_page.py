@@ -77,6 +77,9 @@ def test_workers_show_memory_outcomes_and_versions_narrowed_to_a_token(worker: W
     assert {"add@1", "boom@1", "versioned@2"} <= set(mine["versions"])
     assert mine["versions"] == sorted(mine["versions"])
     assert mine["queues"] == "default,billing" and mine["state"] == "claiming"
+    # The overview's snapshot, sent to every dashboard, leaves the versions to this list.
+    (listed,) = api("get", "/live", keys["all"]).json()["workers"]
+    assert listed["rss_mib"] > 0 and "versions" not in listed
 
     # A token of billing sees the worker, its billing queue and only billing's outcomes.
     (narrowed,) = seen("billing")
@@ -144,8 +147,7 @@ def test_a_resubmit_says_where_to_follow_its_jobs(engine: EngineSettings, token:
     assert (answer["matched"], answer["changed"]) == (3, 3)
     assert sorted(answer["ids"]) == sorted(failed)
     counts_url, jobs_url = urlsplit(answer["counts_url"]), urlsplit(answer["jobs_url"])
-    assert counts_url.path == "/api/v1/job-counts" and jobs_url.path == "/dashboard/"
-    assert jobs_url.fragment == "search"
+    assert counts_url.path == "/api/v1/job-counts" and jobs_url.path == "/dashboard/jobs/"
     query = parse_qs(counts_url.query)
     assert sorted(query["ids"][0].split(",")) == sorted(failed)
     since = datetime.fromisoformat(query["since"][0])

@@ -101,7 +101,7 @@ class ResubmitOut(BulkOut):
     (by ids or a group; [] for a whole queue), `since` (Redis' time at the resubmit: their rows
     say submitted at or after it once the mirror saw them resubmitted), `counts_url` (GET
     /job-counts of those jobs: how many completed, failed again or still run) and `jobs_url`
-    (the dashboard's job list of them). Up to IDS_MAX ids the links name them; past it they
+    (the dashboard's Jobs page listing them). Up to IDS_MAX ids the links name them; past it they
     select by the group (or queue and task) and `since`, which takes in jobs of the same
     selection submitted since too."""
 
@@ -125,7 +125,7 @@ def _followed(
         ids=ids,
         since=since,
         counts_url=f"{reverse('jobsite:api:api-root').rstrip('/')}/job-counts?{query}",
-        jobs_url=f"{reverse('jobsite:dashboard')}?{query}#search",
+        jobs_url=f"{reverse('jobsite:jobs')}?{query}",
     )
 
 

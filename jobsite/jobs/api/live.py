@@ -159,7 +159,9 @@ async def snapshot(chosen: Filter, rights: Grant | None = None) -> dict[str, Any
         "vocabulary": VOCABULARY,
         "queues": {q.name: q.counts for q in queues},
         "paused": {q.name: q.paused for q in queues},
-        "workers": workers,
+        # Each worker's task versions (a list as long as its registry) are the Workers page's
+        # (GET /workers): a snapshot, sent to every open dashboard, goes without them.
+        "workers": [{k: v for k, v in w.items() if k != "versions"} for w in workers],
         **history,
         "redis": reach.current().shown(),
     }

@@ -14,8 +14,11 @@
   // The page size: the URL's when the page offers that size (the Jobs page), else the page's own.
   const SIZES = $$("select[name=limit] option", section).map((o) => Number(o.value));
   const SIZE = Number(section.dataset.limit) || 25;
+  // The first page follows new jobs: every 5 s in submission order (an index gives it), every
+  // 30 s in the others (each a scan of the matching jobs: docs/api.md).
   const REFRESH_MS = 5000;
-  const FIELDS = ["q", "state", "queue", "task", "since", "fingerprint"];
+  const SCAN_REFRESH_MS = 30_000;
+  const FIELDS = ["q", "state", "queue", "task", "since", "fingerprint", "ids"];
   // A page other than the first: `cursor` pages after a row, `before` before one (the API's words).
   const AWAY = {cursor: "", before: ""};
   // What the list of an order holds: jobs without that time (or duration) are not in it.
@@ -65,6 +68,9 @@
     const p = url();
     for (const f of FIELDS) form.elements[f].value = f === "since" ? (p.get(f) ? localInput(p.get(f)) : "") : (p.get(f) ?? "");
     $("#filter .group").hidden = !p.get("fingerprint");  // shown when a dead-letter group led here
+    // The jobs a resubmit named (the Dead letters page's "see them"): kept until cleared.
+    $("#filter .ids").hidden = !p.get("ids");
+    $("#filter .ids b").textContent = plural((p.get("ids") || "").split(",").length, "job");
     const sort = sortOf(p);
     for (const th of $$("#search th[data-sort]")) {
       const on = sort.replace("-", "") === th.dataset.sort;
@@ -104,6 +110,7 @@
     if (c.task) p.set("task_like", c.task);
     if (c.since) p.set("since", c.since);
     if (c.fingerprint) p.set("fingerprint", c.fingerprint);
+    if (c.ids) p.set("ids", c.ids);
     for (const [k, v] of Object.entries(extra)) if (v) p.set(k, v);
     return p;
   }
@@ -159,7 +166,8 @@
       $("#search .page-info").textContent = `could not load: ${error.message}`;
     }
     // The first page follows new jobs; a later page stays put until asked.
-    if (!cursor && !before) timer = setTimeout(() => { if (!document.hidden) load(); else timer = setTimeout(load, REFRESH_MS); }, REFRESH_MS);
+    const every = sort.endsWith("submitted_at") ? REFRESH_MS : SCAN_REFRESH_MS;
+    if (!cursor && !before) timer = setTimeout(() => { if (!document.hidden) load(); else timer = setTimeout(load, every); }, every);
   }
 
   // "changed 3 of 46 jobs; 43 skipped (40 no longer retryable...)" from a bulk answer.
@@ -188,6 +196,7 @@
     if (scope === "selected" && !ids.length) { toast("Tick some jobs first.", "error"); return; }
     const c = chosen();
     if (scope !== "selected" && c.fingerprint) { toast("An error group is acted on from the Dead letters page (or tick the jobs here).", "error"); return; }
+    if (scope !== "selected" && c.ids) { toast("Jobs chosen by id are acted on by ticking them.", "error"); return; }
     const filter = Object.fromEntries(Object.entries({state: c.state, queue: c.queue, task_like: c.task, q: c.q, since: c.since}).filter(([, v]) => v));
     // "All matching" with no filter at all is said explicitly: the API never guesses "everything".
     const body = scope === "selected" ? {ids} : (Object.keys(filter).length ? filter : {all: true});

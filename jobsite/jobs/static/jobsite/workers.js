@@ -44,7 +44,7 @@
       <td class="memory">${w.rss_mib ? `${w.rss_mib.toFixed(1)} MiB` : "–"}</td>
       <td class="completed">${w.completed}</td><td class="failed${w.failed ? " state-failed" : ""}">${w.failed}</td>
       <td class="jobs"><small>${w.current_jobs.length}/${w.concurrency} busy</small>${jobs ? `<ul>${jobs}</ul>` : ""}</td>
-      <td class="role">${w.role ? `role <b>${esc(w.role)}</b>: ` : ""}${w.queues.split(",").map((q) => `<code>${esc(q)}</code>`).join(" ")}</td>
+      <td class="role">${w.role ? `role <b>${esc(w.role)}</b>: ` : ""}${w.queues.split(",").filter(Boolean).map((q) => `<code>${esc(q)}</code>`).join(" ") || "no queue"}</td>
       <td class="versions">${versions(w.versions || [])}</td>
       <td><span class="worker-state state-${esc(state)}">${esc(state)}</span><br><small>seen ${age(w.heartbeat_at_ms)} ago</small></td>
       ${may("control_worker") ? `<td class="orders">${buttons({...w, state})}</td>` : ""}</tr>`;
