@@ -27,8 +27,11 @@ from bench.scenarios import Result, Sizes, SystemBench, enqueue_one, latency, th
 from engine.dev.devserver import RedisServer, start_replica
 
 SECTION = "replica-acks"
-# (label, the EngineSettings overrides of the variant as `--set` items).
-VARIANTS = (("jobsite", ""), ("jobsite (replica_acks=1)", "replica_acks=1"))
+# (label, the EngineSettings overrides of the variant as `--set` items, its folder of the run).
+VARIANTS = (
+    ("jobsite", "", "default"),
+    ("jobsite (replica_acks=1)", "replica_acks=1", "replica-acks"),
+)
 STEPS: tuple[Callable[[SystemBench, dict[str, Result]], None], ...] = (
     enqueue_one,
     throughput_1,
@@ -89,11 +92,12 @@ def run(
         with redis.Redis.from_url(master.url) as client:
             version = str(client.info("server")["redis_version"])
             log(event="replica_ready", master=master.port, replica=replica.port)
-            for label, overrides in VARIANTS:
+            for label, overrides, folder in VARIANTS:
+                (run_dir / folder).mkdir()  # the scenarios name their probe folders alike
                 with jobsite_settings(overrides):
                     bench = SystemBench(
-                        root, "jobsite", venv_python(root, "jobsite"), master.url, run_dir,
-                        sizes, client,
+                        root, "jobsite", venv_python(root, "jobsite"), master.url,
+                        run_dir / folder, sizes, client,
                     )  # fmt: skip
                     results[label] = run_variant(bench, log)
                 notes += [f"{label}: {note}" for note in bench.notes]
@@ -112,7 +116,7 @@ def markdown(
     results: dict[str, dict[str, Result]], version: str, command: str, notes: list[str]
 ) -> str:
     """Return the section: the figures of both variants and their ratio."""
-    (base_label, _), (acked_label, _) = VARIANTS
+    (base_label, *_), (acked_label, *_) = VARIANTS
     base, acked = results[base_label], results[acked_label]
     lines = [
         "## Replica acks",
@@ -122,7 +126,10 @@ def markdown(
         "`EngineSettings(replica_acks=1)`, which sends `WAIT 1 1000` behind every script call "
         "that writes, on its connection (engine/transport/acks.py). Both run against the same "
         "master and replica: the default's writes replicate too, it does not wait for them. "
-        "Ratio: the variant's figure over the default's.",
+        "Ratio: the variant's figure over the default's. Round trips are the reads Redis "
+        "counted (`total_reads_processed`), the replica's acknowledgements (`REPLCONF ACK`) "
+        "included: the client itself still makes one round trip per enqueue, its call and "
+        "WAIT sent together.",
         "",
         f"| measure | {base_label} | {acked_label} | ratio |",
         "|---|---:|---:|---:|",

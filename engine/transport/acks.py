@@ -12,16 +12,18 @@ keys: WAIT has no key, so it is sent to that node by name).
 
 Fewer acknowledgements than N within the timeout raise ReplicaAckTimeout: the caller keeps the
 work and retries, as after a lost reply. A retry that finds its work done (a completion the
-first call made) writes nothing, and on Redis 7.2 and later WAIT then does not cover the first
-call's write, still unacknowledged. So after a timeout the next calls of the same set of scripts
-write a small key in the slot of their own keys (`keys.ack_fence_key`) before their WAIT, until
-one such call is acknowledged: every write made before it is then on the replicas too.
+first call made) writes nothing, and WAIT then need not cover the first call's write, still
+unacknowledged: Redis 7.0 moves a connection's offset with any command, later versions only with
+a command that writes, and a fresh connection's is 0. So after a timeout the next calls of the
+same set of scripts write a small key in the slot of their own keys (`keys.ack_fence_key`)
+before their WAIT, until one such call is acknowledged: every write made before it is then on
+the replicas too (replication keeps the master's order).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from redis.exceptions import NoPermissionError
@@ -56,8 +58,8 @@ class ReplicaAcks:
     timeout_ms: int
     shown_url: str
     # Timeouts seen so far, and how many of them a fenced call acknowledged since covers.
-    timeouts: int = field(default=0)
-    covered: int = field(default=0)
+    timeouts: int = 0
+    covered: int = 0
 
     @classmethod
     def of(cls, settings: EngineSettings) -> ReplicaAcks | None:

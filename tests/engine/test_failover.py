@@ -6,7 +6,9 @@ the master goes away (a planned `SENTINEL FAILOVER`, or SIGKILL) while jobs flow
 every acknowledged job ran (none lost), none ran twice, every job that ran has its result on
 the new master (no record wiped by a resync), each outside the few writes asynchronous
 replication may drop at the cut-off, and within 2 s of the promotion the producer had an
-acknowledgement from the new master and a job claimed there had started.
+acknowledgement from the new master and a job claimed there had started. With `replica_acks=1`
+on the producer and the worker, a planned failover may drop nothing at all: no window is
+tolerated.
 """
 
 from __future__ import annotations
