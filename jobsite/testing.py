@@ -12,14 +12,12 @@ settings.JOBSITE pointed at it, flushed for each test).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import importlib.util
 from typing import Any
 
-import pytest
 from asgiref.sync import async_to_sync
-from django.test import override_settings
 
-from engine import Client, Job, RedisServer, Task, Worker
+from engine import Client, Job, Task, Worker
 from jobsite.jobs import conf, services
 from jobsite.jobs.tasks import djtasks
 from jobsite.jobs.tasks.djtasks import AnyTask as DjangoTask
@@ -75,32 +73,10 @@ def run_jobs(queues: list[str] | None = None, concurrency: int = 10) -> dict[str
     return async_to_sync(drain)()
 
 
-@pytest.fixture
-def jobsite_eager() -> Iterator[None]:
-    """Run every job inline when it is enqueued (no Redis, no worker)."""
-    from django.conf import settings
-
-    with override_settings(JOBSITE={**settings.JOBSITE, "EAGER": True}):
-        yield
-
-
-@pytest.fixture(scope="session")
-def _jobsite_redis_server() -> Iterator[RedisServer]:
-    with RedisServer() as server:
-        yield server
-
-
-@pytest.fixture
-def jobsite_redis(_jobsite_redis_server: RedisServer) -> Iterator[RedisServer]:
-    """Point settings.JOBSITE at a private, flushed redis-server for this test."""
-    import redis
-
-    with redis.Redis(port=_jobsite_redis_server.port) as r:
-        r.flushall()
-    from django.conf import settings
-
-    engine = {**settings.JOBSITE, "REDIS_URL": _jobsite_redis_server.url}
-    with override_settings(JOBSITE=engine):
-        conf.engine_settings.cache_clear()
-        yield _jobsite_redis_server
-    conf.engine_settings.cache_clear()
+# The pytest fixtures, where pytest is installed (Django's own test runner needs none of them).
+if importlib.util.find_spec("pytest") is not None:
+    from jobsite.testing_fixtures import (  # noqa: F401 - pytest finds them here
+        _jobsite_redis_server,
+        jobsite_eager,
+        jobsite_redis,
+    )

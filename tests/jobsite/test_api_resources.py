@@ -67,7 +67,7 @@ def test_the_schema_has_one_dead_letter_resource() -> None:
     listed = {p["name"] for p in paths["/api/v1/jobs"]["get"]["parameters"]}
     counted = {p["name"] for p in paths["/api/v1/job-counts"]["get"]["parameters"]}
     filters = {"queue", "task", "task_like", "q", "since", "until", "fingerprint", "ids"}
-    assert counted == filters and listed == filters | {"state", "sort", "cursor", "limit"}
+    assert counted == filters and listed == filters | {"state", "sort", "cursor", "before", "limit"}
 
 
 def _fail(engine: EngineSettings, web: WebClient, token: str, n: int) -> list[str]:

@@ -30,7 +30,8 @@ from . import dj_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
 SYNCED = re.compile(
-    r"schedules synced created=(\d+) updated=(\d+) removed=(\d+) kept_overrides=(\d+)"
+    r"schedules synced (?:declared=\d+ )?created=(\d+) updated=(\d+) removed=(\d+) "
+    r"kept_overrides=(\d+)"
 )
 
 
