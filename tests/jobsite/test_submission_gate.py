@@ -155,22 +155,28 @@ def test_a_flow_reusing_another_queues_job_ids_is_refused(victims: list[str]) ->
 # The Python doors: every function of the app that calls the gate, found from the code.
 
 
+def functions_where(package: str, hit: Callable[[ast.AST], bool]) -> set[str]:
+    """Return `module:function` of each function under `package` with a node `hit` accepts."""
+    found: set[str] = set()
+    for path in (ROOT / package).rglob("*.py"):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for node in ast.walk(ast.parse(path.read_text())):
+            is_function = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            if is_function and any(hit(sub) for sub in ast.walk(node)):
+                found.add(f"{module}:{node.name}")
+    return found
+
+
+def _calls_the_gate(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    f = node.func
+    return (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")) in ("admit", "aadmit")
+
+
 def gate_callers() -> set[str]:
     """Return `module:function` of each function in jobsite/ calling admit or aadmit."""
-    found: set[str] = set()
-    for path in (ROOT / "jobsite").rglob("*.py"):
-        tree = ast.parse(path.read_text())
-        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                continue
-            for call in ast.walk(node):
-                if isinstance(call, ast.Call):
-                    f = call.func
-                    name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
-                    if name in ("admit", "aadmit"):
-                        found.add(f"{module}:{node.name}")
-    return found
+    return functions_where("jobsite", _calls_the_gate)
 
 
 def _as_billing(victim: str) -> Job:
@@ -239,36 +245,30 @@ def test_the_relay_drops_an_outbox_row_whose_id_another_queue_took(victims: list
     _untouched(victims)
 
 
+def _runs_the_submit_script(sub: ast.AST) -> bool:
+    is_eval = (
+        isinstance(sub, ast.Call)
+        and getattr(sub.func, "id", "") == "Eval"
+        and isinstance(sub.args[0], ast.Constant)
+        and sub.args[0].value == "submit"
+    )
+    is_raw = isinstance(sub, ast.Subscript) and (
+        isinstance(sub.slice, ast.Constant) and sub.slice.value == "submit"
+    )
+    is_call = isinstance(sub, ast.Call) and (
+        getattr(sub.func, "id", "") == "submit"  # producing.submit.submit
+        or getattr(sub.func, "attr", "") == "_submit"
+        or (  # the enqueue's own submit step, driven from elsewhere
+            getattr(sub.func, "attr", "") == "submit"
+            and getattr(getattr(sub.func, "value", None), "attr", "") == "_enqueuer"
+        )
+    )
+    return is_eval or is_raw or is_call
+
+
 def _engine_submitters() -> set[str]:
     """Return `module:function` of each engine function that runs the submit script."""
-    found: set[str] = set()
-    for path in (ROOT / "engine").rglob("*.py"):
-        tree = ast.parse(path.read_text())
-        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                continue
-            for sub in ast.walk(node):
-                is_eval = (
-                    isinstance(sub, ast.Call)
-                    and getattr(sub.func, "id", "") == "Eval"
-                    and isinstance(sub.args[0], ast.Constant)
-                    and sub.args[0].value == "submit"
-                )
-                is_raw = isinstance(sub, ast.Subscript) and (
-                    isinstance(sub.slice, ast.Constant) and sub.slice.value == "submit"
-                )
-                is_call = isinstance(sub, ast.Call) and (
-                    getattr(sub.func, "id", "") == "submit"  # producing.submit.submit
-                    or getattr(sub.func, "attr", "") == "_submit"
-                    or (  # the enqueue's own submit step, driven from elsewhere
-                        getattr(sub.func, "attr", "") == "submit"
-                        and getattr(getattr(sub.func, "value", None), "attr", "") == "_enqueuer"
-                    )
-                )
-                if is_eval or is_raw or is_call:
-                    found.add(f"{module}:{node.name}")
-    return found
+    return functions_where("engine", _runs_the_submit_script)
 
 
 def test_the_engine_submits_through_its_checks_or_under_tick_ids() -> None:
