@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Peer systems users know (Celery, RQ, BullMQ, arq...) may still be named where compared.
 ORIGINS = ["job" + "bers", "async" + "mq", "hor" + "sies", "cb" + "intel"]
 # Documents that never were in the repository: the design notes and the specification the
-# project was started from, and the "seed" that stood for them.
+# project was started from, and the word that stood for those documents.
 OUTSIDE = [
     r"\b" + "sha" + "red/",
     r"\b(?:ARCHITECTURE|RELIABILITY|" + "SP" + r"EC)\.md\b",

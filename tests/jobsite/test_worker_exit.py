@@ -344,18 +344,18 @@ def test_sigterm_racing_redis_and_the_database_going_away_exits_within_the_bound
     databases: Databases, tmp_path: Path
 ) -> None:
     assert shutil.which("redis-server")
-    seed = int(os.environ.get("EXIT_RACE_SEED", time.time_ns() % 100_000))
+    draw = int(os.environ.get("EXIT_RACE_DRAW", time.time_ns() % 100_000))
     began = time.monotonic()
     with ThreadPoolExecutor(AT_ONCE) as pool:
         outcomes = list(
             pool.map(
                 lambda p: race(p, databases, tmp_path),
-                plans(random.Random(seed), databases.postgres),
+                plans(random.Random(draw), databases.postgres),
             )
         )
     took = time.monotonic() - began
     print(
-        f"\nseed={seed} database={'postgresql' if databases.postgres else 'sqlite'} "
+        f"\ndraw={draw} database={'postgresql' if databases.postgres else 'sqlite'} "
         f"rounds={len(outcomes)} wall_s={took:.1f} bound_s={BOUND_S:g} "
         f"forced_bound_s={FORCED_BOUND_S:g}"
     )
