@@ -92,8 +92,8 @@ async def _live(client: Any, queues: Sequence[str]) -> int:
 
 # Where the drain's time goes: these functions of jobsite.jobs are wrapped with timers.
 SPLIT = (
-    ("jobsite.jobs.history.mirror", "prepare"),
-    ("jobsite.jobs.history.mirror", "write_batch"),
+    ("jobsite.jobs.history.batches", "prepare"),
+    ("jobsite.jobs.history.batches", "write_batch"),
     ("jobsite.jobs.history.bulkwrite", "lock_queues"),
     ("jobsite.jobs.history.bulkwrite", "stored"),
     ("jobsite.jobs.history.bulkwrite", "upsert"),
@@ -246,13 +246,12 @@ def drain_apart(queues: Sequence[str]) -> tuple[int, float]:
 def lag_at_rate(url: str, redis_url: str, rate: int, seconds: float) -> dict[str, Any]:
     """Run bench.mirror_lag.measure against this database."""
     from bench.mirror_lag import measure
-    from jobsite.jobs.history import mirror as mirror_module
 
     redis.Redis.from_url(redis_url).flushall()
     console.print(f"mirror lag: {rate:,} jobs/s for {seconds:g} s ...")
     with connect(url) as conn:
         lsn = conn.execute(WAL_SQL).fetchone()[0]  # type: ignore[index]
-        result = as_runworker(measure(mirror_module, redis_url, rate, seconds))
+        result = as_runworker(measure(redis_url, rate, seconds))
         wal = wal_bytes(conn, lsn)
     first = max(result["backlog_first_half"], default=0)
     second = max(result["backlog_second_half"], default=0)

@@ -25,7 +25,7 @@ from typing import Any
 async def _held_bytes(client: Any, settings: Any, batch: int) -> float:
     """Return the bytes an event that one prepared batch holds once its events are let go."""
     from engine.stream.events import EventReader
-    from jobsite.jobs.history.mirror import prepare
+    from jobsite.jobs.history.batches import prepare
 
     reader = EventReader(client.redis, settings, ["default"], group="held", consumer="held")
     await reader.ensure_groups()
@@ -48,7 +48,7 @@ async def _held_bytes(client: Any, settings: Any, batch: int) -> float:
 def _write_peak_bytes(events: list[Any], hashes: dict[str, dict[str, str]]) -> float:
     """Return the bytes an event that writing one prepared batch adds at its peak (tracemalloc,
     over what the prepared batch holds), on an empty table."""
-    from jobsite.jobs.history.mirror import prepare, write_batch
+    from jobsite.jobs.history.batches import prepare, write_batch
 
     prepared = prepare(events, {e.job: hashes[e.job] for e in events if e.job in hashes})
     tracemalloc.start()
@@ -102,7 +102,7 @@ def main() -> int:
     from django.core.management import call_command
 
     from engine.dev.devserver import RedisServer
-    from jobsite.jobs.history.mirror import apply_batch
+    from jobsite.jobs.history.batches import apply_batch
 
     call_command("migrate", verbosity=0)
     with RedisServer() as server:

@@ -38,7 +38,6 @@ def child(db_url: str, redis_url: str, rate: int, seconds: float) -> dict[str, o
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from jobsite.jobs.history import mirror as mirror_module
     from jobsite.jobs.models import JobRecord, JobSearch, RollupCount
 
     JobRecord.objects.all().delete()
@@ -46,17 +45,17 @@ def child(db_url: str, redis_url: str, rate: int, seconds: float) -> dict[str, o
     RollupCount.objects.all().delete()
     from bench.history_mirror import as_runworker
 
-    return as_runworker(measure(mirror_module, redis_url, rate, seconds))
+    return as_runworker(measure(redis_url, rate, seconds))
 
 
-async def measure(
-    mirror_module: object, redis_url: str, rate: int, seconds: float
-) -> dict[str, object]:
+async def measure(redis_url: str, rate: int, seconds: float) -> dict[str, object]:
     """Feed jobs from one process, run them in another, mirror them here; time every event."""
     from engine import Client, EngineSettings
+    from jobsite.jobs.history import batches
+    from jobsite.jobs.history.mirror import Mirror
 
     lags: list[float] = []
-    write_batch = mirror_module.write_batch  # type: ignore[attr-defined]
+    write_batch = batches.write_batch
 
     def timed_batch(batch: Any, *args: Any) -> int:
         """Write (and commit) a batch as the mirror does; time each event to the commit."""
@@ -82,8 +81,8 @@ async def measure(
         ],
         cwd=ROOT,
     )
-    mirror_module.write_batch = timed_batch  # type: ignore[attr-defined]
-    mirror = mirror_module.Mirror(["default"], consumer="bench")  # type: ignore[attr-defined]
+    batches.write_batch = timed_batch  # type: ignore[assignment]
+    mirror = Mirror(["default"], consumer="bench")
     await mirror.start()
     # The lag of a running system: the feed starts once the worker has registered (jobs fed
     # while it boots would make a backlog, and time its start-up, not the mirror).
@@ -124,7 +123,7 @@ async def measure(
     stopping.set()
     await runner
     await mirror.aclose()
-    mirror_module.write_batch = write_batch  # type: ignore[attr-defined]
+    batches.write_batch = write_batch
     worker.terminate()
     worker.wait()
     lags.sort()

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from ..keys import QueueKeys
 from ..running.runner import Outcome
 from .flusher import Flusher
+from .lifecycle import Lifecycle
 from .unit import RunningJob
 
 
@@ -16,15 +17,17 @@ class Book:
     """Count claims against `concurrency` and each task's max_concurrent; queue their outcomes.
 
     A claim is kept by token (a job reaped and claimed again is a new claim) until its outcome
-    is queued; `slot_free` is set whenever one leaves.
+    is queued; `slot_free` is set whenever one leaves, or an outcome is written.
     """
 
-    def __init__(self, concurrency: int, flusher: Flusher, stopping: asyncio.Event) -> None:
+    def __init__(self, concurrency: int, flusher: Flusher, life: Lifecycle) -> None:
         self.concurrency = concurrency
         self.flusher = flusher
-        self.stopping = stopping
+        self.life = life
         self.active: dict[str, RunningJob] = {}
+        # The claim loop waits on it for room (Lifecycle.wait_unless_stopped: a stop sets it).
         self.slot_free = asyncio.Event()
+        flusher.on_written = self.slot_free.set  # unwritten outcomes hold claims back too
         self._parked: dict[str, deque[RunningJob]] = defaultdict(deque)
         self._per_task: dict[str, int] = defaultdict(int)
         # Begins a parked job once its task has a slot (the claimer's begin step).
@@ -65,7 +68,7 @@ class Book:
     def release_task_slot(self, task: str) -> None:
         """Give a job of `task` that ended (or never began) its slot's successor."""
         parked = self._parked.get(task)
-        if parked and not self.stopping.is_set():
+        if parked and not self.life.stopping.is_set():
             self.begin(parked.popleft())
         else:
             self._per_task[task] -= 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from redis.asyncio import Redis
@@ -16,12 +16,12 @@ from ..errors import Code, RedisUnavailable
 from ..keys import QueueKeys
 from ..ops.versions import Versions
 from ..running.runner import Kind, Outcome
-from ..seam.scripts import BeginJob, Claimed, Scripts, claim_argv, claimed
-from ..settings import EngineSettings
+from ..seam.scripts import BeginJob, Claimed, claim_argv, claimed
 from ..transport.cluster import Fanout, is_cluster, per_slot
 from ..transport.reconnect import Reconnect
 from .book import Book
-from .flusher import Flusher
+from .context import WorkerContext
+from .lifecycle import State
 from .unit import Attempts, RunningJob
 
 log = logging.getLogger("engine.worker")
@@ -32,40 +32,32 @@ class Claimer:
 
     def __init__(
         self,
-        settings: EngineSettings,
-        worker_id: str,
-        redis: Redis,
+        ctx: WorkerContext,
         blocking: Redis,
-        scripts: Scripts,
         book: Book,
-        flusher: Flusher,
         attempts: Attempts,
         versions: Versions,
         *,
-        held: list[str],
         burst: bool,
-        stopping: asyncio.Event,
-        claiming: asyncio.Event,
         on_claims: Callable[[], None],
-        on_bug: Callable[[asyncio.Task[None]], None],
+        queue_limits: Mapping[str, int] | None = None,
     ) -> None:
-        self.settings = settings
-        self.worker_id = worker_id
-        self.redis = redis
-        self.blocking = blocking
-        self.scripts = scripts
+        self.settings = ctx.settings
+        self.worker_id = ctx.worker_id
+        self.redis = ctx.redis
+        self.scripts = ctx.scripts
+        self.life = ctx.life
+        self.blocking = blocking  # the client for waits on markers (with its claim on wake)
         self.book = book
-        self.flusher = flusher
+        self.flusher = book.flusher
         self.attempts = attempts
         self.versions = versions
         # Tasks whose jobs may wait for a slot of their own (max_concurrent): claimed, not begun.
-        self.held = held
+        limited = {t.name for t in attempts.registry if t.options.max_concurrent is not None}
+        self.held = sorted(limited)
         self.burst = burst
-        self.stopping = stopping
-        self.claiming = claiming  # cleared while the worker is quiet (engine/ops/control.py)
         self._on_claims = on_claims  # recycling counts claims
-        self._on_bug = on_bug
-        self.queue_limits: dict[str, int] = {}
+        self.queue_limits = dict(queue_limits or {})  # queue -> most claims held at once
         self.claims = 0  # jobs claimed so far (max_jobs)
         self.queues: list[QueueKeys] = []
         self._wake: Fanout | None = None
@@ -97,10 +89,10 @@ class Claimer:
     async def run(self) -> None:
         """Claim and start jobs until the worker stops (or, in burst mode, the queues empty)."""
         woke_with_jobs = False
-        while not self.stopping.is_set():
+        while not self.life.stopping.is_set():
             # Quiet (ops/control.py): wait for resume or stop (a claim sent ahead starts first).
-            if not self.claiming.is_set() and self._ahead is None:
-                await self.claiming.wait()
+            if self.life.state is State.QUIET and self._ahead is None:
+                await self.life.wait_claiming()
                 continue
             free = self.book.free()
             # Outcomes not yet written hold claims back past `concurrency` of them: a worker
@@ -110,7 +102,7 @@ class Claimer:
                 free <= 0 or self.flusher.unflushed > self.book.concurrency
             ):
                 self.book.slot_free.clear()
-                await self.book.slot_free.wait()
+                await self.life.wait_unless_stopped(self.book.slot_free)
                 continue
             # A claim on wake leaves the marker set while jobs remain (claim-12.lua), so the
             # next wait returns at once: a plain claim first would only come back empty. A
@@ -175,7 +167,7 @@ class Claimer:
             and more > 0
             and self.flusher.unflushed <= self.book.concurrency
             and not self._lost
-            and not self.stopping.is_set()
+            and not self.life.stopping.is_set()
         ):
             loop = asyncio.get_running_loop()  # eager: the request is sent before this returns
             self._ahead = asyncio.Task(self.claim(more), loop=loop, eager_start=True)
@@ -335,7 +327,7 @@ class Claimer:
 
     def _begin_parked(self, rec: RunningJob) -> None:
         begin = asyncio.get_running_loop().create_task(self._begin_and_start([rec]))
-        begin.add_done_callback(self._on_bug)
+        begin.add_done_callback(self.life.crash_on_bug)
 
     async def _begin_and_start(self, ready: list[RunningJob]) -> None:
         if not ready:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 from ..dev import failpoints
 from ..running.runner import Outcome
 from ..transport.reconnect import Reconnect
+from .lifecycle import Lifecycle
 from .outcomes import OutcomeWriter
 
 # Outcome writes in flight at once: an outcome goes to Redis as soon as its job ends while fewer
@@ -56,15 +57,11 @@ class Windows:
 class Flusher:
     """Queue ended jobs' outcomes and write them, up to MAX_FLUSHES writes in flight."""
 
-    def __init__(
-        self,
-        writer: OutcomeWriter,
-        on_written: Callable[[], None],
-        on_bug: Callable[[asyncio.Task[None]], None],
-    ) -> None:
+    def __init__(self, writer: OutcomeWriter, life: Lifecycle) -> None:
         self.writer = writer
-        self._on_written = on_written  # claims wait on unwritten outcomes too
-        self._on_bug = on_bug
+        self.life = life  # a write that dies of a bug crashes the worker
+        # Told after each write (the Book sets it: claims wait on unwritten outcomes too).
+        self.on_written: Callable[[], None] = _nothing
         self.queued: list[Outcome] = []
         self._flying: dict[asyncio.Task[None], list[Outcome]] = {}
         # Outcomes queued or being written: a worker holds back claims past `concurrency` of them.
@@ -103,7 +100,7 @@ class Flusher:
                     batch, self.queued = self.queued, []
                     write = asyncio.create_task(self._write(batch))
                     flying[write] = batch
-                    write.add_done_callback(self._on_bug)
+                    write.add_done_callback(self.life.crash_on_bug)
                 if done() and not self.queued and not flying:
                     return
         finally:
@@ -122,7 +119,7 @@ class Flusher:
             if me is not None:
                 self._flying.pop(me, None)
         self.unflushed -= len(batch) - len(unwritten)
-        self._on_written()
+        self.on_written()
         if error is not None:
             self.queued[:0] = unwritten
             self._error = error
@@ -131,3 +128,7 @@ class Flusher:
             now = time.monotonic()
             self.windows.extend(now - o.ended_at for o in batch)
         self.wanted.set()
+
+
+def _nothing() -> None:
+    pass

@@ -10,10 +10,11 @@ from collections.abc import Awaitable
 from .. import serializer
 from ..dev import failpoints
 from ..errors import Code, ReplicaAckTimeout
+from ..job import Job
 from ..keys import QueueKeys
 from ..running.runner import Kind, Outcome
-from ..seam.scripts import CompleteJob, Scripts
-from ..settings import EngineSettings
+from ..seam.scripts import CompleteJob
+from .context import WorkerContext
 
 log = logging.getLogger("engine.worker")
 
@@ -32,12 +33,10 @@ TALLIED = {
 class OutcomeWriter:
     """Turn outcomes into fenced script calls; count what was refused."""
 
-    def __init__(
-        self, settings: EngineSettings, scripts: Scripts, worker_id: str, counters: dict[str, int]
-    ) -> None:
-        self.settings = settings
-        self.scripts = scripts
-        self.worker_id = worker_id
+    def __init__(self, ctx: WorkerContext, counters: dict[str, int]) -> None:
+        self.settings = ctx.settings
+        self.scripts = ctx.scripts
+        self.worker_id = ctx.worker_id
         self.counters = counters
         # queue -> {"completed": n, "failed": n}, since the worker started (TALLIED).
         self.tallies: dict[str, dict[str, int]] = {}
@@ -157,6 +156,11 @@ class OutcomeWriter:
                 ttl_ms=ttl_ms,
             )
             self.count(o, o.kind, settled(o, code))
+
+    def side_code(self, job: Job, name: str, code: int) -> None:
+        """Count a refused progress or log write (SideWrites tells every write's code)."""
+        if code < 0:
+            self.count(Outcome(job, Kind.FAILED), name, code)
 
     def count(self, o: Outcome, name: str, code: int) -> None:
         """Count a written outcome, or a refused write (lease lost) with a log line."""

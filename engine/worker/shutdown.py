@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
 from typing import Any
-
-from redis.asyncio import Redis
 
 from ..dev import failpoints
 from ..errors import RedisUnavailable
-from ..keys import QueueKeys, stop_field
+from ..keys import stop_field
 from ..running.runner import Kind, Outcome, StopReason
-from ..settings import EngineSettings
 from .book import Book
-from .liveness import Liveness
+from .claimer import Claimer
+from .context import WorkerContext
 
 log = logging.getLogger("engine.worker")
 
@@ -23,35 +20,18 @@ log = logging.getLogger("engine.worker")
 class Shutdown:
     """Stop a worker: no claim after the fence, parked jobs back, running ones given the grace."""
 
-    def __init__(
-        self,
-        settings: EngineSettings,
-        worker_id: str,
-        redis: Redis,
-        book: Book,
-        liveness: Liveness,
-        stopping: asyncio.Event,
-        queues: Callable[[], Sequence[QueueKeys]],
-        crashed: Callable[[], bool],
-    ) -> None:
-        self.settings = settings
-        self.worker_id = worker_id
-        self.redis = redis
+    def __init__(self, ctx: WorkerContext, book: Book, claimer: Claimer) -> None:
+        self.settings = ctx.settings
+        self.worker_id = ctx.worker_id
+        self.redis = ctx.redis
+        self.life = ctx.life
         self.book = book
-        self.liveness = liveness
-        self._queues = queues  # the worker's queues now (a role may change them)
-        self._crashed = crashed
-        self.stopping = stopping
-        self.forced = asyncio.Event()  # a second signal, or a crash: stop running jobs now
+        self.claimer = claimer  # its queues are the worker's now (a role may change them)
         self.fencing: asyncio.Task[None] | None = None
+        ctx.life.on_stop(self.fence)  # at the stop (or a crash), at once
 
     def fence(self) -> None:
-        """Stop claiming: at once here, and on the server for a claim already queued there."""
-        if self.stopping.is_set():
-            return
-        self.stopping.set()
-        if self.liveness.status.state == "claiming":
-            self.liveness.status.state = "stopping"
+        """Fence claims on the server too, for a claim already queued there (at the stop)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # stopped before it ran: nothing was queued on the server
@@ -68,7 +48,7 @@ class Shutdown:
         """
         try:
             async with self.redis.pipeline(transaction=False) as pipe:
-                for keys in self._queues():
+                for keys in self.claimer.queues:
                     pipe.hset(keys.meta, stop_field(self.worker_id), "1")
                 await pipe.execute()
         except RedisUnavailable as exc:  # no claim reaches Redis either, then
@@ -82,7 +62,7 @@ class Shutdown:
         await self.fencing
         try:
             async with self.redis.pipeline(transaction=False) as pipe:
-                for keys in self._queues():
+                for keys in self.claimer.queues:
                     pipe.hdel(keys.meta, stop_field(self.worker_id))
                 await pipe.execute()
         except RedisUnavailable as exc:
@@ -106,7 +86,7 @@ class Shutdown:
             await self._wait_running(self.settings.shutdown_grace_s)
         for rec in list(self.book.active.values()):
             policy = rec.opts.on_shutdown if rec.opts else "resubmit"
-            if policy != "continue" or self._crashed():
+            if policy != "continue" or self.life.crashed is not None:
                 failpoints.hit("during_handback")
                 rec.stop(self._stop_reason(policy))
         await self._wait_running(None)
@@ -114,7 +94,7 @@ class Shutdown:
     def _stop_reason(self, policy: str) -> StopReason:
         """Return how a job is stopped: `stop` ends it stalled; anything else, and every job
         after a crash (not the job's fault), goes back to its queue as it was."""
-        if policy == "stop" and not self._crashed():
+        if policy == "stop" and self.life.crashed is None:
             return StopReason.STOP
         return StopReason.RESUBMIT
 
@@ -124,7 +104,7 @@ class Shutdown:
         if not handles:
             return
         all_done: asyncio.Future[Any] = asyncio.gather(*handles, return_exceptions=True)
-        forced: asyncio.Future[Any] = asyncio.ensure_future(self.forced.wait())
+        forced: asyncio.Future[Any] = asyncio.ensure_future(self.life.forced.wait())
         await asyncio.wait(
             [all_done, forced], timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
         )

@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import logging
 import time
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
@@ -16,7 +17,7 @@ from ..errors import ConfigError
 from ..job import Job
 from ..keys import QueueKeys
 from ..running.context import JobContext
-from ..running.isolate import IsolationUnavailable, Lanes
+from ..running.isolate import Isolation, IsolationUnavailable, Lanes
 from ..running.runner import (
     Kind,
     Outcome,
@@ -31,6 +32,7 @@ from ..settings import EngineSettings
 from ..stream import tracing
 from ..stream.hooks import HookEvent, Hooks
 from ..task import Registry, Task, TaskOptions
+from .context import WorkerContext
 from .sidewrites import SideWrites
 
 log = logging.getLogger("engine.worker")
@@ -127,27 +129,27 @@ class Attempts:
 
     def __init__(
         self,
-        settings: EngineSettings,
-        worker_id: str,
+        ctx: WorkerContext,
         registry: Registry,
-        runner: Runner,
-        lane: Lanes | None,
+        executor: Executor,
+        isolation: Isolation | None,
         hooks: Hooks,
         side: SideWrites,
         upkeep: JobWrites,
-        traced: bool,
     ) -> None:
-        self.settings = settings
-        self.worker_id = worker_id
+        self.settings = ctx.settings
+        self.worker_id = ctx.worker_id
         self.registry = registry
-        self.runner = runner
-        self.lane = lane
+        self.runner = Runner(registry, executor)
+        # The children suspects run alone in (None: run here).
+        self.lane = _lanes(ctx, isolation or Isolation.for_tasks(registry))
         self.hooks = hooks
         self.side = side
         self.upkeep = upkeep
-        self.traced = traced
+        # Spans per run only when the application set up an OpenTelemetry SDK before this.
+        self.traced = tracing.active()
         self._lines = 0
-        check_heartbeat_limits(settings, registry)
+        check_heartbeat_limits(ctx.settings, registry)
         # Tasks whose jobs came with a max_heartbeat_interval_s below the floor, told once.
         self._raised: set[str] = set()
 
@@ -289,6 +291,15 @@ class Attempts:
         self._lines += 1  # a line id: a write retried after a timeout is stored once
         line = partial(self.upkeep.log, job, message, str(self._lines))
         await self.side.write(job, "log", line)
+
+
+def _lanes(ctx: WorkerContext, isolation: Isolation | None) -> Lanes | None:
+    """Return the children suspects run alone in (None: tasks not loadable there; run here)."""
+    if not isolation:
+        log.warning("no isolation for suspects: a task module is not importable by name")
+        return None
+    line_limit = 4 * ctx.settings.max_payload_bytes + (1 << 20)
+    return Lanes(isolation, ctx.worker_id, line_limit, ctx.settings.isolation_processes)
 
 
 def _cancelled_before_start(rec: RunningJob, handle: asyncio.Task[None]) -> None:

@@ -9,15 +9,13 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from redis.asyncio import Redis
-
 from .. import serializer
 from ..fields import both, either
 from ..job import Job
 from ..keys import QueueKeys, control_key, worker_key, workers_key
 from ..seam.hashformat import READS
-from ..seam.scripts import RenewJob, Scripts
-from ..settings import EngineSettings
+from ..seam.scripts import RenewJob
+from .context import WorkerContext
 from .recycle import rss_mib
 
 if TYPE_CHECKING:
@@ -27,13 +25,11 @@ if TYPE_CHECKING:
 class Upkeep:
     """Renew leases (fenced by token) and keep this worker's registry entry fresh."""
 
-    def __init__(
-        self, settings: EngineSettings, redis: Redis, scripts: Scripts, worker_id: str
-    ) -> None:
-        self.settings = settings
-        self.redis = redis
-        self.scripts = scripts
-        self.worker_id = worker_id
+    def __init__(self, ctx: WorkerContext) -> None:
+        self.settings = ctx.settings
+        self.redis = ctx.redis
+        self.scripts = ctx.scripts
+        self.worker_id = ctx.worker_id
         self.started_at_ms = int(time.time() * 1000)
 
     async def renew(self, records: Sequence[RunningJob]) -> list[tuple[RunningJob, int]]:

@@ -16,17 +16,15 @@ from redis.asyncio import Redis
 
 from ..dev import failpoints
 from ..errors import ConfigError, LoopCrashed, RedisUnavailable
-from ..job import Job
 from ..keys import QueueKeys, stop_field
 from ..ops.roles import RoleFollower
 from ..ops.versions import Versions
 from ..periodic.cleaner import Cleaner
 from ..periodic.scheduler import Scheduler
-from ..running.isolate import Isolation, Lanes
-from ..running.runner import Kind, Outcome, Runner, StopReason
+from ..running.isolate import Isolation
+from ..running.runner import Kind, Outcome, StopReason
 from ..seam.scripts import scripts_for
 from ..settings import EngineSettings
-from ..stream import tracing
 from ..stream.hooks import Hook, Hooks
 from ..stream.transitions import TransitionHooks
 from ..task import Registry, Task
@@ -34,8 +32,10 @@ from ..transport.connection import connect
 from ..transport.reconnect import Reconnect
 from .book import Book
 from .claimer import Claimer
+from .context import WorkerContext
 from .exitbound import ExitBudget
 from .flusher import Flusher, Windows
+from .lifecycle import Lifecycle, State
 from .liveness import Liveness
 from .outcomes import OutcomeWriter
 from .recycle import Recycler
@@ -52,7 +52,9 @@ class Worker:
 
     Its collaborators: a Claimer claims and starts jobs, each a RunningJob that stops and
     finishes itself into the Book; the Flusher makes outcomes durable; Shutdown is the way out.
-    The worker wires them, renews leases and follows control orders (its upkeep loop).
+    They share one WorkerContext, whose Lifecycle is the worker's one state (claiming, quiet,
+    stopping, forced, crashed). The worker wires them, runs its loops as a named table, renews
+    leases and follows control orders (its upkeep loop).
     """
 
     def __init__(
@@ -68,85 +70,61 @@ class Worker:
         hooks: Iterable[Hook] = (),
         role: str | None = None,
     ) -> None:
-        if role is not None and queues is not None:
-            raise ConfigError("give a worker its queues or a role, not both")
+        names = _queues(queues, role)
+        keys = [QueueKeys(settings.prefix, q) for q in names]
         self.settings = settings
         # A role's queues are read at run() and followed while running (engine/ops/roles.py).
         self.role = RoleFollower(settings.prefix, role) if role is not None else None
-        if queues is None:
-            queues = () if role is not None else ("default",)
         self.hooks = Hooks(hooks)
         self.registry = Registry(tasks)
         self.concurrency = concurrency
         self.id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.redis: Redis = connect(settings)
-        # The client for waits on markers (with its claim on wake).
         self.blocking: Redis = connect(settings, block_s=settings.idle_wait_s)
-        self.scripts = scripts_for(self.redis, settings)
-        self.executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="job")
+        life = self.life = Lifecycle(self.id)
+        ctx = WorkerContext(settings, self.id, self.redis, scripts_for(self.redis, settings), life)
         self.counters: dict[str, int] = defaultdict(int)
-        self.writer = OutcomeWriter(settings, self.scripts, self.id, self.counters)
-        self.upkeep = Upkeep(settings, self.redis, self.scripts, self.id)
-        self.side = SideWrites(self._side_code, self._crash_on_bug, settings.job_log_max_lines)
-        keys = [QueueKeys(settings.prefix, q) for q in queues]
-        self.versions = Versions(settings, self.registry, keys)
-        self.scheduler = Scheduler(settings, self.redis, list(queues))
-        self.liveness = Liveness(settings, self.id, self._crash_from_thread)
-        self.cleaner = Cleaner(settings, self.redis, list(queues), liveness=self.liveness)
+        self.writer = OutcomeWriter(ctx, self.counters)
+        self.upkeep = Upkeep(ctx)
+        self.executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="job")
+        self.side = SideWrites(self.writer.side_code, life.crash_on_bug, settings.job_log_max_lines)
         self.attempts = Attempts(
-            settings,
-            self.id,
-            self.registry,
-            Runner(self.registry, self.executor),
-            _lanes(settings, isolation or Isolation.for_tasks(self.registry), self.id),
-            self.hooks,
-            self.side,
-            self.upkeep,
-            # Spans per run only when the application set up an OpenTelemetry SDK before this.
-            traced=tracing.active(),
+            ctx, self.registry, self.executor, isolation, self.hooks, self.side, self.upkeep
         )
-        self.flusher = Flusher(self.writer, self._slot_free, self._crash_on_bug)
-        self._stopping = asyncio.Event()
-        self.book = Book(concurrency, self.flusher, self._stopping)
-        self.shutdown = Shutdown(
-            settings,
-            self.id,
-            self.redis,
-            self.book,
-            self.liveness,
-            self._stopping,
-            lambda: self.claimer.queues,
-            lambda: self.crashed is not None,
-        )
-        # Cleared while the worker is quiet (engine/ops/control.py): it claims nothing, runs on.
-        self._claiming = asyncio.Event()
-        self._claiming.set()
-        self.claimer = Claimer(
-            settings,
-            self.id,
-            self.redis,
-            self.blocking,
-            self.scripts,
-            self.book,
-            self.flusher,
-            self.attempts,
-            self.versions,
-            held=sorted({t.name for t in self.registry if t.options.max_concurrent is not None}),
-            burst=burst,
-            stopping=self._stopping,
-            claiming=self._claiming,
-            on_claims=self._check_recycle,
-            on_bug=self._crash_on_bug,
-        )
-        self.claimer.queue_limits = dict(queue_concurrency or {})
-        self.claimer.follow(keys)
+        self.liveness = Liveness(settings, self.id, life.crash_from_thread)
+        life.show_in(self.liveness.status)  # what a probe reads: claiming, quiet...
+        self.versions = Versions(settings, self.registry, keys)
+        self.scheduler = Scheduler(settings, self.redis, names)
+        self.cleaner = Cleaner(settings, self.redis, names, liveness=self.liveness)
+        self.flusher = Flusher(self.writer, life)
+        self.book = Book(concurrency, self.flusher, life)
+        self.claimer = self._claimer(ctx, keys, burst, queue_concurrency)
+        self.shutdown = Shutdown(ctx, self.book, self.claimer)  # its fence goes up at a stop
         self.recycler = Recycler(settings)
-        self.retired: str | None = None  # why it retired (recycling), as key=value text
-        # The first exception that killed one of the worker's loops (a bug): the process stops.
-        self.crashed: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         # The reader of transitions for the hooks, while run() has one (hooks given).
         self._transitions: TransitionHooks | None = None
+
+    def _claimer(
+        self,
+        ctx: WorkerContext,
+        keys: list[QueueKeys],
+        burst: bool,
+        queue_limits: Mapping[str, int] | None,
+    ) -> Claimer:
+        """Return the claimer of `keys` (claimed in order), its claims counted for recycling."""
+        claimer = Claimer(
+            ctx,
+            self.blocking,
+            self.book,
+            self.attempts,
+            self.versions,
+            burst=burst,
+            on_claims=self._check_recycle,
+            queue_limits=queue_limits,
+        )
+        claimer.follow(keys)
+        return claimer
 
     @property
     def queues(self) -> list[QueueKeys]:
@@ -158,42 +136,34 @@ class Worker:
         """Return the latest windows from a job's end to its outcome durable, in seconds."""
         return self.flusher.windows
 
-    def _slot_free(self) -> None:
-        self.book.slot_free.set()
+    @property
+    def crashed(self) -> BaseException | None:
+        """Return the first exception that killed one of the worker's loops (a bug), if any."""
+        return self.life.crashed
+
+    @property
+    def retired(self) -> str | None:
+        """Return why the worker retired (recycling), as key=value text; None: it did not."""
+        return self.life.retired
 
     def stop(self) -> None:
         """Stop claiming (first call); force running jobs to stop (second call)."""
-        if self._stopping.is_set():
-            log.warning("second signal: forcing stop worker=%s", self.id)
-            self.shutdown.forced.set()
-        self.shutdown.fence()
-        self.book.slot_free.set()
-        self._claiming.set()  # a quiet worker's claim loop wakes to see the stop
+        self.life.stop()
 
     def retire(self, reason: str) -> None:
         """Stop claiming for good, let running jobs finish, exit 0: a fresh worker follows."""
-        if self.retired is not None or self._stopping.is_set():
-            return
-        self.retired = reason
-        self.liveness.status.state = "retiring"
-        log.info("worker retiring id=%s %s", self.id, reason)
-        self.stop()
+        self.life.retire(reason)
 
     def _obey(self, order: str | None) -> None:
         """Follow an order of engine/ops/control.py: quiet, resume (no order) or stop."""
-        if self._stopping.is_set():
-            return
+        if self.life.stopping.is_set():
+            return  # an order stays until the worker is gone: a stop read again does not force
         if order == "stop":
-            log.info("worker stopping id=%s by=control", self.id)
-            self.stop()
-        elif order == "quiet" and self._claiming.is_set():
-            self._claiming.clear()
-            self.liveness.status.state = "quiet"
-            log.info("worker quiet id=%s claims=off by=control", self.id)
-        elif order is None and not self._claiming.is_set():
-            self._claiming.set()
-            self.liveness.status.state = "claiming"
-            log.info("worker resumed id=%s claims=on by=control", self.id)
+            self.life.stop(by="control")
+        elif order == "quiet":
+            self.life.quiet(by="control")
+        elif order is None:
+            self.life.resume(by="control")
 
     def _check_recycle(self) -> None:
         if self.retired is None and (reason := self.recycler.reason(self.claimer.claims)):
@@ -215,48 +185,64 @@ class Worker:
             self.claimer.burst,
             self.settings.redacted_url,
         )
-        self._loop = asyncio.get_running_loop()
+        self._loop = self.life.bind()
         await asyncio.to_thread(self.liveness.start, self._loop)
         if self.attempts.lane is not None:
             self.attempts.lane.warm()
-        # Transitions made anywhere (cleaner, clients, other workers) reach the hooks from the
-        # event stream (engine/stream/transitions.py); it drains once the last outcome is written.
+        # Set once the last outcome is written: the hooks' reader drains then.
         flushed = asyncio.Event()
-        transitions = await self._transition_hooks()
-        loops = [
-            asyncio.create_task(self._guard("flusher", self.flusher.run(self._flushed_all))),
-            asyncio.create_task(self._guard("upkeep", self._upkeep_loop())),
-            asyncio.create_task(self._guard("scheduler", self.scheduler.run(self._stopping))),
-            asyncio.create_task(self._guard("cleaner", self.cleaner.run(self._stopping))),
-        ]
-        if transitions is not None:
-            loops.append(asyncio.create_task(self._guard("hooks", transitions.run(flushed))))
+        loops = await self._start_loops(flushed)
         try:
             await self._advertise_versions()
             await self._guard("claim", self.claimer.run())
             await self.shutdown.run()
         finally:
-            self._stopping.set()
-            self.flusher.wanted.set()
-            # Outcomes, hooks and goodbyes share shutdown_exit_s whatever Redis does (it may
-            # never answer again): what is not written by then goes back through the leases.
-            budget = ExitBudget(self.settings.shutdown_exit_s, self.shutdown.forced)
-            written = await budget.wait(loops[0])
-            unwritten = [] if written else list(self.flusher.pending())
-            flushed.set()
-            drained = len(loops) <= 4 or await budget.wait(loops[4])
-            for task in loops:
-                task.cancel()
-            await asyncio.gather(*loops, return_exceptions=True)
-            said = await self._close(budget)
-            if unwritten or not drained or not said:
-                self._log_abandoned(unwritten, drained, said)
+            self.life.end()
+            await self._exit(loops, flushed)
         if self.crashed is not None:
             raise LoopCrashed(f"worker {self.id}: a loop crashed") from self.crashed
 
+    async def _start_loops(self, flushed: asyncio.Event) -> dict[str, asyncio.Task[None]]:
+        """Start the worker's loops beside its claims, by name (a bug in one stops the worker).
+
+        Transitions made anywhere (cleaner, clients, other workers) reach the hooks from the
+        event stream (engine/stream/transitions.py): "hooks" runs only when hooks were given.
+        """
+        transitions = await self._transition_hooks()
+        stopping = self.life.stopping
+        loops: dict[str, Coroutine[Any, Any, None]] = {
+            "flusher": self.flusher.run(self._flushed_all),
+            "upkeep": self._upkeep_loop(),
+            "scheduler": self.scheduler.run(stopping),
+            "cleaner": self.cleaner.run(stopping),
+        }
+        if transitions is not None:
+            loops["hooks"] = transitions.run(flushed)
+        return {name: asyncio.create_task(self._guard(name, co)) for name, co in loops.items()}
+
+    async def _exit(self, loops: dict[str, asyncio.Task[None]], flushed: asyncio.Event) -> None:
+        """Write the last outcomes, drain the hooks, end the loops and say goodbye.
+
+        Outcomes, hooks and goodbyes share shutdown_exit_s whatever Redis does (it may never
+        answer again): what is not written by then goes back through the leases.
+        """
+        self.flusher.wanted.set()
+        budget = ExitBudget(self.settings.shutdown_exit_s, self.life.forced)
+        written = await budget.wait(loops["flusher"])
+        unwritten = [] if written else list(self.flusher.pending())
+        flushed.set()
+        hooks = loops.get("hooks")
+        drained = hooks is None or await budget.wait(hooks)
+        for task in loops.values():
+            task.cancel()
+        await asyncio.gather(*loops.values(), return_exceptions=True)
+        said = await self._close(budget)
+        if unwritten or not drained or not said:
+            self._log_abandoned(unwritten, drained, said)
+
     def _flushed_all(self) -> bool:
         """Return whether the flusher may end once its queue is empty: stopped, nothing runs."""
-        return self._stopping.is_set() and not self.book.active
+        return self.life.stopping.is_set() and not self.book.active
 
     async def _transition_hooks(self) -> TransitionHooks | None:
         """Return the reader of transitions for the hooks (None: no hooks given)."""
@@ -373,7 +359,7 @@ class Worker:
             async with self.redis.pipeline(transaction=False) as pipe:
                 for keys in removed:  # a quiet worker's claim fence stays only where it claims
                     pipe.hdel(keys.meta, stop_field(self.id))
-                if self.liveness.status.state == "quiet":
+                if self.life.state is not State.CLAIMING:  # fenced wherever it claims nothing
                     for keys in added:
                         pipe.hset(keys.meta, stop_field(self.id), "1")
                 if old:  # end the wait on the old queues' markers now (others claim nothing)
@@ -395,7 +381,7 @@ class Worker:
         """Name this worker's task versions before its first claim (else it would claim jobs of
         versions it lacks); wait while Redis is away."""
         retry = Reconnect("versions")
-        while not self._stopping.is_set():
+        while not self.life.stopping.is_set():
             try:
                 await self.versions.advertise(self.redis, force=True)
                 return
@@ -409,33 +395,7 @@ class Worker:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.critical("loop crashed loop=%s worker=%s; stopping", name, self.id, exc_info=exc)
-            self._crash(exc)
-
-    def _crash_on_bug(self, task: asyncio.Task[None]) -> None:
-        """Stop the worker if a detached step died of a bug (nothing else awaits it)."""
-        exc = None if task.cancelled() else task.exception()
-        if exc is not None:
-            log.critical("step crashed worker=%s; stopping", self.id, exc_info=exc)
-            self._crash(exc)
-
-    def _crash_from_thread(self, exc: BaseException) -> None:
-        """Stop the worker after a bug in a thread of its own (the liveness thread)."""
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._crash, exc)
-
-    def _crash(self, exc: BaseException) -> None:
-        """Stop the worker after a bug: hand running jobs back, then exit non-zero."""
-        if self.crashed is None:
-            self.crashed = exc
-        self.shutdown.fence()
-        self.shutdown.forced.set()
-        self.book.slot_free.set()
-        self.flusher.wanted.set()
-
-    def _side_code(self, job: Job, name: str, code: int) -> None:
-        if code < 0:
-            self.writer.count(Outcome(job, Kind.FAILED), name, code)
+            self.life.crash(exc, f"loop crashed loop={name}")
 
     async def _upkeep_loop(self) -> None:
         """Renew leases (stopping jobs cancelled or lost), follow the role and control orders."""
@@ -452,13 +412,13 @@ class Worker:
                     elif code < 0:
                         self.writer.count(Outcome(rec.job, Kind.FAILED), "heartbeat", code)
                         rec.stop(StopReason.LEASE_LOST)
-                if self.role is not None and not self._stopping.is_set():
+                if self.role is not None and not self.life.stopping.is_set():
                     await self._follow_role(self.role)
                 order = await self.upkeep.register(
                     [k.queue for k in self.queues],
                     self.concurrency,
                     records,
-                    self.liveness.status.state,
+                    self.life.shown,
                     role=self.role.name if self.role else "",
                     tallies=self.writer.tallies,
                     versions=self.versions.tags,
@@ -473,10 +433,11 @@ class Worker:
             await asyncio.sleep(self.settings.heartbeat_interval_s)
 
 
-def _lanes(settings: EngineSettings, isolation: Isolation | None, worker_id: str) -> Lanes | None:
-    """Return the children suspects run alone in (None: tasks not loadable there; run here)."""
-    if not isolation:
-        log.warning("no isolation for suspects: a task module is not importable by name")
-        return None
-    line_limit = 4 * settings.max_payload_bytes + (1 << 20)
-    return Lanes(isolation, worker_id, line_limit, settings.isolation_processes)
+def _queues(queues: Sequence[str] | None, role: str | None) -> Sequence[str]:
+    """Return the queues a worker starts with: those given, else a role's (read at run), else
+    "default"; ConfigError for both queues and a role."""
+    if role is not None and queues is not None:
+        raise ConfigError("give a worker its queues or a role, not both")
+    if queues is not None:
+        return queues
+    return () if role is not None else ("default",)

@@ -23,7 +23,7 @@ RETRYABLE = VOCABULARY["retryable"]
 DEAD = VOCABULARY["dead"]
 # The word an operator reads for a state where it differs from the engine's: the dashboard,
 # the admin (the field's choices) and the docs' glossary say it; the API keeps the engine's.
-STATE_LABELS = {"started": "running"}
+STATE_LABELS = {"submitted": "waiting", "started": "running"}
 STATE_CHOICES = [(s, STATE_LABELS.get(s, s)) for s in VOCABULARY["states"]]
 
 

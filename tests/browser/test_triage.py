@@ -4,6 +4,7 @@ and a failed job replayed with edited arguments until it completes."""
 from __future__ import annotations
 
 import json
+import re
 import time
 
 from demo.demo_tasks import charge_card, convert_price
@@ -49,6 +50,12 @@ def test_dead_letters_resubmitted_and_a_replay_completing(
         page.wait_for_selector(card, timeout=15_000)
         page.wait_for_selector("#groups tr:has-text('demo.convert_price')", timeout=15_000)
         assert "card declined for <n> cents" in (page.text_content(card) or "")
+        # Redis' count (the Overview's) and the history's, side by side, agreeing here.
+        tally = "#tally li[data-queue=default]"
+        page.wait_for_selector(tally, timeout=15_000)
+        said = re.search(r"(\d+) in Redis, (\d+) in the history", page.text_content(tally) or "")
+        assert said and int(said[1]) >= 4, page.text_content(tally)
+        assert said[1] == said[2] and page.get_attribute(tally, "data-without-row") == "0"
         SHOTS.mkdir(exist_ok=True)
         page.screenshot(path=str(SHOTS / "dead-letters.png"), full_page=True)
 

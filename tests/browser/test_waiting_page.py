@@ -36,7 +36,13 @@ def test_the_job_page_explains_a_waiting_job_and_the_health_panel_judges_its_que
         assert "queue 'quiet' is paused" in page.inner_text("#waiting li[data-code=paused]")
         page.click("#waiting li[data-code=paused] a")
         page.wait_for_url(f"{base}/dashboard/queues/#queue-quiet")
-        page.wait_for_selector("#queue-quiet", timeout=10_000)
+        page.wait_for_selector("#queue-quiet .counts th", timeout=10_000)
+        # The Queues page counts in the Overview's words, never the engine's state names.
+        heads = page.eval_on_selector_all(
+            "#queue-quiet .counts th", "els => els.map(e => e.textContent)"
+        )
+        assert {"waiting", "scheduled", "running", "dead letters"} <= set(heads), heads
+        assert not {"submitted", "started", "dlq"} & set(heads), heads
         page.goto(f"{base}/dashboard/jobs/{job.id}/")
         page.wait_for_selector("#waiting li[data-code=scheduled]")
         engine(settings, lambda c: c.cancel([job.id]))

@@ -376,27 +376,28 @@ async def test_a_pooled_connection_reset_while_idle_is_replaced_at_checkout(
 
 @pytest.mark.parametrize("task", [t.steady_reporter, t.steady_reporter_sync])
 async def test_progress_and_log_ride_out_a_redis_pause(task: Task) -> None:
-    """A task that logs and reports progress through a 10 s SIGSTOP of Redis completes."""
+    """A task that logs and reports progress through a SIGSTOP of Redis longer than the socket
+    timeout completes."""
     with RedisServer() as server:
         settings = EngineSettings.from_url(server.url, idle_wait_s=0.2)
         worker = Worker(settings, [task], concurrency=2)
         running = asyncio.create_task(worker.run())
         try:
             async with Client(settings) as client:
-                job = await client.enqueue(task, 24, 0.5)
+                job = await client.enqueue(task, 16, 0.5)
                 for _ in range(100):
                     if (await client.get(job.id)).logs:
                         break
                     await asyncio.sleep(0.05)
                 assert server.process is not None
                 server.process.send_signal(signal.SIGSTOP)
-                await asyncio.sleep(10)
+                await asyncio.sleep(settings.socket_timeout_s + 2)
                 server.process.send_signal(signal.SIGCONT)
                 done = await client.wait(job.id, timeout_s=30)
             assert done.state is JobState.COMPLETED, done.error
-            assert done.attempt == 1 and done.result == 24
-            assert [line["message"] for line in done.logs] == [f"step {i}" for i in range(24)]
-            assert done.progress == 100.0 and done.progress_message == "step 23"
+            assert done.attempt == 1 and done.result == 16
+            assert [line["message"] for line in done.logs] == [f"step {i}" for i in range(16)]
+            assert done.progress == 100.0 and done.progress_message == "step 15"
             assert worker.counters["lease_lost"] == 0
         finally:
             if server.process is not None:

@@ -59,6 +59,7 @@ def test_the_schema_has_one_dead_letter_resource() -> None:
     dead = sorted(p.removeprefix("/api/v1") for p in paths if "dead" in p)
     assert dead == [
         "/dead-letters",
+        "/dead-letters/counts",
         "/dead-letters/jobs",
         "/dead-letters/purge",
         "/dead-letters/resubmit",

@@ -16,8 +16,8 @@ from django.utils import timezone
 from engine import EngineSettings
 from engine.stream.events import Event, sortable_id
 from jobsite.jobs import services
+from jobsite.jobs.history.batches import apply_batch
 from jobsite.jobs.history.charts import sample_depth
-from jobsite.jobs.history.mirror import apply_batch
 from jobsite.jobs.history.retention import prune
 from jobsite.jobs.history.rollup import (
     SPANS_S,

@@ -43,7 +43,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.chaos]
 # The health loop's interval: short, so a check runs right after Redis comes back.
 INTERVAL_S = 0.5
 # Longer than the liveness window and the registry entry's lifetime (2 s and 3 s by default).
-STALL_S = 20.0
+STALL_S = 8.0
 # How much later than the checks the worker reaches Redis again (well within its grace).
 REJOIN_S = 1.0
 BAD = {"failing", "degraded", "no_worker", "missed", "late"}

@@ -24,7 +24,7 @@ from engine.keys import queues_key
 from engine.stream.events import Event
 from jobsite.jobs.api import live
 from jobsite.jobs.history import rows as history
-from jobsite.jobs.history.mirror import apply_batch
+from jobsite.jobs.history.batches import apply_batch
 from jobsite.jobs.history.retention import prune
 from jobsite.jobs.models import JobRecord, JobSearch, RollupCount
 from jobsite.jobs.permissions import VIEWERS

@@ -16,9 +16,10 @@ from django.db import DatabaseError, connection, transaction
 
 from engine import Client, EngineSettings, QueueKeys
 from engine.stream.events import Event
-from jobsite.jobs.history import bulkwrite
+from jobsite.jobs.history import batches, bulkwrite
 from jobsite.jobs.history import mirror as mirror_module
-from jobsite.jobs.history.mirror import Mirror, apply_batch
+from jobsite.jobs.history.batches import apply_batch
+from jobsite.jobs.history.mirror import Mirror
 from jobsite.jobs.history.reconcile import find_unmirrored
 from jobsite.jobs.history.rows import ALL_BUT_ID, row_values
 from jobsite.jobs.models import JobRecord, JobSearch
@@ -122,13 +123,13 @@ def test_behind_a_burst_each_row_is_written_once(
     """
     ids = async_to_sync(make_history)(engine)
     written: list[str] = []
-    real = mirror_module.write_batch
+    real = batches.write_batch
 
-    def counting(batch: mirror_module.Batch, *args: Any) -> int:
+    def counting(batch: batches.Batch, *args: Any) -> int:
         written.extend(s.job for s in batch.jobs)
         return real(batch, *args)
 
-    monkeypatch.setattr(mirror_module, "write_batch", counting)
+    monkeypatch.setattr(batches, "write_batch", counting)
     group = QueueKeys(engine.prefix, "default").events
 
     async def drain() -> int:
@@ -160,13 +161,13 @@ def test_what_was_carried_is_written_a_batch_at_a_time(
     however much was carried."""
     ids = async_to_sync(make_history)(engine)
     sizes: list[int] = []
-    real = mirror_module.write_batch
+    real = batches.write_batch
 
-    def counting(batch: mirror_module.Batch, *args: Any) -> int:
+    def counting(batch: batches.Batch, *args: Any) -> int:
         sizes.append(batch.size)
         return real(batch, *args)
 
-    monkeypatch.setattr(mirror_module, "write_batch", counting)
+    monkeypatch.setattr(batches, "write_batch", counting)
 
     entries = stream(engine)
     most_of_one_job = max(Counter(f.get("job") for _, f in entries).values())
@@ -337,7 +338,7 @@ def test_a_resync_writes_only_the_rows_that_did_not_record_their_end(
     async def resync() -> int:
         mirror = Mirror(["default"], consumer="mirror-resync")
         try:
-            return await mirror.resync("default")
+            return await mirror.gaps.resync("default")
         finally:
             await mirror.aclose()
 
@@ -519,7 +520,7 @@ def test_a_gap_check_with_nothing_to_repair_leaves_the_batch_being_written(
         try:
             await mirror.reader.ensure_groups()
             mirror._writing = asyncio.get_running_loop().create_future()  # a write under way
-            return await asyncio.wait_for(mirror.repair(), timeout=5)
+            return await asyncio.wait_for(mirror.gaps.repair(), timeout=5)
         finally:
             mirror._writing = None
             await mirror.aclose()

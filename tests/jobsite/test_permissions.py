@@ -130,6 +130,7 @@ def api_table(jobs: Fixture) -> list[tuple[str, str, Any, Perm]]:
         ("post", "/dead-letters/resubmit", {"fingerprint": BOOM, "dry_run": True}, Perm.RETRY),
         ("post", "/dead-letters/purge", {"fingerprint": BOOM, "dry_run": True}, Perm.PURGE),
         ("get", "/dead-letters/jobs", None, Perm.VIEW),
+        ("get", "/dead-letters/counts", None, Perm.VIEW),
         (
             "post",
             "/dead-letters/resubmit",

@@ -56,7 +56,7 @@ BOUND_S = GRACE_S + EXIT_S + EXIT_SLACK_S
 FORCED_BOUND_S = FORCED_EXIT_S + EXIT_SLACK_S
 # What a loaded machine adds to a measured exit (processes of other rounds share the cores).
 LOAD_S = 1.0
-ROUNDS = 16
+ROUNDS = 8
 AT_ONCE = 4
 REDIS_FAULTS = ("nosave", "sigterm", "sigkill", "sigstop")
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -144,6 +144,35 @@ def dead_letters(
     return out
 
 
+class TallyOut(Out):
+    """One queue's dead letters in Redis (its DLQ, as the Overview counts them) and in the
+    history (rows in a DLQ state, as this page groups them); `without_row`: DLQ ids the history
+    has no row for yet, of the first `checked` (reconciliation adds them)."""
+
+    queue: str
+    in_redis: int
+    in_history: int
+    without_row: int
+    checked: int
+
+
+@router.get("/counts", response={200: list[TallyOut], **ERRORS})
+def dead_letter_counts(
+    request: HttpRequest,
+    queue: str | None = Query(None, pattern=QUEUE),  # type: ignore[type-arg]
+) -> list[TallyOut]:
+    """Count dead letters per queue in Redis and in the history, and those without a row."""
+    rights = need(request, Perm.VIEW, queue)
+    if queue is not None:
+        chosen = [queue]
+    else:
+        scope = rights.queues
+        chosen = [q for q in services.known_queues() if scope is None or q in scope]
+    return [
+        TallyOut.model_validate(t, from_attributes=True) for t in deadletters.tally(rights, chosen)
+    ]
+
+
 @router.get("/jobs", response={200: list[JobOut], **ERRORS})
 @dlq_aliases.get(
     "", response={200: list[JobOut], **ERRORS}, url_name="dlq", include_in_schema=False

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.db.models import Count, Max, Min, QuerySet
 
+from jobsite.jobs import services
 from jobsite.jobs.models import DEAD, RETRYABLE, JobRecord, dead
 from jobsite.jobs.permissions import Grant
 
@@ -114,3 +115,54 @@ def group_pairs(
     chosen = rows.filter(fingerprint=fingerprint)
     pairs = list(chosen.order_by("id").values_list("id", "queue")[: cap + 1])
     return pairs, chosen.count() if len(pairs) > cap else len(pairs)
+
+
+@dataclass
+class Tally:
+    """One queue's dead letters as Redis and the history count them.
+
+    `in_redis` is the queue's DLQ (what the Overview shows); `in_history` its rows in a DLQ
+    state. They differ for two honest reasons: the history keeps rows after the cleaner pruned
+    the DLQ (by age or length), and a dead letter reaches the history only once the mirror or
+    reconciliation wrote its row. `without_row` counts the second: DLQ ids the history has no
+    row for (of the first `checked` ids; `checked < in_redis` past TALLY_MAX).
+    """
+
+    queue: str
+    in_redis: int
+    in_history: int
+    without_row: int
+    checked: int
+
+
+# The most DLQ ids a tally looks up (ZSCAN pages of TALLY_PAGE): a DLQ is pruned to
+# dlq_max_len (10,000 by default), so one tally usually sees it whole.
+TALLY_MAX = 20_000
+TALLY_PAGE = 1000
+
+
+def tally(rights: Grant, queues: list[str]) -> list[Tally]:
+    """Count each queue's dead letters in Redis and in the history, and the DLQ ids without a
+    row (reconciliation hands those to the mirror, which writes them from their hashes)."""
+    states = {q.name: q.counts.get("dlq", 0) for q in services.queue_states(queues)}
+    rows = dict(
+        dead_rows(rights)
+        .filter(queue__in=queues)
+        .order_by()
+        .values_list("queue")
+        .annotate(n=Count("id"))
+        .values_list("queue", "n")
+    )
+    out = []
+    for queue in queues:
+        cursor, seen, without = 0, set[str](), 0
+        while len(seen) < TALLY_MAX:
+            cursor, ids = services.scan_dlq(queue, cursor, TALLY_PAGE)
+            fresh = [i for i in dict.fromkeys(ids) if i not in seen]  # ZSCAN may repeat an id
+            seen.update(fresh)
+            known = set(JobRecord.objects.filter(id__in=fresh).values_list("id", flat=True))
+            without += sum(1 for i in fresh if i not in known)
+            if cursor == 0:
+                break
+        out.append(Tally(queue, states.get(queue, 0), rows.get(queue, 0), without, len(seen)))
+    return out

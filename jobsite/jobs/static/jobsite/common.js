@@ -97,6 +97,9 @@
     toast,
     ask,
     plural: (n, word, many = `${word}s`) => `${n} ${n === 1 ? word : many}`,
+    // The word an operator reads for a job state, the same on every page (the API keeps the
+    // engine's: submitted is "waiting", started "running").
+    stateWord: (state) => config.vocabulary?.labels?.[state] ?? state,
     config,
     esc,
     seg,

@@ -172,7 +172,7 @@
     if (!b || !b.closest("main")) return;
     const {action, job, queue} = b.dataset;
     if (action === "cancel") act(`/jobs/${seg(job)}`, "DELETE", `Cancel job ${job}?`, (j) => `Cancelled job ${job} (${j?.outcome ?? "cancelled"}).`);
-    if (action === "retry") act(`/jobs/${seg(job)}/retry`, "POST", `Retry job ${job}?`, (j) => `Job ${job} queued again (now ${j?.state ?? "submitted"}).`);
+    if (action === "retry") act(`/jobs/${seg(job)}/retry`, "POST", `Retry job ${job}?`, (j) => `Job ${job} queued again (now ${window.jobsite.stateWord(j?.state ?? "submitted")}).`);
     if (action === "pause" || action === "resume") act(`/queues/${seg(queue)}/${action}`, "POST", `${action[0].toUpperCase()}${action.slice(1)} queue ${queue}?`, () => `Queue ${queue} ${action === "pause" ? "paused" : "resumed"}.`);
   });
   document.addEventListener("visibilitychange", () => {

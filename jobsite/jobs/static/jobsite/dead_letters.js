@@ -98,6 +98,20 @@
     if ((!f.counts || f.counts.running) && Date.now() < f.until) f.timer = setTimeout(() => follow(fingerprint), FOLLOW_MS);
   }
 
+  // Where Redis (the Overview's count) and the history (this page) disagree, say by how much
+  // and why: rows not written yet, or rows the history keeps after the cleaner pruned the DLQ.
+  function renderTally(tallies) {
+    const lines = tallies.filter((t) => t.in_redis || t.in_history).map((t) => {
+      const pruned = Math.max(0, t.in_history - (t.checked - t.without_row));
+      const notes = [];
+      if (t.without_row) notes.push(`${plural(t.without_row, "has", "have")} no row here yet (reconciliation adds ${t.without_row === 1 ? "it" : "them"})`);
+      if (pruned) notes.push(`${plural(pruned, "row")} kept here after the cleaner pruned ${pruned === 1 ? "its job" : "their jobs"} from Redis`);
+      const counts = `<b>${esc(t.queue)}</b>: ${t.in_redis} in Redis, ${t.in_history} in the history`;
+      return `<li data-queue="${esc(t.queue)}" data-without-row="${t.without_row}">${counts}${notes.length ? `: ${esc(notes.join("; "))}` : ""}</li>`;
+    });
+    $("#tally").innerHTML = lines.length ? `<small>Dead letters per queue</small><ul>${lines.join("")}</ul>` : "";
+  }
+
   async function load() {
     clearTimeout(timer);
     try {
@@ -105,6 +119,8 @@
       if (known === null) known = new Set((await api("/tasks")).map((t) => t.name));
       groups = await api(`/dead-letters${query ? `?${query}` : ""}`);
       render();
+      const queue = filters().get("queue");
+      renderTally(await api(`/dead-letters/counts${queue ? `?queue=${encodeURIComponent(queue)}` : ""}`));
       $("#status").textContent = `${groups.reduce((n, g) => n + g.count, 0)} dead letters in ${groups.length} groups`;
     } catch (error) {
       $("#status").textContent = `could not load: ${error.message}`;

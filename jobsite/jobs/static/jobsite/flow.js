@@ -65,7 +65,7 @@
         <rect x="${x}" y="${y}" width="${W}" height="${H}" rx="6" fill="${me ? "#eef3ff" : "#fff"}"
           stroke="${colour(n.state)}" stroke-width="${me ? 3 : 1.5}"/>
         <text x="${x + 8}" y="${y + 18}" font-size="12" fill="#1d2330">${esc(n.task.length > 26 ? `…${n.task.slice(-25)}` : n.task)}</text>
-        <text x="${x + 8}" y="${y + 36}" font-size="12" font-weight="600" fill="${colour(n.state)}">${esc(n.state)}</text></a>`;
+        <text x="${x + 8}" y="${y + 36}" font-size="12" font-weight="600" fill="${colour(n.state)}">${esc(window.jobsite.stateWord(n.state))}</text></a>`;
     });
     return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}"
       role="img" aria-label="the flow of job ${esc(job.id)}">

@@ -102,7 +102,7 @@
 
   function renderSummary(job) {
     const runs = Math.max(series(job.history).at(-1) ?? 1, errorSeries(job.errors || []).at(-1) ?? 1);
-    const shown = vocabulary.labels?.[job.state] ?? job.state;
+    const shown = window.jobsite.stateWord(job.state);
     const attempt = job.attempt ? `, ${attemptLabel(job.attempt, runs, runs > 1)}` : (runs > 1 ? `, run ${runs} (manual retry)` : "");
     const phase = job.phase === "claimed" ? ' <span class="tag phase" data-phase="claimed">claimed, not started yet</span>' : "";
     $("#headline").innerHTML = `<b>${esc(job.task)}</b> on <b>${esc(job.queue)}</b> is
@@ -150,7 +150,7 @@
   function renderHistory(job) {
     const ss = series(job.history);
     const many = (ss.at(-1) ?? 1) > 1;
-    const word = (s) => vocabulary.labels?.[s] ?? s;
+    const word = window.jobsite.stateWord;
     const rows = job.history.map((e, i) => ({at: e.at, html: `<tr><td>${esc(time(e.at))}</td>
       <td class="state-${esc(e.from_state)}">${esc(e.from_state ? word(e.from_state) : "–")}</td><td class="state-${esc(e.to_state)}">${esc(word(e.to_state))}</td>
       <td>${e.attempt ? esc(attemptLabel(e.attempt, ss[i], many)) : (ss[i] > 1 && i && ss[i] !== ss[i - 1] ? "manual retry" : "–")}</td><td>${esc(e.worker)}</td><td>${esc(e.error)}</td></tr>`}));

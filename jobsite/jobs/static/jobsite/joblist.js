@@ -5,9 +5,8 @@
 // absolute time, kept in the URL as UTC).
 (() => {
   "use strict";
-  const {$, $$, esc, seg, api, config, may, jobPage, toast, ask, plural} = window.jobsite;
+  const {$, $$, esc, seg, api, config, may, jobPage, toast, ask, plural, stateWord: word} = window.jobsite;
   const vocabulary = config.vocabulary;
-  const word = (state) => vocabulary.labels?.[state] ?? state;
   const section = $("#search");
   // The section's anchor in the list's links: "#search" on the Overview, where others come first.
   const anchor = section.dataset.anchor || "";

@@ -4,13 +4,15 @@
   "use strict";
   const {$, $$, esc, seg, api, config, hideForbidden, ask, toast, plural} = window.jobsite;
   const vocabulary = config.vocabulary;
-  // Columns from the one vocabulary: live states, then waiting turn and DLQ, then totals ended.
+  // Columns in the words every page uses (the vocabulary's labels): live states, the waiting jobs
+  // held back (a concurrency key's turn, a version no worker serves), dead letters, totals ended.
+  const word = window.jobsite.stateWord;
   const columns = [
-    ...vocabulary.live.map((s) => [s, s]),
-    ["waiting turn", "waiting_turn"],
-    ["waiting version", "waiting_version"],
-    ["dlq", "dlq"],
-    ...vocabulary.terminal.map((s) => [`${s} (total)`, `${s}_total`]),
+    ...vocabulary.live.map((s) => [word(s), s]),
+    ["waiting their key's turn", "waiting_turn"],
+    ["waiting for their version", "waiting_version"],
+    ["dead letters", "dlq"],
+    ...vocabulary.terminal.map((s) => [`${word(s)} (total)`, `${s}_total`]),
   ];
   const cards = new Map();
   let timer;
@@ -32,7 +34,7 @@
       setRate(name, $("input[name=rate_limit]", node).value.trim() || null);
     });
     $("form.clear select", node).innerHTML = vocabulary.terminal
-      .map((s) => `<option value="${esc(s)}">${esc(vocabulary.labels?.[s] ?? s)}</option>`).join("");
+      .map((s) => `<option value="${esc(s)}">${esc(word(s))}</option>`).join("");
     $("form.clear", node).addEventListener("submit", (event) => {
       event.preventDefault();
       clear(name, $("form.clear select", node).value);
@@ -118,7 +120,7 @@
   // Clear a finished state's jobs from Redis: counted first, confirmed with the count.
   async function clear(name, state) {
     const path = `/queues/${seg(name)}/clear`;
-    const label = vocabulary.labels?.[state] ?? state;
+    const label = word(state);
     try {
       const {count} = await api(path, {method: "POST", body: {state, dry_run: true}});
       if (!count) { toast(`No ${label} job of queue ${name} left in Redis.`); return; }

@@ -54,7 +54,7 @@
     if (!await ask(`Run job ${id} now?`, {confirm: "Run now", detail: "It is submitted at once instead of waiting for its time; the workers take it in turn."})) return;
     try {
       const job = await api(`/jobs/${seg(id)}/run-now`, {method: "POST"});
-      toast(`Job ${id} runs now (${job.state}).`, "ok");
+      toast(`Job ${id} runs now (${window.jobsite.stateWord(job.state)}).`, "ok");
     } catch (error) { toast(`Failed: ${error.message}`, "error"); }
     load();
     document.dispatchEvent(new CustomEvent("jobsite:acted"));
