@@ -61,7 +61,7 @@ async def measure(redis_url: str, rate: int, seconds: float) -> dict[str, object
         """Write (and commit) a batch as the mirror does; time each event to the commit."""
         written = write_batch(batch, *args)
         now_ms = time.time() * 1000
-        lags.extend(now_ms - e.at_ms for e in batch.events)
+        lags.extend(now_ms - e.at_ms for seen in batch.jobs for e in seen.changes.values())
         return int(written)
 
     worker = subprocess.Popen(

@@ -66,6 +66,7 @@ class Lifecycle:
         self._woken: set[asyncio.Event] = set()
         # What a stop starts at once (the claim fence on the server).
         self._on_stop: list[Callable[[], object]] = []
+        # The statuses kept in the words of `shown` (the probe's, read by its liveness thread).
         self._shown: list[Shown] = []
         # The worker's event loop, once it runs: crashes reported from threads go there.
         self.loop: asyncio.AbstractEventLoop | None = None

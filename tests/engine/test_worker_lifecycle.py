@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from engine import EngineSettings, LoopCrashed, Worker
+from engine import Client, EngineSettings, LoopCrashed, Worker
 from engine.worker.lifecycle import ALLOWED, Lifecycle, State
 
 from . import tasks as t
@@ -133,12 +133,17 @@ async def test_crashes_of_steps_and_threads_go_through_it() -> None:
     assert isinstance(other.crashed, KeyError) and other.state is State.CRASHED
 
 
-async def test_a_quiet_worker_that_crashes_ends(settings: EngineSettings) -> None:
+async def test_a_quiet_worker_that_crashes_ends(settings: EngineSettings, client: Client) -> None:
     worker = Worker(settings, [t.add], concurrency=2)
     running = asyncio.create_task(worker.run())
     await asyncio.sleep(0.3)
-    worker.life.quiet(by="test")
-    await asyncio.sleep(0.1)  # its claim loop waits for claims to resume
+    await client.control("quiet", worker=worker.id)
+    for _ in range(100):
+        if worker.life.state is State.QUIET:
+            break
+        await asyncio.sleep(0.05)
+    assert worker.liveness.status.state == "quiet"
+    await asyncio.sleep(0.5)  # its claim loop waits for claims to resume
     worker.life.crash(RuntimeError("bug"), "loop crashed loop=test")
     with pytest.raises(LoopCrashed):
         await asyncio.wait_for(running, 10)
