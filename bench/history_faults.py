@@ -216,7 +216,7 @@ class Site:
         began = time.monotonic()
         async with Client(self.settings()) as client:
             while time.monotonic() - began < timeout_s:
-                counts = await client.counts("default")
+                counts = await client.queues.counts("default")
                 if counts["submitted"] + counts["started"] + counts["scheduled"] == 0:
                     break
                 await asyncio.sleep(0.1)
@@ -225,7 +225,7 @@ class Site:
     async def queued(self) -> int:
         """Return the jobs queued or running."""
         async with Client(self.settings()) as client:
-            counts = await client.counts("default")
+            counts = await client.queues.counts("default")
             return int(counts["submitted"] + counts["started"] + counts["scheduled"])
 
     async def redis_info(self) -> dict[str, int]:
@@ -247,7 +247,7 @@ class Site:
         async with Client(self.settings()) as client:
             keys = client.keys("default")
             metrics = await queue_metrics(client.redis, keys, "mirror", int(time.time() * 1000))
-            return metrics.gap_lost, (await client.history_gaps("default"))["lost"]
+            return metrics.gap_lost, (await client.queues.history_gaps("default"))["lost"]
 
     def settle(self, timeout_s: float = 180, want: int | None = None) -> tuple[Tally, float]:
         """Wait until every job fed has its row in its final state (or `timeout_s`); return the

@@ -86,7 +86,7 @@ async def produce(
 
 async def _live(client: Any, queues: Sequence[str]) -> int:
     """Return how many jobs of `queues` wait or run."""
-    states = await client.queue_states(queues)
+    states = await client.queues.states(queues)
     return sum(counts["submitted"] + counts["started"] for _, counts in states)
 
 

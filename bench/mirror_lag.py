@@ -88,7 +88,7 @@ async def measure(redis_url: str, rate: int, seconds: float) -> dict[str, object
     # while it boots would make a backlog, and time its start-up, not the mirror).
     async with Client(EngineSettings.from_url(redis_url)) as client:
         deadline = time.monotonic() + 60
-        while not await client.workers():
+        while not await client.workers.list():
             if time.monotonic() > deadline or worker.poll() is not None:
                 raise RuntimeError("the worker process did not register within 60 s")
             await asyncio.sleep(0.1)
@@ -115,7 +115,7 @@ async def measure(redis_url: str, rate: int, seconds: float) -> dict[str, object
         sent = int((await feeder.stdout.read()).decode().strip() or 0)  # type: ignore[union-attr]
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            counts = await client.counts("default")
+            counts = await client.queues.counts("default")
             if counts["submitted"] + counts["started"] == 0:
                 break
             await asyncio.sleep(0.2)

@@ -234,7 +234,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             t0 = time.monotonic()
 
             async def sample() -> Sample:
-                ((_, counts),) = await client.queue_states([QUEUE])
+                ((_, counts),) = await client.queues.states([QUEUE])
                 done = sum(v for k, v in counts.items() if k.endswith("_total"))
                 live = counts["submitted"] + counts["started"] + counts["scheduled"]
                 now_ms = int(time.time() * 1000)
@@ -301,7 +301,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 progress.update(bar, description="drain")
                 deadline = time.monotonic() + args.drain_timeout_s
                 while True:
-                    ((_, counts),) = await client.queue_states([QUEUE])
+                    ((_, counts),) = await client.queues.states([QUEUE])
                     live = counts["submitted"] + counts["started"] + counts["scheduled"]
                     now_ms = int(time.time() * 1000)
                     _, backlog, _ = await mirror_lag(client.redis, keys, GROUP, now_ms)
@@ -326,7 +326,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 await asyncio.sleep(args.settle_s)  # the last batch's clean-up, the trims
                 last = await sample()
                 progress.update(bar, completed=last.done, line=line(last))
-            counts = (await client.queue_states([QUEUE]))[0][1]
+            counts = (await client.queues.states([QUEUE]))[0][1]
             stats = await client.redis.hgetall(keys.stats)
             gaps = {f: int(stats.get(f, 0)) for f in gap_counters.GAP_FIELDS}
         end_used = int(sync_redis.info("memory")["used_memory"])

@@ -38,7 +38,7 @@ async def feed(settings: EngineSettings) -> None:
         start = time.monotonic()
         jobs = await client.enqueue_many(demo_jobs())
         console.print(f"enqueued [bold]{len(jobs)}[/] jobs in one round trip")
-        finished = [await client.wait(job.id, timeout_s=30, queue=job.queue) for job in jobs]
+        finished = [await client.jobs.wait(job.id, timeout_s=30, queue=job.queue) for job in jobs]
         elapsed = time.monotonic() - start
         table = Table(title=f"{len(finished)} jobs finished in {elapsed:.2f}s")
         for column in ("task", "state", "attempts", "result or last error"):
@@ -52,7 +52,7 @@ async def feed(settings: EngineSettings) -> None:
             detail = job.error["message"] if failed and job.error else repr(job.result)
             table.add_row(job.task, str(job.state), str(job.attempt), detail[:70])
         console.print(table)
-        console.print(await client.counts("default"))
+        console.print(await client.queues.counts("default"))
 
 
 def start_worker(settings: EngineSettings) -> subprocess.Popen[bytes]:

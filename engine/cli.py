@@ -214,7 +214,7 @@ async def run_hash_format(args: argparse.Namespace) -> int:
     client = Client(EngineSettings.from_url(args.url, prefix=args.prefix))
     try:
         if args.to is not None:
-            await move(client.redis, args.prefix, args.to, await client.workers())
+            await move(client.redis, args.prefix, args.to, await client.workers.list())
         print(f"hash_format={await client.scripts.raw.hash_format()}")
     except (ConfigError, RedisUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -33,7 +33,7 @@ def enqueued_jobs(queue: str = "default") -> list[Job]:
     """Return the jobs of `queue` that have not started: next to run first, then scheduled."""
 
     async def read(client: Client) -> list[Job]:
-        return await client.waiting(queue)
+        return await client.queues.waiting(queue)
 
     return services.run_engine(read)
 

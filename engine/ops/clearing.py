@@ -14,7 +14,8 @@ from collections.abc import AsyncIterator
 from ..errors import Code, ConfigError
 from ..fields import both, either
 from ..job import TERMINAL_STATES, JobState
-from .handle import Handle
+from .handle import Store
+from .scanning import scan_job_ids
 
 # Job hashes one SCAN step looks at, and so at most the ids of one purge-2.lua call.
 BATCH = 500
@@ -30,13 +31,13 @@ def check_clearable(state: str) -> str:
     return state
 
 
-async def count_state(client: Handle, queue: str, state: str) -> int:
+async def count_state(client: Store, queue: str, state: str) -> int:
     """Return how many jobs of `queue` Redis holds in finished state `state`."""
     check_clearable(state)
     return sum([len(ids) async for ids in _matching(client, queue, state)])
 
 
-async def clear_state(client: Handle, queue: str, state: str) -> int:
+async def clear_state(client: Store, queue: str, state: str) -> int:
     """Delete `queue`'s jobs in finished state `state` from Redis; return how many."""
     check_clearable(state)
     keys = client.keys(queue)
@@ -47,12 +48,12 @@ async def clear_state(client: Handle, queue: str, state: str) -> int:
     return cleared
 
 
-async def _matching(client: Handle, queue: str, state: str) -> AsyncIterator[list[str]]:
+async def _matching(client: Store, queue: str, state: str) -> AsyncIterator[list[str]]:
     """Yield, SCAN step by step, the ids of `queue`'s jobs whose state is `state`."""
     keys = client.keys(queue)
     cursor = 0
     while True:
-        cursor, ids = await client.scan_job_ids(queue, cursor, BATCH)
+        cursor, ids = await scan_job_ids(client.redis, keys, cursor, BATCH)
         if ids:
             async with client.redis.pipeline(transaction=False) as pipe:
                 for job_id in ids:

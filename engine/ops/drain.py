@@ -25,7 +25,7 @@ CHUNK = 1_000
 
 async def waiting_total(client: Handle, queue: str) -> int:
     """Return how many jobs wait in the queue now (what a drain begun now would look at)."""
-    counts = await client.counts(queue)
+    counts = await client.queues.counts(queue)
     return counts["submitted"] + counts["scheduled"] + counts["blocked"]
 
 

@@ -64,7 +64,7 @@ def _when(ms: int) -> str:
 
 async def explain(client: Handle, job_id: str, queue: str | None = None) -> list[Reason]:
     """Return why the job has not started, in order; [] for a started or finished job."""
-    job = await client.get(job_id, queue)
+    job = await client.jobs.get(job_id, queue)
     if job.state not in WAITING_STATES:
         return []
     keys = client.keys(job.queue)
@@ -139,7 +139,9 @@ def _scheduled(job: Job, now_ms: int) -> Reason | None:
 async def _workers(client: Handle, job: Job, now_ms: int) -> Reason | None:
     """Return `no_worker` when no live worker serves the queue, `no_version` when none of
     those runs the job's task@version."""
-    if not any(job.queue in str(w.get("queues", "")).split(",") for w in await client.workers()):
+    if not any(
+        job.queue in str(w.get("queues", "")).split(",") for w in await client.workers.list()
+    ):
         return Reason("no_worker", f"no live worker serves queue {job.queue!r}", "workers")
     tag = version_tag(job.task, job.version)
     seen = await client.redis.hget(client.keys(job.queue).served, tag)

@@ -1,7 +1,8 @@
-"""What an operation needs of a client: `Handle`, which engine/client.py's Client is.
+"""What an operation needs of a client: `Store` (its settings, Redis, scripts) and `Handle`
+(with the reads of its resources), which engine/client.py's Client is.
 
-The operations sit below the client (it calls some of them): they take it as a parameter typed
-by this face, never by importing it.
+The operations sit below the client and its resources: they take them as a parameter typed by
+these faces, never by importing them.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from ..seam.scripts import Scripts
 from ..settings import EngineSettings
 
 
-class Handle(Protocol):
-    """A client's settings, Redis, scripts and the reads the operations share."""
+class Store(Protocol):
+    """Settings, the connection, the typed scripts and the keys of a queue."""
 
     @property
     def settings(self) -> EngineSettings: ...
@@ -30,12 +31,27 @@ class Handle(Protocol):
 
     def keys(self, queue: str) -> QueueKeys: ...
 
+
+class JobReads(Protocol):
     async def get(self, job_id: str, queue: str | None = None) -> Job: ...
 
+
+class QueueReads(Protocol):
     async def counts(self, queue: str) -> dict[str, int]: ...
 
-    async def workers(self) -> list[dict[str, Any]]: ...
 
-    async def scan_job_ids(
-        self, queue: str, cursor: int = 0, count: int = 1000
-    ) -> tuple[int, list[str]]: ...
+class WorkerReads(Protocol):
+    async def list(self) -> list[dict[str, Any]]: ...
+
+
+class Handle(Store, Protocol):
+    """A client: its store and the reads the operations share."""
+
+    @property
+    def jobs(self) -> JobReads: ...
+
+    @property
+    def queues(self) -> QueueReads: ...
+
+    @property
+    def workers(self) -> WorkerReads: ...

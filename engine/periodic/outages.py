@@ -37,7 +37,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from .. import serializer
 from ..keys import outages_key
-from ..ops.handle import Handle
+from ..ops.handle import Store
 from ..settings import EngineSettings
 from ..transport.cluster import is_cluster
 from ..transport.connection import server_ms
@@ -158,7 +158,7 @@ async def run_id(redis: Redis) -> str:
     return ",".join(sorted(str(i.get("run_id", "")) for i in infos if isinstance(i, dict)))
 
 
-async def recent_outages(client: Handle, grace_ms: int) -> Recovery:
+async def recent_outages(client: Store, grace_ms: int) -> Recovery:
     """Return the recorded outages (for a reader that does not watch: the API, /metrics)."""
     key = outages_key(client.settings.prefix)
     now_ms = await server_ms(client.redis, key)
@@ -187,7 +187,7 @@ class OutageWatch:
         """Note the queues live workers serve now."""
         self.served = frozenset(served)
 
-    async def look(self, client: Handle, grace_ms: int) -> Recovery:
+    async def look(self, client: Store, grace_ms: int) -> Recovery:
         """Record the outage that ended since the last look (calls failed, or Redis restarted
         since: another run id); return the recent outages."""
         redis, key = client.redis, outages_key(client.settings.prefix)

@@ -93,7 +93,7 @@ async def schedule_health(
     """Return the health of every repeatable of `queues` (with `recovery`, what the recent Redis
     outages explain is excused)."""
     redis = client.redis
-    served = {q for w in await client.workers() for q in str(w.get("queues", "")).split(",")}
+    served = {q for w in await client.workers.list() for q in str(w.get("queues", "")).split(",")}
     # Server time apart from the pipeline: a cluster refuses TIME in one (no key to route it).
     now_ms = await server_ms(redis, client.keys(queues[0]).repeat_due if queues else None)
     async with redis.pipeline(transaction=False) as pipe:

@@ -68,7 +68,7 @@ READS = ",".join(str(n) for n in sorted(FORMATS))
 async def move(redis: Any, prefix: str, fmt: int, workers: list[dict[str, Any]]) -> None:
     """Make `fmt` the format this Redis's job hashes are written in from now on.
 
-    `workers` are the live registry entries (Client.workers): each must read `fmt`, or the
+    `workers` are the live registry entries (client.workers.list): each must read `fmt`, or the
     move is refused (ConfigError naming them), since a worker of a release before 0.2 loses a
     job it cannot read. Web processes are not registered: move only once every one of them
     runs 0.2 or later too. Processes already running keep writing the format they learned at

@@ -134,7 +134,7 @@ def test_dashboard_end_to_end(site: tuple[str, str, EngineSettings]) -> None:
         assert confirm(page) == f"Cancel job {later.id}?"
         page.wait_for_selector(f".toast:has-text('Cancelled job {later.id}')", timeout=10_000)
         deadline = time.monotonic() + 10
-        while engine(settings, lambda c: c.get(later.id)).state is not JobState.CANCELLED:
+        while engine(settings, lambda c: c.jobs.get(later.id)).state is not JobState.CANCELLED:
             assert time.monotonic() < deadline, "not cancelled"
             page.wait_for_timeout(200)  # lets Playwright handle the page's dialogs meanwhile
         # everything matching a filter: the confirmation shows the count first
@@ -145,7 +145,7 @@ def test_dashboard_end_to_end(site: tuple[str, str, EngineSettings]) -> None:
         messages = [confirm(page)]
         page.wait_for_selector(".toast:has-text('cancel: 3 of 3 jobs changed')", timeout=10_000)
         deadline = time.monotonic() + 10
-        while {engine(settings, lambda c, j=j: c.get(j.id)).state for j in parked} != {
+        while {engine(settings, lambda c, j=j: c.jobs.get(j.id)).state for j in parked} != {
             JobState.CANCELLED
         }:
             assert time.monotonic() < deadline, f"matching jobs not cancelled: {messages}"
@@ -159,7 +159,7 @@ def test_dashboard_end_to_end(site: tuple[str, str, EngineSettings]) -> None:
         )
         confirm(page)
         deadline = time.monotonic() + 10
-        while len(engine(settings, lambda c: c.get(failing.id)).errors) < 2:
+        while len(engine(settings, lambda c: c.jobs.get(failing.id)).errors) < 2:
             assert time.monotonic() < deadline, "not retried"
             page.wait_for_timeout(200)  # lets Playwright handle the page's dialogs meanwhile
         # open a job: its own page with the error first, the timeline and each attempt's
@@ -214,17 +214,17 @@ def test_tricky_job_id_is_one_url_segment(site: tuple[str, str, EngineSettings])
         login(page, base, password)
         item = f"#failures li[data-id='{tricky}']"
         page.wait_for_selector(item, timeout=20_000)
-        assert engine(settings, lambda c: c.get(tricky)).state is JobState.FAILED
+        assert engine(settings, lambda c: c.jobs.get(tricky)).state is JobState.FAILED
         page.click(f"{item} button[data-action=retry]", timeout=10_000)
         messages = [confirm(page)]
         page.wait_for_selector(".toast-ok:has-text('queued again')", timeout=10_000)
         deadline = time.monotonic() + 15
-        while len(engine(settings, lambda c: c.get(tricky)).errors) < 2:
+        while len(engine(settings, lambda c: c.jobs.get(tricky)).errors) < 2:
             assert time.monotonic() < deadline, f"not retried: {messages}"
             page.wait_for_timeout(200)  # lets Playwright handle the page's dialogs meanwhile
         assert f"Retry job {tricky}?" in messages
         assert not page.query_selector_all(".toast-error")
-        assert engine(settings, lambda c: c.is_paused("default")) is False
+        assert engine(settings, lambda c: c.queues.is_paused("default")) is False
         assert "(paused)" not in (page.text_content("#queues tbody") or "")
         assert not errors, errors  # nothing the Content-Security-Policy blocked, no script error
         # its link opens its own page
@@ -249,7 +249,7 @@ def test_job_page_shows_progress_and_logs_live(site: tuple[str, str, EngineSetti
         page.goto(f"{base}/dashboard/jobs/{job.id}/")
         page.wait_for_selector("#logs li:text('imported batch 1 of 8')", timeout=15_000)
         # still running when the first lines show: later ones arrive without a reload
-        assert engine(settings, lambda c: c.get(job.id)).state is JobState.STARTED
+        assert engine(settings, lambda c: c.jobs.get(job.id)).state is JobState.STARTED
         page.wait_for_selector("#logs li:text('imported batch 4 of 8')", timeout=15_000)
         width = page.eval_on_selector("#progress", "el => el.style.width")
         assert width and float(width.rstrip("%")) >= 50, width

@@ -32,5 +32,5 @@ def test_drain_a_queue_from_the_queues_page(
         text = page.text_content(f"{card} .drain-state") or ""
         assert "waiting jobs cancelled" in text and "by admin" in text
         browser.close()
-    states = {engine(settings, lambda c, j=j: c.get(j.id)).state for j in jobs[::200]}
+    states = {engine(settings, lambda c, j=j: c.jobs.get(j.id)).state for j in jobs[::200]}
     assert states == {JobState.CANCELLED}

@@ -97,7 +97,7 @@ def test_the_queues_page_sets_a_rate_limit(site: tuple[str, str, EngineSettings]
     from playwright.sync_api import sync_playwright
 
     base, password, settings = site
-    engine(settings, lambda c: c.pause("default"))
+    engine(settings, lambda c: c.queues.pause("default"))
     keyed = resize_image.using(concurrency_key="tenant-acme", concurrency_limit=1)
     engine(settings, lambda c: c.enqueue_many([keyed.call(i, 32) for i in range(5)]))
     SHOTS.mkdir(exist_ok=True)
@@ -114,16 +114,16 @@ def test_the_queues_page_sets_a_rate_limit(site: tuple[str, str, EngineSettings]
         page.fill(f"{card} input[name=rate_limit]", "5/s")
         page.click(f"{card} form.rate button:not([type])")
         page.wait_for_selector(f"{card} .rate-now:text('5 per second')", timeout=10_000)
-        assert engine(settings, lambda c: c.rate_limit_ms("default")) == 200.0
+        assert engine(settings, lambda c: c.queues.rate_limit_ms("default")) == 200.0
         page.fill(f"{card} input[name=rate_limit]", "sometimes")
         page.click(f"{card} form.rate button:not([type])")
         page.wait_for_selector(f"{card} .error:text('rate_limit must look like')", timeout=10_000)
-        assert engine(settings, lambda c: c.rate_limit_ms("default")) == 200.0
+        assert engine(settings, lambda c: c.queues.rate_limit_ms("default")) == 200.0
         page.screenshot(path=str(SHOTS / "queues.png"), full_page=True)
         page.click(f"{card} button[data-action=resume]")
         assert dash.confirm(page) == "Resume queue default?"
         deadline = time.monotonic() + 10
-        while engine(settings, lambda c: c.is_paused("default")):
+        while engine(settings, lambda c: c.queues.is_paused("default")):
             assert time.monotonic() < deadline, "not resumed"
             page.wait_for_timeout(200)
         page.wait_for_selector(f"{card} .paused-state:text('running')", timeout=10_000)

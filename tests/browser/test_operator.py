@@ -318,9 +318,9 @@ def test_every_page_fits_desktop_and_phone_without_console_errors(site: Site) ->
     # a long unbroken error message must not push the page wider
     long = engine(site.settings, lambda c: c.enqueue(convert_price, 100, "X" * 400))
     deadline = time.monotonic() + 20
-    while {engine(site.settings, lambda c, j=j: c.get(j.id)).state for j in (failing, long)} != {
-        JobState.FAILED
-    }:
+    while {
+        engine(site.settings, lambda c, j=j: c.jobs.get(j.id)).state for j in (failing, long)
+    } != {JobState.FAILED}:
         assert time.monotonic() < deadline, "the jobs did not fail"
         time.sleep(0.2)
     pages = [

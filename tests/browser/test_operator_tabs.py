@@ -28,7 +28,7 @@ def wait_until(page: Any, check: Callable[[], bool], what: str, timeout_s: float
 
 
 def state_of(settings: EngineSettings, job_id: str) -> JobState:
-    return engine(settings, lambda c: c.get(job_id)).state
+    return engine(settings, lambda c: c.jobs.get(job_id)).state
 
 
 def test_run_now_redis_figures_and_clear_by_state(
@@ -51,7 +51,7 @@ def test_run_now_redis_figures_and_clear_by_state(
     ghost.task = "demo.gone"
     engine(settings, lambda c: c.enqueue_many([ghost]))
     deadline = time.monotonic() + 30
-    while "unserved_at_ms" not in engine(settings, lambda c: c.get(ghost.id)).extra:
+    while "unserved_at_ms" not in engine(settings, lambda c: c.jobs.get(ghost.id)).extra:
         assert time.monotonic() < deadline, "the demo worker did not set the job aside"
         time.sleep(0.1)
 
@@ -108,7 +108,7 @@ def test_run_now_redis_figures_and_clear_by_state(
             page,
             lambda: (
                 state_of(settings, flaky.id) is not JobState.SCHEDULED
-                or engine(settings, lambda c: c.get(flaky.id)).attempt >= 2
+                or engine(settings, lambda c: c.jobs.get(flaky.id)).attempt >= 2
             ),
             "the retry did not run now",
         )
@@ -116,7 +116,9 @@ def test_run_now_redis_figures_and_clear_by_state(
         # Clear the completed jobs of queue default from Redis; the history keeps them.
         wait_until(
             page,
-            lambda: engine(settings, lambda c: c.clear_state("default", "completed", True)) > 0,
+            lambda: (
+                engine(settings, lambda c: c.queues.clear_state("default", "completed", True)) > 0
+            ),
             "no completed job yet",
         )
         page.click("nav a:text('Queues')")
@@ -129,7 +131,7 @@ def test_run_now_redis_figures_and_clear_by_state(
         assert counted >= 1, question
         page.wait_for_selector("#toasts :text('the history keeps their rows')", timeout=10_000)
         with pytest.raises(Exception, match="no job"):
-            engine(settings, lambda c: c.get(first))
+            engine(settings, lambda c: c.jobs.get(first))
         kept = page.request.get(f"{base}/api/v1/job-counts?queue=default").json()
         assert kept["states"].get("completed", 0) >= counted  # the history's rows stay
         assert not errors, errors

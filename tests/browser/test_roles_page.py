@@ -30,7 +30,7 @@ def roles(settings: EngineSettings) -> list[dict[str, object]]:
 
 def worker_queues(settings: EngineSettings, pid: int) -> str:
     return next(
-        (w["queues"] for w in engine(settings, lambda c: c.workers()) if w["pid"] == pid), ""
+        (w["queues"] for w in engine(settings, lambda c: c.workers.list()) if w["pid"] == pid), ""
     )
 
 

@@ -95,7 +95,7 @@ def pause_and_run(page, settings: EngineSettings) -> str:  # type: ignore[no-unt
         ),
         "the run-now job did not complete",
     )
-    assert engine(settings, lambda c: c.get(manual)).result == {"image_id": 7, "width": 64}
+    assert engine(settings, lambda c: c.jobs.get(manual)).result == {"image_id": 7, "width": 64}
     # one more, active, for the screenshot: its five next fire times
     nightly = crunch_numbers.call(1000)
     engine(settings, lambda c: c.repeats.add("nightly", nightly, cron="0 3 * * *", tz="UTC"))

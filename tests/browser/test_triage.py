@@ -36,7 +36,7 @@ def test_dead_letters_resubmitted_and_a_replay_completing(
     dead = [*declined, wrong]
 
     def failed() -> bool:
-        return {engine(settings, lambda c, j=j: c.get(j.id)).state for j in dead} == {
+        return {engine(settings, lambda c, j=j: c.jobs.get(j.id)).state for j in dead} == {
             JobState.FAILED
         }
 
@@ -78,7 +78,7 @@ def test_dead_letters_resubmitted_and_a_replay_completing(
         messages = [confirm(page)]
 
         def resubmitted() -> bool:
-            jobs = [engine(settings, lambda c, j=j: c.get(j.id)) for j in declined]
+            jobs = [engine(settings, lambda c, j=j: c.jobs.get(j.id)) for j in declined]
             return all(len(j.errors) == 2 for j in jobs)  # ran again (and failed again)
 
         wait_until(resubmitted, f"the group was not resubmitted: {messages}", page)
@@ -95,7 +95,7 @@ def test_dead_letters_resubmitted_and_a_replay_completing(
         page.wait_for_selector("#headline .state-completed", timeout=15_000)
         page.wait_for_selector(f"#replay .links a[href*='{wrong.id}']", timeout=10_000)
         replay_id = page.url.rstrip("/").rsplit("/", 1)[-1]
-        done = engine(settings, lambda c: c.get(replay_id))
+        done = engine(settings, lambda c: c.jobs.get(replay_id))
         assert done.state is JobState.COMPLETED and done.result == 1350
         assert done.replay_of == wrong.id
         page.goto(f"{base}/dashboard/jobs/{wrong.id}/")

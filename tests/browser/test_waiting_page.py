@@ -22,7 +22,7 @@ def test_the_job_page_explains_a_waiting_job_and_the_health_panel_judges_its_que
     from playwright.sync_api import sync_playwright
 
     base, password, settings = site
-    engine(settings, lambda c: c.pause("quiet"))
+    engine(settings, lambda c: c.queues.pause("quiet"))
     later = resize_image.using(queue="quiet", delay_s=600)
     job = engine(settings, lambda c: c.enqueue(later, 1, 1))
     with sync_playwright() as pw:
@@ -45,7 +45,7 @@ def test_the_job_page_explains_a_waiting_job_and_the_health_panel_judges_its_que
         assert not {"submitted", "started", "dlq"} & set(heads), heads
         page.goto(f"{base}/dashboard/jobs/{job.id}/")
         page.wait_for_selector("#waiting li[data-code=scheduled]")
-        engine(settings, lambda c: c.cancel([job.id]))
+        engine(settings, lambda c: c.jobs.cancel([job.id]))
         page.wait_for_selector("#waiting", state="hidden", timeout=10_000)
         engine(settings, lambda c: c.enqueue(resize_image.using(queue="unserved"), 1, 1))
         failing = "#health li[data-queue=unserved][data-health=failing]"

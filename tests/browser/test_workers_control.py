@@ -29,13 +29,13 @@ def test_quiet_and_resume_a_worker_from_the_dashboard(
         page.click(f"{item} button[data-order=quiet][data-worker]")
         assert confirm(page) == f"Quiet worker {worker_id}?"  # the page's own dialog
         page.wait_for_selector(f"{item} .worker-state:text('quiet')", timeout=10_000)
-        states = engine(settings, lambda c: c.workers())
+        states = engine(settings, lambda c: c.workers.list())
         assert [w["state"] for w in states if w["id"] == worker_id] == ["quiet"]
         page.click(f"{item} button[data-order=resume][data-worker]")
         confirm(page)
         page.wait_for_selector(f"{item} .worker-state:text('claiming')", timeout=10_000)
         deadline = time.monotonic() + 5
-        while [w["state"] for w in engine(settings, lambda c: c.workers())] != ["claiming"]:
+        while [w["state"] for w in engine(settings, lambda c: c.workers.list())] != ["claiming"]:
             assert time.monotonic() < deadline
             page.wait_for_timeout(100)
         browser.close()

@@ -37,7 +37,7 @@ def test_the_workers_page_shows_a_running_worker_and_controls_it(
         page.click("header nav a:text-is('Workers')")
         page.wait_for_url(f"{base}/dashboard/workers/")
         page.wait_for_selector(f"{ROW} .jobs a[href*='{long.id}']", timeout=15_000)
-        (worker,) = engine(settings, lambda c: c.workers())
+        (worker,) = engine(settings, lambda c: c.workers.list())
         assert page.get_attribute(ROW, "data-worker") == worker["id"]
         assert page.text_content(f"{ROW} .host") == worker["host"]
         assert page.text_content(f"{ROW} .pid") == str(worker["pid"])
@@ -64,20 +64,20 @@ def test_the_workers_page_shows_a_running_worker_and_controls_it(
         )
         assert confirm(page) == f"Quiet worker {worker['id']}?"
         page.wait_for_selector(f"{ROW} .worker-state:text('quiet')", timeout=10_000)
-        assert [w["state"] for w in engine(settings, lambda c: c.workers())] == ["quiet"]
+        assert [w["state"] for w in engine(settings, lambda c: c.workers.list())] == ["quiet"]
         assert page.is_visible(f"{ROW} .jobs a[href*='{long.id}']")  # its job runs on
         page.click(f"{ROW} button[data-order=resume]")
         assert confirm(page) == f"Resume worker {worker['id']}?"
         page.wait_for_selector(f"{ROW} .worker-state:text('claiming')", timeout=10_000)
         deadline = time.monotonic() + 5
-        while [w["state"] for w in engine(settings, lambda c: c.workers())] != ["claiming"]:
+        while [w["state"] for w in engine(settings, lambda c: c.workers.list())] != ["claiming"]:
             assert time.monotonic() < deadline
             page.wait_for_timeout(100)
 
         # The job's link opens its page.
         page.click(f"{ROW} .jobs a[href*='{long.id}']")
         page.wait_for_url(f"**/dashboard/jobs/{long.id}/")
-        engine(settings, lambda c: c.cancel([long.id]))
+        engine(settings, lambda c: c.jobs.cancel([long.id]))
         browser.close()
 
 
@@ -116,7 +116,7 @@ def test_a_resubmitted_group_says_its_jobs_failed_again(
         said = page.text_content(outcome) or ""
         shown = OUTCOME.match(said)
         assert shown and shown[1] == shown[2] and int(shown[1]) >= 3, said
-        jobs = engine(settings, lambda c: asyncio.gather(*[c.get(i) for i in ours]))
+        jobs = engine(settings, lambda c: asyncio.gather(*[c.jobs.get(i) for i in ours]))
         assert all(len(j.errors) == 2 and j.state is JobState.FAILED for j in jobs)
 
         # "see them": the Jobs page listing exactly those jobs, ours among them.

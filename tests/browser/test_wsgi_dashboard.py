@@ -118,4 +118,4 @@ def test_dashboard_fills_and_follows_by_polling_without_a_websocket(
         unexpected = [e for e in errors if "WebSocket" not in e]
         assert not unexpected, unexpected
         browser.close()
-    engine(settings, lambda c: c.cancel([running.id]))
+    engine(settings, lambda c: c.jobs.cancel([running.id]))

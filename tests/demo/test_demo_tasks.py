@@ -54,5 +54,5 @@ def test_retries_and_polls_run_to_completion_on_a_real_redis(jobsite_redis: obje
     counts = run_jobs()
     assert counts["completed"] == 2
     assert enqueued_jobs() == []
-    done = services.run_engine(lambda client: client.get(email.id))
+    done = services.run_engine(lambda client: client.jobs.get(email.id))
     assert (done.state, done.attempt, done.result) == ("completed", 3, "sent to ada@example.com")

@@ -60,7 +60,7 @@ async def test_a_callable_of_nothing_retries(client: Client, settings: EngineSet
 
     job = await client.enqueue(no_arg_backoff)
     await drain(settings, [no_arg_backoff])
-    got = await client.get(job.id)
+    got = await client.jobs.get(job.id)
     assert got.state is JobState.FAILED and got.attempt == 3, got.errors
     assert "retries exhausted" in got.errors[-1]["message"]
     assert _moves(settings, client).count(("started", "scheduled")) == 2
@@ -69,7 +69,7 @@ async def test_a_callable_of_nothing_retries(client: Client, settings: EngineSet
 async def test_none_requeues_at_once(client: Client, settings: EngineSettings) -> None:
     job = await client.enqueue(t.flaky.using(backoff=None, max_retries=2))
     await drain(settings, ALL)
-    got = await client.get(job.id)
+    got = await client.jobs.get(job.id)
     assert got.state is JobState.FAILED and got.attempt == 3
     moves = _moves(settings, client)
     assert moves.count(("started", "submitted")) == 2 and ("started", "scheduled") not in moves
@@ -86,4 +86,4 @@ async def test_a_list_sets_each_retrys_wait(client: Client, settings: EngineSett
     for n, wait_ms in ((1, 100), (2, 400), (3, 400)):
         waited = at[("submitted", str(n))] - at[("scheduled", str(n))]
         assert wait_ms <= waited < wait_ms + 300, (n, waited)
-    assert (await client.get(job.id)).attempt == 4
+    assert (await client.jobs.get(job.id)).attempt == 4

@@ -36,7 +36,7 @@ async def test_a_stop_while_a_claim_is_sent_ahead_runs_what_it_claimed(
     STOPS[:] = [worker]
     await asyncio.wait_for(worker.run(), 20)
 
-    states = {job.id: (await client.get(job.id)).state for job in jobs}
+    states = {job.id: (await client.jobs.get(job.id)).state for job in jobs}
     assert [i for i, s in states.items() if s is JobState.STARTED] == []  # none stranded
     assert len(RAN) == len(set(RAN))  # none ran twice
     completed = {i for i, s in states.items() if s is JobState.COMPLETED}

@@ -15,7 +15,7 @@ async def _scan_all(client: Client, queue: str) -> set[str]:
     found: set[str] = set()
     cursor = 0
     while True:
-        cursor, ids = await client.scan_job_ids(queue, cursor, count=2)
+        cursor, ids = await client.jobs.scan_ids(queue, cursor, count=2)
         found.update(ids)
         if cursor == 0:
             return found
@@ -33,13 +33,13 @@ async def test_scan_gaps_and_missed(
         a = await _scan_all(client, "a")
         b = await _scan_all(client, "b")
         assert a | b == made and len(a) == 2 and len(b) == 1
-        assert await client.history_gaps("a") == {"entries": 0, "rebuilt": 0, "lost": 0}
+        assert await client.queues.history_gaps("a") == {"entries": 0, "rebuilt": 0, "lost": 0}
         await client.redis.hset(
             client.keys("a").stats, mapping={"gap_lost": 2, "gap_unrecorded": 1}
         )
-        assert (await client.history_gaps("a"))["lost"] == 3
-        await client.mark_missed("a", [])  # nothing to mark: no command
-        await client.mark_missed("a", sorted(a))
+        assert (await client.queues.history_gaps("a"))["lost"] == 3
+        await client.jobs.mark_missed("a", [])  # nothing to mark: no command
+        await client.jobs.mark_missed("a", sorted(a))
         assert await client.redis.smembers(client.keys("a").missed) == a
 
 

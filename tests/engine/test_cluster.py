@@ -107,9 +107,9 @@ async def test_one_worker_runs_jobs_of_queues_on_three_masters(
     worker = await drain(cluster_settings, TASKS, queues=QUEUES)
     assert worker.counters["completed"] == 9
     for n, job in enumerate(jobs):
-        done = await cc.get(job.id)
+        done = await cc.jobs.get(job.id)
         assert (done.state, done.result) == (JobState.COMPLETED, 2 * n)
-    assert await cc.queues() == sorted(QUEUES)
+    assert await cc.queues.names() == sorted(QUEUES)
 
 
 async def test_an_idle_worker_wakes_for_a_job_on_any_master(
@@ -123,7 +123,7 @@ async def test_an_idle_worker_wakes_for_a_job_on_any_master(
         for queue in ("b", "a", "default"):
             started = time.monotonic()
             job = await cc.enqueue(t.add.using(queue=queue), 1, 2)
-            assert (await cc.wait(job.id, timeout_s=2.0)).result == 3
+            assert (await cc.jobs.wait(job.id, timeout_s=2.0)).result == 3
             assert time.monotonic() - started < 1.0  # woken, not the 3 s idle wait
     finally:
         worker.stop()
@@ -135,10 +135,10 @@ async def test_delayed_jobs_and_retries_run_through_the_scheduler(
 ) -> None:
     later = await cc.enqueue(t.add.using(queue="b", delay_s=0.3), 2, 3)
     flaky = await cc.enqueue(t.flaky.using(queue="a", retry_delay_s=0.01))
-    assert (await cc.get(later.id)).state is JobState.SCHEDULED
+    assert (await cc.jobs.get(later.id)).state is JobState.SCHEDULED
     await drain(cluster_settings, TASKS, queues=QUEUES)
-    assert (await cc.get(later.id)).result == 5
-    failed = await cc.get(flaky.id)
+    assert (await cc.jobs.get(later.id)).result == 5
+    failed = await cc.jobs.get(flaky.id)
     assert (failed.state, failed.attempt) == (JobState.FAILED, 4)
 
 
@@ -151,7 +151,7 @@ async def test_repeatables_are_added_and_fire(cc: Client, cluster_settings: Engi
     running = asyncio.create_task(worker.run())
     deadline = time.monotonic() + 15  # every 0.1 s once the worker is up (after its children)
     while time.monotonic() < deadline:
-        done = [(await cc.counts(queue))["completed_total"] for queue in ("a", "b")]
+        done = [(await cc.queues.counts(queue))["completed_total"] for queue in ("a", "b")]
         if min(done) >= 3:
             break
         await asyncio.sleep(0.05)
@@ -165,12 +165,12 @@ async def test_repeatables_are_added_and_fire(cc: Client, cluster_settings: Engi
 
 async def test_cancel_and_the_cleaner(cc: Client, cluster_settings: EngineSettings) -> None:
     later = await cc.enqueue(t.add.using(queue="b", delay_s=600), 1, 1)
-    assert await cc.cancel([later.id]) == {later.id: "cancelled"}
-    assert (await cc.get(later.id)).state is JobState.CANCELLED
+    assert await cc.jobs.cancel([later.id]) == {later.id: "cancelled"}
+    assert (await cc.jobs.get(later.id)).state is JobState.CANCELLED
     short = await cc.enqueue(t.add.using(queue="a", ttl_s=0.01), 1, 1)
     await asyncio.sleep(0.05)
     await Cleaner(cluster_settings, cc.redis, QUEUES).tick()
-    assert (await cc.get(short.id)).state is JobState.EXPIRED
+    assert (await cc.jobs.get(short.id)).state is JobState.EXPIRED
 
 
 async def test_flows_on_their_queues_master(cc: Client, cluster_settings: EngineSettings) -> None:
@@ -178,10 +178,10 @@ async def test_flows_on_their_queues_master(cc: Client, cluster_settings: Engine
         parent = t.add.using(queue=queue).call(1, 2)
         child = t.add.using(queue=queue, depends_on=[parent]).call(3, 4)
         await cc.enqueue_flow([child, parent])
-        assert (await cc.get(child.id)).state is JobState.BLOCKED
+        assert (await cc.jobs.get(child.id)).state is JobState.BLOCKED
     await drain(cluster_settings, TASKS, queues=QUEUES)
-    assert (await cc.counts("a"))["completed_total"] == 2
-    assert (await cc.counts("b"))["completed_total"] == 2
+    assert (await cc.queues.counts("a"))["completed_total"] == 2
+    assert (await cc.queues.counts("b"))["completed_total"] == 2
 
 
 async def test_event_streams_are_read_per_slot(

@@ -24,7 +24,7 @@ async def entry(client: Client, pid: int, timeout_s: float = 15) -> dict[str, An
     """Wait for the registry entry of the worker process `pid`."""
     deadline = time.monotonic() + timeout_s
     while True:
-        for w in await client.workers():
+        for w in await client.workers.list():
             if w["pid"] == pid:
                 return w
         assert time.monotonic() < deadline, f"worker {pid} never registered"
@@ -60,19 +60,19 @@ async def test_quiet_resume_stop_one_of_two_under_flow(
         producer = asyncio.create_task(produce())
         await asyncio.sleep(0.5)
         ordered = time.monotonic()
-        assert await client.control("quiet", worker=a_id) == [a_id]
+        assert await client.workers.control("quiet", worker=a_id) == [a_id]
         quiet_at = time.time()
         obeyed_s = await wait_state(client, a.pid, "quiet") - ordered
         assert obeyed_s < 1.0
         await asyncio.sleep(1.0)  # B alone takes the flow
         resume_at = time.time()
-        assert await client.control("resume", worker=a_id) == [a_id]
+        assert await client.workers.control("resume", worker=a_id) == [a_id]
         await wait_state(client, a.pid, "claiming")
         # Work for both once A claims again (B alone may have caught up with the flow by now):
         # 2 s of it for B alone, so A finds some however slow its wake-up on a busy machine.
         await client.enqueue_many([ct.work.using(job_id=job_id).call(50) for job_id in later])
         await asyncio.sleep(0.5)
-        assert await client.control("stop", worker=a_id) == [a_id]
+        assert await client.workers.control("stop", worker=a_id) == [a_id]
         stop_at = time.time()
         assert await asyncio.to_thread(a.wait, 30) == 0
         await producer
@@ -116,9 +116,9 @@ async def test_quiet_resume_stop_one_of_two_under_flow(
 
 async def test_orders_by_host_or_queue_and_bad_orders(client: Client) -> None:
     with pytest.raises(ConfigError, match="exactly one"):
-        await client.control("quiet")
+        await client.workers.control("quiet")
     with pytest.raises(ConfigError, match="exactly one"):
-        await client.control("quiet", host="h", queue="q")
+        await client.workers.control("quiet", host="h", queue="q")
     with pytest.raises(ConfigError, match="unknown worker order"):
-        await client.control("pause", host="h")
-    assert await client.control("quiet", host="no-such-host") == []
+        await client.workers.control("pause", host="h")
+    assert await client.workers.control("quiet", host="no-such-host") == []

@@ -238,7 +238,7 @@ async def test_declared_every_s_ticks_fire_on_the_grid(
     ids = [key.rsplit(":", 1)[1] async for key in client.redis.scan_iter(match=k.job("tick@*"))]
     assert 3 <= len(ids) <= 5
     assert all(int(i.split("@")[1]) % 250 == 0 for i in ids)
-    job = await client.get(ids[0])
+    job = await client.jobs.get(ids[0])
     assert (job.task, job.args, job.repeat) == ("add", [1, 1], "tick")
 
 

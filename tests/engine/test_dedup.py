@@ -13,7 +13,7 @@ from .helpers import drain
 
 
 async def live_jobs(client: Client) -> int:
-    counts = await client.counts("default")
+    counts = await client.queues.counts("default")
     return sum(counts[s] for s in ("submitted", "scheduled", "blocked", "started"))
 
 
@@ -26,7 +26,7 @@ async def test_simple_ignores_duplicates_until_the_first_finishes(
     assert second.id == first.id and second.state is JobState.SUBMITTED
     assert await live_jobs(client) == 1
     await drain(settings, [t.add])
-    assert (await client.get(first.id)).result == 2
+    assert (await client.jobs.get(first.id)).result == 2
     third = await client.enqueue(dedup, 3, 3)  # the first finished: a new job
     assert third.id != first.id and third.state is JobState.SUBMITTED
 
@@ -64,7 +64,7 @@ async def test_debounce_replaces_the_waiting_job_and_restarts_its_delay(
     await asyncio.sleep(0.15)
     second = await client.enqueue(debounced, 2, 2)
     assert second.id != first.id and second.state is JobState.SCHEDULED
-    old, new = await client.get(first.id), await client.get(second.id)
+    old, new = await client.jobs.get(first.id), await client.jobs.get(second.id)
     assert old.state is JobState.CANCELLED
     assert old.errors[-1] == {
         "type": "Debounced",
@@ -76,7 +76,7 @@ async def test_debounce_replaces_the_waiting_job_and_restarts_its_delay(
     assert new.run_at_ms - old.run_at_ms >= 140  # the delay restarted
     await asyncio.sleep(0.35)
     await drain(settings, [t.add])
-    assert (await client.get(second.id)).result == 4
+    assert (await client.jobs.get(second.id)).result == 4
 
 
 @pytest.mark.parametrize("mode", ["simple", "throttle", "debounce"])
@@ -97,7 +97,7 @@ async def test_fifty_concurrent_submits_give_exactly_one_job(
                 for i, c in enumerate(clients)
             )
         )
-        counts = await clients[0].counts("default")
+        counts = await clients[0].queues.counts("default")
         live = counts["scheduled"]
         assert live == 1
         if mode == "debounce":  # each newer one replaced the waiting one: the last one stands
@@ -130,14 +130,14 @@ async def test_debounce_is_the_shorthand_and_the_key_can_be_read_and_freed(
     debounced = t.add.using(debounce={"id": "report-7"}, delay_s=60)
     first = await client.enqueue(debounced, 1, 1)
     second = await client.enqueue(debounced, 2, 2)
-    assert (await client.get(first.id)).state is JobState.CANCELLED  # replaced, as debounce
-    assert await client.get_deduplication_job_id("default", "report-7") == second.id
-    assert await client.remove_deduplication_key("default", "report-7") is True
-    assert await client.get_deduplication_job_id("default", "report-7") is None
+    assert (await client.jobs.get(first.id)).state is JobState.CANCELLED  # replaced, as debounce
+    assert await client.jobs.dedup_holder("default", "report-7") == second.id
+    assert await client.jobs.free_dedup("default", "report-7") is True
+    assert await client.jobs.dedup_holder("default", "report-7") is None
     third = await client.enqueue(debounced, 3, 3)  # nothing holds the id: a job of its own
-    assert (await client.get(second.id)).state is JobState.SCHEDULED
-    assert (await client.get(third.id)).state is JobState.SCHEDULED
-    assert await client.remove_deduplication_key("default", "nobody") is False
+    assert (await client.jobs.get(second.id)).state is JobState.SCHEDULED
+    assert (await client.jobs.get(third.id)).state is JobState.SCHEDULED
+    assert await client.jobs.free_dedup("default", "nobody") is False
     with pytest.raises(ConfigError, match="not both"):
         t.add.using(debounce={"id": "x"}, deduplication={"id": "y"})
 
@@ -152,6 +152,6 @@ async def test_max_running_caps_a_task_across_workers(
     # Two workers of 10 slots each: the task's own key lets 2 run at once, never more.
     await asyncio.gather(*(drain(settings, [t.tracked], concurrency=10) for _ in range(2)))
     assert t.PEAK["max"] == 2
-    assert {(await client.get(j.id)).state for j in jobs} == {JobState.COMPLETED}
+    assert {(await client.jobs.get(j.id)).state for j in jobs} == {JobState.COMPLETED}
     with pytest.raises(ConfigError, match="max_running"):
         t.tenant_work.using(max_running=1).call("a", 1)

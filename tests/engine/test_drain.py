@@ -60,7 +60,7 @@ async def test_drain_cancels_what_waited_and_keeps_what_came_during(client: Clie
     assert any(0 < p < len(old) for p in progress)  # progress seen along the way
     done = await drain.status(client, "default")
     assert done["state"] == "done" and int(done["cancelled"]) == len(old)
-    counts = await client.counts("default")
+    counts = await client.queues.counts("default")
     assert counts["submitted"] == len(new) and counts["scheduled"] == counts["blocked"] == 0
     record(
         "drain",
@@ -78,20 +78,20 @@ async def test_drain_reaches_every_waiting_structure(
     concurrency key's turn and jobs set aside for a task version: all cancelled."""
     aside = [(await client.enqueue(task_ref("elsewhere", version=7))).id for _ in range(4)]
     await Worker(settings, [t.add], burst=True).run()  # sets them aside: it lacks that version
-    assert (await client.counts("default"))["waiting_version"] == 4
+    assert (await client.queues.counts("default"))["waiting_version"] == 4
     bands = [t.add.using(priority=p).call(p, p) for p in (-5, 0, 0, 9, 50)]
     run_at = time.time() + 600
     tied = [t.add.using(run_at=run_at).call(i, i) for i in range(23)]
     keyed = [t.add.using(concurrency_key="k", concurrency_limit=1).call(i, i) for i in range(6)]
     ids = [j.id for j in await client.enqueue_many([*bands, *tied, *keyed])] + aside
-    counts = await client.counts("default")
+    counts = await client.queues.counts("default")
     assert counts["waiting_turn"] == 5 and counts["scheduled"] == 23
     assert await drain.begin(client, "default", by="test") is not None
     cancelled = await drain.run(client, "default", chunk=4)
-    left = [j for j in ids if (await client.get(j)).state is not JobState.CANCELLED]
-    assert not left, [await client.get(j) for j in left]
+    left = [j for j in ids if (await client.jobs.get(j)).state is not JobState.CANCELLED]
+    assert not left, [await client.jobs.get(j) for j in left]
     assert cancelled == len(ids)
     assert await states(client, ids) == {JobState.CANCELLED.value: len(ids)}
-    counts = await client.counts("default")
+    counts = await client.queues.counts("default")
     assert counts["submitted"] == counts["scheduled"] == counts["waiting_turn"] == 0
     assert counts["waiting_version"] == 0

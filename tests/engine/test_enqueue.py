@@ -29,26 +29,26 @@ from .helpers import command_calls, dbsize, reset_stats, sync_redis
 async def test_enqueue_submits_and_get_reads_back(client: Client) -> None:
     job = await client.enqueue(t.add, 1, 2)
     assert job.state is JobState.SUBMITTED
-    got = await client.get(job.id)
+    got = await client.jobs.get(job.id)
     assert got.state is JobState.SUBMITTED and got.args == [1, 2] and got.task == "add"
     assert got.sent_at_ms and got.submitted_at_ms and got.submitted_at_ms >= got.sent_at_ms - 1000
-    assert (await client.counts("default"))["submitted"] == 1
+    assert (await client.queues.counts("default"))["submitted"] == 1
 
 
 async def test_unknown_id_is_not_found_never_pending(client: Client) -> None:
     with pytest.raises(JobNotFound):
-        await client.get("no-such-job")
+        await client.jobs.get("no-such-job")
     with pytest.raises(JobNotFound):
-        await client.get("no-such-job", queue="default")
+        await client.jobs.get("no-such-job", queue="default")
 
 
 async def test_a_job_is_found_in_any_known_queue(client: Client) -> None:
     jobs = {q: await client.enqueue(t.add.using(queue=q), 1, 2) for q in ("a", "b", "c")}
     for queue, job in jobs.items():
-        assert (await client.get(job.id)).queue == queue
-    assert (await client.queue_states(["a", "b"]))[1] == (False, await client.counts("b"))
-    await client.pause("b")
-    assert [paused for paused, _ in await client.queue_states(["a", "b", "c"])] == [
+        assert (await client.jobs.get(job.id)).queue == queue
+    assert (await client.queues.states(["a", "b"]))[1] == (False, await client.queues.counts("b"))
+    await client.queues.pause("b")
+    assert [paused for paused, _ in await client.queues.states(["a", "b", "c"])] == [
         False,
         True,
         False,
@@ -61,9 +61,9 @@ async def test_delay_and_run_at_schedule(client: Client) -> None:
     past = await client.enqueue(t.add.using(run_at=time.time() - 5), 1, 1)
     assert delayed.state is JobState.SCHEDULED and later.state is JobState.SCHEDULED
     assert past.state is JobState.SUBMITTED
-    counts = await client.counts("default")
+    counts = await client.queues.counts("default")
     assert counts["scheduled"] == 2 and counts["submitted"] == 1
-    got = await client.get(delayed.id)
+    got = await client.jobs.get(delayed.id)
     assert got.run_at_ms is not None and got.submitted_at_ms is not None
     assert got.run_at_ms - got.submitted_at_ms == 30_000  # counted on Redis server time
 
@@ -106,14 +106,14 @@ async def test_enqueue_many_is_one_script_call(client: Client, settings: EngineS
         reset_stats(r)
         await client.enqueue_many([t.add.call(i, i) for i in range(500)])
         assert command_calls(r) == 1
-    assert (await client.counts("default"))["submitted"] == 500
+    assert (await client.queues.counts("default"))["submitted"] == 500
 
 
 async def test_duplicate_job_id_refused(client: Client) -> None:
     await client.enqueue(t.add.using(job_id="fixed"), 1, 2)
     with pytest.raises(DuplicateJob, match="fixed"):
         await client.enqueue(t.add.using(job_id="fixed"), 3, 4)
-    assert (await client.get("fixed")).args == [1, 2]
+    assert (await client.jobs.get("fixed")).args == [1, 2]
 
 
 async def test_a_job_id_off_the_rule_writes_nothing(
@@ -134,22 +134,22 @@ async def test_a_job_id_off_the_rule_writes_nothing(
 async def test_lookups_take_any_id(client: Client, settings: EngineSettings) -> None:
     for bad in ("a b", "../x", ""):
         with pytest.raises(JobNotFound):
-            await client.get(bad, queue="default")
-    assert await client.cancel(["a b", "../x"], "default") == {
+            await client.jobs.get(bad, queue="default")
+    assert await client.jobs.cancel(["a b", "../x"], "default") == {
         "a b": "not_found",
         "../x": "not_found",
     }
-    assert await client.cancel(["a b"]) == {"a b": "not_found"}
-    assert await client.resubmit("default", ["a b"]) == 0
-    assert await client.purge("default", ["a b"]) == 0
+    assert await client.jobs.cancel(["a b"]) == {"a b": "not_found"}
+    assert await client.jobs.resubmit("default", ["a b"]) == 0
+    assert await client.jobs.purge("default", ["a b"]) == 0
     # The scheduler names a repeatable's ticks <name>@<ms>, outside the rule: still found.
     await client.enqueue(t.add, 0, 0)  # names the queue for lookups without one
     keys = client.keys("default")
     tick = t.add.call(1, 2)
     tick.id = "nightly@1767225600000"
     await submit(client.scripts, settings, keys, [job_spec(tick, keys, 1 << 20)])
-    assert (await client.get(tick.id)).args == [1, 2]
-    assert await client.cancel([tick.id]) == {tick.id: "cancelled"}
+    assert (await client.jobs.get(tick.id)).args == [1, 2]
+    assert await client.jobs.cancel([tick.id]) == {tick.id: "cancelled"}
 
 
 async def test_every_submit_appends_an_event(client: Client, settings: EngineSettings) -> None:

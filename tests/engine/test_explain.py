@@ -11,20 +11,20 @@ from . import tasks as t
 
 async def _until_state(client: Client, job_id: str, state: str) -> None:
     for _ in range(500):
-        if (await client.get(job_id)).state == state:
+        if (await client.jobs.get(job_id)).state == state:
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"job {job_id} never reached {state}")
 
 
 async def test_each_waiting_job_says_why_it_waits(settings: EngineSettings, client: Client) -> None:
-    await client.pause("held")
-    await client.set_rate_limit("rated", "1/m")
+    await client.queues.pause("held")
+    await client.queues.set_rate_limit("rated", "1/m")
     worker = Worker(settings, [t.add, t.waits], queues=["ex", "held", "rated"], concurrency=4)
     run = asyncio.create_task(worker.run())
     try:
         for _ in range(500):
-            if await client.workers():
+            if await client.workers.list():
                 break
             await asyncio.sleep(0.01)
         keyed = t.waits.using(queue="ex", concurrency_key="k", concurrency_limit=1)
@@ -35,7 +35,7 @@ async def test_each_waiting_job_says_why_it_waits(settings: EngineSettings, clie
         later = await client.enqueue(t.add.using(queue="ex", delay_s=3600), 1, 2)
         paused = await client.enqueue(t.add.using(queue="held"), 1, 2)
         first = await client.enqueue(t.add.using(queue="rated"), 1, 2)
-        await client.wait(first.id, timeout_s=5)
+        await client.jobs.wait(first.id, timeout_s=5)
         rated = await client.enqueue(t.add.using(queue="rated"), 1, 2)
         await _until_state(client, rated.id, "scheduled")
         unbuilt = await client.enqueue(t.versioned_v2.using(queue="ex"))  # no worker has it
@@ -57,11 +57,11 @@ async def test_each_waiting_job_says_why_it_waits(settings: EngineSettings, clie
         assert await why(holder.id) == []  # started: nothing to explain
         [limit] = await explain(client, rated.id)
         assert limit.code == "rate_limited" and limit.until_ms is not None
-        done = await client.get(first.id)
+        done = await client.jobs.get(first.id)
         assert done.claimed_at_ms is not None
         assert 59_000 <= limit.until_ms - done.claimed_at_ms <= 61_000  # one minute after
         assert (await explain(client, later.id))[0].message.startswith("scheduled to run at")
     finally:
         worker.stop()
-        await client.cancel([holder.id])
+        await client.jobs.cancel([holder.id])
         await run

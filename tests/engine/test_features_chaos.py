@@ -78,7 +78,7 @@ async def test_flows_and_concurrency_keys_survive_sigkill(
             running += step
             worst = max(worst, running)
     assert worst <= 2  # concurrency_limit=2 per tenant held across workers and kills
-    counts = await client.counts("default")
+    counts = await client.queues.counts("default")
     assert (counts["blocked"], counts["waiting_turn"]) == (0, 0)
     leftovers = [k async for k in client.redis.scan_iter(match="jobsite:{default}:ckey:*:active")]
     sizes = [await client.redis.scard(k) for k in leftovers]

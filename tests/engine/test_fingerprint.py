@@ -107,7 +107,7 @@ async def test_a_failed_job_keeps_its_newest_fingerprint(settings: EngineSetting
             await client.enqueue(t.lookup_elsewhere, "r-3003"),
         ]
         await drain(settings, [t.lookup, t.lookup_elsewhere])
-        got = [await client.get(j.id) for j in jobs]
+        got = [await client.jobs.get(j.id) for j in jobs]
     assert [str(j.state) for j in got] == ["failed"] * 3
     assert got[0].fingerprint == got[1].fingerprint == got[0].errors[-1]["fingerprint"]
     assert got[2].fingerprint != got[0].fingerprint and got[2].fingerprint
@@ -120,7 +120,7 @@ async def test_a_script_made_error_is_fingerprinted_by_its_type(settings: Engine
             t.add.using(depends_on=[parent], on_parent_failure="fail"), 1, 2
         )
         await drain(settings, [t.boom, t.add])
-        got = await client.get(child.id)
+        got = await client.jobs.get(child.id)
     assert str(got.state) == "failed" and got.errors[-1]["type"] == "ParentFailed"
     assert got.fingerprint == fingerprint_hash("ParentFailed")
     with sync_redis(settings.redis_url, decode_responses=True) as r:

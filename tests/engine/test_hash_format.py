@@ -78,14 +78,14 @@ async def test_a_queued_job_in_the_other_format_is_read_and_runs(
 ) -> None:
     job = await client.enqueue(t.record, label="x")
     await _to_other(client, "default", job.id)
-    got = await client.get(job.id)
+    got = await client.jobs.get(job.id)
     assert (got.state, got.task, got.args, got.kwargs) == (
         JobState.SUBMITTED,
         "record",
         [],
         {"label": "x"},
     )
-    assert (await client.job_fields("default", [job.id], ["task", "state"])) == [
+    assert (await client.jobs.fields("default", [job.id], ["task", "state"])) == [
         {"task": "record", "state": "submitted"}
     ]
     await drain(settings, [t.record])
@@ -101,13 +101,13 @@ async def test_cancel_promote_and_resubmit_read_the_other_format(
     dead = await client.enqueue(t.fails_first_time, f"dead-once-{fmt}")  # fails once a label
     for job in (queued, later):
         await _to_other(client, "default", job.id)
-    assert await client.cancel([queued.id]) == {queued.id: "cancelled"}
+    assert await client.jobs.cancel([queued.id]) == {queued.id: "cancelled"}
     assert (await _raw(client, "default", queued.id))["state"] == "cancelled"
     await drain(settings, [t.record, t.fails_first_time])  # promotes `later`, buries `dead`
     assert (await _raw(client, "default", later.id))["state"] == "completed"
-    assert (await client.get(dead.id)).state is JobState.FAILED
+    assert (await client.jobs.get(dead.id)).state is JobState.FAILED
     await _to_other(client, "default", dead.id)
-    assert await client.resubmit("default", [dead.id]) == 1
+    assert await client.jobs.resubmit("default", [dead.id]) == 1
     await drain(settings, [t.fails_first_time])
     assert (await _raw(client, "default", dead.id))["state"] == "completed"
 
@@ -121,12 +121,12 @@ async def test_a_running_job_rewritten_mid_run_reports_and_completes(
     worker = Worker(fast, [mid_run], burst=True)
     run = asyncio.create_task(worker.run())
     async with asyncio.timeout(10):
-        while (await client.get(job.id)).logs_count != 1:
+        while (await client.jobs.get(job.id)).logs_count != 1:
             await asyncio.sleep(0.01)
     await _to_other(client, "default", job.id)
     REWRITTEN[-1].set()
     await asyncio.wait_for(run, 10)
-    done = await client.get(job.id)
+    done = await client.jobs.get(job.id)
     assert (done.state, done.result, done.progress) == (JobState.COMPLETED, "done", 50.0)
     assert [line["message"] for line in done.logs] == ["before", "after"]
     assert (await _raw(client, "default", job.id))["result"] == '"done"'

@@ -31,9 +31,9 @@ async def test_hooks_see_every_job_and_a_raising_hook_changes_nothing(
     )
     await worker.run()
 
-    assert (await client.get(ok.id)).state == "completed"
-    assert (await client.get(dead.id)).state == "failed"
-    assert (await client.get(again.id)).state == "completed"
+    assert (await client.jobs.get(ok.id)).state == "completed"
+    assert (await client.jobs.get(dead.id)).state == "failed"
+    assert (await client.jobs.get(again.id)).state == "completed"
     by_task = {
         name: [(kind, outcome) for kind, task, outcome in seen if task == name]
         for name in ("add", "boom", "retry_twice")

@@ -33,7 +33,7 @@ async def test_a_finished_job_stores_no_field_its_key_or_a_default_says(
     assert stored["state"] == "completed"
     assert not NOT_STORED & set(stored), stored
     assert "result" not in stored  # a null result
-    job = await client.get(plain.id)
+    job = await client.jobs.get(plain.id)
     assert (job.id, job.queue, job.version, job.kwargs, job.priority) == (
         plain.id,
         "side",
@@ -44,7 +44,7 @@ async def test_a_finished_job_stores_no_field_its_key_or_a_default_says(
     assert job.state is JobState.COMPLETED and job.result is None and job.attempt == 1
     kept = await _raw(client, "side", full.id)
     assert (kept["priority"], kept["kwargs"], kept["result"]) == ("7", '{"label":"x"}', '"x"')
-    assert (await client.get(full.id, queue="side")).queue == "side"
+    assert (await client.jobs.get(full.id, queue="side")).queue == "side"
 
 
 async def test_a_retried_job_loses_its_isolated_mark(

@@ -49,7 +49,7 @@ async def _workload(settings: EngineSettings) -> None:
         tick = declared_repeatable("tick", t.add.call(1, 1), limit_bytes=10_000, every_s=0.05)
         await sync_declared(settings, c.redis, [tick])  # declare
         later = await c.enqueue(t.add.using(delay_s=600), 1, 2)  # submit
-        await c.cancel([later.id])  # cancel
+        await c.jobs.cancel([later.id])  # cancel
         parent = t.add.call(2, 3)
         await c.enqueue_flow([t.add.using(depends_on=[parent]).call(4, 5), parent])
         failing = await c.enqueue(t.flaky.using(retry_delay_s=0.01))
@@ -60,9 +60,9 @@ async def _workload(settings: EngineSettings) -> None:
         await asyncio.sleep(0.1)
         # claim, begin, complete, retry, fail, heartbeat, progress, log, promote, submit ticks
         await drain(settings, [t.add, t.flaky, t.progressing, t.logging_async, t.waits])
-        assert (await c.get(failing.id)).state is JobState.FAILED
-        assert await c.resubmit("default", [failing.id]) == 1  # resubmit
-        assert await c.purge("default", [later.id]) == 1  # purge
+        assert (await c.jobs.get(failing.id)).state is JobState.FAILED
+        assert await c.jobs.resubmit("default", [failing.id]) == 1  # resubmit
+        assert await c.jobs.purge("default", [later.id]) == 1  # purge
         reader = EventReader(c.redis, settings, ["default"])
         assert failing.id in await reader.job_hashes("default", [failing.id])  # snapshot
         # A queue no worker serves: a job expires, two are claimed and handed back by hand.
@@ -109,10 +109,10 @@ async def _workload(settings: EngineSettings) -> None:
         # A job of a version no worker has is set aside (claim), then a drain cancels it.
         aside = await c.enqueue(task_ref("nobody.home", version=9))
         await drain(settings, [t.add])
-        assert (await c.counts("default"))["waiting_version"] >= 1
+        assert (await c.queues.counts("default"))["waiting_version"] >= 1
         assert await engine_drain.begin(c, "default", by="test") is not None
         assert await engine_drain.run(c, "default") >= 1
-        assert (await c.get(aside.id)).state is JobState.CANCELLED
+        assert (await c.jobs.get(aside.id)).state is JobState.CANCELLED
 
 
 def _keys_of(r: redis.Redis, command: str) -> list[str]:

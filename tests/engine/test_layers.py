@@ -2,8 +2,9 @@
 
 Layers, lowest first: dev (private servers and failpoints: it imports nothing of the engine, so
 anything may use it), the core (settings, keys, jobs, tasks, errors...: no I/O), transport, seam,
-ops, running and stream, producing, periodic and worker, and on top what assembles them (the
-client, the process's producer, the command line, the package's public API).
+ops, running and stream, producing, the resources (jobs, queues, dead letters, workers), periodic
+and worker, and on top what assembles them (the client, the process's producer, the command
+line, the package's public API).
 
 Every import counts: at the top of a module, inside a function, and under `if TYPE_CHECKING:`
 too. A type-only import still ties a module to the other's names, and `typing.get_type_hints()`
@@ -45,6 +46,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("ops", {"ops"}),
     ("running/stream", {"running", "stream"}),
     ("producing", {"producing"}),
+    ("resources", {"resources"}),
     ("periodic/worker", {"periodic", "worker"}),
     ("top", {"client", "producer", "cli", "__main__", ""}),
 ]

@@ -26,7 +26,7 @@ async def sweep(settings: EngineSettings) -> None:
 async def test_progress_is_stored_and_evented(client: Client, settings: EngineSettings) -> None:
     job = await client.enqueue(t.progressing)
     await drain(settings, [t.progressing])
-    got = await client.get(job.id)
+    got = await client.jobs.get(job.id)
     assert got.progress == 100 and got.progress_message == "step 100"
     with sync_redis(settings.redis_url, decode_responses=True) as r:
         events = r.xrange(client.keys("default").events)
@@ -39,7 +39,7 @@ async def test_max_concurrent_per_task(client: Client, settings: EngineSettings)
     await drain(settings, [t.limited], concurrency=10)
     assert t.PEAK["max"] == 2
     for job in jobs:  # parked jobs waited without using an attempt
-        got = await client.get(job.id)
+        got = await client.jobs.get(job.id)
         assert got.state is JobState.COMPLETED and got.attempt == 1
 
 
@@ -56,7 +56,7 @@ async def test_worker_registry(client: Client, settings: EngineSettings) -> None
     worker = Worker(fast, [t.waits], queues=["default"], concurrency=4)
     running = asyncio.create_task(worker.run())
     deadline = time.monotonic() + 10  # registered once it started (its children spawn first)
-    while not (infos := await client.workers()) or not infos[0]["current_jobs"]:
+    while not (infos := await client.workers.list()) or not infos[0]["current_jobs"]:
         assert time.monotonic() < deadline, infos
         await asyncio.sleep(0.05)
     [info] = infos
@@ -65,7 +65,7 @@ async def test_worker_registry(client: Client, settings: EngineSettings) -> None
     assert abs(info["heartbeat_at_ms"] - time.time() * 1000) < 1000
     worker.stop()
     await running
-    assert await client.workers() == []
+    assert await client.workers.list() == []
 
 
 async def test_ttl_good_until_and_queue_timeout_expire(
@@ -78,10 +78,14 @@ async def test_ttl_good_until_and_queue_timeout_expire(
     await asyncio.sleep(0.3)
     await sweep(settings)
     for job in (ttl, until, waiting):
-        got = await client.get(job.id)
+        got = await client.jobs.get(job.id)
         assert got.state is JobState.EXPIRED
-    assert (await client.get(fresh.id)).state is JobState.SUBMITTED
-    assert {j.id for j in await client.dlq("default")} == {ttl.id, until.id, waiting.id}
+    assert (await client.jobs.get(fresh.id)).state is JobState.SUBMITTED
+    assert {j.id for j in await client.dead_letters.list("default")} == {
+        ttl.id,
+        until.id,
+        waiting.id,
+    }
 
 
 async def test_expired_at_claim_never_runs(client: Client, settings: EngineSettings) -> None:
@@ -89,7 +93,7 @@ async def test_expired_at_claim_never_runs(client: Client, settings: EngineSetti
     job = await client.enqueue(t.record.using(ttl_s=0.05), "late")
     await asyncio.sleep(0.1)
     await drain(settings, [t.record])
-    assert (await client.get(job.id)).state is JobState.EXPIRED and t.CALLS == []
+    assert (await client.jobs.get(job.id)).state is JobState.EXPIRED and t.CALLS == []
 
 
 async def test_finished_jobs_and_their_children_sets_expire_with_the_result_ttl(
@@ -108,18 +112,18 @@ async def test_finished_jobs_and_their_children_sets_expire_with_the_result_ttl(
         assert 50_000 < await client.redis.pttl(keys.job(job.id)) <= 60_000
     for job in (parent, failed):  # the SET of its waiting jobs is gone, or goes with it
         assert await client.redis.pttl(keys.children(job.id)) in (-2, *range(50_001, 60_001))
-    assert (await client.get(orphan.id)).state is JobState.CANCELLED
+    assert (await client.jobs.get(orphan.id)).state is JobState.CANCELLED
     assert await client.redis.pttl(keys.job(orphan.id)) > 0
     assert await client.redis.zscore(keys.deadlines, parent.id) is None  # ended: no deadline
     lone = await client.enqueue(t.boom.using(dead_letter_policy="none", result_ttl_s=60))
     await drain(settings, [t.boom])  # ended with no child: no SET of children yet
     orphaned = t.add.using(depends_on=[lone.id], on_parent_failure="cancel")
     late = await client.enqueue(orphaned, 4, 4)
-    assert (await client.get(late.id)).state is JobState.CANCELLED  # its parent already ended
+    assert (await client.jobs.get(late.id)).state is JobState.CANCELLED  # its parent already ended
     parent_left_ms = await client.redis.pttl(keys.job(lone.id))
     assert 0 < await client.redis.pttl(keys.children(lone.id)) <= parent_left_ms
-    assert (await client.resubmit("default", [orphan.id])) == 1  # its parent is still dead:
-    assert (await client.get(orphan.id)).state is JobState.CANCELLED  # cancelled again, kept
+    assert (await client.jobs.resubmit("default", [orphan.id])) == 1  # its parent is still dead:
+    assert (await client.jobs.get(orphan.id)).state is JobState.CANCELLED  # cancelled again, kept
     assert await client.redis.pttl(keys.job(orphan.id)) > 0
     assert [
         k
@@ -137,16 +141,16 @@ async def test_retention_and_dlq_trim(client: Client, settings: EngineSettings) 
     await sweep(kept)
     keys = client.keys("default")
     assert not await client.redis.exists(keys.job(done.id))  # expired by Redis (result_ttl_s)
-    remaining = {j.id for j in await client.dlq("default")}
+    remaining = {j.id for j in await client.dead_letters.list("default")}
     assert len(remaining) == 2 and remaining <= {j.id for j in failed}
 
 
 async def test_cancel_scheduled_and_unknown(client: Client) -> None:
     later = await client.enqueue(t.add.using(delay_s=60), 1, 1)
-    result = await client.cancel([later.id, "nobody"])
+    result = await client.jobs.cancel([later.id, "nobody"])
     assert result == {later.id: "cancelled", "nobody": "not_found"}
     assert await client.redis.zcard(client.keys("default").scheduled) == 0
-    assert await client.cancel([later.id]) == {later.id: "finished"}
+    assert await client.jobs.cancel([later.id]) == {later.id: "finished"}
 
 
 async def test_cancel_sends_at_most_500_ids_per_script_call(
@@ -156,28 +160,28 @@ async def test_cancel_sends_at_most_500_ids_per_script_call(
     ids = [j.id for j in jobs] + [f"nobody-{i}" for i in range(10)]
     with sync_redis(settings.redis_url) as r:
         reset_stats(r)
-        result = await client.cancel(ids, "default")
+        result = await client.jobs.cancel(ids, "default")
         calls = command_calls(r)
     assert calls == 3
     assert result == {
         **{j.id: "cancelled" for j in jobs},
         **{f"nobody-{i}": "not_found" for i in range(10)},
     }
-    assert (await client.counts("default"))["cancelled_total"] == 1_190
+    assert (await client.queues.counts("default"))["cancelled_total"] == 1_190
 
 
 async def test_pause_stops_claiming_and_resume_restarts_it(
     client: Client, settings: EngineSettings
 ) -> None:
-    await client.pause("default")
-    assert await client.is_paused("default")
+    await client.queues.pause("default")
+    assert await client.queues.is_paused("default")
     jobs = await client.enqueue_many([t.add.call(i, i) for i in range(5)])
     worker = Worker(settings, [t.add], concurrency=5)
     running = asyncio.create_task(worker.run())
     await asyncio.sleep(0.5)
-    assert (await client.counts("default"))["submitted"] == 5  # nothing claimed while paused
-    await client.resume("default")
-    done = [await client.wait(j.id, timeout_s=2) for j in jobs]
+    assert (await client.queues.counts("default"))["submitted"] == 5  # nothing claimed while paused
+    await client.queues.resume("default")
+    done = [await client.jobs.wait(j.id, timeout_s=2) for j in jobs]
     assert {j.state for j in done} == {JobState.COMPLETED}
     worker.stop()
     await running
@@ -196,6 +200,6 @@ async def test_a_job_cancelled_before_its_first_step_still_finishes(
         await asyncio.sleep(0)
     assert worker.book.active == {} and len(worker.flusher.queued) == 1
     await worker.writer.write(worker.flusher.queued)
-    assert (await client.get(job.id)).state is JobState.CANCELLED
+    assert (await client.jobs.get(job.id)).state is JobState.CANCELLED
     await worker.redis.aclose()
     await worker.blocking.aclose()

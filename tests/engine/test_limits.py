@@ -66,23 +66,23 @@ async def test_a_task_rate_limit_of_10_per_s_holds_over_8_s_with_4_workers(
 async def test_a_queue_rate_limit_spaces_starts_across_workers(
     client: Client, settings: EngineSettings
 ) -> None:
-    await client.set_rate_limit("default", "20/s")
+    await client.queues.set_rate_limit("default", "20/s")
     t.CALLS.clear()
     jobs = await client.enqueue_many([t.record.call(f"r{i}") for i in range(12)])
     workers = [Worker(settings, [t.record], concurrency=5) for _ in range(2)]
     runs = [asyncio.create_task(w.run()) for w in workers]
-    done = [await client.wait(j.id, timeout_s=5) for j in jobs]
+    done = [await client.jobs.wait(j.id, timeout_s=5) for j in jobs]
     for w in workers:
         w.stop()
     await asyncio.gather(*runs)
     started = sorted(j.claimed_at_ms or 0 for j in done)
     # 12 starts at 20/s take at least 11 intervals of 50 ms.
     assert started[-1] - started[0] >= 11 * 50 - 20
-    await client.set_rate_limit("default", None)
+    await client.queues.set_rate_limit("default", None)
     more = await client.enqueue_many([t.record.call(f"s{i}") for i in range(12)])
     worker = Worker(settings, [t.record], concurrency=12, burst=True)
     await worker.run()
-    fast = sorted([(await client.get(j.id)).claimed_at_ms or 0 for j in more])
+    fast = sorted([(await client.jobs.get(j.id)).claimed_at_ms or 0 for j in more])
     assert fast[-1] - fast[0] < 11 * 50  # lifted
 
 
@@ -125,20 +125,22 @@ async def test_a_limit_per_key_can_come_from_the_arguments(client: Client) -> No
         [keyed.call("big", i) for i in range(5)] + [keyed.call("small", i) for i in range(5)]
     )
     assert [j.concurrency_limit for j in jobs] == [3] * 5 + [1] * 5
-    counts = await client.counts("default")
+    counts = await client.queues.counts("default")
     assert (counts["submitted"], counts["waiting_turn"]) == (10, 10 - 3 - 1)
-    assert await client.concurrency_keys("default") == [
+    assert await client.queues.concurrency_keys("default") == [
         {"key": "small", "waiting": 4, "active": 1},
         {"key": "big", "waiting": 2, "active": 3},
     ]
-    assert await client.cancel([jobs[4].id, jobs[0].id]) == {
+    assert await client.jobs.cancel([jobs[4].id, jobs[0].id]) == {
         jobs[4].id: "cancelled",
         jobs[0].id: "cancelled",
     }
-    counts = await client.counts("default")  # a waiting one left; an admitted one let one in
+    counts = await client.queues.counts("default")  # a waiting one left; an admitted one let one in
     assert (counts["submitted"], counts["waiting_turn"]) == (8, 4)
     # a key with nobody waiting is not listed
-    assert await client.concurrency_keys("default") == [{"key": "small", "waiting": 4, "active": 1}]
+    assert await client.queues.concurrency_keys("default") == [
+        {"key": "small", "waiting": 4, "active": 1}
+    ]
     with pytest.raises(ConfigError, match="concurrency_limit must be an integer >= 1"):
         t.tenant_work.using(concurrency_limit=0)
     with pytest.raises(ConfigError, match="concurrency_limit must be an integer >= 1"):
@@ -152,23 +154,23 @@ async def test_a_paused_queue_is_not_claimed_from_and_its_jobs_stay(
     runs = [asyncio.create_task(w.run()) for w in workers]
     await client.enqueue_many([t.waits.call(0.05) for _ in range(200)])
     async with asyncio.timeout(30):  # the workers claim (a loaded host starts them slowly)
-        while (await client.counts("default"))["submitted"] == 200:
+        while (await client.queues.counts("default"))["submitted"] == 200:
             await asyncio.sleep(0.02)
-    await client.pause("default")
+    await client.queues.pause("default")
     paused_at_ms = int(time.time() * 1000)
     await asyncio.sleep(1.0)
-    waiting = (await client.counts("default"))["submitted"]
+    waiting = (await client.queues.counts("default"))["submitted"]
     assert waiting > 0
     keys = client.keys("default")
     for job_id in await client.redis.zrange(keys.submitted, 0, -1):
-        job = await client.get(job_id)
+        job = await client.jobs.get(job_id)
         assert job.state is JobState.SUBMITTED and job.claimed_at_ms is None
     claims = [e for _, e in await client.redis.xrange(keys.events) if e["to"] == "started"]
     assert claims and [e for e in claims if int(e["at"]) > paused_at_ms + 5] == []  # none after
-    assert (await client.counts("default"))["submitted"] == waiting  # the jobs stay put
-    await client.resume("default")
+    assert (await client.queues.counts("default"))["submitted"] == waiting  # the jobs stay put
+    await client.queues.resume("default")
     await asyncio.sleep(1.0)
-    assert (await client.counts("default"))["submitted"] < waiting
+    assert (await client.queues.counts("default"))["submitted"] < waiting
     for w in workers:
         w.stop()
     await asyncio.gather(*runs)

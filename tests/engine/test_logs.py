@@ -59,7 +59,7 @@ async def test_async_task_lines_are_stored_in_order_and_evented(
     before_ms = int(time.time() * 1000)
     job = await client.enqueue(t.logging_async, 5)
     await drain(settings, [t.logging_async])
-    got = await client.get(job.id)
+    got = await client.jobs.get(job.id)
     assert got.state is JobState.COMPLETED
     assert [line["message"] for line in got.logs] == [f"line {i} of attempt 1" for i in range(5)]
     assert {line["attempt"] for line in got.logs} == {1}
@@ -75,7 +75,7 @@ async def test_sync_task_logs_from_its_thread(client: Client, settings: EngineSe
     messages = ["plain", 'quotes " and \\ and ,{"at_ms":1}', "accents é, emoji 🚀", "x" * 3000]
     job = await client.enqueue(t.logging_sync, messages)
     await drain(settings, [t.logging_sync])
-    got = await client.get(job.id)
+    got = await client.jobs.get(job.id)
     assert got.state is JobState.COMPLETED and got.result == 4
     want = [*messages[:3], "x" * LOG_MESSAGE_MAX_CHARS]
     assert [line["message"] for line in got.logs] == want
@@ -86,7 +86,7 @@ async def test_lines_of_each_attempt_are_kept_with_their_attempt(
 ) -> None:
     job = await client.enqueue(t.logging_async, 2, True)
     await drain(settings, [t.logging_async])
-    got = await client.get(job.id)
+    got = await client.jobs.get(job.id)
     assert got.state is JobState.COMPLETED and got.attempt == 2
     assert [(line["attempt"], line["message"]) for line in got.logs] == [
         (1, "line 0 of attempt 1"),
@@ -100,7 +100,7 @@ async def test_count_cap_keeps_the_newest_lines(client: Client, settings: Engine
     capped = dataclasses.replace(settings, job_log_max_lines=5)
     job = await client.enqueue(t.logging_async, 12)
     await drain(capped, [t.logging_async])
-    got = await client.get(job.id)
+    got = await client.jobs.get(job.id)
     assert [line["message"] for line in got.logs] == [
         f"line {i} of attempt 1" for i in range(7, 12)
     ]
@@ -116,7 +116,7 @@ async def test_byte_cap_keeps_the_newest_lines_that_fit(client: Client) -> None:
         assert await write(client, job, token, message, 1000, 400) == 0
     raw = await client.redis.hget(client.keys("default").job(job.id), STORED.logs)
     assert raw is not None and len(raw) <= 400
-    got = await client.get(job.id)
+    got = await client.jobs.get(job.id)
     kept = [line["message"] for line in got.logs]
     assert kept == messages[-len(kept) :] and 2 <= len(kept) < 30
     assert got.logs_count == len(kept) and got.logs_dropped == 30 - len(kept)
@@ -126,10 +126,10 @@ async def test_a_line_over_the_byte_cap_alone_is_dropped_and_counted(client: Cli
     job, token = await claimed(client)
     assert await write(client, job, token, "small", 10, 200) == 0
     assert await write(client, job, token, "z" * 300, 10, 200) == 0
-    got = await client.get(job.id)
+    got = await client.jobs.get(job.id)
     assert got.logs == [] and got.logs_count == 0 and got.logs_dropped == 2
     assert await write(client, job, token, "after", 10, 200) == 0
-    got = await client.get(job.id)
+    got = await client.jobs.get(job.id)
     assert [line["message"] for line in got.logs] == ["after"] and got.logs_dropped == 2
 
 
@@ -145,7 +145,7 @@ async def test_only_the_owner_of_the_running_attempt_writes(client: Client) -> N
     )
     assert done == [0]
     assert await write(client, job, token, "after the end") == -2  # the token is cleared
-    assert [line["message"] for line in (await client.get(job.id)).logs] == ["from the owner"]
+    assert [line["message"] for line in (await client.jobs.get(job.id)).logs] == ["from the owner"]
     ghost = Job(id="no-such-job", task="add")
     assert await write(client, ghost, token, "nobody") == -2
     assert await client.redis.exists(k.job("no-such-job")) == 0
@@ -158,8 +158,8 @@ async def test_lines_expire_and_are_deleted_with_the_job(
     short = await client.enqueue(t.logging_async.using(result_ttl_s=1), 3)
     await drain(settings, [t.logging_async])
     for job in (kept, short):
-        assert len((await client.get(job.id)).logs) == 3
-    assert await client.purge("default", [kept.id]) == 1
+        assert len((await client.jobs.get(job.id)).logs) == 3
+    assert await client.jobs.purge("default", [kept.id]) == 1
     assert [key async for key in client.redis.scan_iter(match=f"*{kept.id}*")] == []
     await asyncio.sleep(1.1)
     assert [key async for key in client.redis.scan_iter(match=f"*{short.id}*")] == []
@@ -170,10 +170,10 @@ async def test_resubmit_keeps_the_lines_of_the_earlier_series(
 ) -> None:
     job = await client.enqueue(t.logging_async.using(max_retries=0), 1, True)
     await drain(settings, [t.logging_async])
-    assert (await client.get(job.id)).state is JobState.FAILED
-    assert await client.resubmit("default", [job.id]) == 1
+    assert (await client.jobs.get(job.id)).state is JobState.FAILED
+    assert await client.jobs.resubmit("default", [job.id]) == 1
     await drain(settings, [t.logging_async])
-    got = await client.get(job.id)  # attempts count from 1 again: it failed again
+    got = await client.jobs.get(job.id)  # attempts count from 1 again: it failed again
     assert got.state is JobState.FAILED and got.attempt == 1
     assert [line["message"] for line in got.logs] == ["line 0 of attempt 1"] * 2
 

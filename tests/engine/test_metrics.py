@@ -102,13 +102,13 @@ async def test_counts_equal_what_the_workers_did(
     client: Client, settings: EngineSettings, ledger: Path, procs: list[WorkerProc]
 ) -> None:
     ids = await enqueue_mix(client)
-    cancelled = await client.cancel(ids["later"], queue="default")
+    cancelled = await client.jobs.cancel(ids["later"], queue="default")
     assert set(cancelled.values()) == {"cancelled"}
     for _ in range(2):  # metrics.nobody: no worker has it; dropped after 0.5 s
         proc = WorkerProc(settings.redis_url, ledger, concurrency=10, unserved_drop_after_s=0.5)
         procs.append(proc.start())
     await wait_started(ledger, ids["chaos.stop"][0])
-    assert await client.cancel(ids["chaos.stop"], queue="default") == {
+    assert await client.jobs.cancel(ids["chaos.stop"], queue="default") == {
         ids["chaos.stop"][0]: "cancelling"
     }
     ending = [i for k, v in ids.items() if k != "later" for i in v]
@@ -129,7 +129,7 @@ async def test_counts_equal_what_the_workers_did(
     expected[("chaos.work", "expired")] += 1
     expected[("metrics.nobody", "dropped")] += 1
     assert default.jobs == dict(expected)
-    counts = await client.counts("default")
+    counts = await client.queues.counts("default")
     for state in ("completed", "failed", "cancelled", "dropped", "expired", "stalled"):
         assert counts[f"{state}_total"] == sum(
             n for (_, s), n in default.jobs.items() if s == state
@@ -199,4 +199,4 @@ async def test_oldest_waiting_looks_at_every_priority_band(client: Client) -> No
     await client.enqueue_many([ct.work.using(priority=p).call(1) for p in (0, 7, 0)])
     (q,) = (await client.metrics(["default"])).queues
     assert q.depth["submitted"] == 4 and q.oldest_waiting_s >= 0.3
-    assert (await client.get(old.id)).state is JobState.SUBMITTED
+    assert (await client.jobs.get(old.id)).state is JobState.SUBMITTED

@@ -85,11 +85,11 @@ async def test_poison_payloads(
     await wait_terminal(client, list(POISON), 5)
     poison_s = time.monotonic() - start
     for name, (_, state, kind) in POISON.items():
-        job = await client.get(name, queue="default")
+        job = await client.jobs.get(name, queue="default")
         assert (name, job.state.value) == (name, state)
         assert job.error is not None and job.error["type"] == kind, (name, job.error)
     await wait_terminal(client, [j.id for j in normal], 30)
-    assert {(await client.get(j.id)).state for j in normal} == {JobState.COMPLETED}
+    assert {(await client.jobs.get(j.id)).state for j in normal} == {JobState.COMPLETED}
     assert worker.alive()
     assert not any(x["id"] in POISON for x in read_ledger(tmp_path / "ledger.jsonl"))  # none ran
     await asyncio.sleep(0)

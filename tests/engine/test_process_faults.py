@@ -156,7 +156,7 @@ async def test_a_worker_whose_replies_vanish_reconnects(
         async with Client(settings) as client:
             job = await client.enqueue(ct.plain, 10)
             await wait_terminal(client, [job.id], 15)
-            assert (await client.get(job.id)).state is JobState.COMPLETED
+            assert (await client.jobs.get(job.id)).state is JobState.COMPLETED
         assert procs[0].alive(), procs[0].output()[-2000:]
 
 
@@ -192,7 +192,7 @@ async def test_redis_at_maxmemory_loses_nothing_and_workers_go_on(
                 break
     full_at = time.time()
     async with Client(EngineSettings.from_url(url)) as client:
-        waiting = (await client.counts(ct.plain.options.queue))["submitted"]
+        waiting = (await client.queues.counts(ct.plain.options.queue))["submitted"]
     assert waiting > 0, "the queue ran dry before Redis was full: nothing would write while full"
     # Keep it full for 3 s: Redis frees client buffers as it goes, so one fill holds only for an
     # instant and the workers' next writes would find room again.
@@ -244,7 +244,7 @@ async def test_a_poison_job_kills_only_itself(
     deaths = 0
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        counts = await client.counts("default")
+        counts = await client.queues.counts("default")
         if counts["submitted"] + counts["started"] + counts["scheduled"] == 0:
             break
         for i, proc in enumerate(procs):
@@ -254,7 +254,7 @@ async def test_a_poison_job_kills_only_itself(
         await asyncio.sleep(0.2)
     await wait_terminal(client, ids, 30)
     got = await states(settings.redis_url, ids)
-    poison = await client.get(poison_id)
+    poison = await client.jobs.get(poison_id)
     runs = sum(1 for x in read_ledger(ledger) if x["kind"] == "start" and x["id"] == poison_id)
     assert got == {"completed": 500, "stalled": 1}, got
     assert poison.state is JobState.STALLED
@@ -281,11 +281,11 @@ async def test_system_exit_in_a_task_fails_that_job_only(
     procs.append(worker)
     await wait_terminal(client, [*exits, after], 30)
     for job_id in exits:
-        job = await client.get(job_id)
+        job = await client.jobs.get(job_id)
         assert job.state is JobState.FAILED
         assert job.errors[-1]["type"] == "SystemExit"
         assert "SystemExit" in job.errors[-1]["traceback"]
-    assert (await client.get(after)).state is JobState.COMPLETED
+    assert (await client.jobs.get(after)).state is JobState.COMPLETED
     [end] = [x for x in read_ledger(ledger) if x["kind"] == "end"]
     assert end["pid"] == worker.pid and worker.alive()
 

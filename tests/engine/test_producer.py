@@ -25,11 +25,11 @@ async def test_a_task_enqueues_itself(client: Client, configured: EngineSettings
     job = await t.add.enqueue(2, 3)
     later = await t.add.using(delay_s=60).enqueue(1, 1)
     made = await asyncio.to_thread(t.add.delay, 4, 5)  # sync code, as a script or a view
-    assert (await client.get(later.id)).state is JobState.SCHEDULED
-    await client.cancel([later.id])  # a burst worker would wait for it
+    assert (await client.jobs.get(later.id)).state is JobState.SCHEDULED
+    await client.jobs.cancel([later.id])  # a burst worker would wait for it
     await drain(configured, [t.add])
-    assert (await client.get(job.id)).result == 5
-    assert (await client.get(made.id)).result == 9
+    assert (await client.jobs.get(job.id)).result == 5
+    assert (await client.jobs.get(made.id)).result == 9
 
 
 def test_without_settings_it_says_what_to_do() -> None:

@@ -47,7 +47,7 @@ def cpu_s(pid: int) -> float:
 
 async def completed_total(url: str) -> int:
     async with Client(EngineSettings.from_url(url)) as c:
-        return (await c.counts("default"))["completed_total"]
+        return (await c.queues.counts("default"))["completed_total"]
 
 
 async def wait_progress(url: str, timeout_s: float) -> float:
@@ -107,7 +107,7 @@ async def test_redis_outage(how: str, tmp_path: Path, procs: list[WorkerProc]) -
         procs.append(worker)
         async with Client(EngineSettings.from_url(url)) as client:
             job = await client.enqueue(ct.work, 1)
-            await client.wait(job.id, timeout_s=10)
+            await client.jobs.wait(job.id, timeout_s=10)
         await asyncio.sleep(0.5)
         if how == "killed":
             server.stop(signal.SIGKILL)
@@ -131,7 +131,7 @@ async def test_redis_outage(how: str, tmp_path: Path, procs: list[WorkerProc]) -
         back = time.monotonic()
         async with Client(EngineSettings.from_url(url)) as client:
             job = await client.enqueue(ct.work, 1)
-            await client.wait(job.id, timeout_s=10)
+            await client.jobs.wait(job.id, timeout_s=10)
         resumed_s = time.monotonic() - back
         assert worker.alive()
         assert fail_s < 1.5, fail_s
@@ -159,7 +159,7 @@ async def round_trip(settings: EngineSettings) -> None:
         job = await client.enqueue(ct.work, 1)
         worker = Worker(settings, [ct.work], burst=True)
         await worker.run()
-        assert (await client.get(job.id)).state is JobState.COMPLETED
+        assert (await client.jobs.get(job.id)).state is JobState.COMPLETED
 
 
 async def test_password_url_and_wrong_password(tmp_path: Path) -> None:
@@ -386,14 +386,14 @@ async def test_progress_and_log_ride_out_a_redis_pause(task: Task) -> None:
             async with Client(settings) as client:
                 job = await client.enqueue(task, 16, 0.5)
                 for _ in range(100):
-                    if (await client.get(job.id)).logs:
+                    if (await client.jobs.get(job.id)).logs:
                         break
                     await asyncio.sleep(0.05)
                 assert server.process is not None
                 server.process.send_signal(signal.SIGSTOP)
                 await asyncio.sleep(settings.socket_timeout_s + 2)
                 server.process.send_signal(signal.SIGCONT)
-                done = await client.wait(job.id, timeout_s=30)
+                done = await client.jobs.wait(job.id, timeout_s=30)
             assert done.state is JobState.COMPLETED, done.error
             assert done.attempt == 1 and done.result == 16
             assert [line["message"] for line in done.logs] == [f"step {i}" for i in range(16)]

@@ -27,7 +27,7 @@ async def wait_terminal(client: Client, ids: list[str], timeout_s: float) -> flo
     pending = list(ids)
     while pending:
         if time.monotonic() - start > timeout_s:
-            stuck = await client.get(pending[0], queue="default")
+            stuck = await client.jobs.get(pending[0], queue="default")
             raise AssertionError(f"{len(pending)} jobs not terminal, e.g. {stuck}")
         async with client.redis.pipeline(transaction=False) as pipe:
             for job_id in pending:
@@ -62,7 +62,7 @@ async def test_sigkill_chaos(
             states = await asyncio.gather(
                 *(client.redis.hget(client.keys("default").job(i), STORED.state) for i in ids[-50:])
             )
-            counts = await client.counts("default")
+            counts = await client.queues.counts("default")
         except RedisUnavailable:  # the observer's 1 s timeout in a load spike: look again
             continue
         if counts["submitted"] + counts["started"] + counts["scheduled"] == 0 and all(
@@ -164,9 +164,9 @@ async def test_claimed_but_never_begun_keeps_its_attempt(
     ).start()
     procs.append(crashing)
     assert crashing.wait() == failpoints.EXIT_STATUS
-    assert (await client.get(job.id)).state is JobState.STARTED
+    assert (await client.jobs.get(job.id)).state is JobState.STARTED
     procs.append(WorkerProc(settings.redis_url, ledger, concurrency=1).start())
-    done = await client.wait(job.id, timeout_s=15)
+    done = await client.jobs.wait(job.id, timeout_s=15)
     assert done.state is JobState.COMPLETED and done.attempt == 1 and done.stalls == 0
 
 
@@ -194,14 +194,14 @@ async def test_sigterm_policies(
     assert status == 0, worker.output()
     assert took < 1.0 + 1.5 + 2.0, took
     for job in short:
-        assert (await client.get(job.id)).state is JobState.COMPLETED
-    stopped = await client.get(stop.id)
+        assert (await client.jobs.get(job.id)).state is JobState.COMPLETED
+    stopped = await client.jobs.get(stop.id)
     assert stopped.state is JobState.STALLED
-    handed = await client.get(resubmit.id)
+    handed = await client.jobs.get(resubmit.id)
     assert handed.state is JobState.SUBMITTED and handed.attempt == 0
-    assert (await client.get(keep.id)).state is JobState.COMPLETED
-    assert (await client.get(queued_after.id)).state is JobState.SUBMITTED
-    assert (await client.get(late.id)).state in (JobState.COMPLETED, JobState.SUBMITTED)
+    assert (await client.jobs.get(keep.id)).state is JobState.COMPLETED
+    assert (await client.jobs.get(queued_after.id)).state is JobState.SUBMITTED
+    assert (await client.jobs.get(late.id)).state in (JobState.COMPLETED, JobState.SUBMITTED)
     record("sigterm", exit_status=status, exit_after_s=round(took, 2))
 
 
@@ -229,16 +229,16 @@ async def test_silent_job_past_max_heartbeat_interval_stalls(
 ) -> None:
     job = await client.enqueue(ct.silent)
     procs.append(WorkerProc(settings.redis_url, ledger, concurrency=1).start())
-    done = await client.wait(job.id, timeout_s=15)
+    done = await client.jobs.wait(job.id, timeout_s=15)
     assert done.state is JobState.STALLED
-    assert [j.id for j in await client.dlq("default")] == [job.id]
+    assert [j.id for j in await client.dead_letters.list("default")] == [job.id]
 
 
 async def test_cancel_queued_running_sync_and_races(
     client: Client, settings: EngineSettings, ledger: Path, procs: list[WorkerProc]
 ) -> None:
     queued = await client.enqueue_many([ct.work.call(5) for _ in range(1000)])
-    result = await client.cancel([j.id for j in queued], queue="default")
+    result = await client.jobs.cancel([j.id for j in queued], queue="default")
     assert set(result.values()) == {"cancelled"}
     running = await client.enqueue(ct.work, 30_000)
     sync = await client.enqueue(ct.sync_loop, 30)
@@ -246,14 +246,14 @@ async def test_cancel_queued_running_sync_and_races(
     while len([x for x in read_ledger(ledger) if x["kind"] == "start"]) < 2:
         await asyncio.sleep(0.02)
     asked = time.monotonic()
-    assert await client.cancel([running.id, sync.id]) == {
+    assert await client.jobs.cancel([running.id, sync.id]) == {
         running.id: "cancelling",
         sync.id: "cancelling",
     }
-    done = await client.wait(running.id, timeout_s=5)
+    done = await client.jobs.wait(running.id, timeout_s=5)
     seen_s = time.monotonic() - asked
     assert done.state is JobState.CANCELLED and done.attempt == 1 and seen_s < 1.5
-    assert (await client.wait(sync.id, timeout_s=5)).state is JobState.CANCELLED
+    assert (await client.jobs.wait(sync.id, timeout_s=5)).state is JobState.CANCELLED
     await asyncio.sleep(0.3)
     assert any(x["kind"] == "saw_cancel" and x["id"] == sync.id for x in read_ledger(ledger))
     starts = {x["id"] for x in read_ledger(ledger) if x["kind"] == "start"}
@@ -261,7 +261,7 @@ async def test_cancel_queued_running_sync_and_races(
     # cancel racing completion: exactly one terminal state each
     races = await client.enqueue_many([ct.work.call(random.randint(0, 3)) for _ in range(1000)])
     for job in races:
-        await client.cancel([job.id], queue="default")
+        await client.jobs.cancel([job.id], queue="default")
         await asyncio.sleep(0)
     ids = [j.id for j in races]
     await wait_terminal(client, ids, 60)
@@ -308,14 +308,14 @@ async def test_killed_worker_leaves_the_registry(
 ) -> None:
     worker = WorkerProc(settings.redis_url, ledger, concurrency=2).start()
     procs.append(worker)
-    while not await client.workers():
+    while not await client.workers.list():
         await asyncio.sleep(0.05)
-    [info] = await client.workers()
+    [info] = await client.workers.list()
     assert info["pid"] == worker.pid and info["concurrency"] == 2
     worker.signal(signal.SIGKILL)
     worker.wait()
     killed_at = time.monotonic()
-    while await client.workers():
+    while await client.workers.list():
         assert time.monotonic() - killed_at < 5
         await asyncio.sleep(0.1)
 
@@ -333,7 +333,7 @@ async def test_second_signal_forces_the_stop(
     assert worker.alive()  # on_shutdown="continue": it waits for the job
     worker.signal(signal.SIGTERM)
     assert worker.wait(timeout_s=5) == 0
-    handed = await client.get(job.id)  # the stop stopped it; the job goes back, not to the DLQ
+    handed = await client.jobs.get(job.id)  # the stop stopped it; the job goes back, not to the DLQ
     assert handed.state is JobState.SUBMITTED and handed.attempt == 0
 
 
@@ -350,16 +350,16 @@ async def test_a_deploy_hands_a_long_job_back_by_default(
         await asyncio.sleep(0.05)
     worker.signal(signal.SIGTERM)
     assert worker.wait(timeout_s=10) == 0, worker.output()
-    handed = await client.get(job.id)
+    handed = await client.jobs.get(job.id)
     assert handed.state is JobState.SUBMITTED and handed.attempt == 0, handed
-    assert (await client.counts("default")).get("dlq", 0) == 0
+    assert (await client.queues.counts("default")).get("dlq", 0) == 0
     # The old thread runs on in the exited process no more; nothing writes progress meanwhile.
     progress = handed.progress
     await asyncio.sleep(0.5)
-    assert (await client.get(job.id)).progress == progress
+    assert (await client.jobs.get(job.id)).progress == progress
     await client.redis.hset(client.keys("default").job(job.id), STORED.args, "[0.2]")
     procs.append(WorkerProc(settings.redis_url, ledger, concurrency=2).start())
-    done = await client.wait(job.id, timeout_s=20)
+    done = await client.jobs.wait(job.id, timeout_s=20)
     assert done.state is JobState.COMPLETED and done.attempt == 1
     starts = [x for x in read_ledger(ledger) if x["kind"] == "start" and x["id"] == job.id]
     assert [x["attempt"] for x in starts] == [1, 1]  # the handed-back run used no attempt

@@ -125,9 +125,9 @@ async def test_three_schedulers_give_exactly_12_jobs_in_12_s(
         await r.aclose()
     ids = await repeat_jobs(client, "every-second")
     assert ids == [f"every-second@{(start + k) * 1000}" for k in range(12)]
-    job = await client.get(ids[0])
+    job = await client.jobs.get(ids[0])
     assert (job.task, job.args, job.repeat) == ("add", [1, 2], "every-second")
-    assert (await client.counts("default"))["submitted"] == 12
+    assert (await client.queues.counts("default"))["submitted"] == 12
     print(f"FIGURES repeatable=1s schedulers=3 window_s=12 jobs={len(ids)}")
 
 
@@ -148,7 +148,7 @@ async def test_repeatables_change_at_run_time(client: Client, settings: EngineSe
     await asyncio.sleep(0.5)
     jobs = await repeat_jobs(client, "r")
     assert len(jobs) > first
-    assert (await client.get(jobs[-1])).args == [5, 5]
+    assert (await client.jobs.get(jobs[-1])).args == [5, 5]
     [(rep, due)] = await client.repeats.list("default")
     assert rep.every_s == 0.2 and due is not None
     assert await client.repeats.remove("default", "r")
@@ -161,7 +161,7 @@ async def test_repeatables_change_at_run_time(client: Client, settings: EngineSe
 
 
 async def _jobs(client: Client, name: str) -> list[Job]:
-    return [await client.get(i) for i in await repeat_jobs(client, name)]
+    return [await client.jobs.get(i) for i in await repeat_jobs(client, name)]
 
 
 async def test_skip_if_running_skips_ticks_while_the_last_job_runs(
@@ -213,12 +213,12 @@ async def test_a_run_made_by_hand_is_the_last_run_in_the_same_script(client: Cli
     assert job is not None and job.id.startswith("nightly@") and job.id.endswith("m")
     assert job.state == JobState.SUBMITTED
     assert await client.repeats.last_runs("default", ["nightly"]) == [(job.id, "submitted")]
-    stored = await client.get(job.id)
+    stored = await client.jobs.get(job.id)
     assert stored.args == [1, 2] and stored.submitted_at_ms is not None
     # the schedule's own ticks are untouched: its next run is still the cron's
     ((rep, due_ms),) = await client.repeats.list("default")
     assert rep.name == "nightly" and due_ms == rep.next_after(stored.submitted_at_ms)
     assert await client.run_repeatable_now("default", "nope") is None
-    assert await client.missing([(job.id, "default"), ("gone", "default")]) == {"gone"}
-    fields = await client.job_fields("default", [job.id, "gone"], ["state", "task"])
+    assert await client.jobs.missing([(job.id, "default"), ("gone", "default")]) == {"gone"}
+    fields = await client.jobs.fields("default", [job.id, "gone"], ["state", "task"])
     assert fields == [{"state": "submitted", "task": job.task}, {}]

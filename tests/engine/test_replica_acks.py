@@ -164,7 +164,7 @@ async def test_without_acks_no_wait_is_sent(settings: EngineSettings) -> None:
             jobs = [await client.enqueue(t.add, i, 1) for i in range(5)]
             await asyncio.to_thread(_sync_enqueue, settings)
             await drain(settings, [t.add])
-            assert [(await client.get(j.id)).state for j in jobs] == [JobState.COMPLETED] * 5
+            assert [(await client.jobs.get(j.id)).state for j in jobs] == [JobState.COMPLETED] * 5
         assert command_calls(r, "evalsha") > 10
         assert command_calls(r, "wait") == 0
 
@@ -184,7 +184,7 @@ async def test_an_acked_enqueue_and_run_are_on_the_replica_when_answered(fresh: 
         assert fresh.job_on(fresh.replica, job.id)["state"] == "submitted"
         assert waits(fresh) == 1  # the submit's
         await drain(settings, [t.add])
-        assert (await client.get(job.id)).result == 5
+        assert (await client.jobs.get(job.id)).result == 5
         # The completion's WAIT came back before the worker went on: the replica has it.
         assert fresh.job_on(fresh.replica, job.id) == {"state": "completed", "result": "5"}
     assert waits(fresh) >= 3  # submit, claim, complete (and the worker's other writes)
@@ -220,7 +220,7 @@ async def test_a_paused_replica_times_the_enqueue_out(fresh: Pair) -> None:
         assert classify(error) is Fault.REFUSED
         assert TIMEOUT_MS / 1000 * 0.9 <= took_s < 5
         # The master made the write: not acknowledged is not undone.
-        assert (await client.get("during-pause")).state is JobState.SUBMITTED
+        assert (await client.jobs.get("during-pause")).state is JobState.SUBMITTED
 
 
 def test_wait_counts_only_the_writes_of_its_own_connection(fresh: Pair) -> None:
@@ -274,19 +274,21 @@ async def test_after_a_timeout_a_retry_that_writes_nothing_still_waits(fresh: Pa
             with pytest.raises(ReplicaAckTimeout):
                 await client.enqueue(t.add.using(job_id="once"), 1, 1)
             with pytest.raises(ReplicaAckTimeout):  # writes nothing, but fenced
-                await client.cancel(["no-such-job"], queue="default")
+                await client.jobs.cancel(["no-such-job"], queue="default")
         fence = ack_fence_key(QueueKeys("jobsite", "default").submitted)
         with redis.Redis(port=fresh.master.port) as r:
             assert r.exists(fence)
         acks = client.scripts.raw.acks
         assert acks is not None and (acks.timeouts, acks.covered) == (2, 0)
         # The replica back: the next call still fences, and its acknowledgement covers both.
-        assert await client.cancel(["no-such-job"], queue="default") == {"no-such-job": "not_found"}
+        assert await client.jobs.cancel(["no-such-job"], queue="default") == {
+            "no-such-job": "not_found"
+        }
         assert (acks.timeouts, acks.covered) == (2, 2)
         assert fresh.job_on(fresh.replica, "once")["state"] == "submitted"
         with redis.Redis(port=fresh.master.port, decode_responses=True) as r:
             sets = command_calls(r, "set")
-            await client.cancel(["no-such-job"], queue="default")  # covered: no fence any more
+            await client.jobs.cancel(["no-such-job"], queue="default")  # covered: no fence any more
             assert command_calls(r, "set") == sets
 
 
@@ -329,7 +331,7 @@ async def test_a_cluster_waits_on_the_node_of_the_queue() -> None:
                 r.readonly()
                 assert r.exists(QueueKeys("jobsite", "default").job(job.id))
             await drain(settings, [t.add])
-            assert (await client.get(job.id)).result == 8
+            assert (await client.jobs.get(job.id)).result == 8
         with SyncClient(settings) as sync:
             await asyncio.to_thread(sync.enqueue, t.add, 1, 1)
         others = [n for n in cluster.nodes if n.port not in (master.port, replica.port)]

@@ -29,7 +29,7 @@ async def test_a_task_returning_ok_completes_with_its_value(
 ) -> None:
     job = await client.enqueue(returns_ok, 21)
     await drain(settings, [returns_ok])
-    got = await client.get(job.id)
+    got = await client.jobs.get(job.id)
     assert (got.state, got.result) == (JobState.COMPLETED, {"doubled": 42})
 
 
@@ -44,9 +44,9 @@ async def test_a_retry_counts_its_wait_from_when_it_was_queued_again(
     client: Client, settings: EngineSettings
 ) -> None:
     job = await client.enqueue(retries_once)
-    first = (await client.get(job.id)).submitted_at_ms
+    first = (await client.jobs.get(job.id)).submitted_at_ms
     await drain(settings, [retries_once])
-    got = await client.get(job.id)
+    got = await client.jobs.get(job.id)
     assert got.result == "second" and got.attempt == 2
     assert first is not None and got.submitted_at_ms is not None
     assert got.submitted_at_ms - first >= 300  # queued again after its retry delay

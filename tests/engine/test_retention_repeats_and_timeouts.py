@@ -33,9 +33,11 @@ async def test_cleanup_on_keeps_each_final_state_its_own_time(
     await drain(settings, [t.add, t.boom])
     keys = client.keys("default")
     assert not await client.redis.exists(keys.job(done.id))  # dropped at once
-    assert (await client.get(failed.id)).state is JobState.FAILED
+    assert (await client.jobs.get(failed.id)).state is JobState.FAILED
     assert week_s * 1000 - 60_000 < await client.redis.pttl(keys.job(failed.id)) <= week_s * 1000
-    assert [j.id for j in await client.dlq("default")] == []  # its retention, not the DLQ's
+    assert [
+        j.id for j in await client.dead_letters.list("default")
+    ] == []  # its retention, not the DLQ's
     assert 0 < await client.redis.pttl(keys.job(plain.id)) <= 86_400_000  # result_ttl_s as before
 
 
@@ -74,7 +76,7 @@ async def tick_ids(client: Client, name: str) -> list[str]:
     found: list[str] = []
     cursor = None
     while cursor != 0:
-        cursor, ids = await client.scan_job_ids("default", cursor or 0)
+        cursor, ids = await client.jobs.scan_ids("default", cursor or 0)
         found += [i for i in ids if i.startswith(f"{name}@")]
     return sorted(set(found))
 
@@ -94,7 +96,7 @@ async def test_repeat_every_at_enqueue_with_a_limit_fires_n_times_then_ends(
     await Scheduler(settings, client.redis, ["default"]).tick()
     ids = await tick_ids(client, name)
     assert len(ids) == 3 and ids[0] == first.id
-    assert (await client.get(first.id)).args == [2, 3]
+    assert (await client.jobs.get(first.id)).args == [2, 3]
     [(rep, due)] = await client.repeats.list("default")
     assert rep.repeat_limit == 3 and due is None  # ended
     assert await client.repeats.fired("default", [name]) == [3]
@@ -135,16 +137,16 @@ async def test_a_scheduled_flow_submits_the_whole_graph_each_tick(
     roots = [i for i in ids if "." not in i]
     assert len(roots) == 2
     for root in roots:
-        first, second, third = [await client.get(i) for i in (root, f"{root}.1", f"{root}.2")]
+        first, second, third = [await client.jobs.get(i) for i in (root, f"{root}.1", f"{root}.2")]
         assert [j.args for j in (first, second, third)] == [[1, 1], [2, 2], [3, 3]]
         assert first.flow_id == second.flow_id == third.flow_id == root
         assert second.parents == [root] and third.parents == [root, f"{root}.1"]
         assert first.state is JobState.SUBMITTED and third.state is JobState.BLOCKED
     await drain(settings, [t.add])
-    assert {(await client.get(i)).state for i in ids} == {JobState.COMPLETED}
+    assert {(await client.jobs.get(i)).state for i in ids} == {JobState.COMPLETED}
     made_by_hand = await client.run_repeatable_now("default", "nightly")
     assert made_by_hand is not None
-    assert (await client.get(f"{made_by_hand.id}.2")).parents == [
+    assert (await client.jobs.get(f"{made_by_hand.id}.2")).parents == [
         made_by_hand.id,
         f"{made_by_hand.id}.1",
     ]
@@ -213,11 +215,11 @@ async def test_worker_timeout_and_queue_timeout_settings_apply_where_tasks_set_n
         own = await producer.enqueue(t.waits.using(timeout_s=5), 0.3)
         roomy = await producer.enqueue(t.waits.using(queue="slowq"), 0.3)
     await drain(limited, [t.waits], queues=["default", "slowq"])
-    failed = await client.get(cut.id)
+    failed = await client.jobs.get(cut.id)
     assert failed.state is JobState.FAILED and failed.errors[-1]["code"] == "TIMEOUT"
     assert "0.1" in failed.errors[-1]["message"]
-    assert (await client.get(own.id)).state is JobState.COMPLETED  # the call's own wins
-    assert (await client.get(roomy.id)).state is JobState.COMPLETED  # its queue's 10 s
+    assert (await client.jobs.get(own.id)).state is JobState.COMPLETED  # the call's own wins
+    assert (await client.jobs.get(roomy.id)).state is JobState.COMPLETED  # its queue's 10 s
     waiting = dataclasses.replace(
         settings,
         queue_timeout_s=0.2,
@@ -227,19 +229,19 @@ async def test_worker_timeout_and_queue_timeout_settings_apply_where_tasks_set_n
         stale = await producer.enqueue(t.add, 1, 1)
         kept = await producer.enqueue(t.add.using(queue_timeout_s=60), 1, 1)
         other = await producer.enqueue(t.add.using(queue="slowq"), 1, 1)
-    assert (await client.get(stale.id)).queue_timeout_ms == 200
-    assert (await client.get(other.id)).queue_timeout_ms == 60_000
+    assert (await client.jobs.get(stale.id)).queue_timeout_ms == 200
+    assert (await client.jobs.get(other.id)).queue_timeout_ms == 60_000
     await asyncio.sleep(0.3)
     deadline = time.monotonic() + 10
-    while (await client.get(stale.id)).state is not JobState.EXPIRED:
+    while (await client.jobs.get(stale.id)).state is not JobState.EXPIRED:
         assert time.monotonic() < deadline
         r = connect(settings)
         try:
             await Cleaner(settings, r, ["default", "slowq"]).tick()
         finally:
             await r.aclose()
-    assert (await client.get(kept.id)).state is JobState.SUBMITTED
-    assert (await client.get(other.id)).state is JobState.SUBMITTED
+    assert (await client.jobs.get(kept.id)).state is JobState.SUBMITTED
+    assert (await client.jobs.get(other.id)).state is JobState.SUBMITTED
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ async def test_runnable_backlog_and_slots(client: Client, settings: EngineSettin
     assert q.oldest_runnable_s >= 0.25
     assert q.worker_slots == 0 and q.runnable_per_slot == 30  # no worker: as if one slot
 
-    await client.pause("default")
+    await client.queues.pause("default")
     (q,) = (await client.metrics(["default"])).queues
     assert q.runnable == 0 and q.oldest_runnable_s == 0 and q.depth["submitted"] == 30
 

@@ -145,7 +145,7 @@ async def test_key_count_is_checked(client: Client) -> None:
 async def test_scripts_survive_noscript(client: Client) -> None:
     await client.redis.script_flush()
     job = await client.enqueue(t.add, 1, 2)
-    assert (await client.get(job.id)).state is JobState.SUBMITTED
+    assert (await client.jobs.get(job.id)).state is JobState.SUBMITTED
 
 
 async def test_claim_sets_lease_token_and_skips_vanished_ids(client: Client) -> None:
@@ -154,7 +154,7 @@ async def test_claim_sets_lease_token_and_skips_vanished_ids(client: Client) -> 
     await client.redis.zadd(k.submitted, {"ghost": 0})  # an id without a hash
     row = await claim_one(client, limit=2)
     assert row.id == job.id and row.attempt == 1 and row.token and row.task == "add"
-    got = await client.get(job.id)
+    got = await client.jobs.get(job.id)
     assert got.state is JobState.STARTED and got.worker == "w1" and got.token == row.token
     lease = await client.redis.zscore(k.started, job.id)
     assert lease is not None and lease > got.claimed_at_ms  # type: ignore[operator]
@@ -184,11 +184,11 @@ async def test_claim_begins_what_starts_at_once_and_only_claims_what_may_wait(
     )
     begun = {r.id: r.begun for r in rows}
     assert begun == {plain.id: 1, held.id: 0, own.id: 0, suspect.id: 0}
-    got = await client.get(plain.id)
+    got = await client.jobs.get(plain.id)
     assert got.attempt == 1 and got.begun == "1" and got.started_at_ms == got.claimed_at_ms
     assert got.heartbeat_at_ms is None  # its task has not heartbeat yet: no field for it
     for waiting in (held, own, suspect):
-        job = await client.get(waiting.id)
+        job = await client.jobs.get(waiting.id)
         assert job.attempt == 0 and job.begun == "0" and job.started_at_ms is None
     stats = await client.redis.hgetall(k.stats)
     assert [f for f in stats if f.startswith("wait|")] == [
@@ -213,7 +213,7 @@ async def test_a_job_begun_at_its_claim_keeps_no_claim_stamp_of_its_own(client: 
     claim = {"events_maxlen": 1000, "lease_ms": 30_000, "worker_id": "w1", "result_ttl_ms": 60_000}
     (row,) = await client.scripts.claim(k, max_jobs=1, begin=True, held=["limited"], **claim)
     assert row.begun == 0 and await client.redis.hexists(k.job(held.id), STORED.claimed_at_ms)
-    claimed_first = (await client.get(held.id)).claimed_at_ms
+    claimed_first = (await client.jobs.get(held.id)).claimed_at_ms
     assert claimed_first is not None
     assert (
         await client.scripts.release(
@@ -225,7 +225,7 @@ async def test_a_job_begun_at_its_claim_keeps_no_claim_stamp_of_its_own(client: 
     assert again.id == held.id and again.begun == 1
     fields = await client.redis.hgetall(k.job(held.id))
     assert STORED.claimed_at_ms not in fields
-    got = await client.get(held.id)
+    got = await client.jobs.get(held.id)
     assert got.claimed_at_ms == got.started_at_ms == int(fields[STORED.started_at_ms])
     assert got.claimed_at_ms >= claimed_first
 
@@ -245,8 +245,8 @@ async def test_promote_moves_only_due_jobs(client: Client) -> None:
     await asyncio.sleep(0.01)
     promoted, wait_ms, codes = await client.scripts.promote(k, events_maxlen=1000, max_jobs=100)
     assert promoted == 1 and 58_000 < wait_ms <= 60_000 and codes == ()
-    assert (await client.get(due.id)).state is JobState.SUBMITTED
-    assert (await client.get(later.id)).state is JobState.SCHEDULED
+    assert (await client.jobs.get(due.id)).state is JobState.SUBMITTED
+    assert (await client.jobs.get(later.id)).state is JobState.SCHEDULED
 
 
 async def test_promote_by_id_runs_scheduled_jobs_now_and_reports_the_others(
@@ -276,12 +276,12 @@ async def test_promote_by_id_runs_scheduled_jobs_now_and_reports_the_others(
         ttl_ms=5000,
     )
     ready = await client.enqueue(t.add, 4, 4)
-    assert [j.id for j in await client.scheduled("default", retrying=True)] == [backoff.id]
-    first, _ = await client.scheduled("default", retrying=False)
+    assert [j.id for j in await client.queues.scheduled("default", retrying=True)] == [backoff.id]
+    first, _ = await client.queues.scheduled("default", retrying=False)
     assert first.id == later.id
     before = len(await client.redis.xrange(k.events))
 
-    done = await client.run_now("default", [later.id, backoff.id, ready.id, "ghost"])
+    done = await client.jobs.run_now("default", [later.id, backoff.id, ready.id, "ghost"])
 
     assert done == {
         later.id: "promoted",
@@ -290,7 +290,7 @@ async def test_promote_by_id_runs_scheduled_jobs_now_and_reports_the_others(
         "ghost": "not_found",
     }
     for job_id in (later.id, backoff.id, ready.id):
-        assert (await client.get(job_id)).state is JobState.SUBMITTED
+        assert (await client.jobs.get(job_id)).state is JobState.SUBMITTED
     assert await client.redis.zcard(k.scheduled) == 1
     assert await client.redis.zscore(k.submitted, later.id) is not None
     events = [f for _, f in (await client.redis.xrange(k.events))[before:]]
@@ -299,7 +299,7 @@ async def test_promote_by_id_runs_scheduled_jobs_now_and_reports_the_others(
         (later.id, "scheduled", "submitted"),
         (backoff.id, "scheduled", "submitted"),
     }, events
-    assert (await client.get(backoff.id)).attempt == 1  # its attempt series goes on
+    assert (await client.jobs.get(backoff.id)).attempt == 1  # its attempt series goes on
 
 
 async def test_fail_without_dlq_expires_and_with_wrong_token_is_refused(client: Client) -> None:
@@ -326,7 +326,7 @@ async def test_fail_without_dlq_expires_and_with_wrong_token_is_refused(client: 
     assert await fail(row.token) == Code.LEASE_LOST  # token cleared
     assert await client.redis.zscore(k.dlq, job.id) is None
     assert 0 < await client.redis.pttl(k.job(job.id)) <= 5000
-    assert (await client.get(job.id)).errors == [{"type": "X"}]
+    assert (await client.jobs.get(job.id)).errors == [{"type": "X"}]
 
 
 async def test_retry_appends_errors_and_requeues(client: Client) -> None:
@@ -349,7 +349,7 @@ async def test_retry_appends_errors_and_requeues(client: Client) -> None:
     for n in (1, 2):
         row = await claim_one(client)
         assert await retry(job.id, row.token, f'{{"n":{n}}}'.encode()) == Code.OK
-    got = await client.get(job.id)
+    got = await client.jobs.get(job.id)
     assert got.state is JobState.SUBMITTED and got.errors == [{"n": 1}, {"n": 2}]
     assert await retry("nope", "1", b"{}") == Code.NOT_FOUND
 
@@ -375,10 +375,10 @@ async def test_disown_hands_back_only_this_workers_unheld_jobs(client: Client) -
     assert lost.attempt == 1 and lost.begun == 1
     handed = await client.scripts.disown(k, events_maxlen=1000, worker_id="w1", held=[kept.token])
     assert handed == [lost.id]
-    back = await client.get(lost.id)
+    back = await client.jobs.get(lost.id)
     assert back.state is JobState.SUBMITTED and back.attempt == 0 and back.token is None
-    assert (await client.get(kept.id)).state is JobState.STARTED
-    assert (await client.get(other.id)).state is JobState.STARTED
+    assert (await client.jobs.get(kept.id)).state is JobState.STARTED
+    assert (await client.jobs.get(other.id)).state is JobState.STARTED
     assert set(await client.redis.zrange(k.started, 0, -1)) == {kept.id, other.id}
     last = (await client.redis.xrevrange(k.events, count=1))[0][1]
     assert (last["job"], last["from"], last["to"], last["attempt"]) == (

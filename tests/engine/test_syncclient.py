@@ -40,10 +40,10 @@ async def test_a_sync_enqueue_is_the_async_one(
     job = await asyncio.to_thread(sync.enqueue, t.add, 2, 3)
     later = await asyncio.to_thread(sync.enqueue, t.add.using(delay_s=60), 1, 1)
     assert job.state is JobState.SUBMITTED and later.state is JobState.SCHEDULED
-    assert await client.queues() == ["default"]
-    await client.cancel([later.id])
+    assert await client.queues.names() == ["default"]
+    await client.jobs.cancel([later.id])
     await drain(settings, [t.add])
-    assert (await client.get(job.id)).result == 5
+    assert (await client.jobs.get(job.id)).result == 5
 
 
 async def test_chosen_ids_dedup_and_flows_keep_their_rules(
@@ -126,9 +126,9 @@ async def test_a_cluster_url(
     with SyncClient(cluster_settings) as sync:
         jobs = [sync.enqueue(t.add.using(queue=q), 1, 2) for q in ("default", "a", "b")]
     async with Client(cluster_settings) as client:
-        assert await client.queues() == ["a", "b", "default"]
+        assert await client.queues.names() == ["a", "b", "default"]
         for job in jobs:
-            assert (await client.get(job.id, job.queue)).state is JobState.SUBMITTED
+            assert (await client.jobs.get(job.id, job.queue)).state is JobState.SUBMITTED
     with pytest.raises(ConfigError, match="only database 0"):
         SyncClient(EngineSettings.from_url(cluster_settings.redis_url + "/3"))
 
@@ -141,6 +141,6 @@ async def test_a_sentinel_url(tmp_path: Path) -> None:
             job = sync.enqueue(t.add, 1, 2)
             assert sync.redis.connection_pool.connection_kwargs["db"] == 0
         async with Client(settings) as client:
-            assert (await client.get(job.id)).state is JobState.SUBMITTED
+            assert (await client.jobs.get(job.id)).state is JobState.SUBMITTED
             # Its scripts keep redis-py's checkouts: that is how a failover is noticed.
             assert client.scripts.raw.run is client.redis

@@ -47,7 +47,7 @@ async def test_timeouts_follow_retry_on_and_no_retry_on(
     await drain(settings, ALL)
     attempts = {}
     for name, job in jobs.items():
-        got = await client.get(job.id)
+        got = await client.jobs.get(job.id)
         assert got.state is JobState.FAILED and got.errors[0]["code"] == "TIMEOUT", got.errors
         attempts[name] = got.attempt
     assert attempts == {
@@ -62,5 +62,5 @@ async def test_no_retry_on_refuses_its_codes_only(client: Client, settings: Engi
     refused = await client.enqueue(refused_code, "bad_request")
     retried = await client.enqueue(refused_code.using(retry_delay_s=0.01), "flaky")
     await drain(settings, ALL)
-    assert (await client.get(refused.id)).attempt == 1
-    assert (await client.get(retried.id)).attempt == 4
+    assert (await client.jobs.get(refused.id)).attempt == 1
+    assert (await client.jobs.get(retried.id)).attempt == 4

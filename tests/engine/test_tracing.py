@@ -67,7 +67,7 @@ async def test_run_span_is_a_child_of_the_enqueue(
     assert failed.status.status_code is StatusCode.ERROR
     assert failed.attributes is not None and failed.attributes["jobsite.outcome"] == "failed"
     boom_enqueue = named(finished, "jobsite.enqueue boom")
-    carried = (await client.get(bad.id)).trace_context or ""
+    carried = (await client.jobs.get(bad.id)).trace_context or ""
     assert format(boom_enqueue.context.span_id, "016x") in carried
 
 
@@ -76,7 +76,7 @@ async def test_off_without_the_package(
 ) -> None:
     monkeypatch.setattr(tracing, "ENABLED", False)
     job = await client.enqueue(t.add, 1, 2)
-    assert (await client.get(job.id)).trace_context is None
+    assert (await client.jobs.get(job.id)).trace_context is None
     assert spans.get_finished_spans() == ()
     code = (
         "import sys; sys.modules['opentelemetry'] = None; from engine.stream import tracing; "

@@ -40,7 +40,7 @@ class Seen:
 
 async def _state(client: Client, job_id: str, state: str) -> None:
     for _ in range(1000):
-        if (await client.get(job_id)).state == state:
+        if (await client.jobs.get(job_id)).state == state:
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"{job_id} never {state}")
@@ -72,7 +72,7 @@ async def test_each_transition_fires_its_hook_once_across_two_workers(
         [dropped] = await client.enqueue_many([unknown])
         stale = await client.enqueue(t.add.using(delay_s=0.3, ttl_s=0.2), 1, 2)
         await _state(client, running.id, "started")
-        await client.cancel([later.id, blocked.id, running.id])
+        await client.jobs.cancel([later.id, blocked.id, running.id])
         for job_id, kind in [
             (later.id, "cancelled"),
             (blocked.id, "cancelled"),
@@ -84,7 +84,7 @@ async def test_each_transition_fires_its_hook_once_across_two_workers(
             (stale.id, "dead_letter"),
         ]:
             await seen.until(job_id, kind)
-        await client.wait(retried.id, timeout_s=10)
+        await client.jobs.wait(retried.id, timeout_s=10)
     finally:
         for w in workers:
             w.stop()
@@ -124,5 +124,5 @@ async def test_the_cleaner_of_another_worker_reports_a_killed_workers_job_stalle
         await sweep
     finally:
         victim.stop()
-    assert (await client.get(job.id)).state == "stalled"
+    assert (await client.jobs.get(job.id)).state == "stalled"
     assert seen.of(job.id) == {"stalled": 1, "dead_letter": 1}

@@ -56,7 +56,7 @@ async def test_rolling_deploy_runs_each_job_on_its_version(
     async def watch(client: Client) -> None:
         nonlocal most_set_aside
         while not stop_producing.is_set():
-            counts = await client.counts("default")
+            counts = await client.queues.counts("default")
             most_set_aside = max(most_set_aside, counts["waiting_version"])
             await asyncio.sleep(0.05)
 
@@ -82,7 +82,7 @@ async def test_rolling_deploy_runs_each_job_on_its_version(
         await wait_terminal(client, list(ids), timeout_s=60)
         states = Counter()
         for job_id in ids:
-            states[(await client.get(job_id)).state] += 1
+            states[(await client.jobs.get(job_id)).state] += 1
     assert states == {JobState.COMPLETED: len(ids)}, states
     report = audit(url, list(ids), ledger, faulted_pids=set())
     report.assert_clean()

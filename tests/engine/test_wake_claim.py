@@ -57,7 +57,7 @@ async def _watch_jobs(client: Client, settings: EngineSettings, count: int) -> t
     ids = []
     for n in range(count):
         job = await client.enqueue(t.add, n, 2)
-        assert (await client.wait(job.id, timeout_s=2)).state is JobState.COMPLETED
+        assert (await client.jobs.wait(job.id, timeout_s=2)).state is JobState.COMPLETED
         ids.append(job.id)
         await asyncio.sleep(0.05)  # the worker is idle again, waiting on the marker
     worker.stop()
@@ -110,7 +110,7 @@ async def test_a_stopped_worker_claims_nothing_with_the_claim_it_had_queued(
     await worker.shutdown.fencing
     job = await client.enqueue(t.add, 2, 3)  # wakes the wait: the queued claim runs now
     await asyncio.wait_for(running, 5)
-    assert (await client.get(job.id)).state is JobState.SUBMITTED
+    assert (await client.jobs.get(job.id)).state is JobState.SUBMITTED
     meta = await client.redis.hgetall(client.keys("default").meta)
     assert not any(name.startswith("stop:") for name in meta)  # the fence left with it
 
@@ -121,7 +121,7 @@ async def test_a_server_without_the_claim_script_still_serves_an_idle_worker(
     worker, running = await _idle_worker(settings)
     await client.redis.script_flush()  # the queued claim is answered NOSCRIPT
     job = await client.enqueue(t.add, 3, 4)
-    assert (await client.wait(job.id, timeout_s=3)).state is JobState.COMPLETED
+    assert (await client.jobs.wait(job.id, timeout_s=3)).state is JobState.COMPLETED
     worker.stop()
     await running
 

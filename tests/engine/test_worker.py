@@ -34,20 +34,20 @@ async def test_async_and_sync_tasks_complete(client: Client, settings: EngineSet
     a = await client.enqueue(t.add, 1, 2)
     s = await client.enqueue(t.add_sync, 3, 4)
     worker = await drain(settings, ALL)
-    done_a, done_s = await client.get(a.id), await client.get(s.id)
+    done_a, done_s = await client.jobs.get(a.id), await client.jobs.get(s.id)
     assert (done_a.state, done_a.result, done_a.attempt) == (JobState.COMPLETED, 3, 1)
     assert (done_s.state, done_s.result) == (JobState.COMPLETED, 7)
     assert done_a.started_at_ms and done_a.completed_at_ms and done_a.claimed_at_ms
     assert done_a.finished_at_ms == done_a.completed_at_ms and done_a.worker == worker.id
     assert worker.counters["completed"] == 2
-    counts = await client.counts("default")
+    counts = await client.queues.counts("default")
     assert counts["completed_total"] == 2 and counts["started"] == 0
 
 
 async def test_context_is_passed(client: Client, settings: EngineSettings) -> None:
     job = await client.enqueue(t.ctx, "hello")
     await drain(settings, ALL)
-    assert (await client.get(job.id)).result == {"id": job.id, "attempt": 1, "tag": "hello"}
+    assert (await client.jobs.get(job.id)).result == {"id": job.id, "attempt": 1, "tag": "hello"}
 
 
 async def test_unexpected_exception_fails_at_once_into_dlq(
@@ -55,12 +55,12 @@ async def test_unexpected_exception_fails_at_once_into_dlq(
 ) -> None:
     job = await client.enqueue(t.boom)
     await drain(settings, ALL)
-    got = await client.get(job.id)
+    got = await client.jobs.get(job.id)
     assert got.state is JobState.FAILED and got.attempt == 1  # max_retries=2, but not expected
     assert (
         got.errors[0]["type"] == "ValueError" and "raise ValueError" in got.errors[0]["traceback"]
     )
-    assert [j.id for j in await client.dlq("default")] == [job.id]
+    assert [j.id for j in await client.dead_letters.list("default")] == [job.id]
 
 
 async def test_expected_exception_retries_exactly_max_retries(
@@ -68,7 +68,7 @@ async def test_expected_exception_retries_exactly_max_retries(
 ) -> None:
     job = await client.enqueue(t.flaky.using(retry_delay_s=0.05, backoff="linear"))
     await drain(settings, ALL)
-    got = await client.get(job.id)
+    got = await client.jobs.get(job.id)
     assert got.state is JobState.FAILED
     assert got.attempt == 4  # 1 run + max_retries=3 retries
     assert [e["attempt"] for e in got.errors] == [1, 2, 3, 4]
@@ -98,7 +98,7 @@ async def test_retry_delays_follow_backoff(client: Client, settings: EngineSetti
         scheduled = at[("scheduled", str(n))]
         promoted = at[("submitted", str(n))]
         assert wait_ms <= promoted - scheduled < wait_ms + 1000, (n, promoted - scheduled)
-    assert (await client.get(job.id)).attempt == 3
+    assert (await client.jobs.get(job.id)).attempt == 3
 
 
 async def test_immediate_requeue_without_delay(client: Client, settings: EngineSettings) -> None:
@@ -107,13 +107,13 @@ async def test_immediate_requeue_without_delay(client: Client, settings: EngineS
         await drain(settings, ALL)
         moves = [(e["from"], e["to"]) for _, e in r.xrange(client.keys("default").events)]
     assert ("started", "submitted") in moves and ("started", "scheduled") not in moves
-    assert (await client.get(job.id)).attempt == 2
+    assert (await client.jobs.get(job.id)).attempt == 2
 
 
 async def test_timeout_is_retried(client: Client, settings: EngineSettings) -> None:
     job = await client.enqueue(t.slow)
     await drain(settings, ALL)
-    got = await client.get(job.id)
+    got = await client.jobs.get(job.id)
     assert got.state is JobState.FAILED and got.attempt == 2  # timeouts retry (max_retries=1)
     assert [e["type"] for e in got.errors] == ["Timeout", "Timeout"]
 
@@ -121,7 +121,7 @@ async def test_timeout_is_retried(client: Client, settings: EngineSettings) -> N
 async def test_retry_exception_uses_its_own_delay(client: Client, settings: EngineSettings) -> None:
     job = await client.enqueue(t.retry_twice)
     await drain(settings, ALL)
-    got = await client.get(job.id)
+    got = await client.jobs.get(job.id)
     assert (got.state, got.result, got.attempt) == (JobState.COMPLETED, 3, 3)
     assert got.retried_at_ms and got.started_at_ms
     assert got.retried_at_ms - got.started_at_ms >= 400  # two Retry(delay_s=0.2)
@@ -131,8 +131,8 @@ async def test_retry_on_error_codes(client: Client, settings: EngineSettings) ->
     retried = await client.enqueue(t.coded, "rate_limited")
     failed = await client.enqueue(t.coded, "bad_request")
     await drain(settings, ALL)
-    assert (await client.get(retried.id)).attempt == 2
-    got = await client.get(failed.id)
+    assert (await client.jobs.get(retried.id)).attempt == 2
+    got = await client.jobs.get(failed.id)
     assert got.attempt == 1 and got.errors[0]["code"] == "bad_request"
 
 
@@ -142,7 +142,7 @@ async def test_task_result_err_and_unserializable_result_fail(
     err = await client.enqueue(t.explicit_err)
     bad = await client.enqueue(t.unjsonable)
     await drain(settings, ALL)
-    got_err, got_bad = await client.get(err.id), await client.get(bad.id)
+    got_err, got_bad = await client.jobs.get(err.id), await client.jobs.get(bad.id)
     assert got_err.state is JobState.FAILED and got_err.errors[0]["code"] == "bad_input"
     assert got_bad.state is JobState.FAILED and "not JSON" in got_bad.errors[0]["message"]
 
@@ -152,8 +152,8 @@ async def test_dead_letter_policy_none_skips_the_dlq(
 ) -> None:
     job = await client.enqueue(t.boom.using(dead_letter_policy="none", result_ttl_s=60))
     await drain(settings, ALL)
-    assert (await client.get(job.id)).state is JobState.FAILED
-    assert await client.dlq("default") == []
+    assert (await client.jobs.get(job.id)).state is JobState.FAILED
+    assert await client.dead_letters.list("default") == []
     with sync_redis(settings.redis_url) as r:
         assert 0 < r.pttl(client.keys("default").job(job.id)) <= 60_000
 
@@ -167,25 +167,28 @@ async def test_unknown_name_or_version_waits_then_is_dropped(
     wrong_version = await client.enqueue(task_ref("versioned", version=1))
     right_version = await client.enqueue(task_ref("versioned", version=2))
     await drain(settings, ALL)
-    assert (await client.get(right_version.id)).result == "v2"
+    assert (await client.jobs.get(right_version.id)).result == "v2"
     for job in (unknown, wrong_version):
-        got = await client.get(job.id)
+        got = await client.jobs.get(job.id)
         assert got.state is JobState.SUBMITTED and "unserved_at_ms" in got.extra
-    counts = (await client.queue_states(["default"]))[0][1]
+    counts = (await client.queues.states(["default"]))[0][1]
     assert counts["submitted"] == 2 and counts["waiting_version"] == 2
     brief = dataclasses.replace(settings, unserved_drop_after_s=0.2, cleaner_interval_s=0.05)
     await asyncio.sleep(0.3)
     await drain(brief, ALL)
     deadline = asyncio.get_running_loop().time() + 5
-    while (await client.get(unknown.id)).state is not JobState.DROPPED:
+    while (await client.jobs.get(unknown.id)).state is not JobState.DROPPED:
         assert asyncio.get_running_loop().time() < deadline
         await asyncio.sleep(0.05)
         await drain(brief, ALL)
-    assert (await client.get(wrong_version.id)).state is JobState.DROPPED
-    dropped = await client.get(unknown.id)
+    assert (await client.jobs.get(wrong_version.id)).state is JobState.DROPPED
+    dropped = await client.jobs.get(unknown.id)
     assert dropped.errors[-1]["type"] == "UnknownTask" and "nobody.home@1" in str(dropped.errors)
-    assert {j.id for j in await client.dlq("default")} == {unknown.id, wrong_version.id}
-    assert (await client.queue_states(["default"]))[0][1]["waiting_version"] == 0
+    assert {j.id for j in await client.dead_letters.list("default")} == {
+        unknown.id,
+        wrong_version.id,
+    }
+    assert (await client.queues.states(["default"]))[0][1]["waiting_version"] == 0
 
 
 async def test_resubmit_from_dlq(client: Client, settings: EngineSettings) -> None:
@@ -193,22 +196,22 @@ async def test_resubmit_from_dlq(client: Client, settings: EngineSettings) -> No
     await drain(settings, ALL)
     # two concurrent resubmits of the same job give exactly one new run
     counts = await asyncio.gather(
-        client.resubmit("default", [job.id]), client.resubmit("default", [job.id])
+        client.jobs.resubmit("default", [job.id]), client.jobs.resubmit("default", [job.id])
     )
     assert sorted(counts) == [0, 1]
-    got = await client.get(job.id)
+    got = await client.jobs.get(job.id)
     assert got.state is JobState.SUBMITTED and got.attempt == 0 and len(got.errors) == 1
     await drain(settings, ALL)
-    again = await client.get(job.id)
+    again = await client.jobs.get(job.id)
     assert again.state is JobState.FAILED and len(again.errors) == 2
 
 
 async def test_resubmit_dlq_by_task(client: Client, settings: EngineSettings) -> None:
     await client.enqueue_many([t.boom.call() for _ in range(3)] + [t.explicit_err.call()])
     await drain(settings, ALL)
-    assert await client.resubmit_dlq("default", task="boom") == 3
-    assert (await client.counts("default"))["dlq"] == 1
-    assert await client.resubmit_dlq("default") == 1
+    assert await client.dead_letters.resubmit("default", task="boom") == 3
+    assert (await client.queues.counts("default"))["dlq"] == 1
+    assert await client.dead_letters.resubmit("default") == 1
 
 
 async def test_priority_order(client: Client, settings: EngineSettings) -> None:
@@ -227,7 +230,7 @@ async def test_delayed_jobs_never_start_early(client: Client, settings: EngineSe
         events = r.xrange(client.keys("default").events)
     accepted = {e["job"]: int(e["at"]) for _, e in events if e["from"] == "unsubmitted"}
     for job, i in zip(jobs, range(1, 6), strict=True):
-        got = await client.get(job.id)
+        got = await client.jobs.get(job.id)
         assert got.state is JobState.COMPLETED and got.started_at_ms is not None
         assert got.started_at_ms - accepted[job.id] >= 100 * i
 
@@ -257,7 +260,7 @@ async def test_stale_token_cannot_complete(client: Client, settings: EngineSetti
     fresh = await complete(token, b"2")
     twice = await complete(token, b"3")
     assert (stale, fresh, twice) == ([-2], [0], [-2])
-    assert (await client.get(job.id)).result == 2
+    assert (await client.jobs.get(job.id)).result == 2
 
 
 async def test_cli_worker_burst(client: Client, settings: EngineSettings) -> None:
@@ -265,7 +268,7 @@ async def test_cli_worker_burst(client: Client, settings: EngineSettings) -> Non
     proc = run_cli(settings.redis_url, "tests.engine.tasks", "--concurrency", "5", "--burst")
     assert proc.returncode == 0, proc.stderr
     assert "completed=50" in proc.stderr
-    assert [(await client.get(j.id)).result for j in jobs] == [i + 1 for i in range(50)]
+    assert [(await client.jobs.get(j.id)).result for j in jobs] == [i + 1 for i in range(50)]
 
 
 @pytest.mark.parametrize(
@@ -310,6 +313,6 @@ async def test_exponential_jitter_retries_stay_in_their_windows(
     for n in range(1, 5):
         waited = at[("submitted", str(n))] - at[("scheduled", str(n))]
         assert 0 <= waited <= 50 * 2**n + 150, (n, waited)
-    got = await client.get(job.id)
+    got = await client.jobs.get(job.id)
     assert got.state is JobState.FAILED and len(got.errors) == 5
-    assert [j.id for j in await client.dlq("default")] == [job.id]
+    assert [j.id for j in await client.dead_letters.list("default")] == [job.id]

@@ -137,7 +137,7 @@ async def test_a_quiet_worker_that_crashes_ends(settings: EngineSettings, client
     worker = Worker(settings, [t.add], concurrency=2)
     running = asyncio.create_task(worker.run())
     await asyncio.sleep(0.3)
-    await client.control("quiet", worker=worker.id)
+    await client.workers.control("quiet", worker=worker.id)
     for _ in range(100):
         if worker.life.state is State.QUIET:
             break

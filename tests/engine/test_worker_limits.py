@@ -77,7 +77,7 @@ async def test_a_limit_sent_with_the_call_is_raised_to_two_heartbeats(
     with caplog.at_level(logging.WARNING, logger="engine.worker"):
         await drain(worker, [beats_often])
     watcher.cancel()
-    done = await client.get(job.id)
+    done = await client.jobs.get(job.id)
     assert done.state is JobState.COMPLETED and done.stalls == 0, done
     assert max(leases) > 0.3  # a lease of up to 0.6 s, not 0.1 s
     raised = [r.getMessage() for r in caplog.records if "raised to twice" in r.getMessage()]
@@ -94,7 +94,7 @@ async def test_the_workers_queue_timeout_expires_a_job_that_carries_none(
     stale = await client.enqueue(t.add, 1, 1)
     own = await client.enqueue(t.add.using(queue_timeout_s=60), 2, 2)
     roomy = await client.enqueue(t.add.using(queue="slowq"), 3, 3)
-    assert (await client.get(stale.id)).queue_timeout_ms is None
+    assert (await client.jobs.get(stale.id)).queue_timeout_ms is None
     await asyncio.sleep(1.2)
     fresh = await client.enqueue(t.add, 4, 4)
     worker = dataclasses.replace(
@@ -103,9 +103,9 @@ async def test_the_workers_queue_timeout_expires_a_job_that_carries_none(
         queue_timeouts={"slowq": {"queue_timeout_s": 60}},  # type: ignore[arg-type]
     )
     await drain(worker, [t.add], queues=["default", "slowq"])
-    expired = await client.get(stale.id)
+    expired = await client.jobs.get(stale.id)
     assert expired.state is JobState.EXPIRED and expired.attempt == 0
-    assert [j.id for j in await client.dlq("default")] == [stale.id]
+    assert [j.id for j in await client.dead_letters.list("default")] == [stale.id]
     with sync_redis(settings.redis_url, decode_responses=True) as r:
         reasons = [
             e["error"]
@@ -114,5 +114,5 @@ async def test_the_workers_queue_timeout_expires_a_job_that_carries_none(
         ]
     assert reasons == ["queue timeout passed"]
     for job, value in ((own, 4), (roomy, 6), (fresh, 8)):
-        done = await client.get(job.id)
+        done = await client.jobs.get(job.id)
         assert done.state is JobState.COMPLETED and done.result == value

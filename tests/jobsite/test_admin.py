@@ -33,7 +33,7 @@ def login(user: User) -> tuple[WebClient, str]:
 def states(engine: EngineSettings, ids: list[str]) -> list[JobState]:
     async def get() -> list[JobState]:
         async with Client(engine) as client:
-            return [(await client.get(i)).state for i in ids]
+            return [(await client.jobs.get(i)).state for i in ids]
 
     return async_to_sync(get)()
 
@@ -202,7 +202,7 @@ def test_queue_pause_and_resume(engine: EngineSettings, admin_user: User) -> Non
 
     async def paused() -> bool:
         async with Client(engine) as client:
-            return await client.is_paused("default")
+            return await client.queues.is_paused("default")
 
     assert async_to_sync(paused)() and QueueRecord.objects.get(name="default").paused
     assert web.post("/admin/jobsite/queuerecord/", {**form, "action": "resume"}).status_code == 302

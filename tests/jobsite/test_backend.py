@@ -55,7 +55,7 @@ def test_a_django_task_drives_progress_and_the_job_log(engine: EngineSettings) -
     async_to_sync(run_worker)(engine)
     for result, rows in ((sync, 3), (aio, 2)):
         assert result.task.get_result(result.id).return_value == rows
-        job = services.get_job(result.id)
+        job = services.run_engine(lambda c, result=result: c.jobs.get(result.id))
         assert (job.progress, job.progress_message) == (100.0, f"row {rows} of {rows}")
         assert [line["message"] for line in job.logs] == [
             f"imported row {n}" for n in range(1, rows + 1)

@@ -113,7 +113,7 @@ def assert_job_paths(paths: list[bytes]) -> None:
 def queue_paused(engine: EngineSettings) -> bool:
     async def paused() -> bool:
         async with Client(engine) as client:
-            return await client.is_paused("default")
+            return await client.queues.is_paused("default")
 
     return async_to_sync(paused)()
 

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def engine_job(settings: EngineSettings, job_id: str) -> Any:
     async def go() -> Any:
         async with Client(settings) as client:
-            return await client.get(job_id)
+            return await client.jobs.get(job_id)
 
     return async_to_sync(go)()
 

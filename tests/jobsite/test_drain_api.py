@@ -37,7 +37,7 @@ def enqueue(n: int) -> list[str]:
 
 
 def states(ids: list[str]) -> set[JobState]:
-    return {services.get_job(i).state for i in ids}
+    return {services.run_engine(lambda c, i=i: c.jobs.get(i)).state for i in ids}
 
 
 def test_drain_from_the_api_with_progress(engine: EngineSettings, token: str) -> None:

@@ -40,10 +40,12 @@ def test_sync_calls_share_pooled_connections(
     engine: EngineSettings, redis_server: RedisServer
 ) -> None:
     first = services.enqueue(t.add, 0, 0)  # opens the sync client's connection
-    services.get_job(first.id)  # opens the loop's connection
+    services.run_engine(lambda c: c.jobs.get(first.id))  # opens the loop's connection
     before = connections_received(redis_server)
     jobs = [services.enqueue(t.add, i, i) for i in range(50)]
-    assert {services.get_job(job.id).id for job in jobs[:10]} == {job.id for job in jobs[:10]}
+    assert {services.run_engine(lambda c, job=job: c.jobs.get(job.id)).id for job in jobs[:10]} == {
+        job.id for job in jobs[:10]
+    }
     # One connection per call before (async_to_sync made a loop and a client each time).
     assert connections_received(redis_server) - before <= 1
     assert queued(redis_server) == 51
@@ -114,7 +116,7 @@ def test_a_forked_child_enqueues_on_a_loop_of_its_own(
     child.join(10)
     assert child.exitcode == 0
     job_id = done.get()
-    assert services.get_job(job_id).args == [7, 7]
+    assert services.run_engine(lambda c: c.jobs.get(job_id)).args == [7, 7]
     assert queued(redis_server) == 2
     services.enqueue(t.add, 1, 1)  # the parent's loop still serves it
     assert queued(redis_server) == 3

@@ -30,7 +30,7 @@ def submit(web: WebClient, token: str, **body: Any) -> Any:
 def engine_job(settings: EngineSettings, job_id: str) -> Any:
     async def go() -> Any:
         async with Client(settings) as client:
-            return await client.get(job_id)
+            return await client.jobs.get(job_id)
 
     return async_to_sync(go)()
 

@@ -298,7 +298,7 @@ def test_a_webhook_url_that_is_not_http_is_refused_and_retried() -> None:
 
 async def client_count(engine: EngineSettings) -> int:
     async with Client(engine) as client:
-        return (await client.counts("default"))["completed_total"]
+        return (await client.queues.counts("default"))["completed_total"]
 
 
 def test_health_through_the_api_and_the_metrics_with_a_schedules_tolerance(

@@ -148,9 +148,13 @@ async def _busy_and_beating(site: Site) -> None:
         deadline = time.monotonic() + 30
         while True:
             assert time.monotonic() < deadline, site.worker.output()[-2000:]
-            workers = await client.workers()
+            workers = await client.workers.list()
             last = await client.redis.hget(client.keys("beats").repeat_last, "beat")
-            if workers and last and (await client.get(str(last), "beats")).state == "completed":
+            if (
+                workers
+                and last
+                and (await client.jobs.get(str(last), "beats")).state == "completed"
+            ):
                 return
             await asyncio.sleep(0.1)
 

@@ -169,7 +169,7 @@ def test_workers_narrow_to_the_tokens_queues(two_queues: EngineSettings) -> None
         job = await services.aenqueue(t.waits, 30)
         try:
             for _ in range(200):
-                listed = await services.aworkers()
+                listed = await services.arun_engine(lambda c: c.workers.list())
                 if listed and listed[0]["current_jobs"]:
                     break
                 await asyncio.sleep(0.05)

@@ -421,7 +421,7 @@ async def log_while_running(engine: EngineSettings) -> tuple[list[str], str]:
         worker = asyncio.create_task(run_worker(engine))
         try:
             for _ in range(200):
-                if (await client.get(job.id)).logs:
+                if (await client.jobs.get(job.id)).logs:
                     break
                 await asyncio.sleep(0.02)
             await mirror_all()

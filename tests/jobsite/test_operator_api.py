@@ -47,7 +47,7 @@ def _retrying(engine: EngineSettings) -> str:
         )
 
     services.run_engine(fail_once)
-    assert services.get_job(job.id).state is JobState.SCHEDULED
+    assert services.run_engine(lambda c: c.jobs.get(job.id)).state is JobState.SCHEDULED
     return job.id
 
 
@@ -84,8 +84,11 @@ def test_scheduled_lists_delayed_and_retrying_apart_and_run_now_moves_them(
     assert bulk["matched"] == 4 and bulk["changed"] == 2
     assert sum(bulk["skipped"].values()) == 2 and any("not scheduled" in k for k in bulk["skipped"])
     for job_id in (later[1], retrying):
-        assert services.get_job(job_id).state is JobState.SUBMITTED
-    assert services.get_job(later[2]).state is JobState.SCHEDULED
+        assert (
+            services.run_engine(lambda c, job_id=job_id: c.jobs.get(job_id)).state
+            is JobState.SUBMITTED
+        )
+    assert services.run_engine(lambda c: c.jobs.get(later[2])).state is JobState.SCHEDULED
     assert LogEntry.objects.filter(change_message__startswith="run now").count() == 3
     refused = call(web, "post", "/bulk/run-now", token, data={"queue": "default", "ids": []})
     assert refused.status_code == 422
@@ -105,15 +108,17 @@ def test_clear_by_state_deletes_from_redis_and_keeps_the_history(
     assert counted["count"] == 3 and counted["dry_run"] and counted["history_kept"]
     cleared = call(web, "post", path, token, data={"state": "completed"}).json()
     assert cleared["count"] == 3 and not cleared["dry_run"]
-    assert services.missing([(i, "default") for i in done]) == set(done)
+    assert services.run_engine(lambda c: c.jobs.missing([(i, "default") for i in done])) == set(
+        done
+    )
     assert JobRecord.objects.filter(id__in=done, state="completed").count() == 3  # kept
-    assert services.get_job(waiting).state is JobState.SUBMITTED
+    assert services.run_engine(lambda c: c.jobs.get(waiting)).state is JobState.SUBMITTED
     assert LogEntry.objects.filter(change_message__contains="clear via").count() == 1
 
     for state in ("submitted", "started", "scheduled", "nope"):
         refused = call(web, "post", path, token, data={"state": state})
         assert refused.status_code == 422 and "only finished jobs" in refused.json()["detail"]
-    assert services.get_job(waiting).state is JobState.SUBMITTED
+    assert services.run_engine(lambda c: c.jobs.get(waiting)).state is JobState.SUBMITTED
     bad_queue = call(web, "post", "/queues/a b/clear", token, data={"state": "completed"})
     assert bad_queue.status_code in (404, 422)
 
@@ -137,7 +142,7 @@ def _unknown_task_job(engine: EngineSettings) -> str:
         )
 
     assert services.run_engine(clean) == 1
-    dropped = services.get_job(job.id)
+    dropped = services.run_engine(lambda c: c.jobs.get(job.id))
     assert dropped.state is JobState.DROPPED and dropped.errors[-1]["type"] == "UnknownTask"
     return job.id
 
@@ -151,11 +156,11 @@ def test_a_job_of_an_unknown_task_is_not_retried(engine: EngineSettings, token: 
 
     refused = call(web, "post", f"/jobs/{gone}/retry", token)
     assert refused.status_code == 409 and "unknown task" in refused.json()["detail"]
-    assert services.get_job(gone).state is JobState.DROPPED
+    assert services.run_engine(lambda c: c.jobs.get(gone)).state is JobState.DROPPED
 
     bulk = call(web, "post", "/bulk/retry", token, data={"ids": [gone, failed]}).json()
     assert bulk["changed"] == 1 and any("unknown task" in k for k in bulk["skipped"])
-    assert services.get_job(gone).state is JobState.DROPPED
+    assert services.run_engine(lambda c: c.jobs.get(gone)).state is JobState.DROPPED
 
     by_ids = call(web, "post", "/dlq/resubmit", token, data={"queue": "default", "ids": [gone]})
     assert by_ids.json()["count"] == 0
@@ -168,7 +173,7 @@ def test_a_job_of_an_unknown_task_is_not_retried(engine: EngineSettings, token: 
     fp = {"fingerprint": group["fingerprint"], "dry_run": True}
     counted = call(web, "post", "/dead-letters/resubmit", token, data=fp).json()
     assert any("unknown task" in k for k in counted["skipped"])
-    assert services.get_job(gone).state is JobState.DROPPED
+    assert services.run_engine(lambda c: c.jobs.get(gone)).state is JobState.DROPPED
 
 
 def test_a_job_that_cannot_run_says_why(engine: EngineSettings, token: str) -> None:
@@ -208,7 +213,10 @@ def test_resubmit_of_a_whole_queue_skips_jobs_that_cannot_run(
     failed = services.enqueue(t.boom).id
     async_to_sync(run_worker)(engine)
     async_to_sync(mirror_all)()
-    assert services.in_dlq("default", [gone, failed]) == {gone, failed}
+    assert services.run_engine(lambda c: c.dead_letters.contains("default", [gone, failed])) == {
+        gone,
+        failed,
+    }
     reason = "dropped as an unknown task; no worker has it (register the task first)"
 
     whole = {"queue": "default", "dry_run": True}
@@ -216,20 +224,22 @@ def test_resubmit_of_a_whole_queue_skips_jobs_that_cannot_run(
     assert counted == {"matched": 2, "changed": 0, "skipped": {reason: 1}}
     done = call(web, "post", "/dead-letters/resubmit", token, data={"queue": "default"}).json()
     assert (done["matched"], done["changed"], done["skipped"]) == (2, 1, {reason: 1})
-    assert services.get_job(gone).state is JobState.DROPPED
-    assert services.get_job(failed).state is JobState.SUBMITTED
-    assert services.in_dlq("default", [gone, failed]) == {gone}
+    assert services.run_engine(lambda c: c.jobs.get(gone)).state is JobState.DROPPED
+    assert services.run_engine(lambda c: c.jobs.get(failed)).state is JobState.SUBMITTED
+    assert services.run_engine(lambda c: c.dead_letters.contains("default", [gone, failed])) == {
+        gone
+    }
 
     # The old alias: the same skip, said beside its count.
     alias = call(web, "post", "/dlq/resubmit", token, data={"queue": "default"}).json()
     assert alias == {"count": 0, "skipped": {reason: 1}}
     by_ids = call(web, "post", "/dlq/resubmit", token, data={"queue": "default", "ids": [gone]})
     assert by_ids.json() == {"count": 0, "skipped": {reason: 1}}
-    assert services.get_job(gone).state is JobState.DROPPED
+    assert services.run_engine(lambda c: c.jobs.get(gone)).state is JobState.DROPPED
 
 
 def test_the_engine_client_is_what_the_services_use(engine: EngineSettings) -> None:
     async def go(client: Client) -> dict[str, str]:
-        return await client.run_now("default", ["nothing"])
+        return await client.jobs.run_now("default", ["nothing"])
 
     assert services.run_engine(go) == {"nothing": "not_found"}

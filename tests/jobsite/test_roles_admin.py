@@ -85,7 +85,7 @@ def test_the_workers_list_shows_each_workers_role(engine: EngineSettings) -> Non
         thread.start()
     try:
         deadline = time.monotonic() + 10
-        while len(services.workers()) < 2:
+        while len(services.run_engine(lambda c: c.workers.list())) < 2:
             assert time.monotonic() < deadline, "the workers never registered"
             time.sleep(0.05)
         sync_workers()

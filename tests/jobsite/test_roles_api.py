@@ -170,4 +170,4 @@ def test_runworker_role(engine: EngineSettings) -> None:
     save_role("etl", ["default"])
     job = services.enqueue(t.add, 20, 22)
     call_command("runworker", "--burst", "--only", "worker", "--role", "etl")
-    assert services.get_job(job.id).result == 42
+    assert services.run_engine(lambda c: c.jobs.get(job.id)).result == 42

@@ -61,7 +61,7 @@ def wait_for(check: Callable[[], bool], what: str, timeout_s: float = 10) -> Non
 
 def serving(worker: Worker) -> str | None:
     """Return the queues a live worker serves now, as the registry shows them."""
-    found = [w for w in services.workers() if w["id"] == worker.id]
+    found = [w for w in services.run_engine(lambda c: c.workers.list()) if w["id"] == worker.id]
     return str(found[0]["queues"]) if found else None
 
 

@@ -86,7 +86,7 @@ def test_every_api_surface_taking_q_refuses_control_characters(
     # Refused, not matched: nothing was cancelled, and a plain search still counts right.
     cancelled = call(web, "post", "/bulk/cancel", token, data={"q": "\x00x"})
     assert cancelled.status_code == 422
-    assert all(services.get_job(i).state == "scheduled" for i in ids)
+    assert all(services.run_engine(lambda c, i=i: c.jobs.get(i)).state == "scheduled" for i in ids)
     counts = call(web, "get", "/job-counts", token, data={"q": "zz-none"}).json()
     assert counts["total"] == 0
     assert call(web, "get", "/job-counts", token, data={"q": ids[0]}).json()["total"] == 1

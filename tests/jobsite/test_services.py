@@ -25,7 +25,7 @@ def in_redis(engine: EngineSettings, job_id: str) -> JobState | None:
     async def get() -> JobState | None:
         async with Client(engine) as client:
             try:
-                return (await client.get(job_id)).state
+                return (await client.jobs.get(job_id)).state
             except JobNotFound:
                 return None
 
@@ -95,12 +95,12 @@ def test_twins_share_one_client_within_a_session(engine: EngineSettings) -> None
 
     first, second, alone = async_to_sync(go)()
     assert first is second and alone is not first
-    assert services.aget_job.__name__ == "aget_job" and services.get_job.__name__ == "get_job"
-    assert services.get_job.__doc__ == services.aget_job.__doc__
+    assert services.acancel.__name__ == "acancel" and services.cancel.__name__ == "cancel"
+    assert services.cancel.__doc__ == services.acancel.__doc__
     job = services.enqueue(t.add, 1, 2)
-    assert services.get_job(job.id).state is JobState.SUBMITTED
+    assert services.run_engine(lambda c: c.jobs.get(job.id)).state is JobState.SUBMITTED
     with pytest.raises(JobNotFound):
-        services.get_job("nobody")
+        services.run_engine(lambda c: c.jobs.get("nobody"))
 
 
 def test_runworker_is_ours() -> None:

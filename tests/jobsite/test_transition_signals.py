@@ -65,7 +65,7 @@ async def _until(got: list[tuple[str, str, dict[str, Any]]], job_id: str, kind: 
 
 async def _state(client: Client, job_id: str, state: str) -> None:
     for _ in range(1000):
-        if (await client.get(job_id)).state == state:
+        if (await client.jobs.get(job_id)).state == state:
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"{job_id} never {state}")
@@ -93,12 +93,12 @@ def test_every_transition_sends_its_signal_once(
                 [dropped] = await client.enqueue_many([unknown])
                 stale = await client.enqueue(t.add.using(delay_s=0.3, ttl_s=0.2), 1, 2)
                 await _state(client, running.id, "started")
-                await client.cancel([queued.id, running.id])
+                await client.jobs.cancel([queued.id, running.id])
                 await _until(received, stale.id, "dead_lettered")
                 await _until(received, running.id, "cancelled")
                 await _until(received, child.id, "cancelled")
                 await _until(received, dropped.id, "dead_lettered")
-                await client.wait(retried.id, timeout_s=10)
+                await client.jobs.wait(retried.id, timeout_s=10)
             finally:
                 worker.stop()
                 await run

@@ -79,7 +79,11 @@ def test_a_group_is_resubmitted_whole_after_a_dry_run(engine: EngineSettings, to
     done = call(token, "post", "/dead-letters/resubmit", {"fingerprint": fp}).json()
     assert (done["matched"], done["changed"], done["skipped"]) == (3, 3, {})
     assert sorted(done["ids"]) == sorted(made["lookup"])  # to follow (test_workers_page.py)
-    states = {i: str(services.get_job(i).state) for ids in made.values() for i in ids}
+    states = {
+        i: str(services.run_engine(lambda c, i=i: c.jobs.get(i)).state)
+        for ids in made.values()
+        for i in ids
+    }
     assert {states[i] for i in made["lookup"]} == {"submitted"}
     assert {states[i] for i in made["elsewhere"] + made["boom"]} == {"failed"}
     [entry] = LogEntry.objects.all()
@@ -94,7 +98,9 @@ def test_a_group_is_purged_from_redis_and_the_history(engine: EngineSettings, to
     assert done.json() == {"matched": 2, "changed": 2, "skipped": {}}
     assert not JobRecord.objects.filter(id__in=made["elsewhere"]).exists()
     assert JobRecord.objects.filter(id__in=made["lookup"]).count() == 3
-    assert services.missing([(i, "default") for i in made["elsewhere"]]) == set(made["elsewhere"])
+    assert services.run_engine(
+        lambda c: c.jobs.missing([(i, "default") for i in made["elsewhere"]])
+    ) == set(made["elsewhere"])
     assert "purge" in LogEntry.objects.get().change_message
 
 

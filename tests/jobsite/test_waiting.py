@@ -17,7 +17,7 @@ def test_a_waiting_job_says_why_through_the_api_and_the_client(
     engine: EngineSettings, token: str
 ) -> None:
     async def pause(client: Client) -> None:
-        await client.pause("default")
+        await client.queues.pause("default")
 
     async def call() -> None:
         async with Client(engine) as client:

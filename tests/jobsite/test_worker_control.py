@@ -165,5 +165,5 @@ def test_runworker_retires_after_max_jobs(engine: EngineSettings) -> None:
     (exit 0 for its supervisor); the rest wait for the next worker."""
     ids = [services.enqueue(t.add, i, i).id for i in range(12)]
     call_command("runworker", "--only", "worker", "--max-jobs", "5", "--concurrency", "2")
-    states = [services.get_job(i).state.value for i in ids]
+    states = [services.run_engine(lambda c, i=i: c.jobs.get(i)).state.value for i in ids]
     assert states.count("completed") == 5 and states.count("submitted") == 7

@@ -370,7 +370,7 @@ class WorkerAdmin(RolePages, ViewOnlyAdmin):
     def _order(self, request: HttpRequest, queryset: QuerySet[WorkerRecord], what: str) -> None:
         """Give the selected workers that are still live an order; audit and report it."""
         wanted = set(queryset.values_list("id", flat=True))
-        live = [w for w in services.workers() if w["id"] in wanted]
+        live = [w for w in services.run_engine(lambda c: c.workers.list()) if w["id"] in wanted]
         told = services.control(what, live)
         audit.record(request.user, f"worker {what}", told, "admin", model=WorkerRecord)
         gone = len(wanted) - len(told)

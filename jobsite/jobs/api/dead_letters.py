@@ -187,7 +187,9 @@ async def dead_letter_jobs(
 ) -> list[JobOut]:
     """List the dead-letter queue of a queue, oldest first; only `task` (and `version`)."""
     await aneed(request, Perm.VIEW, queue)
-    jobs = await services.adlq(queue, offset, limit, task=task, version=version)
+    jobs = await services.arun_engine(
+        lambda c: c.dead_letters.list(queue, offset, limit, task=task, version=version)
+    )
     return [JobOut(**fields(JobOut, engine_values(j))) for j in jobs]
 
 
@@ -269,7 +271,7 @@ async def _by_ids(
     """Apply `action` to the ids the dead-letter queue of `queue` holds (others are skipped);
     a resubmit answers with what follows its jobs."""
     rights = await aneed(request, perm, queue)
-    dead = await services.ain_dlq(queue, ids)
+    dead = await services.arun_engine(lambda c: c.dead_letters.contains(queue, ids))
     chosen = list(dict.fromkeys(i for i in ids if i in dead))
     left = len(set(ids)) - len(chosen)
     skipped = {"not in the dead-letter queue": left} if left else {}
@@ -342,7 +344,7 @@ async def purge_dead_letters(request: HttpRequest, body: DeadLettersIn) -> BulkO
 async def dlq_purge(request: HttpRequest, body: PurgeIn) -> CountOut:
     """Delete jobs of a queue's dead-letter queue by id (ids not in it are left alone)."""
     rights = await aneed(request, Perm.PURGE, body.queue)
-    dead = await services.ain_dlq(body.queue, body.ids)
+    dead = await services.arun_engine(lambda c: c.dead_letters.contains(body.queue, body.ids))
     chosen = [i for i in body.ids if i in dead]
     count = await services.apurge([(i, body.queue) for i in chosen]) if chosen else 0
     await audit.arecord(rights.user, "purge", chosen, rights.via)

@@ -27,7 +27,11 @@ def known_task(name: str) -> Task:
 
 async def live_out[Out: JobOut](job_id: str, queue: str | None, schema: type[Out]) -> Out:
     """Return a job live from Redis, with its history (JobNotFound when Redis has none)."""
-    return await out(engine_values(await services.aget_job(job_id, queue)), job_id, schema)
+    return await out(
+        engine_values(await services.arun_engine(lambda c: c.jobs.get(job_id, queue))),
+        job_id,
+        schema,
+    )
 
 
 def _dt(ms: int | None) -> datetime | None:

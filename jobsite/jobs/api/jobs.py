@@ -70,7 +70,7 @@ async def get_job(request: HttpRequest, job_id: str) -> JobDetailOut:
     rights = await aneed(request, Perm.VIEW)
     source: EngineJob | JobRecord | None
     try:
-        source = await services.aget_job(job_id)
+        source = await services.arun_engine(lambda c: c.jobs.get(job_id))
         job = await out(engine_values(source), job_id, JobDetailOut)
     except JobNotFound:
         source = await JobRecord.objects.filter(id=job_id).afirst()
@@ -178,7 +178,7 @@ async def _live_job(request: HttpRequest, job_id: str, perm: Perm) -> tuple[Gran
     (404 when Redis no longer holds the job, 403 when its queue is not theirs)."""
     rights = await aneed(request, perm)
     try:
-        job = await services.aget_job(job_id)
+        job = await services.arun_engine(lambda c: c.jobs.get(job_id))
     except JobNotFound:
         raise HttpError(404, f"no live job with id {job_id!r}") from None
     await rights.arequire(perm, job.queue)
@@ -225,7 +225,7 @@ class ReplayIn(Schema):
 async def _original(job_id: str) -> tuple[str, str, int, list[Any], dict[str, Any]]:
     """Return task, queue, priority, args and kwargs of a job, live or from the history."""
     try:
-        job = await services.aget_job(job_id)
+        job = await services.arun_engine(lambda c: c.jobs.get(job_id))
         return job.task, job.queue, job.priority, job.args, job.kwargs
     except JobNotFound:
         row = await JobRecord.objects.filter(id=job_id).afirst()

@@ -150,7 +150,7 @@ async def snapshot(chosen: Filter, rights: Grant | None = None) -> dict[str, Any
     else:
         names = [q for q in await services.aknown_queues() if q in scope]
         queues = await services.aqueue_states(names)
-    workers = await services.aworkers()
+    workers = await services.arun_engine(lambda c: c.workers.list())
     if rights is not None:
         workers = rights.narrow_workers(workers)
     history = await database_sync_to_async(_history)(chosen, [q.name for q in queues], scope)

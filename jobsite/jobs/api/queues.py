@@ -131,7 +131,9 @@ async def _detail(rights: Grant, name: str) -> QueueDetailOut:
         if interval
         else None,
         concurrency_keys=[ConcurrencyKeyOut(**k) for k in limits.concurrency_keys],
-        history_gap=HistoryGapOut(**await services.ahistory_gaps(name)),
+        history_gap=HistoryGapOut(
+            **await services.arun_engine(lambda c: c.queues.history_gaps(name))
+        ),
     )
 
 
@@ -148,7 +150,9 @@ async def set_limits(request: HttpRequest, name: str, body: LimitsIn) -> QueueDe
     rights = await aneed(request, Perm.CHANGE_QUEUE, name)
     if name not in await services.aknown_queues():
         raise HttpError(404, f"no queue named {name!r}")
-    await services.aset_rate_limit(name, body.rate_limit)  # ConfigError: 422, nothing set
+    await services.arun_engine(
+        lambda c: c.queues.set_rate_limit(name, body.rate_limit)
+    )  # ConfigError: 422, nothing set
     said = f"rate_limit={body.rate_limit or 'none'}"
     if body.paused is not None:
         await services.aset_paused([name], body.paused)
@@ -246,7 +250,9 @@ async def clear(request: HttpRequest, name: str, body: ClearIn) -> ClearOut:
     """Delete the queue's finished jobs of one state (completed, failed, cancelled, stalled,
     dropped, expired) from Redis; never a waiting or running one. The history keeps them."""
     rights = await aneed(request, Perm.PURGE, validate_queue_name(name))
-    count = await services.aclear_state(name, body.state, dry_run=body.dry_run)
+    count = await services.arun_engine(
+        lambda c: c.queues.clear_state(name, body.state, dry_run=body.dry_run)
+    )
     if not body.dry_run:
         selector = {"queue": name, "state": body.state, "redis_only": True}
         await audit.arecord_bulk(rights.user, "clear", selector, count, rights.via)

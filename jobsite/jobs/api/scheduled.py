@@ -37,6 +37,9 @@ async def scheduled(
     rights = await aneed(request, Perm.VIEW, queue)
     names = [queue] if queue else await services.aknown_queues()
     names = [q for q in names if rights.allows(Perm.VIEW, q)]
-    found = [await services.ascheduled(q, 0, offset + limit, retrying) for q in names]
+    found = [
+        await services.arun_engine(lambda c: c.queues.scheduled(q, 0, offset + limit, retrying))  # noqa: B023 (the bridge calls it at once)
+        for q in names
+    ]
     jobs = list(heapq.merge(*found, key=lambda j: (j.run_at_ms or 0, j.id)))
     return [JobOut(**fields(JobOut, engine_values(j))) for j in jobs[offset : offset + limit]]

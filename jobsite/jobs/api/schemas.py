@@ -308,7 +308,7 @@ class BulkOut(Out):
     skipped: dict[str, int] = {}
 
 
-# Why a job asked for was not run now, in words (engine Client.run_now's outcomes).
+# Why a job asked for was not run now, in words (engine client.jobs.run_now's outcomes).
 RUN_NOW_SKIPPED = {
     "not_found": "no longer in Redis",
     "not_scheduled": "not scheduled any more (already submitted, running or finished)",

@@ -39,7 +39,10 @@ def worker_out(worker: Mapping[str, Any]) -> WorkerOut:
 async def workers(request: HttpRequest) -> list[WorkerOut]:
     """Live workers: what each runs, its state, memory, outcomes and task versions."""
     rights = await aneed(request, Perm.VIEW)
-    return [worker_out(w) for w in rights.narrow_workers(await services.aworkers())]
+    return [
+        worker_out(w)
+        for w in rights.narrow_workers(await services.arun_engine(lambda c: c.workers.list()))
+    ]
 
 
 class ControlIn(Out):
@@ -70,7 +73,10 @@ async def control_workers(request: HttpRequest, body: ControlIn) -> ControlOut:
     rights = await aneed(request, Perm.CONTROL_WORKER, body.queue)
     try:
         chosen = control.select(
-            await services.aworkers(), worker=body.worker, host=body.host, queue=body.queue
+            await services.arun_engine(lambda c: c.workers.list()),
+            worker=body.worker,
+            host=body.host,
+            queue=body.queue,
         )
     except ConfigError as exc:
         raise HttpError(422, str(exc)) from None

@@ -191,7 +191,7 @@ def sample_depth(queues: Iterable[str] = (), at: datetime | None = None) -> int:
     processes), the newest replaces it. Returns the number of queues sampled.
     """
     minute = (at or timezone.now()).replace(second=0, microsecond=0)
-    names = sorted({*services.queue_names(), *queues})
+    names = sorted({*services.run_engine(lambda c: c.queues.names()), *queues})
     states = services.queue_states(names)
     for name, _paused, counts in states:
         QueueDepth.objects.update_or_create(

@@ -157,7 +157,9 @@ def tally(rights: Grant, queues: list[str]) -> list[Tally]:
     for queue in queues:
         cursor, seen, without = 0, set[str](), 0
         while len(seen) < TALLY_MAX:
-            cursor, ids = services.scan_dlq(queue, cursor, TALLY_PAGE)
+            cursor, ids = services.run_engine(
+                lambda c: c.dead_letters.scan(queue, cursor, TALLY_PAGE)  # noqa: B023 (the bridge calls it at once)
+            )
             fresh = [i for i in dict.fromkeys(ids) if i not in seen]  # ZSCAN may repeat an id
             seen.update(fresh)
             known = set(JobRecord.objects.filter(id__in=fresh).values_list("id", flat=True))

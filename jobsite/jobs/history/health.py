@@ -251,7 +251,7 @@ def queue_health(
     if recovery is None:
         recovery = services.health_recovery(grace_ms())
     snapshot: Metrics = services.metrics_snapshot(names)
-    served = _served(services.workers())
+    served = _served(services.run_engine(lambda c: c.workers.list()))
     if record:
         _watch().saw(served)
     configured = set(conf.queues())

@@ -47,7 +47,7 @@ def reconcile(policy: str | None = None, chunk: int = 1000) -> dict[str, int]:
             return counts
         last = pairs[-1][0]
         counts["checked"] += len(pairs)
-        gone = services.missing(pairs)
+        gone = services.run_engine(lambda c: c.jobs.missing(pairs))  # noqa: B023 (the bridge calls it at once)
         missing = [job_id for job_id, _ in pairs if job_id in gone]
         if not missing:
             continue
@@ -82,13 +82,15 @@ def find_unmirrored(queues: list[str], budget: int = 10_000) -> int:
         suspects = _suspects.setdefault(queue, set())
         seen = 0
         while seen < budget:
-            cursor, ids = services.scan_jobs(queue, _cursors.get(queue, 0), 1000)
+            cursor, ids = services.run_engine(
+                lambda c: c.jobs.scan_ids(queue, _cursors.get(queue, 0), 1000)  # noqa: B023 (the bridge calls it at once)
+            )
             _cursors[queue] = cursor
             seen += len(ids)
             known = set(JobRecord.objects.filter(id__in=ids).values_list("id", flat=True))
             unknown = [job for job in ids if job not in known]
             again = [job for job in unknown if job in suspects]
-            services.mark_missed(queue, again)
+            services.run_engine(lambda c: c.jobs.mark_missed(queue, again))  # noqa: B023 (the bridge calls it at once)
             found += len(again)
             suspects.difference_update(ids)
             fresh = [job for job in unknown if job not in again]
@@ -102,7 +104,7 @@ def find_unmirrored(queues: list[str], budget: int = 10_000) -> int:
 
 def sync_workers() -> int:
     """Copy the engine's worker registry into Worker rows; drop workers that left it."""
-    infos = services.workers()
+    infos = services.run_engine(lambda c: c.workers.list())
     seen = []
     for info in infos:
         WorkerRecord.objects.update_or_create(

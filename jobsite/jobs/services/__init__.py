@@ -1,9 +1,14 @@
-"""The one way into the engine: each operation as a sync function and its async twin.
+"""The one way into the engine: its bridge, and the operations where the app adds work.
 
-The twin is `a`-prefixed (`cancel` / `acancel`), as Django names them. The API, the admin, the
+`run_engine(lambda c: c.jobs.get(job_id))` (and `await arun_engine(...)`) runs a call of the
+engine's client and its resources (`c.jobs`, `c.queues`, `c.dead_letters`, `c.workers`) on the
+engine loop, or on the socket's session client: the bridge, for a call the app passes through
+as it is. A named function here adds work of its own (the submission gate, the outbox, grouping
+by queue, the configured queues, the health records) and comes as a sync function and its async
+twin, `a`-prefixed (`cancel` / `acancel`), as Django names them. The API, the admin, the
 dashboard's socket, the django.tasks backend and reconciliation reach Redis through these alone;
-only the mirror (the event-stream reader) talks to the engine itself. Each operation is written
-once, as an async function of a client (`twins`, services/engineloop.py).
+only the mirror (the event-stream reader) talks to the engine itself (`twins`,
+services/engineloop.py).
 """
 
 from __future__ import annotations
@@ -58,7 +63,7 @@ log = logging.getLogger("jobsite.services")
 
 
 async def _run_engine[T](client: Client, fn: Callable[[Client], Awaitable[T]]) -> T:
-    """Run `fn(client)`: for an engine call that has no operation here (scripts, tests)."""
+    """Run `fn(client)`: the bridge, for a call of the client or its resources as it is."""
     return await fn(client)
 
 
@@ -80,39 +85,10 @@ def ping(timeout_s: float = 1.0) -> None:
 # Reading jobs, queues and workers.
 
 
-async def _get_job(client: Client, job_id: str, queue: str | None = None) -> Job:
-    """Return a job from Redis (searched in every queue unless `queue`); JobNotFound if absent."""
-    return await client.get(job_id, queue)
-
-
-async def _dlq(
-    client: Client,
-    queue: str,
-    offset: int = 0,
-    limit: int = 100,
-    task: str | None = None,
-    version: int | None = None,
-) -> list[Job]:
-    """Return jobs in the dead-letter queue of `queue`, oldest first (of `task`, `version`)."""
-    return await client.dlq(queue, offset, limit, task=task, version=version)
-
-
-async def _scan_dlq(client: Client, queue: str, cursor: int, count: int) -> tuple[int, list[str]]:
-    """Return the next ZSCAN cursor over `queue`'s dead-letter queue and the ids of one step
-    (0: done; an id may come twice, as ZSCAN may return it)."""
-    at, page = await client.redis.zscan(client.keys(queue).dlq, cursor, count=count)
-    return int(at), [str(job_id) for job_id, _ in page]
-
-
-async def _in_dlq(client: Client, queue: str, ids: list[str]) -> set[str]:
-    """Return the ids among `ids` that the dead-letter queue of `queue` holds."""
-    return await client.in_dlq(queue, ids)
-
-
 async def _known_queues(client: Client) -> list[str]:
     """Return every queue jobs were ever submitted to, and every configured one (JOBSITE
     ["QUEUES"]: listed, paused or limited before its first job), sorted."""
-    return sorted({*await client.queues(), *configured_queues()})
+    return sorted({*await client.queues.names(), *configured_queues()})
 
 
 class QueueState(NamedTuple):
@@ -126,34 +102,8 @@ class QueueState(NamedTuple):
 async def _queue_states(client: Client, names: Iterable[str] | None = None) -> list[QueueState]:
     """Return the state of the queues `names`, or of every known queue."""
     chosen = await _known_queues(client) if names is None else list(names)
-    states = zip(chosen, await client.queue_states(chosen), strict=True)
+    states = zip(chosen, await client.queues.states(chosen), strict=True)
     return [QueueState(q, paused, counts) for q, (paused, counts) in states]
-
-
-async def _workers(client: Client) -> list[dict[str, Any]]:
-    """Return the live workers: id, host, pid, queues, concurrency, current jobs, heartbeat."""
-    return await client.workers()
-
-
-async def _missing(client: Client, jobs: Iterable[tuple[str, str]]) -> set[str]:
-    """Return the ids of the (job id, queue) pairs whose job Redis does not hold."""
-    return await client.missing(jobs)
-
-
-async def _scan_jobs(client: Client, queue: str, cursor: int, count: int) -> tuple[int, list[str]]:
-    """Return the next SCAN cursor over `queue`'s job hashes and the ids of one step (0: done)."""
-    return await client.scan_job_ids(queue, cursor, count)
-
-
-async def _history_gaps(client: Client, queue: str) -> dict[str, int]:
-    """Return the queue's history gaps, ever: event entries trimmed before the mirror read them,
-    jobs of those rebuilt from their hashes, and jobs that could not be (trim-3.lua, mirror)."""
-    return await client.history_gaps(queue)
-
-
-async def _mark_missed(client: Client, queue: str, ids: list[str]) -> None:
-    """Put jobs in `queue`'s missed SET: the mirror rebuilds their rows from their hashes."""
-    await client.mark_missed(queue, ids)
 
 
 async def _job_fields(
@@ -161,7 +111,7 @@ async def _job_fields(
 ) -> list[dict[str, Any]]:
     """Return `fields` of each job of `queue` Redis holds ({} for one it does not); JSON fields
     (parents) decoded."""
-    out: list[dict[str, Any]] = await client.job_fields(queue, ids, list(fields))
+    out: list[dict[str, Any]] = await client.jobs.fields(queue, ids, list(fields))
     for found in out:
         if "parents" in found:
             found["parents"] = Job.from_hash({F.parents: found["parents"]}).parents
@@ -179,18 +129,10 @@ class QueueLimits(NamedTuple):
 async def _queue_limits(client: Client, queue: str, keys_limit: int = 100) -> QueueLimits:
     """Return a queue's pause flag, rate limit and the concurrency keys with jobs waiting."""
     return QueueLimits(
-        paused=await client.is_paused(queue),
-        rate_interval_ms=await client.rate_limit_ms(queue),
-        concurrency_keys=await client.concurrency_keys(queue, keys_limit),
+        paused=await client.queues.is_paused(queue),
+        rate_interval_ms=await client.queues.rate_limit_ms(queue),
+        concurrency_keys=await client.queues.concurrency_keys(queue, keys_limit),
     )
-
-
-async def _set_rate_limit(client: Client, queue: str, rate: str | None) -> None:
-    """Limit starts from `queue` for every worker ("10/s", "600/m"); None lifts the limit."""
-    await client.set_rate_limit(queue, rate)
-
-
-get_job, aget_job = twins(_get_job)
 
 
 async def _explain_job(client: Client, job_id: str, queue: str | None = None) -> list[Reason]:
@@ -240,25 +182,10 @@ swap_health, aswap_health = twins(_swap_health)
 dlq_sample, adlq_sample = twins(_dlq_sample)
 job_fields, ajob_fields = twins(_job_fields)
 queue_limits, aqueue_limits = twins(_queue_limits)
-set_rate_limit, aset_rate_limit = twins(_set_rate_limit)
-dlq, adlq = twins(_dlq)
-in_dlq, ain_dlq = twins(_in_dlq)
-scan_dlq, ascan_dlq = twins(_scan_dlq)
 known_queues, aknown_queues = twins(_known_queues)
 
 
-async def _queue_names(client: Client) -> list[str]:
-    """Return the names of the queues Redis knows."""
-    return await client.queues()
-
-
 queue_states, aqueue_states = twins(_queue_states)
-queue_names, aqueue_names = twins(_queue_names)
-workers, aworkers = twins(_workers)
-missing, amissing = twins(_missing)
-scan_jobs, ascan_jobs = twins(_scan_jobs)
-mark_missed, amark_missed = twins(_mark_missed)
-history_gaps, ahistory_gaps = twins(_history_gaps)
 
 
 async def _declare_schedules(
@@ -336,13 +263,13 @@ async def _cancel(client: Client, jobs: Iterable[tuple[str, str]]) -> dict[str, 
     """Cancel (job id, queue) pairs; return id -> outcome (cancelled, cancelling, finished...)."""
     result: dict[str, str] = {}
     for queue, ids in _by_queue(jobs).items():
-        result.update(await client.cancel(ids, queue=queue))
+        result.update(await client.jobs.cancel(ids, queue=queue))
     return result
 
 
 async def _resubmit(client: Client, jobs: Iterable[tuple[str, str]]) -> int:
     """Retry finished jobs (failed, stalled, expired, dropped, cancelled) as new attempt series."""
-    return sum([await client.resubmit(q, ids) for q, ids in _by_queue(jobs).items()])
+    return sum([await client.jobs.resubmit(q, ids) for q, ids in _by_queue(jobs).items()])
 
 
 async def _clock_ms(client: Client, queues: Iterable[str]) -> int:
@@ -359,20 +286,20 @@ async def _resubmit_dlq(
 ) -> int:
     """Resubmit jobs from the DLQ of `queue`: these ids, else every one of `task`, else all."""
     if ids is not None:
-        return await client.resubmit(queue, ids)
-    return await client.resubmit_dlq(queue, task=task)
+        return await client.jobs.resubmit(queue, ids)
+    return await client.dead_letters.resubmit(queue, task=task)
 
 
 async def _purge(client: Client, jobs: Iterable[tuple[str, str]]) -> int:
     """Delete finished jobs from Redis; return how many were deleted there."""
-    return sum([await client.purge(q, ids) for q, ids in _by_queue(jobs).items()])
+    return sum([await client.jobs.purge(q, ids) for q, ids in _by_queue(jobs).items()])
 
 
 async def _set_paused(client: Client, queues: Iterable[str], paused: bool) -> int:
     """Pause or resume queues; return how many."""
     names = list(queues)
     for name in names:
-        await (client.pause(name) if paused else client.resume(name))
+        await (client.queues.pause(name) if paused else client.queues.resume(name))
     return len(names)
 
 
@@ -381,21 +308,8 @@ async def _run_now(client: Client, jobs: Iterable[tuple[str, str]]) -> dict[str,
     "promoted", "not_found" or "not_scheduled"."""
     result: dict[str, str] = {}
     for queue, ids in _by_queue(jobs).items():
-        result.update(await client.run_now(queue, ids))
+        result.update(await client.jobs.run_now(queue, ids))
     return result
-
-
-async def _scheduled(
-    client: Client, queue: str, offset: int, limit: int, retrying: bool | None
-) -> list[Job]:
-    """Return scheduled jobs of `queue`, next due first (only retries, or only the others)."""
-    return await client.scheduled(queue, offset, limit, retrying=retrying)
-
-
-async def _clear_state(client: Client, queue: str, state: str, dry_run: bool = False) -> int:
-    """Delete `queue`'s finished jobs of `state` from Redis in batches (the history keeps its
-    rows); return how many (with `dry_run`, how many there are)."""
-    return await client.clear_state(queue, state, dry_run=dry_run)
 
 
 async def _redis_info(client: Client) -> dict[str, Any]:
@@ -404,8 +318,6 @@ async def _redis_info(client: Client) -> dict[str, Any]:
 
 
 run_now, arun_now = twins(_run_now)
-scheduled, ascheduled = twins(_scheduled)
-clear_state, aclear_state = twins(_clear_state)
 redis_info, aredis_info = twins(_redis_info)
 cancel, acancel = twins(_cancel)
 resubmit, aresubmit = twins(_resubmit)

@@ -142,7 +142,7 @@ def _moved(followers: Followers, queues: tuple[str, ...]) -> list[str]:
 
 async def _roles(client: Client) -> list[RoleState]:
     """Return every role, by name, with the workers following each."""
-    workers = await client.workers()
+    workers = await client.workers.list()
     found = await list_roles(client.redis, client.settings.prefix)
     return [RoleState(r, _following(workers, r.name)) for r in found]
 
@@ -150,7 +150,7 @@ async def _roles(client: Client) -> list[RoleState]:
 async def _current(client: Client, name: str) -> tuple[Role | None, Followers]:
     """Return role `name` (None: none stored) and the live workers following that name."""
     found = await get_role(client.redis, client.settings.prefix, name)
-    return found, _following(await client.workers(), name)
+    return found, _following(await client.workers.list(), name)
 
 
 async def _write(client: Client, name: str, queues: Sequence[str]) -> Role:

@@ -313,7 +313,7 @@ class JobsiteBackend(BaseTaskBackend):
     def _read_result(self, result_id: str) -> TaskResult:
         job: EngineJob | None
         try:
-            job = services.get_job(result_id)
+            job = services.run_engine(lambda c: c.jobs.get(result_id))
         except JobNotFound:
             job = services.outboxed(result_id)
         if job is None:

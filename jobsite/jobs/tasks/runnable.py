@@ -66,7 +66,9 @@ async def aresubmit_dlq(queue: str, task: str | None = None) -> tuple[int, int]:
     Only the jobs of a task not registered here have their errors read."""
     done, left, cursor = 0, set[str](), 0
     while True:
-        cursor, ids = await services.ascan_dlq(queue, cursor, DLQ_PAGE)
+        cursor, ids = await services.arun_engine(
+            lambda c: c.dead_letters.scan(queue, cursor, DLQ_PAGE)  # noqa: B023 (the bridge calls it at once)
+        )
         if ids:
             names = [f.get("task", "") for f in await services.ajob_fields(queue, ids, ["task"])]
             chosen = [(i, n) for i, n in zip(ids, names, strict=True) if task is None or n == task]
