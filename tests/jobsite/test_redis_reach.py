@@ -30,7 +30,8 @@ from jobsite.jobs.web import consumers
 from .conftest import staff_user
 from .test_consumers import ORIGIN, open_socket, session_cookie
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# What Redis does to the socket and the reach state: the same on every database.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.any_database]
 CHANNELS_REDIS = "channels_redis.core.RedisChannelLayer"
 
 

@@ -225,6 +225,7 @@ def test_three_runworkers_starting_at_once_declare_each_schedule_once(
         assert r.zrange(KEYS.repeat_due, 0, -1) == ["hourly"]
 
 
+@pytest.mark.any_database  # waits for the next minute; the database plays no part
 def test_a_cron_schedule_fires_at_the_start_of_the_minute(
     engine: EngineSettings, tmp_path: Path
 ) -> None:
