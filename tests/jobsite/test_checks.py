@@ -101,6 +101,18 @@ def test_the_project_settings_pass() -> None:
         ({"JOBSITE": engine(JOB_RETENTION_DAYS_BY_STATE={"failed": "a"})}, ["jobsite.E008"]),
         ({"JOBSITE": engine(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")}, ["jobsite.W003"]),
         ({"JOBSITE": engine(HEALTH={"BOGUS": 1})}, ["jobsite.E009"]),
+        # Each value of its default's type, numbers not negative, per queue too.
+        ({"JOBSITE": engine(HEALTH={"OLDEST_WAITING_S": "10m"})}, ["jobsite.E009"]),
+        ({"JOBSITE": engine(HEALTH={"OLDEST_WAITING_S": -1})}, ["jobsite.E009"]),
+        ({"JOBSITE": engine(HEALTH={"MAIL_ADMINS": "yes"})}, ["jobsite.E009"]),
+        ({"JOBSITE": engine(HEALTH={"FAILURE_MIN_JOBS": 2.5})}, ["jobsite.E009"]),
+        ({"JOBSITE": engine(HEALTH={"QUEUES": {"emails": {"OLDEST": 5}}})}, ["jobsite.E009"]),
+        (
+            {"JOBSITE": engine(HEALTH={"QUEUES": {"emails": {"DLQ_GROWTH": True}}})},
+            ["jobsite.E009"],
+        ),
+        ({"JOBSITE": engine(HEALTH={"QUEUES": ["emails"]})}, ["jobsite.E009"]),
+        ({"JOBSITE": engine(HEALTH={"OLDEST_WAITING_S": 60, "FAILURE_MIN_JOBS": 5})}, []),
         # A webhook needs a secret: the default, empty, would sign alerts with an empty key.
         ({"JOBSITE": engine(HEALTH={"WEBHOOK_URL": "https://hooks.example/x"})}, ["jobsite.E011"]),
         (

@@ -86,14 +86,50 @@ VERDICTS = ("ok", "recovering", "degraded", "failing")
 _WATCHES: dict[tuple[str, str], OutageWatch] = {}
 
 
-def settings(queue: str | None = None) -> dict[str, Any]:
-    """Return the health settings, with `queue`'s own thresholds over the defaults."""
-    given = dict(conf.option("HEALTH") or {})
-    unknown = set(given) - set(DEFAULTS) - {"QUEUES"}
+# What each key's value must be, by the type of its default.
+_KINDS = {
+    bool: "true or false",
+    str: "a string",
+    int: "a whole number >= 0",
+    float: "a number >= 0",
+}
+
+
+def _checked(values: Any, where: str) -> dict[str, Any]:
+    """Return `values` (a dict of HEALTH keys) if each key is known and its value of its
+    default's type (numbers not negative); raise ConfigError naming the first that is not."""
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where} must be a dict, got {values!r}")
+    unknown = set(values) - set(DEFAULTS)
     if unknown:
-        raise ConfigError(f'unknown JOBSITE["HEALTH"] keys: {sorted(unknown)}')
-    per_queue = (given.pop("QUEUES", None) or {}).get(queue, {}) if queue else {}
-    return DEFAULTS | given | dict(per_queue)
+        raise ConfigError(f"unknown {where} keys: {sorted(unknown)}")
+    for key, value in values.items():
+        kind = type(DEFAULTS[key])
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        fits = {
+            bool: isinstance(value, bool),
+            str: isinstance(value, str),
+            int: number and isinstance(value, int) and value >= 0,
+            float: number and value >= 0,
+        }[kind]
+        if not fits:
+            raise ConfigError(f"{where}[{key!r}] must be {_KINDS[kind]}, got {value!r}")
+    return dict(values)
+
+
+def settings(queue: str | None = None) -> dict[str, Any]:
+    """Return the health settings, with `queue`'s own thresholds over the defaults; raise
+    ConfigError for an unknown key or a value of the wrong type (manage.py check: E009)."""
+    given = dict(conf.option("HEALTH") or {})
+    queues = given.pop("QUEUES", None) or {}
+    given = _checked(given, 'JOBSITE["HEALTH"]')
+    if not isinstance(queues, dict):
+        raise ConfigError(f'JOBSITE["HEALTH"]["QUEUES"] must be a dict, got {queues!r}')
+    per_queue = {
+        name: _checked(values, f'JOBSITE["HEALTH"]["QUEUES"][{name!r}]')
+        for name, values in queues.items()
+    }
+    return DEFAULTS | given | (per_queue.get(queue, {}) if queue else {})
 
 
 def grace_ms() -> int:
