@@ -14,6 +14,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from datetime import datetime
+from types import EllipsisType
 from typing import Any
 from urllib.parse import quote
 
@@ -203,10 +204,19 @@ class _Calls(ScheduleCalls):
         return self._send("GET", f"/queues/{_segment(name)}", None, None)
 
     def set_queue_limits(
-        self, name: str, rate_limit: str | None, paused: bool | None = None
+        self,
+        name: str,
+        rate_limit: str | EllipsisType | None = ...,
+        paused: bool | None = None,
+        max_running: int | EllipsisType | None = ...,
     ) -> Any:
-        """Set a queue's rate limit ("10/s"; None lifts it), and pause or resume it."""
-        body = {"rate_limit": rate_limit, **({} if paused is None else {"paused": paused})}
+        """Set what is given of a queue's limits: its rate limit ("10/s") and its cap on running
+        jobs across every worker (None lifts either; left out, it stays), and pause or resume it."""
+        body: dict[str, Any] = {} if paused is None else {"paused": paused}
+        if not isinstance(rate_limit, EllipsisType):
+            body["rate_limit"] = rate_limit
+        if not isinstance(max_running, EllipsisType):
+            body["max_running"] = max_running
         return self._send("PUT", f"/queues/{_segment(name)}/limits", body, None)
 
     def get(self, job_id: str) -> Any:

@@ -10,6 +10,9 @@
   is a job with no queue_timeout_ms of its own that has been ready for the worker's queue
   timeout (ARGV[11]: QUEUE_TIMEOUT where the worker runs, for a job whose producer stamped none),
   counted from submitted_at_ms, when it last became ready.
+  The queue's meta `max_running`, when set, caps its started jobs across every worker: a claim
+  takes at most the places left, none when it is full (complete-11, fail-11, retry-11 and
+  reap-11 wake a worker as a place frees while jobs wait).
   Rate limits (the queue's meta rate_interval_ms, the job's rate_interval_ms for its task) are
   kept as theoretical arrival times in meta (`tat`, `tat:<task>`): a job whose slot is ahead is
   not started but `scheduled` at its slot, which it keeps (rate_slot_ms), so it waits only once.
@@ -47,8 +50,13 @@
 --@include common
 local Q = queue(ARGV[1], ARGV[2], ARGV[6])
 local limit, lease_ms, worker = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
-local meta = rcall('HMGET', Q.meta, 'paused', 'rate_interval_ms', 'stop:' .. worker)
+local meta = rcall('HMGET', Q.meta, 'paused', 'rate_interval_ms', 'stop:' .. worker, 'max_running')
 if meta[1] == '1' or meta[3] then return {} end
+if meta[4] then  -- the queue's cap on running jobs, all workers together
+  local room = tonumber(meta[4]) - rcall('ZCARD', Q.started)
+  if room <= 0 then return {} end  -- full: the script that frees a place wakes a worker
+  limit = math.min(limit, room)
+end
 local suspects_left = tonumber(ARGV[7])
 local own_wait_ms = tonumber(ARGV[11])  -- nil: the worker sets no queue timeout
 local unserved, uprefix = KEYS[12], ARGV[10]

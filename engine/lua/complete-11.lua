@@ -53,6 +53,7 @@ for j = 1, count do
   end
 end
 many('ZREM', Q.started, ended)
+if #ended > 0 then wake_if_capped(Q) end
 add_counts(Q.stats, done, 'done|', '|completed')
 add_tally(Q.stats, 'run', run, b)
 local total = 0

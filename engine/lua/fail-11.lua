@@ -20,6 +20,7 @@ local code, cur = owned(key, token, F.attempt)
 if code ~= 0 then return code end
 append_error(key, err)
 rcall('ZREM', Q.started, id)
+wake_if_capped(Q)
 emit(Q, id, 'started', state, cur[3], worker, short)
 bury(Q, key, id, state)
 return 0

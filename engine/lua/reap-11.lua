@@ -60,4 +60,5 @@ for _, id in ipairs(ids) do
   end
 end
 for worker, _ in pairs(dead) do rcall('HDEL', Q.meta, 'stop:' .. worker) end
+if stalled + orphans > 0 then wake_if_capped(Q) end
 return {released, stalled, orphans}

@@ -19,6 +19,7 @@ if code ~= 0 then return code end
 local now = Q.now
 append_error(key, err)
 rcall('ZREM', Q.started, id)
+wake_if_capped(Q)
 if cur[5] then
   emit(Q, id, 'started', 'cancelled', cur[3], worker, short)
   bury(Q, key, id, 'cancelled')

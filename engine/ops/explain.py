@@ -71,15 +71,19 @@ async def explain(client: Handle, job_id: str, queue: str | None = None) -> list
     redis = client.redis
     now_ms = await server_ms(redis, keys.meta)  # the clock of the queue's scripts
     async with redis.pipeline(transaction=False) as pipe:
-        pipe.hmget(keys.meta, ["paused", "rate_interval_ms", "tat", f"tat:{job.task}"])
+        pipe.hmget(
+            keys.meta, ["paused", "rate_interval_ms", "tat", f"tat:{job.task}", "max_running"]
+        )
         pipe.hmget(keys.job(job.id), both("ckey_active", "ckey_waiting", "rate_slot_ms"))
-        meta, hidden = await pipe.execute()
-    paused, queue_interval, tat, task_tat = meta
+        pipe.zcard(keys.started)
+        meta, hidden, running = await pipe.execute()
+    paused, queue_interval, tat, task_tat, most = meta
     ckey_active, ckey_waiting, rate_slot = either(hidden)
     slot = _rate_slot(job.state, rate_slot, queue_interval, job.rate_interval_ms, tat, task_tat)
     found = [
         Reason("paused", f"queue {job.queue!r} is paused", "queue") if paused == "1" else None,
         _rate_limited(slot, now_ms),
+        _full(job, most, int(running)),
         await _concurrency(client, job, ckey_active, ckey_waiting),
         await _parents(client, job),
         _scheduled(job, now_ms) if not rate_slot else None,
@@ -87,6 +91,14 @@ async def explain(client: Handle, job_id: str, queue: str | None = None) -> list
         _expired(job, now_ms),
     ]
     return [reason for reason in found if reason is not None]
+
+
+def _full(job: Job, most: str | None, running: int) -> Reason | None:
+    """Return why a ready job waits for its queue's cap on running jobs (max_running)."""
+    if most is None or job.state != "submitted" or running < int(most):
+        return None
+    message = f"queue {job.queue!r} runs its most at once ({running} of max_running {most})"
+    return Reason("queue_full", message, "queue")
 
 
 def _rate_limited(slot: int | None, now_ms: int) -> Reason | None:

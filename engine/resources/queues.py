@@ -7,6 +7,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from ..errors import ConfigError
 from ..job import TERMINAL_STATES, Job
 from ..keys import queues_key
 from ..limits import rate_interval_ms
@@ -96,6 +97,26 @@ class Queues(Resource):
         """Return the interval between starts that `queue`'s rate limit sets, or None."""
         raw = await self.redis.hget(self.keys(queue).meta, "rate_interval_ms")
         return float(raw) if raw else None
+
+    async def set_max_running(self, queue: str, most: int | None) -> None:
+        """Cap `queue`'s running jobs at `most` for all workers together (claimed and not yet
+        ended: claim-12.lua); None lifts the cap. ConfigError for a cap below 1."""
+        keys = self.keys(queue)
+        if most is None:
+            await self.redis.hdel(keys.meta, "max_running")
+            await self.redis.zadd(keys.marker, {"0": 0})  # workers a full queue put to sleep
+            return
+        if isinstance(most, bool) or not isinstance(most, int) or most < 1:
+            raise ConfigError(f"max_running must be a whole number of at least 1, got {most!r}")
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hset(keys.meta, "max_running", str(most))
+            pipe.zadd(keys.marker, {"0": 0})  # a higher cap: room for a sleeping worker
+            await pipe.execute()
+
+    async def max_running(self, queue: str) -> int | None:
+        """Return `queue`'s cap on running jobs for all workers together, or None."""
+        raw = await self.redis.hget(self.keys(queue).meta, "max_running")
+        return int(raw) if raw else None
 
     async def concurrency_keys(self, queue: str, limit: int = 100) -> list[dict[str, Any]]:
         """Return the concurrency keys of `queue` with jobs waiting for their turn (at most

@@ -93,7 +93,7 @@ def test_a_flow_is_drawn_on_the_job_page(site: tuple[str, str, EngineSettings]) 
         browser.close()
 
 
-def test_the_queues_page_sets_a_rate_limit(site: tuple[str, str, EngineSettings]) -> None:
+def test_the_queues_page_sets_a_rate_limit_and_a_cap(site: tuple[str, str, EngineSettings]) -> None:
     from playwright.sync_api import sync_playwright
 
     base, password, settings = site
@@ -118,6 +118,15 @@ def test_the_queues_page_sets_a_rate_limit(site: tuple[str, str, EngineSettings]
         page.fill(f"{card} input[name=rate_limit]", "sometimes")
         page.click(f"{card} form.rate button:not([type])")
         page.wait_for_selector(f"{card} .error:text('rate_limit must look like')", timeout=10_000)
+        assert engine(settings, lambda c: c.queues.rate_limit_ms("default")) == 200.0
+        # The cap on running jobs, set and lifted beside it; the rate limit stays.
+        page.fill(f"{card} input[name=max_running]", "2")
+        page.click(f"{card} form.cap button:not([type])")
+        page.wait_for_selector(f"{card} .cap-now:text('2 at once')", timeout=10_000)
+        assert engine(settings, lambda c: c.queues.max_running("default")) == 2
+        page.click(f"{card} button[data-action=uncap]")
+        page.wait_for_selector(f"{card} .cap-now:text('none')", timeout=10_000)
+        assert engine(settings, lambda c: c.queues.max_running("default")) is None
         assert engine(settings, lambda c: c.queues.rate_limit_ms("default")) == 200.0
         page.screenshot(path=str(SHOTS / "queues.png"), full_page=True)
         page.click(f"{card} button[data-action=resume]")

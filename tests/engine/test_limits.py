@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import Client, ConfigError, EngineSettings, JobState, Worker
+from engine import Client, ConfigError, EngineSettings, JobState, Worker, explain
 from engine.limits import rate_interval_ms
 
 from . import chaos_tasks
@@ -174,3 +174,57 @@ async def test_a_paused_queue_is_not_claimed_from_and_its_jobs_stay(
     for w in workers:
         w.stop()
     await asyncio.gather(*runs)
+
+
+async def test_a_queue_cap_holds_across_workers_and_lifts(
+    client: Client, settings: EngineSettings
+) -> None:
+    await client.queues.set_max_running("default", 3)
+    assert await client.queues.max_running("default") == 3
+    t.PEAK.update(now=0, max=0)
+    jobs = await client.enqueue_many([t.tracked.call() for _ in range(30)])
+    # Two workers with room for 20 at once between them, claiming 10 at a time.
+    workers = [Worker(settings, [t.tracked], concurrency=10) for _ in range(2)]
+    runs = [asyncio.create_task(w.run()) for w in workers]
+    done = [await client.jobs.wait(j.id, timeout_s=20) for j in jobs]
+    assert {j.state for j in done} == {JobState.COMPLETED}
+    assert t.PEAK["max"] == 3  # never more, and the cap was reached
+    assert sum(w.counters["completed"] for w in workers) == 30
+    await client.queues.set_max_running("default", None)
+    assert await client.queues.max_running("default") is None
+    t.PEAK.update(now=0, max=0)
+    more = await client.enqueue_many([t.tracked.call() for _ in range(30)])
+    assert {(await client.jobs.wait(j.id, timeout_s=20)).state for j in more} == {
+        JobState.COMPLETED
+    }
+    assert t.PEAK["max"] > 3  # lifted: the workers' own concurrency again
+    for w in workers:
+        w.stop()
+    await asyncio.gather(*runs)
+
+
+async def test_a_job_waiting_for_a_full_queue_says_so(
+    client: Client, settings: EngineSettings
+) -> None:
+    await client.queues.set_max_running("default", 1)
+    first, second = await client.enqueue_many([t.waits.call(30), t.waits.call(30)])
+    worker = Worker(settings, [t.waits], concurrency=5)
+    run = asyncio.create_task(worker.run())
+    try:
+        while (await client.jobs.get(first.id)).state is not JobState.STARTED:
+            await asyncio.sleep(0.02)
+        reasons = await explain(client, second.id)
+        assert [r.code for r in reasons] == ["queue_full"]
+        assert "runs its most at once (1 of max_running 1)" in reasons[0].message
+        assert (await client.jobs.get(second.id)).state is JobState.SUBMITTED
+    finally:
+        await client.jobs.cancel([first.id, second.id])
+        worker.stop()
+        await run
+
+
+async def test_a_queue_cap_below_one_is_refused(client: Client) -> None:
+    for bad in (0, -1, 2.5, True, "3"):
+        with pytest.raises(ConfigError, match="max_running must be a whole number"):
+            await client.queues.set_max_running("default", bad)  # type: ignore[arg-type]
+    assert await client.queues.max_running("default") is None

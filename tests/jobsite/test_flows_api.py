@@ -304,6 +304,26 @@ def test_queue_limits_are_set_and_read(engine: EngineSettings, token: str) -> No
     assert LogEntry.objects.filter(change_message__contains="rate_limit=20/m").count() == 1
 
 
+def test_a_queue_cap_is_set_alone_and_lifted(engine: EngineSettings, token: str) -> None:
+    web = WebClient()
+    submit(web, token, task="add", args=[1, 1])
+    limits = "/queues/default/limits"
+    assert call(web, "put", limits, token, data={"rate_limit": "20/m"}).status_code == 200
+    capped = call(web, "put", limits, token, data={"max_running": 4})
+    assert capped.status_code == 200, capped.content
+    # Only what the body names changes: the rate limit stays.
+    assert capped.json()["max_running"] == 4 and capped.json()["rate_limit"]["per_s"] == 0.333333
+    assert call(web, "get", "/queues/default", token).json()["max_running"] == 4
+    with redis.Redis.from_url(engine.redis_url, decode_responses=True) as r:
+        assert r.hget("jobsite:{default}:meta", "max_running") == "4"
+    for bad in (0, -3, 2.5, "many", True):
+        refused = call(web, "put", limits, token, data={"max_running": bad})
+        assert refused.status_code == 422, (bad, refused.content)
+    lifted = call(web, "put", limits, token, data={"max_running": None})
+    assert lifted.json()["max_running"] is None and lifted.json()["rate_limit"] is not None
+    assert LogEntry.objects.filter(change_message__contains="max_running=4").count() == 1
+
+
 def test_blocked_jobs_are_filtered_and_cancelled_in_the_admin(
     engine: EngineSettings, token: str
 ) -> None:

@@ -361,6 +361,14 @@ local function unblock_children(Q, children)
   rcall('DEL', children)
 end
 
+-- A job left `started`: under the queue's max_running (meta), a worker whose claim found the
+-- queue full sleeps; wake one when jobs wait.
+local function wake_if_capped(Q)
+  if rcall('HEXISTS', Q.meta, 'max_running') == 1 and rcall('ZCARD', Q.submitted) > 0 then
+    rcall('ZADD', Q.marker, '0', '0')
+  end
+end
+
 local function release(Q, key, id)
   local priority = rcall('HGET', key, F.priority) or 0
   rcall('HSET', key, F.state, 'submitted', F.submitted_at_ms, Q.now_s, F.begun, '0')

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from django import forms
@@ -19,7 +20,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, reverse
-from django.utils import timezone
+from django.utils import dateformat, timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
@@ -95,6 +96,28 @@ def _search_refused(request: HttpRequest) -> str | None:
     return None
 
 
+# Every time of a job, in the list, its page and its timeline, in one format: Django's TIME_ZONE,
+# to the second, the zone named (Django's own format names none and drops the seconds, and the
+# timeline's transitions came out in UTC whatever TIME_ZONE says).
+TIME_FORMAT = "Y-m-d H:i:s T"
+
+
+def when(value: datetime | None) -> str | None:
+    """Return an aware datetime in the current time zone as TIME_FORMAT; None (Django's "-")
+    for none."""
+    return None if value is None else dateformat.format(timezone.localtime(value), TIME_FORMAT)
+
+
+def _time_of(field: str) -> Callable[[admin.ModelAdmin[JobRecord], JobRecord], str | None]:
+    """Show the job's datetime `field` as `when` does, under the field's own name and ordering."""
+
+    @admin.display(description=field.replace("_", " "), ordering=field)
+    def show(modeladmin: admin.ModelAdmin[JobRecord], obj: JobRecord) -> str | None:
+        return when(getattr(obj, field))
+
+    return show
+
+
 @admin.register(JobRecord)
 class JobAdmin(admin.ModelAdmin):
     list_display = (
@@ -103,8 +126,8 @@ class JobAdmin(admin.ModelAdmin):
         "queue",
         "state",
         "attempt",
-        "submitted_at",
-        "completed_at",
+        "submitted",
+        "completed",
         "worker",
     )
     # Cheap at millions of rows: no DISTINCT for choices, no date drill-down, a bounded count,
@@ -127,19 +150,26 @@ class JobAdmin(admin.ModelAdmin):
         "progress",
         "progress_message",
         "worker",
+        "sent",
+        "submitted",
+        "started",
+        "retried",
+        "completed",
+        "run_at_time",
+        "args_json",
+        "result_json",
+        "timeline",
+        "tracebacks",
+    )
+    # The raw JSON of the transitions stays out: `timeline` shows them as a table; the times
+    # are shown by the methods below, in TIME_FORMAT.
+    exclude = (
         "sent_at",
         "submitted_at",
         "started_at",
         "retried_at",
         "completed_at",
         "run_at",
-        "args_json",
-        "result_json",
-        "timeline",
-        "tracebacks",
-    )
-    # The raw JSON of the transitions stays out: `timeline` shows them as a table.
-    exclude = (
         "args",
         "kwargs",
         "result",
@@ -149,6 +179,13 @@ class JobAdmin(admin.ModelAdmin):
         "heartbeat_at",
         "transitions",
     )
+
+    sent = _time_of("sent_at")
+    submitted = _time_of("submitted_at")
+    started = _time_of("started_at")
+    retried = _time_of("retried_at")
+    completed = _time_of("completed_at")
+    run_at_time = _time_of("run_at")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -237,7 +274,7 @@ class JobAdmin(admin.ModelAdmin):
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 (
                     (
-                        t["at"],
+                        when(t["at"]),
                         t.get("from"),
                         t.get("to"),
                         t.get("attempt"),

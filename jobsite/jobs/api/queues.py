@@ -52,17 +52,22 @@ class QueueDetailOut(QueueOut):
     their turn (most waiting first, at most 100) and the history's gaps."""
 
     rate_limit: RateOut | None
+    # The cap on its running jobs, all workers together (None: no cap).
+    max_running: int | None = None
     concurrency_keys: list[ConcurrencyKeyOut]
     history_gap: HistoryGapOut
 
 
 class LimitsIn(Schema):
-    """`rate_limit` like "10/s", "600/m" or "5/2s" for every worker together, or null to lift
-    it; `paused` (optional) pauses or resumes the queue."""
+    """What to change, each optional (a key left out stays as it is): `rate_limit` like "10/s",
+    "600/m" or "5/2s" for every worker together, or null to lift it; `max_running`, the most
+    jobs of the queue running at once across every worker, or null to lift it; `paused`
+    pauses or resumes the queue."""
 
     model_config = ConfigDict(extra="forbid")
 
-    rate_limit: str | None = Field(..., min_length=3, max_length=32)
+    rate_limit: str | None = Field(None, min_length=3, max_length=32)
+    max_running: int | None = Field(None, ge=1, le=1_000_000, strict=True)
     paused: bool | None = None
 
 
@@ -130,6 +135,7 @@ async def _detail(rights: Grant, name: str) -> QueueDetailOut:
         rate_limit=RateOut(interval_ms=interval, per_s=round(1000 / interval, 6))
         if interval
         else None,
+        max_running=limits.max_running,
         concurrency_keys=[ConcurrencyKeyOut(**k) for k in limits.concurrency_keys],
         history_gap=HistoryGapOut(
             **await services.arun_engine(lambda c: c.queues.history_gaps(name))
@@ -146,18 +152,25 @@ async def queue(request: HttpRequest, name: str) -> QueueDetailOut:
 
 @router.put("/{name}/limits", response={200: QueueDetailOut, **ERRORS})
 async def set_limits(request: HttpRequest, name: str, body: LimitsIn) -> QueueDetailOut:
-    """Set the queue's rate limit (null lifts it), and pause or resume it when `paused` is given."""
+    """Set what the body gives: the queue's rate limit and its cap on running jobs (null lifts
+    either), and pause or resume it."""
     rights = await aneed(request, Perm.CHANGE_QUEUE, name)
     if name not in await services.aknown_queues():
         raise HttpError(404, f"no queue named {name!r}")
-    await services.arun_engine(
-        lambda c: c.queues.set_rate_limit(name, body.rate_limit)
-    )  # ConfigError: 422, nothing set
-    said = f"rate_limit={body.rate_limit or 'none'}"
+    given = body.model_fields_set
+    said = ""
+    if "rate_limit" in given:
+        await services.arun_engine(
+            lambda c: c.queues.set_rate_limit(name, body.rate_limit)
+        )  # ConfigError: 422, nothing set
+        said += f" rate_limit={body.rate_limit or 'none'}"
+    if "max_running" in given:
+        await services.arun_engine(lambda c: c.queues.set_max_running(name, body.max_running))
+        said += f" max_running={body.max_running or 'none'}"
     if body.paused is not None:
         await services.aset_paused([name], body.paused)
         said += f" paused={body.paused}"
-    await audit.arecord(rights.user, "limits", [name], rights.via, QueueRecord, said)
+    await audit.arecord(rights.user, "limits", [name], rights.via, QueueRecord, said.strip())
     return await _detail(rights, name)
 
 

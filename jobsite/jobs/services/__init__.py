@@ -123,14 +123,17 @@ class QueueLimits(NamedTuple):
 
     paused: bool
     rate_interval_ms: float | None
+    max_running: int | None
     concurrency_keys: list[dict[str, Any]]
 
 
 async def _queue_limits(client: Client, queue: str, keys_limit: int = 100) -> QueueLimits:
-    """Return a queue's pause flag, rate limit and the concurrency keys with jobs waiting."""
+    """Return a queue's pause flag, rate limit, cap on running jobs and the concurrency keys
+    with jobs waiting."""
     return QueueLimits(
         paused=await client.queues.is_paused(queue),
         rate_interval_ms=await client.queues.rate_limit_ms(queue),
+        max_running=await client.queues.max_running(queue),
         concurrency_keys=await client.queues.concurrency_keys(queue, keys_limit),
     )
 

@@ -44,6 +44,8 @@
     return {
       width, height: 200,
       cursor: {drag: {x: false, y: false}},
+      // Ticks and the legend's "at" in the zone of every time on the page (common.js).
+      tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), window.jobsite.timeZoneName()),
       // Half a step of room after the newest point, so that it is not drawn on the edge.
       scales: {x: {time: true, range: (u, min, max) => [min, max + step_s / 2]}, y: {range: (u, min, max) => [0, Math.max(max || 0, 1) * 1.1]}},
       axes: [
@@ -98,7 +100,7 @@
       fillPicker($("#chart-picks [name=queue]"), answer.queues);
       fillPicker($("#chart-picks [name=task]"), answer.tasks);
       draw(answer);
-      status.textContent = `updated ${new Date().toLocaleTimeString()}`;
+      status.textContent = `updated ${window.jobsite.clock(new Date())}`;
       $("#charts").dataset.ready = "1";
       $("#charts").dataset.shown = String(query);
     } catch (error) {
@@ -109,6 +111,8 @@
   }
 
   $("#chart-picks").addEventListener("change", refresh);
+  // Another zone: the charts are made again, their axes in it.
+  document.addEventListener("jobsite:zone", () => { for (const chart of Object.values(charts)) chart.jobsiteRange = null; refresh(); });
   $("#chart-picks").addEventListener("submit", (event) => { event.preventDefault(); refresh(); });
   window.addEventListener("resize", () => {
     for (const [name, chart] of Object.entries(charts)) {

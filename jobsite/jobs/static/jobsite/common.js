@@ -1,5 +1,6 @@
-// What every Jobsite page shares: the page's config, escaping, calls to the JSON API, the
-// "Redis is unreachable" banner, toasts (the result of an action) and dialogs in the page.
+// What every Jobsite page shares: the page's config, escaping, times in one zone (the header's
+// toggle: the browser's or UTC), calls to the JSON API, the "Redis is unreachable" banner, toasts
+// (the result of an action) and dialogs in the page.
 // Whether Redis answers is the server's word alone (see redis() below), never the page's guess.
 (() => {
   "use strict";
@@ -7,6 +8,78 @@
   const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
   // Every value put into a URL is encoded: an id like "../queues/x/pause?" stays one segment.
   const seg = encodeURIComponent;
+
+  // Times: every page shows them in one zone, the browser's own or UTC, as the operator chose
+  // with the header's toggle; the choice is kept in localStorage, so every page and tab follows
+  // it. Operators hold these times beside logs and alerts: a page never mixes two zones, and the
+  // header names the one in use. A change is the event `jobsite:zone` ({zone, previous, name}),
+  // on which each page draws its times again.
+  const ZONE_KEY = "jobsite.timeZone";
+  const LOCAL_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+  const storedZone = () => { try { return localStorage.getItem(ZONE_KEY); } catch { return null; } };
+  let zone = storedZone() === "utc" ? "utc" : "local";
+  const zoneName = (which = zone) => (which === "utc" ? "UTC" : LOCAL_ZONE);
+  // The shapes of toLocaleString() and toLocaleTimeString(), in the browser's language.
+  const SHAPES = {time: {year: "numeric", month: "numeric", day: "numeric", hour: "numeric", minute: "2-digit", second: "2-digit"},
+    clock: {hour: "numeric", minute: "2-digit", second: "2-digit"}};
+  const formats = new Map();
+  // An instant (ISO text, ms since the epoch or a Date) in the chosen zone; "–" for none.
+  function shown(at, shape) {
+    if (at === null || at === undefined || at === "") return "–";
+    const date = at instanceof Date ? at : new Date(at);
+    if (Number.isNaN(date.getTime())) return "–";
+    const key = `${shape} ${zoneName()}`;
+    if (!formats.has(key)) formats.set(key, new Intl.DateTimeFormat(undefined, {...SHAPES[shape], timeZone: zoneName()}));
+    return formats.get(key).format(date);
+  }
+  const pad = (n) => String(n).padStart(2, "0");
+  // An instant as a datetime-local field's value ("2026-12-05T14:30") in the zone `which`.
+  function timeInput(at, which = zone) {
+    const d = new Date(at);
+    if (Number.isNaN(d.getTime())) return "";
+    if (which === "utc") return d.toISOString().slice(0, 16);
+    return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+  }
+  // A datetime-local field's value, read in the zone `which`, as an absolute UTC time ("" if none).
+  function fromTimeInput(value, which = zone) {
+    if (!value) return "";
+    const d = new Date(which === "utc" ? `${value}Z` : value);  // no offset: the browser's zone
+    return Number.isNaN(d.getTime()) ? "" : d.toISOString();
+  }
+  // The header's toggle says the zone in use; [data-time-zone-name] elements name it too.
+  function drawZone() {
+    const toggle = document.getElementById("time-zone");
+    if (toggle) {
+      toggle.dataset.zone = zone;
+      toggle.title = `times on every page are shown in ${zoneName()}; the other button switches`;
+      toggle.querySelector("button[data-zone=local]").textContent = `${LOCAL_ZONE} (local)`;
+      for (const b of toggle.querySelectorAll("button[data-zone]")) b.setAttribute("aria-pressed", String(b.dataset.zone === zone));
+    }
+    for (const el of document.querySelectorAll("[data-time-zone-name]")) el.textContent = zoneName();
+  }
+  function zoneChanged(previous) {
+    drawZone();
+    if (!known.up) drawRedis();
+    document.dispatchEvent(new CustomEvent("jobsite:zone", {detail: {zone, previous, name: zoneName()}}));
+  }
+  function setTimeZone(which) {
+    const previous = zone;
+    zone = which === "utc" ? "utc" : "local";
+    try { localStorage.setItem(ZONE_KEY, zone); } catch { /* storage refused: this page only */ }
+    if (zone !== previous) zoneChanged(previous);
+  }
+  document.getElementById("time-zone")?.addEventListener("click", (event) => {
+    const button = event.target.closest("button[data-zone]");
+    if (button) setTimeZone(button.dataset.zone);
+  });
+  // A choice made in another tab: this one follows.
+  window.addEventListener("storage", (event) => {
+    if (event.key !== ZONE_KEY) return;
+    const previous = zone;
+    zone = event.newValue === "utc" ? "utc" : "local";
+    if (zone !== previous) zoneChanged(previous);
+  });
+  drawZone();
   // Call the API with the session and the CSRF token; resolve to the JSON answer, or throw
   // an Error whose message is the status and the API's own detail.
   async function api(path, {method = "GET", body} = {}) {
@@ -53,7 +126,7 @@
       return;
     }
     document.body.dataset.down = "1";
-    banner.querySelector(".since").textContent = `since ${new Date(known.since_ms).toLocaleTimeString()}`;
+    banner.querySelector(".since").textContent = `since ${shown(known.since_ms, "clock")}`;
     disableActions();
   }
   if (!known.up) drawRedis();
@@ -100,6 +173,14 @@
     // The word an operator reads for a job state, the same on every page (the API keeps the
     // engine's: submitted is "waiting", started "running").
     stateWord: (state) => config.vocabulary?.labels?.[state] ?? state,
+    // Times in the zone the header's toggle chose: a date and time, or the time of day alone.
+    time: (at) => shown(at, "time"),
+    clock: (at) => shown(at, "clock"),
+    timeZoneName: () => zoneName(),  // "UTC" or the browser's IANA zone ("Europe/Paris")
+    timeZoneChoice: () => zone,  // "local" or "utc"
+    setTimeZone,
+    timeInput,
+    fromTimeInput,
     config,
     esc,
     seg,

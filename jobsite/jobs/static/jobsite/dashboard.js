@@ -115,9 +115,9 @@
 
   function render(data) {
     const queues = Object.entries(data.queues || {});
-    $("#queues tbody").innerHTML = queues.map(([name, c]) => `<tr><td>${esc(name)}${data.paused[name] ? " <small>(paused)</small>" : ""}</td>
-      <td>${c.submitted}</td><td>${c.scheduled}</td><td>${c.started}</td><td>${c.dlq}</td><td>${c.completed_total}</td><td>${c.failed_total}</td>
-      <td>${data.oldest_waiting_s && data.oldest_waiting_s[name] != null ? Math.round(data.oldest_waiting_s[name]) + " s" : "–"}</td>
+    $("#queues tbody").innerHTML = queues.map(([name, c]) => `<tr><td data-label="queue">${esc(name)}${data.paused[name] ? " <small>(paused)</small>" : ""}</td>
+      <td data-label="waiting">${c.submitted}</td><td data-label="scheduled">${c.scheduled}</td><td data-label="running">${c.started}</td><td data-label="dead letters">${c.dlq}</td><td data-label="completed (total)">${c.completed_total}</td><td data-label="failed (total)">${c.failed_total}</td>
+      <td data-label="oldest waiting">${data.oldest_waiting_s && data.oldest_waiting_s[name] != null ? Math.round(data.oldest_waiting_s[name]) + " s" : "–"}</td>
       <td>${may("change_queue") ? `<button data-queue="${esc(name)}" data-action="${data.paused[name] ? "resume" : "pause"}">${data.paused[name] ? "resume" : "pause"}</button>` : ""}</td></tr>`).join("")
       || `<tr><td colspan="9" class="empty">no queue configured</td></tr>`;
     $("#workers ul").innerHTML = (data.workers || []).map((w) => `<li data-worker="${esc(w.id)}"><b>${esc(w.id)}</b> ${w.role ? `<span class="worker-role">role ${esc(w.role)}</span>: ` : ""}${esc(w.queues)} · ${w.current_jobs.length}/${w.concurrency} busy · seen ${Math.max(0, Math.round((Date.now() - w.heartbeat_at_ms) / 1000))} s ago

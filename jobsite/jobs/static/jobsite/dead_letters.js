@@ -4,7 +4,7 @@
 (() => {
   "use strict";
   const {$, esc, api, jobPage, hideForbidden, ask, toast, plural, config} = window.jobsite;
-  const time = (at) => (at ? new Date(at).toLocaleString() : "–");
+  const {time} = window.jobsite;
   const VERBS = {resubmit: "Resubmit", purge: "Purge"};
   let groups = [];
   let timer;
@@ -35,11 +35,11 @@
     const tasks = Object.entries(g.tasks).map(([t, n]) => `${esc(t)} <small>×${n}</small>`).join("<br>");
     const error = g.fingerprint ? `<b>${esc(s.exception)}</b>: ${esc(s.pattern || s.message)}` : `<b>no error recorded</b> (${esc(s.type)}): ${esc(s.message)}`;
     const jobs = g.fingerprint ? `<br><a href="${esc(config.dashboard)}?fingerprint=${encodeURIComponent(g.fingerprint)}#search"><small>its jobs</small></a>` : "";
-    return `<tr data-index="${i}"><td class="count">${g.count}${jobs}</td>
-      <td>${error}${s.frame ? `<br><small>at <code>${esc(s.frame)}</code></small>` : ""}${s.not_retried ? `<br><small class="not-retried">not retried: ${esc(s.not_retried)}</small>` : ""}
+    return `<tr data-index="${i}"><td class="count" data-label="jobs">${g.count}${jobs}</td>
+      <td data-label="error">${error}${s.frame ? `<br><small>at <code>${esc(s.frame)}</code></small>` : ""}${s.not_retried ? `<br><small class="not-retried">not retried: ${esc(s.not_retried)}</small>` : ""}
         <br><small>fingerprint <code>${esc(g.fingerprint || "–")}</code>; newest: ${s.job_id ? `<a href="${esc(jobPage(s.job_id))}">${esc(s.job_id)}</a>` : "–"}
         ${g.fingerprint && s.pattern !== s.message ? `<q>${esc(s.message)}</q>` : ""}</small>${outcome(g.fingerprint)}</td>
-      <td>${tasks}</td><td>${g.queues.map(esc).join(", ")}</td><td>${esc(time(g.first_seen))}</td><td>${esc(time(g.last_seen))}</td>
+      <td data-label="tasks">${tasks}</td><td data-label="queues">${g.queues.map(esc).join(", ")}</td><td data-label="first seen">${esc(time(g.first_seen))}</td><td data-label="last seen">${esc(time(g.last_seen))}</td>
       <td>${cannotRun(g) ? `<button data-act="resubmit" data-needs="retry" data-cannot-run disabled title="${esc(cannotRun(g))}">Resubmit</button> <small class="cannot-run">cannot run: task not deployed</small>` : `<button data-act="resubmit" data-needs="retry">Resubmit</button>`}
         <button data-act="purge" data-needs="purge">Purge</button></td></tr>`;
   }
@@ -159,5 +159,6 @@
     if (button) act(button.dataset.act, groups[Number(button.closest("tr").dataset.index)]);
   });
   $("#filters").addEventListener("submit", (event) => { event.preventDefault(); load(); });
+  document.addEventListener("jobsite:zone", render);
   load();
 })();

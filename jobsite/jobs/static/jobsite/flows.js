@@ -2,7 +2,7 @@
 (() => {
   "use strict";
   const {$, esc, api, jobPage} = window.jobsite;
-  const time = (at) => (at ? new Date(at).toLocaleString() : "–");
+  const {time} = window.jobsite;
   let flows = [];
   const open = new Set();  // flow ids shown opened, kept across refreshes
   let timer;
@@ -18,8 +18,8 @@
   }
 
   function row(f, i) {
-    return `<tr data-index="${i}" data-flow="${esc(f.flow_id)}"><td><code>${esc(f.flow_id)}</code></td><td>${esc(f.queue)}</td>
-      <td class="count">${f.jobs}</td><td class="states">${states(f.states)}</td><td>${esc(time(f.submitted_at))}</td>
+    return `<tr data-index="${i}" data-flow="${esc(f.flow_id)}"><td data-label="flow"><code>${esc(f.flow_id)}</code></td><td data-label="queue">${esc(f.queue)}</td>
+      <td class="count" data-label="jobs">${f.jobs}</td><td class="states" data-label="states">${states(f.states)}</td><td data-label="submitted">${esc(time(f.submitted_at))}</td>
       <td><button data-act="toggle">${open.has(f.flow_id) ? "Hide" : "Jobs"}</button></td></tr>`;
   }
 
@@ -47,5 +47,6 @@
     load();
   });
   $("#filters").addEventListener("submit", (event) => { event.preventDefault(); load(); });
+  document.addEventListener("jobsite:zone", load);
   load();
 })();

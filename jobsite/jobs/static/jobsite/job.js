@@ -7,7 +7,7 @@
   const {$, esc, seg, config, api, may, ask, toast} = window.jobsite;
   const vocabulary = config.vocabulary;
   const FOLD_CHARS = 2000;  // JSON longer than this is folded behind a <details>
-  const time = (at) => (at ? new Date(at).toLocaleString() : "–");
+  const {time, clock} = window.jobsite;
   // A duration; "–" when either end is missing or the end is before the start (not known yet).
   const span = (from, to) => {
     if (!from || !to) return "–";
@@ -151,12 +151,12 @@
     const ss = series(job.history);
     const many = (ss.at(-1) ?? 1) > 1;
     const word = window.jobsite.stateWord;
-    const rows = job.history.map((e, i) => ({at: e.at, html: `<tr><td>${esc(time(e.at))}</td>
-      <td class="state-${esc(e.from_state)}">${esc(e.from_state ? word(e.from_state) : "–")}</td><td class="state-${esc(e.to_state)}">${esc(word(e.to_state))}</td>
-      <td>${e.attempt ? esc(attemptLabel(e.attempt, ss[i], many)) : (ss[i] > 1 && i && ss[i] !== ss[i - 1] ? "manual retry" : "–")}</td><td>${esc(e.worker)}</td><td>${esc(e.error)}</td></tr>`}));
+    const rows = job.history.map((e, i) => ({at: e.at, html: `<tr><td data-label="at">${esc(time(e.at))}</td>
+      <td class="state-${esc(e.from_state)}" data-label="from">${esc(e.from_state ? word(e.from_state) : "–")}</td><td class="state-${esc(e.to_state)}" data-label="to">${esc(word(e.to_state))}</td>
+      <td data-label="attempt">${e.attempt ? esc(attemptLabel(e.attempt, ss[i], many)) : (ss[i] > 1 && i && ss[i] !== ss[i - 1] ? "manual retry" : "–")}</td><td data-label="worker">${esc(e.worker)}</td><td data-label="error">${esc(e.error)}</td></tr>`}));
     // Each phase goes after the events up to its time (a stable merge by time).
     for (const p of phaseRows(job)) {
-      const html = `<tr class="phase" data-phase="${esc(p.phase)}"><td>${esc(time(p.at))}</td><td colspan="3"><i>${esc(p.text)}</i></td><td>${esc(job.worker || "")}</td><td></td></tr>`;
+      const html = `<tr class="phase" data-phase="${esc(p.phase)}"><td data-label="at">${esc(time(p.at))}</td><td colspan="3" data-label="phase"><i>${esc(p.text)}</i></td><td data-label="worker">${esc(job.worker || "")}</td><td></td></tr>`;
       const at = rows.findIndex((r) => Date.parse(r.at) > Date.parse(p.at));
       rows.splice(at === -1 ? rows.length : at, 0, {at: p.at, html});
     }
@@ -168,8 +168,8 @@
       return f.count > 1 ? `${first} to ${f.last.attempt ?? "?"}: the same error × ${f.count}` : first;
     };
     $("#attempts ol").innerHTML = folded(job.errors || []).map((f) => `<li><b>${esc(label(f))}</b>
-      ${esc(f.last.exception || f.last.type || "")}: ${esc(f.last.message || "")} <small>${esc(f.last.at_ms ? new Date(f.last.at_ms).toLocaleString() : "")}</small>${f.last.not_retried ? `<p class="not-retried">Not retried: ${esc(f.last.not_retried)}</p>` : ""}${f.last.traceback ? `<details><summary>traceback</summary><pre>${tracebackHtml(f.last.traceback)}</pre></details>` : ""}</li>`).join("") || '<li class="empty">no errors</li>';
-    $("#logs ol").innerHTML = (job.logs || []).map((l) => `<li><time>${esc(new Date(l.at_ms).toLocaleTimeString())}</time>
+      ${esc(f.last.exception || f.last.type || "")}: ${esc(f.last.message || "")} <small>${esc(f.last.at_ms ? time(f.last.at_ms) : "")}</small>${f.last.not_retried ? `<p class="not-retried">Not retried: ${esc(f.last.not_retried)}</p>` : ""}${f.last.traceback ? `<details><summary>traceback</summary><pre>${tracebackHtml(f.last.traceback)}</pre></details>` : ""}</li>`).join("") || '<li class="empty">no errors</li>';
+    $("#logs ol").innerHTML = (job.logs || []).map((l) => `<li><time>${esc(clock(l.at_ms))}</time>
       <small>#${l.attempt}</small> ${esc(l.message)}</li>`).join("") || '<li class="empty">no log lines</li>';
     const dropped = $("#logs .dropped");
     dropped.hidden = !job.logs_dropped;
@@ -211,5 +211,6 @@
     const button = event.target.closest("button[data-action]");
     if (button) act(button.dataset.action);
   });
+  document.addEventListener("jobsite:zone", load);
   load();
 })();

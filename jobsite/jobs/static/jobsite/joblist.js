@@ -1,8 +1,8 @@
 // The job list of the Jobs page and of the Overview's History section (#search): counts per
 // state, filters, sort, page size and the page's cursor all in the URL (a link or a refresh shows
 // the same page), sortable time and duration columns, cursor paging both ways, bulk actions.
-// Times are shown in the browser's zone, and the "since" field is read in it too (sent as an
-// absolute time, kept in the URL as UTC).
+// Times are shown in the zone the header's toggle chose (the browser's or UTC, common.js), and
+// the "since" field is read in it too (sent as an absolute time, kept in the URL as UTC).
 (() => {
   "use strict";
   const {$, $$, esc, seg, api, config, may, jobPage, toast, ask, plural, stateWord: word} = window.jobsite;
@@ -28,18 +28,8 @@
   let loads = 0;  // an answer to an older load (the URL changed meanwhile) is dropped
   let shown = {items: [], next_cursor: null, prev_cursor: null};
 
-  const pad = (n) => String(n).padStart(2, "0");
-  // An absolute time as the value of a datetime-local field, in the browser's zone.
-  const localInput = (iso) => {
-    const d = new Date(iso);
-    return Number.isNaN(d.getTime()) ? "" : `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
-  };
-  // A datetime-local value (the browser's zone) as an absolute UTC time.
-  const absolute = (value) => {
-    const d = new Date(value);
-    return Number.isNaN(d.getTime()) ? "" : d.toISOString();
-  };
-  const time = (at) => (at ? new Date(at).toLocaleString() : "–");
+  // An absolute time as the value of a datetime-local field, and back, in the chosen zone.
+  const {time, timeInput: zoneInput, fromTimeInput: absolute} = window.jobsite;
   // The API's duration_seconds (the latest attempt, start to end: what the duration sort orders by).
   function duration(job) {
     const s = job.duration_seconds;
@@ -65,7 +55,7 @@
 
   function fillForm() {
     const p = url();
-    for (const f of FIELDS) form.elements[f].value = f === "since" ? (p.get(f) ? localInput(p.get(f)) : "") : (p.get(f) ?? "");
+    for (const f of FIELDS) form.elements[f].value = f === "since" ? (p.get(f) ? zoneInput(p.get(f)) : "") : (p.get(f) ?? "");
     $("#filter .group").hidden = !p.get("fingerprint");  // shown when a dead-letter group led here
     // The jobs a resubmit named (the Dead letters page's "see them"): kept until cleared.
     $("#filter .ids").hidden = !p.get("ids");
@@ -117,11 +107,11 @@
   function row(j) {
     const ticked = $(`#search tbody input[value="${CSS.escape(j.id)}"]`)?.checked;
     const cancel = may("cancel") && vocabulary.cancellable.includes(j.state) ? `<button data-job="${esc(j.id)}" data-action="cancel">cancel</button>` : "";
-    return `<tr data-id="${esc(j.id)}"><td><input type="checkbox" aria-label="select" value="${esc(j.id)}" ${ticked ? "checked" : ""}></td>
-      <td><a href="${esc(jobPage(j.id))}"><small>${esc(j.id)}</small></a></td><td>${esc(j.task)}</td><td>${esc(j.queue)}</td>
-      <td class="state-${esc(j.state)}">${esc(word(j.state))}</td><td>${j.attempt}</td>
-      <td class="at">${esc(time(j.submitted_at))}</td><td class="at">${esc(time(j.started_at))}${j.retried_at ? `<br><small>latest attempt ${esc(time(j.retried_at))}</small>` : ""}</td>
-      <td class="at">${esc(time(j.completed_at))}</td><td>${esc(duration(j))}</td><td>${cancel}</td></tr>`;
+    return `<tr data-id="${esc(j.id)}"><td data-label="select"><input type="checkbox" aria-label="select" value="${esc(j.id)}" ${ticked ? "checked" : ""}></td>
+      <td data-label="id"><a href="${esc(jobPage(j.id))}"><small>${esc(j.id)}</small></a></td><td data-label="task">${esc(j.task)}</td><td data-label="queue">${esc(j.queue)}</td>
+      <td class="state-${esc(j.state)}" data-label="state">${esc(word(j.state))}</td><td data-label="attempt">${j.attempt}</td>
+      <td class="at" data-label="submitted">${esc(time(j.submitted_at))}</td><td class="at" data-label="started">${esc(time(j.started_at))}${j.retried_at ? `<br><small>latest attempt ${esc(time(j.retried_at))}</small>` : ""}</td>
+      <td class="at" data-label="completed">${esc(time(j.completed_at))}</td><td data-label="duration">${esc(duration(j))}</td><td>${cancel}</td></tr>`;
   }
 
   function renderCounts(counts) {
@@ -244,6 +234,12 @@
     go({limit: size === SIZE ? "" : String(size)});
   });
   window.addEventListener("popstate", () => { fillForm(); load(); });
+  // Another zone: "since" says the same instant in it (even typed, not sent yet), times redrawn.
+  document.addEventListener("jobsite:zone", (event) => {
+    const since = form.elements.since;
+    if (since.value) since.value = zoneInput(absolute(since.value, event.detail.previous));
+    load();
+  });
   document.addEventListener("jobsite:acted", () => load());
   // Suggestions for the task field: every task the workers know.
   api("/tasks").then((tasks) => {

@@ -1,5 +1,5 @@
-// The queues page: each queue's counts, pause state, rate limit and concurrency keys, refreshed
-// every 3 seconds; pause, resume and the rate limit are set through the API.
+// The queues page: each queue's counts, pause state, rate limit, cap on running jobs and
+// concurrency keys, refreshed every 3 seconds; pause, resume and the limits are set through the API.
 (() => {
   "use strict";
   const {$, $$, esc, seg, api, config, hideForbidden, ask, toast, plural} = window.jobsite;
@@ -29,6 +29,11 @@
       const button = event.target.closest("button[data-action]");
       if (button) act(name, button.dataset.action);
     });
+    $("form.cap", node).addEventListener("submit", (event) => {
+      event.preventDefault();
+      const most = $("input[name=max_running]", node).value.trim();
+      setLimit(name, "max_running", most ? Number(most) : null);
+    });
     $("form.rate", node).addEventListener("submit", (event) => {
       event.preventDefault();
       setRate(name, $("input[name=rate_limit]", node).value.trim() || null);
@@ -52,13 +57,14 @@
       $("[data-action=pause]", node).hidden = queue.paused;
       $("[data-action=resume]", node).hidden = !queue.paused;
     }
-    $(".counts tbody tr", node).innerHTML = columns.map(([, key]) => `<td>${queue.counts[key] ?? 0}</td>`).join("");
+    $(".counts tbody tr", node).innerHTML = columns.map(([label, key]) => `<td data-label="${esc(label)}">${queue.counts[key] ?? 0}</td>`).join("");
     const rate = queue.rate_limit;
     $(".rate-now", node).textContent = rate ? `${rate.per_s} per second (one start every ${rate.interval_ms} ms)` : "none";
+    $(".cap-now", node).textContent = queue.max_running ? `${queue.max_running} at once` : "none";
     renderDrain(node, queue.drain);
     renderGap(node, queue.history_gap);
     $(".keys tbody", node).innerHTML = queue.concurrency_keys.map((k) => `<tr data-key="${esc(k.key)}">
-      <td><code>${esc(k.key)}</code></td><td>${k.waiting}</td><td>${k.active}</td></tr>`).join("")
+      <td data-label="key"><code>${esc(k.key)}</code></td><td data-label="waiting">${k.waiting}</td><td data-label="running">${k.active}</td></tr>`).join("")
       || `<tr><td colspan="3">no job waits for its key's turn</td></tr>`;
   }
 
@@ -77,7 +83,7 @@
   function renderDrain(node, drain) {
     const line = $(".drain-state", node);
     if (!drain || drain.state === "none") { line.textContent = ""; return; }
-    const when = drain.finished_at_ms ? ` at ${new Date(drain.finished_at_ms).toLocaleTimeString()}` : "";
+    const when = drain.finished_at_ms ? ` at ${window.jobsite.clock(drain.finished_at_ms)}` : "";
     line.textContent = `drain ${drain.state}${when}: ${drain.cancelled} of ${drain.waiting} waiting jobs cancelled (by ${drain.by})${drain.error ? " " + drain.error : ""}`;
     $("[data-action=drain]", node).disabled = drain.state === "running";
   }
@@ -91,7 +97,7 @@
         const [queue, drain] = await Promise.all([api(`/queues/${seg(name)}`), api(`/queues/${seg(name)}/drain`)]);
         render({...queue, drain});
       }
-      $("#status").textContent = `updated ${new Date().toLocaleTimeString()}`;
+      $("#status").textContent = `updated ${window.jobsite.clock(new Date())}`;
     } catch (error) {
       $("#status").textContent = `could not load: ${error.message}`;
     }
@@ -102,6 +108,7 @@
     const node = card(name);
     try {
       if (action === "lift") return await setRate(name, null);
+      if (action === "uncap") return await setLimit(name, "max_running", null);
       if (action === "drain") {
         if (!await ask(`Drain queue ${name}?`, {confirm: "Drain", danger: true, detail: "Every job waiting in it now is cancelled; jobs enqueued from now on stay."})) return;
         renderDrain(node, await api(`/queues/${seg(name)}/drain`, {method: "POST"}));
@@ -134,17 +141,21 @@
     }
   }
 
-  async function setRate(name, rate) {
+  // Change one of the queue's limits (the others stay): the rate limit or the cap on running jobs.
+  async function setLimit(name, field, value) {
     const node = card(name);
+    const form = $(field === "rate_limit" ? "form.rate" : "form.cap", node);
     try {
-      render(await api(`/queues/${seg(name)}/limits`, {method: "PUT", body: {rate_limit: rate}}));
-      $(".error", node).textContent = "";
-      $("input[name=rate_limit]", node).value = "";
+      render(await api(`/queues/${seg(name)}/limits`, {method: "PUT", body: {[field]: value}}));
+      $(".error", form).textContent = "";
+      $(`input[name=${field}]`, form).value = "";
     } catch (error) {
-      $(".error", node).textContent = error.message;
+      $(".error", form).textContent = error.message;
     }
   }
+  const setRate = (name, rate) => setLimit(name, "rate_limit", rate);
 
+  document.addEventListener("jobsite:zone", () => load());
   $$("#queue-list .empty").forEach((el) => { el.hidden = true; });
   load();
 })();

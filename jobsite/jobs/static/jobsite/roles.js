@@ -8,10 +8,10 @@
 
   function row(role) {
     const workers = role.workers.length ? role.workers.map((w) => `<code>${esc(w)}</code>`).join(", ") : "none";
-    return `<tr data-role="${esc(role.name)}"><td><b>${esc(role.name)}</b></td>
-      <td class="queues">${role.queues.map((q) => `<code>${esc(q)}</code>`).join(" → ")}</td>
-      <td class="workers">${workers}</td>
-      <td>${esc(new Date(role.changed_at).toLocaleString())}</td>
+    return `<tr data-role="${esc(role.name)}"><td data-label="role"><b>${esc(role.name)}</b></td>
+      <td class="queues" data-label="queues (claim order)">${role.queues.map((q) => `<code>${esc(q)}</code>`).join(" → ")}</td>
+      <td class="workers" data-label="workers following it">${workers}</td>
+      <td data-label="changed">${esc(window.jobsite.time(role.changed_at))}</td>
       <td><button data-action="edit" data-needs="change_queue">Edit</button>
         <button data-action="delete" data-needs="change_queue" class="danger">Delete</button></td></tr>`;
   }
@@ -24,7 +24,7 @@
       body.innerHTML = roles.map(row).join("");
       hideForbidden(body);
       $("#roles .empty").hidden = roles.length > 0;
-      $("#status").textContent = `updated ${new Date().toLocaleTimeString()}`;
+      $("#status").textContent = `updated ${window.jobsite.clock(new Date())}`;
     } catch (error) {
       $("#status").textContent = `could not load: ${error.message}`;
     }
@@ -70,5 +70,6 @@
   });
 
   if (!config.may.change_queue) hideForbidden();
+  document.addEventListener("jobsite:zone", load);
   load();
 })();

@@ -18,21 +18,21 @@
     const message = (e.message || j.error || "").split("\n")[0];
     return kind && message ? `${kind}: ${message}` : kind || message || "";
   };
-  // "in 9 min" beside the local time: how long until the job runs by itself.
+  // "in 9 min" beside the time (in the chosen zone): how long until the job runs by itself.
   function due(at) {
     if (!at) return "–";
     const s = Math.round((Date.parse(at) - Date.now()) / 1000);
     const left = s <= 0 ? "due now" : s < 90 ? `in ${s} s` : s < 5400 ? `in ${Math.round(s / 60)} min` : `in ${(s / 3600).toFixed(1)} h`;
-    return `${new Date(at).toLocaleString()} (${left})`;
+    return `${window.jobsite.time(at)} (${left})`;
   }
 
   function row(j) {
     const ticked = $(`tbody input[value="${CSS.escape(j.id)}"]`, section)?.checked;
     const run = may("retry") ? `<button type="button" data-run-now="${esc(j.id)}" data-queue="${esc(j.queue)}">run now</button>` : "";
-    return `<tr data-id="${esc(j.id)}"><td><input type="checkbox" aria-label="select" value="${esc(j.id)}" data-queue="${esc(j.queue)}" ${ticked ? "checked" : ""}></td>
-      <td><a href="${esc(jobPage(j.id))}"><small>${esc(j.id)}</small></a></td><td>${esc(j.task)}</td><td>${esc(j.queue)}</td>
-      <td>${j.attempt}${j.max_retries != null && j.attempt ? ` of ${j.max_retries + 1}` : ""}</td><td class="at">${esc(due(j.run_at))}</td>
-      <td class="error-line">${esc(lastError(j))}</td><td>${run}</td></tr>`;
+    return `<tr data-id="${esc(j.id)}"><td data-label="select"><input type="checkbox" aria-label="select" value="${esc(j.id)}" data-queue="${esc(j.queue)}" ${ticked ? "checked" : ""}></td>
+      <td data-label="id"><a href="${esc(jobPage(j.id))}"><small>${esc(j.id)}</small></a></td><td data-label="task">${esc(j.task)}</td><td data-label="queue">${esc(j.queue)}</td>
+      <td data-label="attempt">${j.attempt}${j.max_retries != null && j.attempt ? ` of ${j.max_retries + 1}` : ""}</td><td class="at" data-label="due">${esc(due(j.run_at))}</td>
+      <td class="error-line" data-label="last error">${esc(lastError(j))}</td><td>${run}</td></tr>`;
   }
 
   async function load() {
@@ -94,6 +94,7 @@
     if (!b) return;
     if (b.dataset.runNow === "selected") runSelected(); else runOne(b.dataset.runNow);
   });
+  document.addEventListener("jobsite:zone", load);
   window.jobsite.hideForbidden(section);
   load();
 })();

@@ -9,7 +9,7 @@
   let timer;
   let shown = [];
 
-  const time = (at) => new Date(at).toLocaleString();
+  const {time} = window.jobsite;
   const path = (s, action = "") => `/schedules/${seg(s.queue)}/${seg(s.name)}${action}`;
   const say = (text, error = false) => { $("#message").textContent = text; $("#message").className = error ? "error" : ""; toast(text, error ? "error" : "ok"); };
   // New schedules default to the browser's own time zone (cron ticks are read in it).
@@ -52,14 +52,14 @@
     const key = `${s.queue}/${s.name}`;
     const runs = s.next_runs.map((t) => `<li>${esc(time(t))}</li>`).join("");
     return `<tr data-key="${esc(key)}">
-      <td><b>${esc(s.name)}</b><br><small>${esc(s.queue)}</small></td>
-      <td>${what(s)}</td>
-      <td>${when(s)}</td>
-      <td class="next">${runs ? `<ol>${runs}</ol>` : "–"}</td>
-      <td class="last">${lastRun(s)}</td>
-      <td class="origin"><span class="tag">${esc(s.origin)}</span>${s.overridden ? ' <span class="tag override">overridden</span>' : ""}</td>
-      <td class="paused">${s.paused ? "paused" : "active"}</td>
-      <td class="health-cell">${healthCell(key)}</td>
+      <td data-label="queue / name"><b>${esc(s.name)}</b><br><small>${esc(s.queue)}</small></td>
+      <td data-label="task">${what(s)}</td>
+      <td data-label="when">${when(s)}</td>
+      <td class="next" data-label="next runs">${runs ? `<ol>${runs}</ol>` : "–"}</td>
+      <td class="last" data-label="last run">${lastRun(s)}</td>
+      <td class="origin" data-label="origin"><span class="tag">${esc(s.origin)}</span>${s.overridden ? ' <span class="tag override">overridden</span>' : ""}</td>
+      <td class="paused" data-label="state">${s.paused ? "paused" : "active"}</td>
+      <td class="health-cell" data-label="health">${healthCell(key)}</td>
       <td data-needs="change_queue">
         ${s.flow ? "" : '<button data-action="edit">Edit</button>'}
         <button data-action="${s.paused ? "resume" : "pause"}">${s.paused ? "Resume" : "Pause"}</button>
@@ -259,5 +259,6 @@
       syncRaw();
     }).catch((error) => { $("#form-error").textContent = `could not load tasks: ${error.message}`; });
   }
+  document.addEventListener("jobsite:zone", load);
   load();
 })();

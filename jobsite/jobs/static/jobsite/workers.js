@@ -3,7 +3,7 @@
 // confirmed in the page with what it means for the process.
 (() => {
   "use strict";
-  const {$, esc, api, jobPage, may, ask, toast, plural} = window.jobsite;
+  const {$, esc, api, jobPage, may, ask, toast, plural, time, clock, timeZoneName} = window.jobsite;
   const POLL_MS = 2500;
   // What an order does, said in its confirmation.
   const ORDERS = {
@@ -39,14 +39,14 @@
   function row(w) {
     const state = w.state || "claiming";
     const jobs = w.current_jobs.map((j) => `<li><a href="${esc(jobPage(j.id))}">${esc(j.task)}</a> <small>${esc(j.id)}</small></li>`).join("");
-    return `<tr data-worker="${esc(w.id)}"><td><code>${esc(w.id)}</code></td><td class="host">${esc(w.host)}</td><td class="pid">${w.pid}</td>
-      <td class="started" title="${esc(new Date(w.started_at_ms).toString())}">${esc(new Date(w.started_at_ms).toLocaleString())}<br><small>${age(w.started_at_ms)} ago</small></td>
-      <td class="memory">${w.rss_mib ? `${w.rss_mib.toFixed(1)} MiB` : "–"}</td>
-      <td class="completed">${w.completed}</td><td class="failed${w.failed ? " state-failed" : ""}">${w.failed}</td>
-      <td class="jobs"><small>${w.current_jobs.length}/${w.concurrency} busy</small>${jobs ? `<ul>${jobs}</ul>` : ""}</td>
-      <td class="role">${w.role ? `role <b>${esc(w.role)}</b>: ` : ""}${w.queues.split(",").filter(Boolean).map((q) => `<code>${esc(q)}</code>`).join(" ") || "no queue"}</td>
-      <td class="versions">${versions(w.versions || [])}</td>
-      <td><span class="worker-state state-${esc(state)}">${esc(state)}</span><br><small>seen ${age(w.heartbeat_at_ms)} ago</small></td>
+    return `<tr data-worker="${esc(w.id)}"><td data-label="worker"><code>${esc(w.id)}</code></td><td class="host" data-label="host">${esc(w.host)}</td><td class="pid" data-label="pid">${w.pid}</td>
+      <td class="started" data-label="started" title="${esc(`${time(w.started_at_ms)} ${timeZoneName()}`)}">${esc(time(w.started_at_ms))}<br><small>${age(w.started_at_ms)} ago</small></td>
+      <td class="memory" data-label="memory">${w.rss_mib ? `${w.rss_mib.toFixed(1)} MiB` : "–"}</td>
+      <td class="completed" data-label="done">${w.completed}</td><td class="failed${w.failed ? " state-failed" : ""}" data-label="failed">${w.failed}</td>
+      <td class="jobs" data-label="current jobs"><small>${w.current_jobs.length}/${w.concurrency} busy</small>${jobs ? `<ul>${jobs}</ul>` : ""}</td>
+      <td class="role" data-label="role · queues">${w.role ? `role <b>${esc(w.role)}</b>: ` : ""}${w.queues.split(",").filter(Boolean).map((q) => `<code>${esc(q)}</code>`).join(" ") || "no queue"}</td>
+      <td class="versions" data-label="task versions">${versions(w.versions || [])}</td>
+      <td data-label="state"><span class="worker-state state-${esc(state)}">${esc(state)}</span><br><small>seen ${age(w.heartbeat_at_ms)} ago</small></td>
       ${may("control_worker") ? `<td class="orders">${buttons({...w, state})}</td>` : ""}</tr>`;
   }
 
@@ -57,7 +57,7 @@
       $("#workers-table tbody").innerHTML = workers.map(row).join("");
       $("#worker-list .empty").hidden = workers.length > 0;
       const busy = workers.reduce((n, w) => n + w.current_jobs.length, 0);
-      $("#status").textContent = `${plural(workers.length, "worker")}, ${busy} busy · updated ${new Date().toLocaleTimeString()}`;
+      $("#status").textContent = `${plural(workers.length, "worker")}, ${busy} busy · updated ${clock(new Date())}`;
     } catch (error) {
       $("#status").textContent = `could not load: ${error.message}`;
     }
@@ -83,6 +83,7 @@
     if (button) order(button.dataset.order, button.dataset.worker);
   });
   document.addEventListener("visibilitychange", () => { if (!document.hidden) load(); });
+  document.addEventListener("jobsite:zone", load);
   window.jobsite.hideForbidden();
   load();
 })();
