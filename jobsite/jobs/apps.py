@@ -15,9 +15,12 @@ class JobsConfig(AppConfig):
             checks,  # noqa: F401 - registers the system checks
             services,
         )
+        from jobsite.jobs.arguments import check_job
         from jobsite.jobs.tasks.eager import run_inline
+        from jobsite.jobs.tasks.registry import known_tasks
 
         services.run_eagerly_with(run_inline)
+        services.check_arguments_with(lambda job: check_job(known_tasks(), job))
         # An engine task's own `await task.enqueue()` and `task.delay()` go through the services
         # (the queue check, eager mode, the outbox inside a transaction), as enqueue() does.
         producer.install(services.asubmit, lambda job: services.submit(job, outbox=True))

@@ -1,4 +1,5 @@
-"""A task's arguments against its signature's type hints: the API's schema and its 422s."""
+"""A task's arguments against its signature's type hints: the API's schema, and the check the
+submission gate runs (every API submission; every other door with CHECK_ARGUMENT_TYPES)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import typing
 from typing import Any
 
 import orjson
-from ninja.errors import HttpError
 from pydantic import TypeAdapter, ValidationError
 
-from engine import Task
+from engine import ConfigError, Job, Task
+
+
+class ArgumentTypeError(ConfigError):
+    """An argument does not match its task's type hint (the API answers 422)."""
 
 
 def _hints(task: Task) -> dict[str, Any]:
@@ -56,7 +60,7 @@ def schema(task: Task) -> dict[str, Any]:
 
 
 def check_types(task: Task, args: list[Any], kwargs: dict[str, Any]) -> None:
-    """Raise a 422 naming the first argument that does not match its type hint.
+    """Raise ArgumentTypeError naming the first argument that does not match its type hint.
 
     Values are checked as the JSON they travel as, strictly ("5" is not an int). Arguments that
     do not bind are left to the task's own signature check.
@@ -88,8 +92,15 @@ def check_types(task: Task, args: list[Any], kwargs: dict[str, Any]) -> None:
                 adapter.validate_json(orjson.dumps(item), strict=True)
             except ValidationError as exc:
                 problem = exc.errors()[0]["msg"]
-                raise HttpError(
-                    422, f"task {task.name!r}: argument {p.name!r}: {problem}"
+                raise ArgumentTypeError(
+                    f"task {task.name!r}: argument {p.name!r}: {problem}"
                 ) from None
             except orjson.JSONEncodeError:
                 return  # not JSON at all: the engine's serializer names it
+
+
+def check_job(tasks: dict[str, Task], job: Job) -> None:
+    """Check a job's arguments against its task among `tasks` (one not among them: unchecked)."""
+    task = tasks.get(job.task)
+    if task is not None:
+        check_types(task, list(job.args), dict(job.kwargs))

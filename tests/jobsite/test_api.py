@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -349,7 +350,8 @@ def test_job_list_sorts_pages_counts_and_finds_part_of_a_task_name(
             cursor = page["next_cursor"]
         ids = [j["id"] for j in seen]
         assert len(ids) == len(set(ids)) == want, (sort, ids)
-        stamps = [j[field] for j in seen]
+        # As times: an ISO text drops a zero fraction (":04Z" is before ":04.005Z").
+        stamps = [datetime.fromisoformat(j[field]) for j in seen]
         assert stamps == sorted(stamps, reverse=sort.startswith("-")), (sort, stamps)
         if sort == "-completed_at":
             assert waiting.id not in ids

@@ -345,3 +345,52 @@ def test_a_flow_schedule_counts_jobs_per_second(two_queues: EngineSettings) -> N
         slow = api("post", "/schedules", key, {"name": "burst", "every_s": 10, "flow": flow})
         assert slow.status_code == 201, slow.content
     assert json.loads(slow.content)["name"] == "burst"
+
+
+def _django_task(a: Any, b: Any) -> None:
+    from . import dj_tasks
+
+    dj_tasks.add.enqueue(a, b)
+
+
+# Each door of Python code that makes a job of a task, given the task's two arguments.
+TYPED_DOORS: dict[str, Callable[[Any, Any], Any]] = {
+    "services.submit": lambda a, b: services.submit(t.add.call(a, b), outbox=False),
+    "services.asubmit": lambda a, b: async_to_sync(services.asubmit)(t.add.call(a, b)),
+    "services.enqueue": lambda a, b: services.enqueue(t.add, a, b),
+    "services.enqueue in a transaction (outbox)": lambda a, b: _in_atomic(
+        lambda: services.enqueue(t.add, a, b)
+    ),
+    "services.aenqueue": lambda a, b: async_to_sync(services.aenqueue)(t.add, a, b),
+    "an engine task's delay()": lambda a, b: t.add.delay(a, b),
+    "a django.tasks task's enqueue()": _django_task,
+}
+
+
+def _in_atomic(fn: Callable[[], Any]) -> Any:
+    with transaction.atomic():
+        return fn()
+
+
+def _waiting() -> int:
+    return services.run_engine(lambda c: c.queues.counts("default"))["submitted"]
+
+
+@pytest.mark.parametrize("door", sorted(TYPED_DOORS))
+def test_every_door_checks_argument_types_when_asked(door: str, engine: EngineSettings) -> None:
+    from django.conf import settings
+    from django.test import override_settings
+
+    from jobsite.jobs.arguments import ArgumentTypeError
+
+    checked = {**settings.JOBSITE, "CHECK_ARGUMENT_TYPES": True}
+    with override_settings(JOBSITE=checked):
+        with pytest.raises(
+            ArgumentTypeError, match=r"argument 'a': Input should be a valid integer"
+        ):
+            TYPED_DOORS[door]("1", 2)
+        assert _waiting() == 0 and not OutboxEntry.objects.exists()  # nothing went anywhere
+        TYPED_DOORS[door](1, 2)
+    assert _waiting() == 1
+    TYPED_DOORS[door]("1", 2)  # off (the default): the door takes it as before
+    assert _waiting() == 2

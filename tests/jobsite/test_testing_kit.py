@@ -67,3 +67,15 @@ def test_assert_enqueued_and_run_jobs_against_a_real_redis(
     counts = run_jobs()
     assert counts["completed"] == 2
     assert enqueued_jobs() == []
+
+
+def test_the_kits_fixtures_check_argument_types(jobsite_eager: None) -> None:
+    from jobsite.jobs.arguments import ArgumentTypeError
+
+    with override_settings(JOBSITE={**settings.JOBSITE, "TASK_MODULES": MODULES}):
+        # A test catches the call production would send with a string for an int.
+        with pytest.raises(ArgumentTypeError, match="argument 'b'"):
+            dj_tasks.add.enqueue(1, "2")
+        with pytest.raises(ArgumentTypeError, match="argument 'a'"):
+            services.enqueue(t.add, "1", 2)
+        assert services.enqueue(t.add, 1, 2).result == 3

@@ -99,10 +99,9 @@ async def build_flow(rights: Grant, body: FlowIn) -> tuple[list[Job], dict[int, 
             spec = spec.model_copy(update={"on_parent_failure": body.on_parent_failure})
         parents = [ids.get(p, p) for p in spec.depends_on or []]
         try:
+            # Checked here too, to name the flow's job in the answer; the gate checks again.
             check_types(task, spec.args, spec.kwargs)
             job = taskoptions.apply(task, spec, parents).call(*spec.args, **spec.kwargs)
-        except HttpError as exc:
-            raise HttpError(exc.status_code, f"{where}: {exc}") from None
         except (ConfigError, InvalidArguments, taskoptions.BadOptions) as exc:
             raise HttpError(422, f"{where}: {exc}") from None
         ids[spec.ref] = job.id
@@ -119,7 +118,8 @@ async def submit_flow(request: HttpRequest, body: FlowIn) -> Status[FlowOut]:
     rights = await aneed(request, Perm.SUBMIT)
     jobs, refs = await build_flow(rights, body)
     try:
-        done = await services.aadmit(jobs, flow=True, by=services.Actor(rights.user, rights.via))
+        by = services.Actor(rights.user, rights.via)
+        done = await services.aadmit(jobs, flow=True, by=by, check_types=True)
     except UnknownParent as exc:
         raise HttpError(
             422, f"{exc}: depends_on takes refs of this flow or ids of queued jobs"

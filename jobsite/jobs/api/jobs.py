@@ -34,7 +34,6 @@ from jobsite.jobs.api.schemas import (
     WaitingOut,
 )
 from jobsite.jobs.api.waiting import reasons_out
-from jobsite.jobs.arguments import check_types
 from jobsite.jobs.models import JobRecord
 from jobsite.jobs.permissions import Grant, Perm, aneed, need
 from jobsite.jobs.search import SearchText, text_search
@@ -49,7 +48,6 @@ async def submit(request: HttpRequest, body: JobIn) -> Status[JobOut]:
     rights = await aneed(request, Perm.SUBMIT)
     task = known_task(body.task)
     await rights.arequire(Perm.SUBMIT, body.queue or task.options.queue)
-    check_types(task, body.args, body.kwargs)
     try:
         task = taskoptions.apply(task, body)
     except taskoptions.BadOptions as exc:
@@ -58,7 +56,8 @@ async def submit(request: HttpRequest, body: JobIn) -> Status[JobOut]:
         call = task.call(*body.args, **body.kwargs)
     except InvalidArguments as exc:
         raise HttpError(422, str(exc)) from None
-    (job,) = await services.aadmit([call], by=services.Actor(rights.user, rights.via))
+    by = services.Actor(rights.user, rights.via)
+    (job,) = await services.aadmit([call], by=by, check_types=True)
     if job.repeat_every_s is not None:  # a schedule: its first run is not in Redis yet
         return Status(201, await out(engine_values(job), job.id, JobOut))
     return Status(201, await live_out(job.id, job.queue, JobOut))
@@ -245,14 +244,13 @@ async def replay(request: HttpRequest, job_id: str, body: ReplayIn) -> Status[Jo
     kwargs = body.kwargs if body.kwargs is not None else kwargs
     if not isinstance(args, list) or not isinstance(kwargs, dict):
         raise HttpError(422, "the original's arguments are not JSON; give args and kwargs")
-    check_types(task, args, kwargs)
     try:
         job: EngineJob = task.using(queue=queue, priority=priority).call(*args, **kwargs)
     except InvalidArguments as exc:
         raise HttpError(422, str(exc)) from None
     job.replay_of = job_id
     by = services.Actor(rights.user, rights.via, "replay", f"{job_id} -> {job.id}", (job_id,))
-    await services.aadmit([job], by=by)
+    await services.aadmit([job], by=by, check_types=True)
     return Status(201, await live_out(job.id, job.queue, JobDetailOut))
 
 

@@ -56,6 +56,7 @@ from jobsite.jobs.services.engineloop import twins
 from jobsite.jobs.services.submission import Actor as Actor
 from jobsite.jobs.services.submission import aadmit as aadmit
 from jobsite.jobs.services.submission import admit as admit
+from jobsite.jobs.services.submission import check_arguments_with as check_arguments_with
 from jobsite.jobs.services.submission import from_outbox, push_outbox
 from jobsite.jobs.services.submission import run_eagerly_with as run_eagerly_with
 

@@ -51,6 +51,16 @@ def run_eagerly_with(runner: Callable[[Job], Job]) -> None:
     _inline_runners[:] = [runner]
 
 
+# How a job's arguments are checked against its task's type hints (jobsite.jobs.arguments with
+# the registry), handed over by the app's ready() for the same reason.
+_argument_checks: list[Callable[[Job], None]] = []
+
+
+def check_arguments_with(check: Callable[[Job], None]) -> None:
+    """Set the function that checks a job's arguments (ArgumentTypeError when one is wrong)."""
+    _argument_checks[:] = [check]
+
+
 @dataclass(frozen=True, slots=True)
 class Actor:
     """Who submits, for the audit trail: a user, the surface (`via`), and what to note."""
@@ -68,15 +78,24 @@ def taken(ids: list[str]) -> JobIdTaken:
     return JobIdTaken(f"job ids are taken: {', '.join(ids)}", tuple(ids))
 
 
-def _check(jobs: list[Job], flow: bool, queue_accepted_by: str) -> dict[str, str]:
-    """Check queues and the shape of the batch; return chosen id -> its job's queue.
+def _check(
+    jobs: list[Job], flow: bool, queue_accepted_by: str, again: bool, types: bool | None
+) -> dict[str, str]:
+    """Check queues, arguments and the shape of the batch; return chosen id -> its job's queue.
 
     `queue_accepted_by` names the rule that accepted the jobs' queues instead of JOBSITE
-    ["QUEUES"] ("": none, JOBSITE["QUEUES"] decides).
+    ["QUEUES"] ("": none, JOBSITE["QUEUES"] decides). `types` checks the arguments against
+    their tasks' type hints (None: as JOBSITE["CHECK_ARGUMENT_TYPES"] says); jobs admitted
+    `again` were checked the first time.
     """
     if not queue_accepted_by:
         for job in jobs:
             check_queue(job.queue)
+    if types is None:
+        types = bool(option("CHECK_ARGUMENT_TYPES"))
+    if types and not again and _argument_checks:
+        for job in jobs:
+            _argument_checks[0](job)
     if flow and _eager():
         raise ConfigError("flows need Redis: JOBSITE['EAGER'] runs single jobs only")
     return {job.id: job.queue for job in jobs if not job.generated_id}
@@ -159,6 +178,7 @@ def admit(
     again: bool = False,
     by: Actor | None = None,
     queue_accepted_by: str = "",
+    check_types: bool | None = None,
 ) -> list[Job]:
     """Check `jobs`, then run, outbox or submit them; return them as submitted.
 
@@ -167,9 +187,10 @@ def admit(
     outbox relay, reconciliation): ids already in Redis count as submitted, and eager mode and
     the outbox do not apply. `queue_accepted_by` names the caller's own queue rule that
     accepted the jobs' queues (the django.tasks backend's QUEUES); JOBSITE["QUEUES"] then does
-    not decide, every other check still runs.
+    not decide, every other check still runs. `check_types` checks the arguments against their
+    tasks' type hints (None: when JOBSITE["CHECK_ARGUMENT_TYPES"] is on; the API: always).
     """
-    chosen = _check(jobs, flow, queue_accepted_by)
+    chosen = _check(jobs, flow, queue_accepted_by, again, check_types)
     if chosen:
         _held_elsewhere(chosen, list(_rows(chosen)))
     if not again and _eager():
@@ -195,9 +216,10 @@ async def aadmit(
     again: bool = False,
     by: Actor | None = None,
     queue_accepted_by: str = "",
+    check_types: bool | None = None,
 ) -> list[Job]:
     """Async twin of `admit` (no transaction here: the jobs reach Redis at once)."""
-    chosen = _check(jobs, flow, queue_accepted_by)
+    chosen = _check(jobs, flow, queue_accepted_by, again, check_types)
     if chosen:
         _held_elsewhere(chosen, [row async for row in _rows(chosen)])
     if not again and _eager():

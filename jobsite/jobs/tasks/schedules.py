@@ -14,8 +14,6 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from ninja.errors import HttpError
-
 from engine import (
     ConfigError,
     EngineError,
@@ -100,8 +98,6 @@ def runtime_job(task_name: str, args: list[Any], kwargs: dict[str, Any], queue: 
         raise
     except EngineError as exc:  # arguments that do not bind
         raise ConfigError(str(exc)) from None
-    except HttpError as exc:  # an argument of the wrong type
-        raise ConfigError(exc.message) from None
     return job
 
 
