@@ -219,6 +219,16 @@ class _Calls(ScheduleCalls):
             body["max_running"] = max_running
         return self._send("PUT", f"/queues/{_segment(name)}/limits", body, None)
 
+    def deduplication(self, queue: str, dedup_id: str) -> Any:
+        """Return which job holds deduplication id `dedup_id` of `queue` (`job_id`, or None)."""
+        path = f"/queues/{_segment(queue)}/deduplication/{_segment(dedup_id)}"
+        return self._send("GET", path, None, None)
+
+    def free_deduplication(self, queue: str, dedup_id: str) -> Any:
+        """Free deduplication id `dedup_id` of `queue`: the next job with it is submitted."""
+        path = f"/queues/{_segment(queue)}/deduplication/{_segment(dedup_id)}"
+        return self._send("DELETE", path, None, None)
+
     def get(self, job_id: str) -> Any:
         """Return a job: state, progress, result, errors per attempt, history."""
         return self._send("GET", f"/jobs/{_segment(job_id)}", None, None)

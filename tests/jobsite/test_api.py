@@ -48,6 +48,7 @@ def operations() -> list[tuple[str, str]]:
                 .replace("{queue}", "default")
                 .replace("{schedule}", "x")
                 .replace("{flow_id}", "x")
+                .replace("{dedup_id}", "some-id")
             )
             out.append((method, concrete))
     return out

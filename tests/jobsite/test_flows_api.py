@@ -7,6 +7,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx
 import pytest
 import redis
 from asgiref.sync import async_to_sync
@@ -363,3 +364,34 @@ def test_flows_are_listed_and_found_by_their_id(engine: EngineSettings, token: s
     assert call(web, "get", "/flows", elsewhere).json() == []
     assert call(web, "get", f"/flows/{out['flow_id']}", elsewhere).status_code == 404
     assert call(web, "get", "/flows/nope", token).status_code == 404
+
+
+def test_a_deduplication_id_is_read_and_freed(engine: EngineSettings, token: str) -> None:
+    web = WebClient()
+    path = "/queues/default/deduplication/order-7"
+    assert call(web, "get", path, token).json()["job_id"] is None  # free
+    first = submit(web, token, task="add", args=[1, 1], deduplication={"id": "order-7"}).json()
+    again = submit(web, token, task="add", args=[2, 2], deduplication={"id": "order-7"}).json()
+    assert again["id"] == first["id"]  # held: the duplicate is the first job
+    assert call(web, "get", path, token).json() == {
+        "queue": "default",
+        "deduplication_id": "order-7",
+        "job_id": first["id"],
+        "freed": False,
+    }
+    freed = call(web, "delete", path, token).json()
+    assert freed["freed"] is True and freed["job_id"] == first["id"]
+    third = submit(web, token, task="add", args=[3, 3], deduplication={"id": "order-7"}).json()
+    assert third["id"] != first["id"]  # the next job with the id is submitted
+    assert LogEntry.objects.filter(change_message__contains="'order-7' (held by").count() == 1
+    bad = call(web, "get", "/queues/default/deduplication/a%07b", token)
+    assert bad.status_code == 422
+    # The Python client of the API, the same two calls.
+    from demo.wsgi import application as wsgi_app
+    from jobsite.client import JobsiteClient
+
+    transport = httpx.WSGITransport(app=wsgi_app)
+    with JobsiteClient("http://testserver", token, transport=transport) as api:
+        assert api.deduplication("default", "order-7")["job_id"] == third["id"]
+        assert api.free_deduplication("default", "order-7")["freed"] is True
+        assert api.deduplication("default", "order-7")["job_id"] is None

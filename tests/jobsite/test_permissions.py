@@ -140,6 +140,8 @@ def api_table(jobs: Fixture) -> list[tuple[str, str, Any, Perm]]:
         ("post", "/dead-letters/purge", {"queue": "default", "ids": ["not-dead"]}, Perm.PURGE),
         ("get", "/queues/default", None, Perm.VIEW),
         ("put", "/queues/default/limits", {"rate_limit": "100/s"}, Perm.CHANGE_QUEUE),
+        ("delete", "/queues/default/deduplication/some-id", None, Perm.CHANGE_QUEUE),
+        ("get", "/queues/default/deduplication/some-id", None, Perm.VIEW),
         ("get", "/scaling", None, Perm.VIEW),
         ("get", "/queues/default/drain", None, Perm.VIEW),
         # A host without workers: the order reaches nobody, the permission is checked all the same.

@@ -7,6 +7,7 @@ waiting in the queue (any number) in the background, GET shows its progress
 from __future__ import annotations
 
 import logging
+import re
 from concurrent.futures import Future
 
 from asgiref.sync import sync_to_async
@@ -256,6 +257,46 @@ class ClearOut(Out):
     dry_run: bool
     # Always true: the history's rows stay; only Redis forgets the jobs.
     history_kept: bool = True
+
+
+class DeduplicationOut(Out):
+    """A deduplication id of a queue and the job that holds it (None: nobody; the next job with
+    it is submitted). After a DELETE, `freed` says whether it was held."""
+
+    queue: str
+    deduplication_id: str
+    job_id: str | None
+    freed: bool = False
+
+
+DEDUP_ID = r"^[^\x00-\x1f\x7f]{1,200}$"
+
+
+@router.get("/{name}/deduplication/{dedup_id}", response={200: DeduplicationOut, **ERRORS})
+async def deduplication(request: HttpRequest, name: str, dedup_id: str) -> DeduplicationOut:
+    """Say which job holds a deduplication id of the queue (none: the id is free)."""
+    await aneed(request, Perm.VIEW, validate_queue_name(name))
+    _check_dedup_id(dedup_id)
+    held = await services.arun_engine(lambda c: c.jobs.dedup_holder(name, dedup_id))
+    return DeduplicationOut(queue=name, deduplication_id=dedup_id, job_id=held)
+
+
+@router.delete("/{name}/deduplication/{dedup_id}", response={200: DeduplicationOut, **ERRORS})
+async def free_deduplication(request: HttpRequest, name: str, dedup_id: str) -> DeduplicationOut:
+    """Free a deduplication id of the queue: the next job with it is submitted, whatever holds
+    it now (the holder runs on). Audited."""
+    rights = await aneed(request, Perm.CHANGE_QUEUE, validate_queue_name(name))
+    _check_dedup_id(dedup_id)
+    held = await services.arun_engine(lambda c: c.jobs.dedup_holder(name, dedup_id))
+    freed = await services.arun_engine(lambda c: c.jobs.free_dedup(name, dedup_id))
+    said = f"freed deduplication id {dedup_id!r} (held by {held or 'nobody'})"
+    await audit.arecord(rights.user, "deduplication", [name], rights.via, QueueRecord, said)
+    return DeduplicationOut(queue=name, deduplication_id=dedup_id, job_id=held, freed=freed)
+
+
+def _check_dedup_id(dedup_id: str) -> None:
+    if not re.match(DEDUP_ID, dedup_id):
+        raise HttpError(422, "a deduplication id is 1 to 200 characters, no control characters")
 
 
 @router.post("/{name}/clear", response={200: ClearOut, **ERRORS})
