@@ -235,6 +235,27 @@ def test_the_charts_api_gives_every_series_per_range_queue_and_task(
     assert api_get(web, token, "queue=../x").status_code == 422
 
 
+def test_the_depths_last_point_is_the_queues_tables_read(
+    engine: EngineSettings, token: str
+) -> None:
+    sample_depth()  # a sample of the empty queue this minute: the chart alone would say 0
+    for i in range(4):
+        services.enqueue(t.add, i, i)
+    services.enqueue(t.add.using(delay_s=600), 1, 1)
+    # A queue outside JOBSITE["QUEUES"], straight through the engine.
+    services.run_engine(lambda c: c.enqueue(t.add.using(queue="other"), 1, 1))
+    web = WebClient()
+    chart = api_get(web, token, "range=hour").json()["depth"]
+    queues = web.get("/api/v1/queues", HTTP_AUTHORIZATION=f"Bearer {token}").json()
+    waiting = sum(q["counts"]["submitted"] for q in queues)
+    assert chart["waiting"][-1] == waiting == 5 and chart["scheduled"][-1] == 1
+    assert chart["waiting"][-2] is None  # the points before stay the samples (none taken)
+    one = api_get(web, token, "range=day&queue=default").json()["depth"]
+    assert (one["waiting"][-1], one["scheduled"][-1], one["running"][-1]) == (4, 1, 0)
+    scoped = make_token(staff_user("other-only", VIEWERS), queues=["other"])
+    assert api_get(web, scoped, "range=hour").json()["depth"]["waiting"][-1] == 1
+
+
 def test_a_queue_scoped_token_sees_only_its_queues(engine: EngineSettings) -> None:
     apply_batch(life("q1", minutes_ago(2), 5, 5), {"q1": hash_of("q1", "app.q")})
     other = life("q2", minutes_ago(2), 5, 5, queue="other")

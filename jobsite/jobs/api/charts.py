@@ -9,8 +9,10 @@ from django.http import HttpRequest
 from ninja import Query, Router
 from pydantic import Field
 
+from engine import RedisUnavailable
+from jobsite.jobs import services
 from jobsite.jobs.api.schemas import QUEUE, ErrorOut, Out
-from jobsite.jobs.history.charts import chart_data, choices
+from jobsite.jobs.history.charts import chart_data, choices, live_depth
 from jobsite.jobs.history.rollup import pick
 from jobsite.jobs.models import QueueDepth, RollupCount
 from jobsite.jobs.permissions import Perm, need
@@ -78,4 +80,14 @@ def charts(
     picks = choices(rights.narrow(rollup), depth)
     if queue:
         depth = depth.filter(queue=queue)
-    return {**chart_data(range, pick(rollup, rights.queues, queue, task), depth), **picks}
+    # The depth's last point is read now, as the Queues table is (none while Redis is away).
+    scope = rights.queues
+    names = (
+        [queue] if queue else [q for q in services.known_queues() if scope is None or q in scope]
+    )
+    try:
+        live = live_depth(names)
+    except RedisUnavailable:
+        live = None
+    data = chart_data(range, pick(rollup, rights.queues, queue, task), depth, live=live)
+    return {**data, **picks}

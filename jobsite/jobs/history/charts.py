@@ -107,13 +107,34 @@ def _depth(samples: QuerySet[QueueDepth], chosen: Range, index: dict[datetime, i
     return out
 
 
+def depth_of(counts: Mapping[str, int]) -> dict[str, int]:
+    """Return a queue's depth (waiting, scheduled, running) from its live counts."""
+    return {
+        "waiting": counts.get("submitted", 0),
+        "scheduled": counts.get("scheduled", 0),
+        "running": counts.get("started", 0),
+    }
+
+
+def live_depth(queues: Iterable[str]) -> dict[str, int]:
+    """Return the depth of `queues` summed, read from Redis now (the Queues table's read)."""
+    total = dict.fromkeys(DEPTHS, 0)
+    for _name, _paused, counts in services.queue_states(list(queues)):
+        for d, n in depth_of(counts).items():
+            total[d] += n
+    return total
+
+
 def chart_data(
     range_name: str,
     rollup: QuerySet[RollupCount],
     depth: QuerySet[QueueDepth],
     now: datetime | None = None,
+    live: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
-    """Return the charts of one range from rollup rows and depth samples (already filtered)."""
+    """Return the charts of one range from rollup rows and depth samples (already filtered);
+    with `live`, the depth's last point (the one running now) is that read, so the chart ends
+    where the tables beside it stand."""
     chosen = RANGES[range_name]
     points = slots(chosen, now or timezone.now())
     index = {at: i for i, at in enumerate(points)}
@@ -129,8 +150,17 @@ def chart_data(
         "t": [int(at.timestamp()) for at in points],
         "throughput": _throughput(rows, index),
         **_durations(rows, index),
-        "depth": _depth(depth.filter(minute__gte=points[0]), chosen, index),
+        "depth": _with_live(_depth(depth.filter(minute__gte=points[0]), chosen, index), live),
     }
+
+
+def _with_live(
+    series: dict[str, list[int | None]], live: Mapping[str, int] | None
+) -> dict[str, list[int | None]]:
+    if live is not None:
+        for d in DEPTHS:
+            series[d][-1] = live[d]
+    return series
 
 
 def task_stats(
@@ -194,13 +224,5 @@ def sample_depth(queues: Iterable[str] = (), at: datetime | None = None) -> int:
     names = sorted({*services.run_engine(lambda c: c.queues.names()), *queues})
     states = services.queue_states(names)
     for name, _paused, counts in states:
-        QueueDepth.objects.update_or_create(
-            minute=minute,
-            queue=name,
-            defaults={
-                "waiting": counts.get("submitted", 0),
-                "scheduled": counts.get("scheduled", 0),
-                "running": counts.get("started", 0),
-            },
-        )
+        QueueDepth.objects.update_or_create(minute=minute, queue=name, defaults=depth_of(counts))
     return len(states)

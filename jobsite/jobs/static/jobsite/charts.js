@@ -33,7 +33,7 @@
       summary: (d) => `${d.run.count} attempts · p50 ${duration(d.run.overall.p50)} · p95 ${duration(d.run.overall.p95)} over the range`},
     depth: {unit: "jobs", fmt: jobs, series: ["waiting", "scheduled", "running"],
       data: (d) => [d.depth.waiting, d.depth.scheduled, d.depth.running],
-      summary: (d) => `deepest sample per point${d.depth.waiting.every((v) => v == null) ? ": no samples yet (runworker takes one a minute)" : ""}`},
+      summary: (d) => `deepest sample per point, the last one read now as the tables beside it${d.depth.waiting.slice(0, -1).every((v) => v == null) ? "; no samples yet (runworker takes one a minute)" : ""}`},
   };
 
   function picks() {
