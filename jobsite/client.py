@@ -116,6 +116,13 @@ def flow_job(
     return {"ref": ref, **body, **({"depends_on": list(depends_on)} if depends_on else {})}
 
 
+def batch_job(
+    task: str, *args: Any, options: Mapping[str, Any] | None = None, **kwargs: Any
+) -> dict[str, Any]:
+    """Return one job for `submit_batch`; `options` takes any option `submit` takes."""
+    return _body(task, args, kwargs, options)
+
+
 def _flow(jobs: Iterable[Mapping[str, Any]], on_parent_failure: str | None) -> dict[str, Any]:
     body: dict[str, Any] = {"jobs": list(jobs)}
     if on_parent_failure is not None:
@@ -192,6 +199,12 @@ class _Calls(ScheduleCalls):
         named = {"queue": queue, "priority": priority, "delay_s": delay_s, "run_at": run_at}
         body = _body(task, args, kwargs, options, ttl_s=ttl_s, job_id=job_id, **named)
         return self._send("POST", "/jobs", body, None)
+
+    def submit_batch(self, jobs: Iterable[Mapping[str, Any]]) -> Any:
+        """Submit many jobs (see `batch_job`) in one call, each on its own (a taken job id is a
+        Conflict naming it, the others submitted); returns `{"jobs": [{id, task, queue,
+        state}]}` in order."""
+        return self._send("POST", "/jobs/batch", {"jobs": list(jobs)}, None)
 
     def submit_flow(
         self, jobs: Iterable[Mapping[str, Any]], on_parent_failure: str | None = None

@@ -16,6 +16,7 @@ from django.test import Client as WebClient
 
 from engine import Client, EngineSettings, QueueKeys
 from engine.periodic.cleaner import Cleaner
+from jobsite.jobs import services
 from jobsite.jobs.models import JobRecord
 
 from .conftest import mirror_all, run_worker
@@ -395,3 +396,39 @@ def test_a_deduplication_id_is_read_and_freed(engine: EngineSettings, token: str
         assert api.deduplication("default", "order-7")["job_id"] == third["id"]
         assert api.free_deduplication("default", "order-7")["freed"] is True
         assert api.deduplication("default", "order-7")["job_id"] is None
+
+
+def test_a_batch_submits_each_job_on_its_own(engine: EngineSettings, token: str) -> None:
+    web = WebClient()
+    add = {"task": "add", "args": [1, 2]}
+    made = call(
+        web, "post", "/jobs/batch", token, data={"jobs": [add, add, {**add, "job_id": "b-1"}]}
+    )
+    assert made.status_code == 201, made.content
+    jobs = made.json()["jobs"]
+    assert [j["state"] for j in jobs] == ["submitted"] * 3 and jobs[2]["id"] == "b-1"
+    counts = services.run_engine(lambda c: c.queues.counts("default"))
+    assert counts["submitted"] == 3
+    # Checked as POST /jobs checks one, before anything reaches Redis: the job named by place.
+    wrong = call(
+        web, "post", "/jobs/batch", token, data={"jobs": [add, {"task": "add", "args": ["x", 2]}]}
+    )
+    assert wrong.status_code == 422 and "argument 'a'" in wrong.json()["detail"]
+    flow = call(web, "post", "/jobs/batch", token, data={"jobs": [{**add, "depends_on": ["b-1"]}]})
+    assert flow.status_code == 422 and "job 0: depends_on makes a flow" in flow.json()["detail"]
+    unknown = call(web, "post", "/jobs/batch", token, data={"jobs": [{"task": "nope"}]})
+    assert unknown.status_code == 422 and "job 0: unknown task" in unknown.json()["detail"]
+    assert services.run_engine(lambda c: c.queues.counts("default"))["submitted"] == 3
+    # Not all or nothing: a taken id is named, the others go in.
+    taken = call(web, "post", "/jobs/batch", token, data={"jobs": [{**add, "job_id": "b-1"}, add]})
+    assert taken.status_code == 409 and "b-1" in taken.json()["detail"]
+    assert services.run_engine(lambda c: c.queues.counts("default"))["submitted"] == 4
+    assert call(web, "post", "/jobs/batch", token, data={"jobs": []}).status_code == 422
+    from demo.wsgi import application as wsgi_app
+    from jobsite.client import JobsiteClient, batch_job
+
+    transport = httpx.WSGITransport(app=wsgi_app)
+    with JobsiteClient("http://testserver", token, transport=transport) as api:
+        out = api.submit_batch([batch_job("add", 1, 1), batch_job("add", 2, b=2)])
+        assert [j["task"] for j in out["jobs"]] == ["add", "add"]
+    assert services.run_engine(lambda c: c.queues.counts("default"))["submitted"] == 6

@@ -95,6 +95,7 @@ def api_table(jobs: Fixture) -> list[tuple[str, str, Any, Perm]]:
         ("get", "/dlq", None, Perm.VIEW),
         ("get", "/health", None, Perm.VIEW),
         ("post", "/jobs", {"task": "add", "args": [1, 2]}, Perm.SUBMIT),
+        ("post", "/jobs/batch", {"jobs": [{"task": "add", "args": [1, 2]}]}, Perm.SUBMIT),
         ("delete", f"/jobs/{s[0]}", None, Perm.CANCEL),
         ("post", f"/jobs/{f[0]}/retry", None, Perm.RETRY),
         ("post", "/bulk/cancel", {"ids": [s[1]]}, Perm.CANCEL),

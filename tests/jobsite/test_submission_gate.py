@@ -97,6 +97,9 @@ ATTACKS: dict[tuple[str, str], Callable[[str], Any]] = {
         "queue": "billing",
         "job_id": victim,
     },
+    ("post", "/jobs/batch"): lambda victim: {
+        "jobs": [{"task": "add", "args": [6, 6], "queue": "billing", "job_id": victim}]
+    },
     ("post", "/flows"): lambda victim: {
         "jobs": [
             {"ref": "a", "task": "add", "args": [6, 6], "queue": "billing", "job_id": victim},
@@ -213,6 +216,7 @@ COVERED = {
     "jobsite.jobs.services.__init__:push",
     "jobsite.jobs.services.submission:push_outbox",
     "jobsite.jobs.api.jobs:submit",
+    "jobsite.jobs.api.jobs:submit_batch",
     "jobsite.jobs.api.jobs:replay",
     "jobsite.jobs.api.flows:submit_flow",
 }

@@ -31,6 +31,7 @@ from jobsite.jobs.api.schemas import (
     JobIn,
     JobOut,
     JobPage,
+    Out,
     WaitingOut,
 )
 from jobsite.jobs.api.waiting import reasons_out
@@ -61,6 +62,61 @@ async def submit(request: HttpRequest, body: JobIn) -> Status[JobOut]:
     if job.repeat_every_s is not None:  # a schedule: its first run is not in Redis yet
         return Status(201, await out(engine_values(job), job.id, JobOut))
     return Status(201, await live_out(job.id, job.queue, JobOut))
+
+
+class BatchIn(Schema):
+    """Jobs submitted together, each on its own (not all or nothing: `POST /flows` is)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    jobs: list[JobIn] = Field(..., min_length=1, max_length=1000)
+
+
+class BatchJobOut(Out):
+    id: str
+    task: str
+    queue: str
+    state: str
+
+
+class BatchOut(Out):
+    jobs: list[BatchJobOut]
+
+
+@router.post("/batch", response={201: BatchOut, **ERRORS})
+async def submit_batch(request: HttpRequest, body: BatchIn) -> Status[BatchOut]:
+    """Submit many jobs in one call (one script call per queue), each checked as `POST /jobs`
+    checks one before any reaches Redis; a chosen id already taken is a 409 naming it, the
+    others being submitted (a job with depends_on belongs in `POST /flows`)."""
+    rights = await aneed(request, Perm.SUBMIT)
+    calls: list[EngineJob] = []
+    allowed: set[str] = set()
+    for n, spec in enumerate(body.jobs):
+        where = f"job {n}"
+        if spec.depends_on:
+            raise HttpError(422, f"{where}: depends_on makes a flow: submit it to POST /flows")
+        try:
+            task = known_task(spec.task)
+        except HttpError as exc:
+            raise HttpError(exc.status_code, f"{where}: {exc}") from None
+        queue = spec.queue or task.options.queue
+        if queue not in allowed:  # once per queue, not once per job
+            await rights.arequire(Perm.SUBMIT, queue)
+            allowed.add(queue)
+        try:
+            calls.append(taskoptions.apply(task, spec).call(*spec.args, **spec.kwargs))
+        except (taskoptions.BadOptions, InvalidArguments) as exc:
+            raise HttpError(422, f"{where}: {exc}") from None
+    by = services.Actor(rights.user, rights.via)
+    done = await services.aadmit(calls, by=by, check_types=True)
+    return Status(
+        201,
+        BatchOut(
+            jobs=[
+                BatchJobOut(id=j.id, task=j.task, queue=j.queue, state=str(j.state)) for j in done
+            ]
+        ),
+    )
 
 
 @router.get("/{job_id}", response={200: JobDetailOut, **ERRORS})
