@@ -52,7 +52,14 @@ from .ops import control, drain
 from .ops.clearing import CLEARABLE
 from .ops.explain import WAITING_STATES, Reason, explain
 from .ops.metrics import GroupLag, Histogram, Metrics, QueueMetrics
-from .ops.roles import (
+from .periodic.declared import SyncReport, declared_repeatable, sync_declared
+from .periodic.outages import Outage, OutageWatch, Recovery, recent_outages, recovery_grace_ms
+from .periodic.repeat import Repeatable
+from .periodic.schedule_health import STATES as SCHEDULE_STATES
+from .periodic.schedule_health import ScheduleHealth, sample_dlq, schedule_health, swap_state
+from .producer import configure
+from .producing.syncclient import SyncClient
+from .resources.roles import (
     MAX_ROLE_QUEUES,
     Role,
     check_role_name,
@@ -62,13 +69,6 @@ from .ops.roles import (
     list_roles,
     set_role,
 )
-from .periodic.declared import SyncReport, declared_repeatable, sync_declared
-from .periodic.outages import Outage, OutageWatch, Recovery, recent_outages, recovery_grace_ms
-from .periodic.repeat import Repeatable
-from .periodic.schedule_health import STATES as SCHEDULE_STATES
-from .periodic.schedule_health import ScheduleHealth, sample_dlq, schedule_health, swap_state
-from .producer import configure
-from .producing.syncclient import SyncClient
 from .result import TaskResult
 from .running.context import JobContext
 from .running.isolate import Isolation

@@ -167,7 +167,7 @@ def control_key(prefix: str, worker_id: str) -> str:
     return f"{prefix}:control:{worker_id}"
 
 
-# The hash tag of the keys of worker roles (engine/ops/roles.py): they share a slot (one
+# The hash tag of the keys of worker roles (engine/resources/roles.py): they share a slot (one
 # transaction writes both), and "@" is in no queue name, so no queue's keys carry this tag.
 ROLES_TAG = "{@roles}"
 

@@ -121,7 +121,7 @@ class Upkeep:
             "hash_formats": READS,
             # claiming, quiet, stopping or retiring (engine/ops/probe.py's Status.state)
             "state": state,
-            # The role whose queues it follows ("": queues given at start; engine/ops/roles.py).
+            # The role whose queues it follows ("": queues given at start; resources/roles.py).
             "role": role,
             # Resident memory now, MiB (a read of /proc/self/statm on Linux).
             "rss_mib": f"{rss_mib():.1f}",

@@ -17,10 +17,10 @@ from redis.asyncio import Redis
 from ..dev import failpoints
 from ..errors import ConfigError, LoopCrashed, RedisUnavailable
 from ..keys import QueueKeys, stop_field
-from ..ops.roles import RoleFollower
 from ..ops.versions import Versions
 from ..periodic.cleaner import Cleaner
 from ..periodic.scheduler import Scheduler
+from ..resources.roles import RoleFollower
 from ..running.isolate import Isolation
 from ..running.runner import Kind, Outcome, StopReason
 from ..seam.scripts import scripts_for
@@ -73,7 +73,7 @@ class Worker:
         names = _queues(queues, role)
         keys = [QueueKeys(settings.prefix, q) for q in names]
         self.settings = settings
-        # A role's queues are read at run() and followed while running (engine/ops/roles.py).
+        # A role's queues are read at run() and followed while running (engine/resources/roles.py).
         self.role = RoleFollower(settings.prefix, role) if role is not None else None
         self.hooks = Hooks(hooks)
         self.registry = Registry(tasks)

@@ -35,11 +35,9 @@ NOT_YET_RESOURCES = {
     "cli.py",
     "client.py",  # ping
     "ops/clearing.py",
-    "ops/control.py",
     "ops/drain.py",
     "ops/explain.py",
     "ops/metrics.py",
-    "ops/roles.py",
     "ops/versions.py",
     "periodic/cleaner.py",
     "periodic/declared.py",

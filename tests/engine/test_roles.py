@@ -236,7 +236,7 @@ async def test_hooks_follow_the_role(settings: EngineSettings, client: Client) -
 
 
 async def test_follower_reads_only_on_a_change_and_again_after_unread(client: Client) -> None:
-    from engine.ops.roles import RoleFollower
+    from engine.resources.roles import RoleFollower
 
     prefix = client.settings.prefix
     await set_role(client.redis, prefix, "r", ["a"])

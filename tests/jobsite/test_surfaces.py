@@ -50,6 +50,7 @@ EXPOSED: dict[str, tuple[list[str], list[str]]] = {
     "dead_letters.resubmit": (["POST /dead-letters/resubmit"], ["resubmit_dlq"]),
     "workers.list": (["GET /workers"], ["workers"]),
     "workers.control": (["POST /workers/control"], ["control_workers"]),
+    "workers.send": (["POST /workers/control"], ["control_workers"]),
     "repeats.add": (["POST /schedules"], ["create_schedule"]),
     "repeats.get": (["GET /schedules/{queue}/{schedule}"], ["schedule"]),
     "repeats.list": (["GET /schedules"], ["schedules"]),

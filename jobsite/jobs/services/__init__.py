@@ -334,9 +334,7 @@ set_paused, aset_paused = twins(_set_paused)
 async def _control(client: Client, what: str, workers: Sequence[Mapping[str, Any]]) -> list[str]:
     """Give workers (registry entries, engine/ops/control.py's select) an order: quiet, resume or
     stop; return the ids told."""
-    return await engine_control.send(
-        client.redis, client.settings.prefix, engine_control.order(what), workers
-    )
+    return await client.workers.send(engine_control.order(what), workers)
 
 
 control, acontrol = twins(_control)

@@ -1,4 +1,4 @@
-"""Worker roles (engine/ops/roles.py): the one door to read and change them, for every surface.
+"""Worker roles (engine/resources/roles.py): the one door to read and change them, everywhere.
 
 A role names the queues its workers claim from; a change reaches its running workers within
 about a second. Each role is shown with the live workers that follow it. The API, the admin and
