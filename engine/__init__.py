@@ -48,7 +48,7 @@ from .keys import (
     version_tag,
 )
 from .limits import Deduplication
-from .ops import control, drain
+from .ops import control
 from .ops.clearing import CLEARABLE
 from .ops.explain import WAITING_STATES, Reason, explain
 from .ops.metrics import GroupLag, Histogram, Metrics, QueueMetrics
@@ -59,6 +59,7 @@ from .periodic.schedule_health import STATES as SCHEDULE_STATES
 from .periodic.schedule_health import ScheduleHealth, sample_dlq, schedule_health, swap_state
 from .producer import configure
 from .producing.syncclient import SyncClient
+from .resources import drain
 from .resources.roles import (
     MAX_ROLE_QUEUES,
     Role,

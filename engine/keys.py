@@ -304,7 +304,7 @@ class QueueKeys:
 
     @property
     def draining(self) -> str:
-        """HASH of the queue's last drain (engine/ops/drain.py): its progress and outcome."""
+        """HASH of the queue's last drain (engine/resources/drain.py): its progress and outcome."""
         return f"{self.base}:draining"
 
     @property

@@ -2,7 +2,7 @@
   Drain: cancel, from one chunk of one of a queue's waiting structures, the jobs that were
   waiting before the drain began: state submitted, scheduled or blocked, and submitted_at_ms
   (when the job last became ready or was submitted) at or before the cutoff. Jobs enqueued
-  after the cutoff are kept. engine/ops/drain.py walks every structure chunk by chunk.
+  after the cutoff are kept. engine/resources/drain.py walks every structure chunk by chunk.
   KEYS[1..11] the queue keys (keys.QUEUE_KEYS)
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] ttl_ms of cancelled jobs
   ARGV[4] cutoff ms (server time when the drain began)   ARGV[5] source key (of this queue)

@@ -35,7 +35,6 @@ NOT_YET_RESOURCES = {
     "cli.py",
     "client.py",  # ping
     "ops/clearing.py",
-    "ops/drain.py",
     "ops/explain.py",
     "ops/metrics.py",
     "ops/versions.py",

@@ -2,7 +2,7 @@
 limit and concurrency keys, pause and resume, PUT /queues/{name}/limits to set the rate limit
 (and the pause state) in one call, and /queues/{name}/drain: POST starts cancelling every job
 waiting in the queue (any number) in the background, GET shows its progress
-(engine/ops/drain.py)."""
+(engine/resources/drain.py)."""
 
 from __future__ import annotations
 

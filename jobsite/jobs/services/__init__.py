@@ -341,7 +341,7 @@ control, acontrol = twins(_control)
 
 
 async def _drain_begin(client: Client, queue: str, by: str) -> dict[str, str] | None:
-    """Mark a drain of `queue` running (engine/ops/drain.py); None when one already runs."""
+    """Mark a drain of `queue` running (engine/resources/drain.py); None when one already runs."""
     return await engine_drain.begin(client, queue, by)
 
 

@@ -79,7 +79,7 @@
     }
   }
 
-  // The queue's last drain (engine/ops/drain.py): running with its progress, or how it ended.
+  // The queue's last drain (engine/resources/drain.py): running with its progress, or how it ended.
   function renderDrain(node, drain) {
     const line = $(".drain-state", node);
     if (!drain || drain.state === "none") { line.textContent = ""; return; }

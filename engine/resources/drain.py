@@ -14,8 +14,8 @@ import logging
 import time
 from collections.abc import Mapping
 
+from ..ops.handle import Handle
 from ..transport.connection import server_ms
-from .handle import Handle
 
 log = logging.getLogger("engine.drain")
 
