@@ -49,8 +49,6 @@ from .keys import (
 )
 from .limits import Deduplication
 from .ops import control
-from .ops.clearing import CLEARABLE
-from .ops.explain import WAITING_STATES, Reason, explain
 from .ops.metrics import GroupLag, Histogram, Metrics, QueueMetrics
 from .periodic.declared import SyncReport, declared_repeatable, sync_declared
 from .periodic.outages import Outage, OutageWatch, Recovery, recent_outages, recovery_grace_ms
@@ -60,6 +58,8 @@ from .periodic.schedule_health import ScheduleHealth, sample_dlq, schedule_healt
 from .producer import configure
 from .producing.syncclient import SyncClient
 from .resources import drain
+from .resources.clearing import CLEARABLE
+from .resources.explain import WAITING_STATES, Reason, explain
 from .resources.roles import (
     MAX_ROLE_QUEUES,
     Role,

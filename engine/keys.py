@@ -299,7 +299,7 @@ class QueueKeys:
 
     def build(self, digest: str) -> str:
         """Return the key of the SET of task@versions a worker build runs (expires unless
-        renewed); `digest` names the set (engine/ops/versions.py)."""
+        renewed); `digest` names the set (engine/resources/versions.py)."""
         return f"{self.base}:build:{digest}"
 
     @property

@@ -1,7 +1,7 @@
 --[[
   Purge finished jobs: delete the hashes of terminal jobs and their DLQ entries.
   Live jobs (submitted, scheduled, blocked, started) are left alone, and with a state given, the
-  jobs in any other (clearing a queue's jobs of one state: engine/ops/clearing.py).
+  jobs in any other (clearing a queue's jobs of one state: engine/resources/clearing.py).
   KEYS[1] dlq ZSET   KEYS[2] deadlines ZSET
   ARGV[1] job key prefix   ARGV[2] only this state ('': any terminal one)   then job ids
   Returns: one code per id: 0 purged, -1 not found, -3 not terminal (or not of the state given).

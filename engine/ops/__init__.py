@@ -1,1 +1,1 @@
-"""What operators read and command: metrics, gaps, why jobs wait, control, probes, drains, roles."""
+"""What operators read and command beside the resources: metrics, gaps, control, probes."""

@@ -11,7 +11,8 @@ from ..errors import ConfigError
 from ..job import TERMINAL_STATES, Job
 from ..keys import queues_key
 from ..limits import rate_interval_ms
-from ..ops import clearing, gaps
+from ..ops import gaps
+from . import clearing
 from .base import CHUNK, Resource, load_jobs
 
 _LIVE = ("submitted", "scheduled", "blocked", "started", "dlq")
@@ -169,7 +170,7 @@ class Queues(Resource):
 
     async def clear_state(self, queue: str, state: str, dry_run: bool = False) -> int:
         """Delete `queue`'s finished jobs of `state` from Redis, one script call per SCAN step
-        (engine/ops/clearing.py); return how many (with `dry_run`, how many there are)."""
+        (engine/resources/clearing.py); return how many (with `dry_run`, how many there are)."""
         if dry_run:
             return await clearing.count_state(self, queue, state)
         return await clearing.clear_state(self, queue, state)

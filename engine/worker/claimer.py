@@ -14,7 +14,7 @@ from redis.exceptions import NoScriptError
 from ..dev import failpoints
 from ..errors import Code, RedisUnavailable
 from ..keys import QueueKeys
-from ..ops.versions import Versions
+from ..resources.versions import Versions
 from ..running.runner import Kind, Outcome
 from ..seam.scripts import BeginJob, Claimed, claim_argv, claimed
 from ..transport.cluster import Fanout, is_cluster, per_slot

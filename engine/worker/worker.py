@@ -17,10 +17,10 @@ from redis.asyncio import Redis
 from ..dev import failpoints
 from ..errors import ConfigError, LoopCrashed, RedisUnavailable
 from ..keys import QueueKeys, stop_field
-from ..ops.versions import Versions
 from ..periodic.cleaner import Cleaner
 from ..periodic.scheduler import Scheduler
 from ..resources.roles import RoleFollower
+from ..resources.versions import Versions
 from ..running.isolate import Isolation
 from ..running.runner import Kind, Outcome, StopReason
 from ..seam.scripts import scripts_for

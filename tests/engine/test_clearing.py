@@ -1,4 +1,4 @@
-"""Clearing a queue's finished jobs of one state (engine/ops/clearing.py, purge-2.lua)."""
+"""Clearing a queue's finished jobs of one state (engine/resources/clearing.py, purge-2.lua)."""
 
 from __future__ import annotations
 

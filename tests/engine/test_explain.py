@@ -1,4 +1,4 @@
-"""Why a job has not started: one job waiting for each reason, explained by engine.ops.explain."""
+"""Why a job has not started: one job waiting for each reason, as engine.resources.explain says."""
 
 from __future__ import annotations
 

@@ -34,10 +34,7 @@ STORE = ("transport/", "seam/", "resources/", "dev/", "ops/scanning.py")
 NOT_YET_RESOURCES = {
     "cli.py",
     "client.py",  # ping
-    "ops/clearing.py",
-    "ops/explain.py",
     "ops/metrics.py",
-    "ops/versions.py",
     "periodic/cleaner.py",
     "periodic/declared.py",
     "periodic/outages.py",

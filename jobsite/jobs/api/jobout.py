@@ -47,7 +47,7 @@ def engine_values(job: EngineJob) -> dict[str, Any]:
     values.update(logs=job.logs, logs_dropped=job.logs_dropped or 0)
     values.update(fingerprint=job.fingerprint or "", replay_of=job.replay_of or "")
     aside_ms = job.extra.get("unserved_at_ms")
-    if aside_ms:  # waits for a worker with its task version (engine/ops/versions.py)
+    if aside_ms:  # waits for a worker with its task version (engine/resources/versions.py)
         values.update(
             waiting_for_version=version_tag(job.task, job.version),
             waiting_for_version_since=_dt(int(aside_ms)),

@@ -102,8 +102,9 @@ class RelatedOut(Out):
 
 
 class WaitingOut(Out):
-    """Why a job has not started (engine.ops.explain): a code, a sentence, when it ends (where it
-    is known), the jobs it names, where to change it (`link`) and each job's page (`links`)."""
+    """Why a job has not started (engine.resources.explain): a code, a sentence, when it ends
+    (where it is known), the jobs it names, where to change it (`link`) and each job's page
+    (`links`)."""
 
     code: str
     message: str

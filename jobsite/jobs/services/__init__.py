@@ -140,7 +140,7 @@ async def _queue_limits(client: Client, queue: str, keys_limit: int = 100) -> Qu
 
 
 async def _explain_job(client: Client, job_id: str, queue: str | None = None) -> list[Reason]:
-    """Return why a job has not started, in order (engine.ops.explain); [] once it started."""
+    """Return why a job has not started, in order (engine.resources.explain); [] once it started."""
     return await explain(client, job_id, queue)
 
 

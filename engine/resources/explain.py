@@ -10,7 +10,7 @@ reads, never a script, never on the hot path) and returns a `Reason` per obstacl
 5. `scheduled`: its `run_at` is ahead; `until_ms` is when.
 6. `no_worker`: no live worker serves its queue; or `no_version`: workers serve it, but none
    with the job's task@version (the claim set it aside, or no worker stamped that version in
-   the queue's `served` HASH lately: engine/ops/versions.py).
+   the queue's `served` HASH lately: engine/resources/versions.py).
 7. `expired`: its deadline passed; the next claim or the cleaner ends it `expired`.
 
 A started or finished job has no reasons. Each reason names what to change (`target`: the
@@ -26,8 +26,8 @@ from typing import Any
 from ..fields import both, either
 from ..job import Job, JobState
 from ..keys import version_tag
+from ..ops.handle import Handle
 from ..transport.connection import server_ms
-from .handle import Handle
 from .versions import ADVERTISE_S
 
 # The states of a job that has not started yet.

@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator
 from ..errors import Code, ConfigError
 from ..fields import both, either
 from ..job import TERMINAL_STATES, JobState
-from .handle import Store
-from .scanning import scan_job_ids
+from ..ops.handle import Store
+from ..ops.scanning import scan_job_ids
 
 # Job hashes one SCAN step looks at, and so at most the ids of one purge-2.lua call.
 BATCH = 500
