@@ -19,6 +19,7 @@ from .ops.probe import probe, status_dir
 from .seam.hashformat import move
 from .settings import EngineSettings
 from .task import Task, collect_tasks
+from .transport.connection import ping
 from .transport.preflight import check_redis
 from .worker import Worker
 from .worker.exitbound import ExitGuard
@@ -192,7 +193,7 @@ async def run_worker(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
     try:
-        await worker.redis.ping()
+        await ping(worker.redis)
     except RedisUnavailable as exc:
         log.error("cannot reach redis url=%s error=%s", settings.redacted_url, exc)
         return 2

@@ -25,7 +25,7 @@ from .seam.scripts import Submitted, scripts_for
 from .settings import EngineSettings
 from .stream.events import live_groups
 from .task import Task
-from .transport.connection import connect, server_ms
+from .transport.connection import connect, ping, server_ms
 
 # The methods that moved to a resource: old name -> (resource, its method).
 _MOVED = {
@@ -190,4 +190,4 @@ class Client:
 
     async def ping(self) -> None:
         """Check that Redis answers (RedisUnavailable when it does not)."""
-        await self.redis.ping()
+        await ping(self.redis)

@@ -282,6 +282,11 @@ def connect_sync(settings: EngineSettings, *, timeout_s: float | None = None) ->
     return redis.Redis.from_url(url, **options, retry=SyncRetry(NoBackoff(), 0))
 
 
+async def ping(redis: Redis) -> None:
+    """Check that Redis answers (RedisUnavailable when it does not)."""
+    await redis.ping()
+
+
 def ms_from_time(reply: tuple[int, int] | list[Any]) -> int:
     """Return Redis server time in ms from a TIME reply (seconds, microseconds)."""
     seconds, micros = reply

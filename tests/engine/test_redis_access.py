@@ -32,8 +32,6 @@ CONNECTIONS = ("redis", "pipe", "blocking", "conn", "node", "primary", "replica"
 STORE = ("transport/", "seam/", "resources/", "dev/", "ops/scanning.py")
 # Modules that still speak Redis for their own concern, each to become (part of) a resource.
 NOT_YET_RESOURCES = {
-    "cli.py",
-    "client.py",  # ping
     "ops/metrics.py",
     "periodic/cleaner.py",
     "periodic/declared.py",
