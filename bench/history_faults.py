@@ -242,7 +242,7 @@ class Site:
 
     async def gap_lost(self) -> tuple[int, int]:
         """Return the jobs the history lost to trims, as the metrics and the API report them."""
-        from engine.ops.metrics import queue_metrics
+        from engine.resources.metrics import queue_metrics
 
         async with Client(self.settings()) as client:
             keys = client.keys("default")

@@ -200,7 +200,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     from bench import soak_tasks
     from engine import Client, EngineSettings
     from engine.ops import gaps as gap_counters
-    from engine.ops.metrics import mirror_lag
+    from engine.resources.metrics import mirror_lag
 
     db_url = args.database_url or f"sqlite:///{tmp}/soak.sqlite3"
     server = start_redis(tmp)

@@ -49,10 +49,8 @@ from .keys import (
 )
 from .limits import Deduplication
 from .ops import control
-from .ops.metrics import GroupLag, Histogram, Metrics, QueueMetrics
 from .periodic.declared import SyncReport, declared_repeatable, sync_declared
 from .periodic.outages import Outage, OutageWatch, Recovery, recent_outages, recovery_grace_ms
-from .periodic.repeat import Repeatable
 from .periodic.schedule_health import STATES as SCHEDULE_STATES
 from .periodic.schedule_health import ScheduleHealth, sample_dlq, schedule_health, swap_state
 from .producer import configure
@@ -60,6 +58,8 @@ from .producing.syncclient import SyncClient
 from .resources import drain
 from .resources.clearing import CLEARABLE
 from .resources.explain import WAITING_STATES, Reason, explain
+from .resources.metrics import GroupLag, Histogram, Metrics, QueueMetrics
+from .resources.repeats import Repeatable
 from .resources.roles import (
     MAX_ROLE_QUEUES,
     Role,

@@ -13,13 +13,13 @@ from redis.asyncio import Redis
 from .errors import Code, ConfigError, DuplicateJob
 from .job import Job, JobState
 from .keys import QueueKeys, check_job_id, queue_keys
-from .ops.metrics import Metrics, read_metrics
-from .periodic.repeat import Repeats
 from .producing.enqueueing import Enqueuer, drive_async
 from .producing.submit import job_spec
 from .resources.dead_letters import DeadLetters
 from .resources.jobs import Jobs
+from .resources.metrics import Metrics, read_metrics
 from .resources.queues import Queues
+from .resources.repeats import Repeats
 from .resources.workers import Workers
 from .seam.scripts import Submitted, scripts_for
 from .settings import EngineSettings

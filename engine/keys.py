@@ -263,7 +263,7 @@ class QueueKeys:
         `waiting_turn` counts the jobs waiting for their concurrency key's turn, and
         `turn|<waiting ZSET key>` those of one key (deleted at zero; common.lua's turn).
 
-        Metrics fields (common.lua, engine/ops/metrics.py): `done|<task>|<state>` per task totals,
+        Metrics fields (common.lua, resources/metrics.py): `done|<task>|<state>` per task totals,
         and the `run`/`wait` histograms as `<kind>|<task>|<le_ms>` and `<kind>|<task>|sum_ms`.
         The history's gaps (trim-3.lua, the mirror): `gap_entries`, `gap_jobs`,
         `gap_unrecorded`, `gap_rebuilt`, `gap_lost`, `gap_resynced` (unrecorded jobs a resync

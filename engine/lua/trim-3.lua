@@ -15,7 +15,7 @@
   the ARGV[5] newest entries at most (MAXLEN ~), whatever the other groups read.
   Stats: `gap_entries` entries trimmed before the group read them, `gap_jobs` jobs added to the
   missed SET, `gap_unrecorded` jobs beyond its limit; the mirror adds `gap_rebuilt` and
-  `gap_lost` (engine/ops/metrics.py reads them all).
+  `gap_lost` (engine/resources/metrics.py reads them all).
   Returns: {entries trimmed in all, entries trimmed past the group, jobs added to missed}.
   Events: none (trimming is not a transition).
 ]]

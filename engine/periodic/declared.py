@@ -18,10 +18,10 @@ from redis.asyncio import Redis
 from ..errors import ConfigError
 from ..job import Job
 from ..keys import QueueKeys, queues_key, validate_queue_name
+from ..resources.repeats import Repeatable, template
 from ..seam.scripts import Declared, DeclaredEntry, scripts_for
 from ..settings import EngineSettings
 from ..transport.connection import server_ms
-from .repeat import Repeatable, template
 
 log = logging.getLogger("engine.declared")
 

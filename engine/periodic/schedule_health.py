@@ -32,10 +32,10 @@ from ..fields import both, either
 from ..job import JobState
 from ..keys import QueueKeys, health_key
 from ..ops.handle import Handle
+from ..resources.repeats import Repeatable
 from ..transport.connection import server_ms
 from .outages import Recovery
 from .outages import when as _when
-from .repeat import Repeatable
 
 # States, worst first.
 STATES = ("missed", "late", "overlap", "no_worker", "recovering", "ok", "paused")

@@ -12,12 +12,12 @@ from ..dev import failpoints
 from ..errors import EngineError
 from ..keys import QueueKeys
 from ..producing.submit import Tick, job_spec, submit
+from ..resources.repeats import Repeatable
 from ..seam.scripts import scripts_for
 from ..settings import EngineSettings
 from ..transport.cluster import is_cluster, node_time
 from ..transport.connection import ms_from_time
 from ..transport.reconnect import run_periodic
-from .repeat import Repeatable
 
 log = logging.getLogger("engine.scheduler")
 

@@ -61,7 +61,7 @@ __all__ = [
 
 # Upper bounds (ms, ascending) of the buckets of the run time and queue wait histograms; the
 # scripts get them as BUCKETS_ARG. Counts kept under a bound no longer listed are read into the
-# next bound up (engine/ops/metrics.py), so changing them never loses an observation.
+# next bound up (engine/resources/metrics.py), so changing them never loses an observation.
 BUCKETS_MS: tuple[int, ...] = (
     5,
     10,

@@ -232,7 +232,7 @@ def test_the_rules_see_every_form_of_import(tmp_path: Path) -> None:
         "    from ..client import Client\n"
         "def later():\n"
         "    from engine.worker.unit import RunningJob\n"
-        "    import engine.ops.metrics\n"
+        "    import engine.resources.metrics\n"
         "    from engine import Client\n"
     )
     found = imports("transport.held", module, known)
@@ -241,7 +241,7 @@ def test_the_rules_see_every_form_of_import(tmp_path: Path) -> None:
         "transport.faults": 3,
         "client": 5,
         "worker.unit": 7,
-        "ops.metrics": 8,
+        "resources.metrics": 8,
         "": 9,
     }
     assert all(layer(t) > layer("transport.held") for t in found if t != "transport.faults")

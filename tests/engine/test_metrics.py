@@ -11,7 +11,7 @@ from pathlib import Path
 
 from engine import Client, EngineSettings, GroupLag, JobState, task
 from engine.keys import event_groups_key
-from engine.ops.metrics import parse_stats
+from engine.resources.metrics import parse_stats
 from engine.seam.scripts import BUCKETS_MS
 from engine.stream.events import GROUP_STALE_MS, EventReader, register_group
 

@@ -32,11 +32,9 @@ CONNECTIONS = ("redis", "pipe", "blocking", "conn", "node", "primary", "replica"
 STORE = ("transport/", "seam/", "resources/", "dev/", "ops/scanning.py")
 # Modules that still speak Redis for their own concern, each to become (part of) a resource.
 NOT_YET_RESOURCES = {
-    "ops/metrics.py",
     "periodic/cleaner.py",
     "periodic/declared.py",
     "periodic/outages.py",
-    "periodic/repeat.py",
     "periodic/schedule_health.py",
     "periodic/scheduler.py",
     "producing/enqueueing.py",

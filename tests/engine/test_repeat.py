@@ -10,8 +10,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from engine import Client, ConfigError, EngineSettings, Job, JobState, PayloadTooLarge, Worker
-from engine.periodic.repeat import Repeatable
 from engine.periodic.scheduler import Scheduler
+from engine.resources.repeats import Repeatable
 from engine.transport.connection import connect
 
 from . import tasks as t

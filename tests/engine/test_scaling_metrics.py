@@ -1,5 +1,5 @@
 """Autoscaling figures: runnable jobs (not scheduled, blocked or paused), the age of the
-oldest, live worker slots and the backlog per slot, as engine.ops.metrics reads them."""
+oldest, live worker slots and the backlog per slot, as engine.resources.metrics reads them."""
 
 from __future__ import annotations
 

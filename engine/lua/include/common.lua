@@ -57,7 +57,7 @@
   (err: JSON error object); past its max_stalls (field, default 1) it ends `stalled` (bury),
   else it goes back to `submitted`. Returns 1 when it ended, 0 when it went back. A job with
   stalls > 0 is a suspect: workers run it alone in a process of its own.
-  Metrics (engine/ops/metrics.py reads them), in the queue's stats HASH, bounded by tasks x states x
+  Metrics (engine/resources/metrics.py reads them), in the queue's stats HASH, bounded by tasks x states x
   buckets: `done|<task>|<state>` jobs that reached a terminal state (bury; complete-11.lua);
   histograms `run` (run time of completed jobs) and `wait` (from ready to begun) as
   `<kind>|<task>|<le_ms>` (one bucket per observation, not cumulative; 'inf' past the last

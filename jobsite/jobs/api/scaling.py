@@ -15,7 +15,7 @@ router = Router(tags=["scaling"])
 
 
 class ScalingOut(Out):
-    """One queue's autoscaling figures (engine/ops/metrics.py's QueueMetrics)."""
+    """One queue's autoscaling figures (engine/resources/metrics.py's QueueMetrics)."""
 
     queue: str
     # Jobs a worker could claim now: ready, the queue not paused (not scheduled, blocked, waiting

@@ -16,9 +16,9 @@ from redis.exceptions import ResponseError
 
 from ..fields import both, either
 from ..keys import QueueKeys, alive_key, worker_key, workers_key
+from ..ops import gaps
 from ..seam.scripts import BUCKETS_MS
 from ..transport.connection import server_ms
-from . import gaps
 
 # The live states a queue holds jobs in (the DLQ is reported on its own).
 DEPTH_STATES: tuple[str, ...] = ("submitted", "scheduled", "blocked", "started")
