@@ -21,7 +21,7 @@ from pydantic import ConfigDict
 from engine import ConfigError, InvalidArguments, Job, UnknownParent
 from jobsite.jobs import services
 from jobsite.jobs.api import options as taskoptions
-from jobsite.jobs.api.jobout import known_task
+from jobsite.jobs.api.jobout import submittable
 from jobsite.jobs.api.options import REF_PATTERN
 from jobsite.jobs.api.related import FLOW_CAP, refreshed
 from jobsite.jobs.api.schemas import ERRORS, JobIn, Out, RelatedOut
@@ -87,14 +87,7 @@ async def build_flow(rights: Grant, body: FlowIn) -> tuple[list[Job], dict[int, 
     jobs: list[Job] = []
     for spec in _order(body.jobs):
         where = f"job {spec.ref!r}"
-        try:
-            task = known_task(spec.task)
-        except HttpError as exc:
-            raise HttpError(exc.status_code, f"{where}: {exc}") from None
-        queue = spec.queue or task.options.queue
-        if queue not in allowed:  # once per queue, not once per job
-            await rights.arequire(Perm.SUBMIT, queue)
-            allowed.add(queue)
+        task = await submittable(rights, spec, where, allowed)
         if spec.on_parent_failure is None and body.on_parent_failure is not None:
             spec = spec.model_copy(update={"on_parent_failure": body.on_parent_failure})
         parents = [ids.get(p, p) for p in spec.depends_on or []]

@@ -11,8 +11,9 @@ from engine import Job as EngineJob
 from engine import JobState, Task, version_tag
 from jobsite.jobs import services
 from jobsite.jobs.api import related
-from jobsite.jobs.api.schemas import EventOut, JobOut, LogLineOut
+from jobsite.jobs.api.schemas import EventOut, JobIn, JobOut, LogLineOut
 from jobsite.jobs.models import DEAD, JobRecord
+from jobsite.jobs.permissions import Grant, Perm
 from jobsite.jobs.tasks import runnable
 from jobsite.jobs.tasks.registry import known_tasks
 
@@ -22,6 +23,20 @@ def known_task(name: str) -> Task:
     task = known_tasks().get(name)
     if task is None:
         raise HttpError(422, f"unknown task {name!r}; see GET /api/v1/tasks")
+    return task
+
+
+async def submittable(rights: Grant, spec: JobIn, where: str, allowed: set[str]) -> Task:
+    """Return the task one job of a batch or a flow names (422 naming `where` when unknown),
+    checking the caller may submit to its queue once per queue (`allowed` keeps those seen)."""
+    try:
+        task = known_task(spec.task)
+    except HttpError as exc:
+        raise HttpError(exc.status_code, f"{where}: {exc}") from None
+    queue = spec.queue or task.options.queue
+    if queue not in allowed:
+        await rights.arequire(Perm.SUBMIT, queue)
+        allowed.add(queue)
     return task
 
 

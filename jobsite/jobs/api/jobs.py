@@ -21,7 +21,15 @@ from engine import Job as EngineJob
 from jobsite.jobs import audit, services
 from jobsite.jobs.api import options as taskoptions
 from jobsite.jobs.api import paging, related
-from jobsite.jobs.api.jobout import ended, engine_values, known_task, live_out, out, row_out
+from jobsite.jobs.api.jobout import (
+    ended,
+    engine_values,
+    known_task,
+    live_out,
+    out,
+    row_out,
+    submittable,
+)
 from jobsite.jobs.api.replays import areplays_of
 from jobsite.jobs.api.schemas import (
     ERRORS,
@@ -95,14 +103,7 @@ async def submit_batch(request: HttpRequest, body: BatchIn) -> Status[BatchOut]:
         where = f"job {n}"
         if spec.depends_on:
             raise HttpError(422, f"{where}: depends_on makes a flow: submit it to POST /flows")
-        try:
-            task = known_task(spec.task)
-        except HttpError as exc:
-            raise HttpError(exc.status_code, f"{where}: {exc}") from None
-        queue = spec.queue or task.options.queue
-        if queue not in allowed:  # once per queue, not once per job
-            await rights.arequire(Perm.SUBMIT, queue)
-            allowed.add(queue)
+        task = await submittable(rights, spec, where, allowed)
         try:
             calls.append(taskoptions.apply(task, spec).call(*spec.args, **spec.kwargs))
         except (taskoptions.BadOptions, InvalidArguments) as exc:
