@@ -110,7 +110,7 @@ def phone(browser):  # type: ignore[no-untyped-def]
     return browser.new_context(viewport=PHONE, screen=PHONE, is_mobile=True, has_touch=True)
 
 
-def seed(page, base: str, settings: EngineSettings) -> dict[str, tuple[str, list[str]]]:  # type: ignore[no-untyped-def]
+def fill_site(page, base: str, settings: EngineSettings) -> dict[str, tuple[str, list[str]]]:  # type: ignore[no-untyped-def]
     """Make jobs of several states beside the demo's own (failed, one with a long id; scheduled;
     running), a flow, a schedule and a role; return each page's path and what shows it drawn."""
     failing = engine(settings, lambda c: c.enqueue(charge_card, 100))
@@ -234,7 +234,7 @@ def test_every_dashboard_page_fits_a_phone(site: tuple[str, str, EngineSettings]
         context = phone(browser)
         first = context.new_page()
         login(first, base, password)
-        pages = seed(first, base, settings)
+        pages = fill_site(first, base, settings)
         first.close()
         for name, (path, rendered) in pages.items():
             check(context, base, name, path, rendered)

@@ -15,6 +15,8 @@
   const FOLLOW_FOR_MS = 30_000;
   const IDS_PER_CALL = 100;  // what /job-counts takes in `ids` (IDS_MAX)
   const FOLLOW_MAX = 1000;  // a larger resubmit is followed through its first 1000 jobs
+  const TALLY_MS = 30_000;
+  const tallied = {path: "", at: 0};  // the last tally read, and when
 
   // A group whose jobs name a task no worker knows (UnknownTask) would only be dropped again:
   // the API says so (cannot_run) and refuses it; so does a task this site does not list.
@@ -119,8 +121,12 @@
       if (known === null) known = new Set((await api("/tasks")).map((t) => t.name));
       groups = await api(`/dead-letters${query ? `?${query}` : ""}`);
       render();
-      const queue = filters().get("queue");
-      renderTally(await api(`/dead-letters/counts${queue ? `?queue=${encodeURIComponent(queue)}` : ""}`));
+      // The tally walks each dead-letter queue: every 30 s, or at once when the filter changed.
+      const path = `/dead-letters/counts${filters().get("queue") ? `?queue=${encodeURIComponent(filters().get("queue"))}` : ""}`;
+      if (path !== tallied.path || Date.now() - tallied.at > TALLY_MS) {
+        renderTally(await api(path));
+        Object.assign(tallied, {path, at: Date.now()});
+      }
       $("#status").textContent = `${groups.reduce((n, g) => n + g.count, 0)} dead letters in ${groups.length} groups`;
     } catch (error) {
       $("#status").textContent = `could not load: ${error.message}`;
