@@ -24,7 +24,7 @@ from typing import Any
 
 async def _held_bytes(client: Any, settings: Any, batch: int) -> float:
     """Return the bytes an event that one prepared batch holds once its events are let go."""
-    from engine.stream.events import EventReader
+    from engine.resources.duties.feed import EventReader
     from jobsite.jobs.history.batches import prepare
 
     reader = EventReader(client.redis, settings, ["default"], group="held", consumer="held")
@@ -64,7 +64,7 @@ async def _events(
 ) -> tuple[list[Any], dict[str, dict[str, str]], float]:
     from demo.demo_tasks import resize_image
     from engine import Client, EngineSettings, Worker
-    from engine.stream.events import EventReader
+    from engine.resources.duties.feed import EventReader
     from jobsite.jobs.tasks.registry import load_tasks
 
     cap = max(100_000, jobs * 4)  # the whole backlog stays, read or not

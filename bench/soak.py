@@ -74,7 +74,7 @@ class Sample:
     redis_used_bytes: int
     live: int
     backlog: int
-    # The transition hooks' consumer group (engine/stream/transitions.py): runworker always has it.
+    # The transition hooks' group (engine/periodic/transitions.py): runworker always has it.
     hooks_backlog: int = 0
 
 

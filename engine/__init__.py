@@ -57,6 +57,7 @@ from .producer import configure
 from .producing.syncclient import SyncClient
 from .resources import drain
 from .resources.clearing import CLEARABLE
+from .resources.duties.feed import EventReader
 from .resources.explain import WAITING_STATES, Reason, explain
 from .resources.metrics import GroupLag, Histogram, Metrics, QueueMetrics
 from .resources.repeats import Repeatable
@@ -75,7 +76,7 @@ from .running.context import JobContext
 from .running.isolate import Isolation
 from .running.runner import error_info
 from .settings import EngineSettings, redact_url
-from .stream.events import IDLE_MS, Event, EventReader, ids_by_queue
+from .stream.events import IDLE_MS, Event, ids_by_queue
 from .stream.hooks import Hook, HookEvent
 from .task import (
     PER_CALL_OPTIONS,

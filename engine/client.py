@@ -13,17 +13,18 @@ from redis.asyncio import Redis
 from .errors import Code, ConfigError, DuplicateJob
 from .job import Job, JobState
 from .keys import QueueKeys, check_job_id, queue_keys
-from .producing.enqueueing import Enqueuer, drive_async
+from .producing.enqueueing import Enqueuer
 from .producing.submit import job_spec
 from .resources.dead_letters import DeadLetters
+from .resources.duties.feed import live_groups
 from .resources.jobs import Jobs
 from .resources.metrics import Metrics, read_metrics
 from .resources.queues import Queues
 from .resources.repeats import Repeats
 from .resources.workers import Workers
 from .seam.scripts import Submitted, scripts_for
+from .seam.steps import drive_async
 from .settings import EngineSettings
-from .stream.events import live_groups
 from .task import Task
 from .transport.connection import connect, ping, server_ms
 

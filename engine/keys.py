@@ -115,7 +115,7 @@ def id_owner_key(prefix: str, job_id: str) -> str:
 
 def event_groups_key(prefix: str) -> str:
     """Return the key of the HASH of opt-in consumer groups of the event streams -> last read
-    ms (engine/stream/transitions.py: trimming honours those read lately)."""
+    ms (engine/periodic/transitions.py: trimming honours those read lately)."""
     return f"{prefix}:event_groups"
 
 

@@ -16,10 +16,11 @@ from typing import Protocol
 from redis.asyncio import Redis
 
 from ..dev import failpoints
-from ..keys import QueueKeys, alive_key, workers_key
+from ..keys import QueueKeys
+from ..resources.duties.cleaning import Cleaning
+from ..resources.duties.feed import live_groups
 from ..seam.scripts import scripts_for
 from ..settings import EngineSettings
-from ..stream.events import live_groups
 from ..transport.connection import server_ms
 from ..transport.reconnect import run_periodic
 
@@ -64,6 +65,7 @@ class Cleaner:
         self.liveness = liveness
         self.redis = redis
         self.scripts = scripts_for(redis, settings)
+        self.cleaning = Cleaning(settings, redis, self.scripts)
         self.queues = [QueueKeys(settings.prefix, q) for q in queues]
         # Since when this cleaner has reached Redis without a failure (None: it just failed).
         # After an outage every worker's liveness key may have lapsed while they were all cut
@@ -80,15 +82,7 @@ class Cleaner:
             steady_s = self.liveness.steady_s()
             if steady_s is None or steady_s < self.settings.liveness_window_s:
                 return []
-        prefix = self.settings.prefix
-        ids: list[str] = await self.redis.zrange(workers_key(prefix), 0, -1)  # type: ignore[assignment]
-        if not ids:
-            return []
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for worker_id in ids:
-                pipe.exists(alive_key(prefix, worker_id))
-            alive = await pipe.execute()
-        return [worker_id for worker_id, n in zip(ids, alive, strict=True) if not n]
+        return await self.cleaning.lapsed_workers()
 
     async def sweep(self, keys: QueueKeys, dead: Sequence[str] = ()) -> Sweep:
         """Run every cleaning step once on one queue; `dead` workers' jobs are handed back."""
@@ -170,7 +164,7 @@ class Cleaner:
         # every queue see them dead.
         forget_ms = self.settings.lease_ms + int(self.settings.liveness_window_s * 1000)
         cutoff_ms = await server_ms(self.redis) - forget_ms
-        await self.redis.zremrangebyscore(workers_key(self.settings.prefix), "-inf", cutoff_ms)
+        await self.cleaning.forget_workers(cutoff_ms)
         if total.released or total.stalled or total.expired or total.dropped:
             log.info(
                 "cleaner released=%d stalled=%d expired=%d trimmed=%d dropped=%d",

@@ -17,7 +17,8 @@ from redis.asyncio import Redis
 
 from ..errors import ConfigError
 from ..job import Job
-from ..keys import QueueKeys, queues_key, validate_queue_name
+from ..keys import QueueKeys, validate_queue_name
+from ..resources.duties.schedules import Schedules
 from ..resources.repeats import Repeatable, template
 from ..seam.scripts import Declared, DeclaredEntry, scripts_for
 from ..settings import EngineSettings
@@ -107,11 +108,8 @@ async def sync_declared(
         queues: more queues to look in for repeatables no longer declared.
     """
     wanted = _by_queue(declared)
-    known_key = queues_key(settings.prefix)
-    if wanted:
-        await redis.sadd(known_key, *wanted)
-    known: set[str] = await redis.smembers(known_key)  # type: ignore[assignment]
     scripts = scripts_for(redis, settings)
+    known = await Schedules(settings, redis, scripts).note_queues(list(wanted))
     now_ms = await server_ms(redis)
     done: dict[str, Declared] = {}
     for queue in sorted(q for q in {*wanted, *known, *queues} if _valid(q)):

@@ -30,16 +30,12 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
-
-from redis.asyncio import Redis
-from redis.asyncio.cluster import RedisCluster
 
 from .. import serializer
 from ..keys import outages_key
 from ..ops.handle import Store
+from ..resources.duties.outages import Outages
 from ..settings import EngineSettings
-from ..transport.cluster import is_cluster
 from ..transport.connection import server_ms
 from ..transport.reconnect import BACKOFF_CAP_S
 
@@ -142,27 +138,18 @@ class Recovery:
         return due_ms
 
 
-async def _recorded(redis: Redis, key: str) -> tuple[Outage, ...]:
-    raw: list[str] = await redis.zrange(key, 0, -1)  # type: ignore[assignment]
-    return tuple(o for o in map(Outage.loads, raw) if o is not None)
+def _outages(client: Store) -> Outages:
+    return Outages(client.settings, client.redis, client.scripts)
 
 
-async def run_id(redis: Redis) -> str:
-    """Return the INFO `run_id` of the server (of every master of a cluster, joined): a new one
-    after each restart or failover."""
-    if is_cluster(redis):
-        reply: Any = await redis.info("server", target_nodes=RedisCluster.PRIMARIES)
-    else:
-        reply = await redis.info("server")
-    infos = list(reply.values()) if isinstance(reply, dict) and "run_id" not in reply else [reply]
-    return ",".join(sorted(str(i.get("run_id", "")) for i in infos if isinstance(i, dict)))
+async def _recorded(outages: Outages) -> tuple[Outage, ...]:
+    return tuple(o for o in map(Outage.loads, await outages.recorded()) if o is not None)
 
 
 async def recent_outages(client: Store, grace_ms: int) -> Recovery:
     """Return the recorded outages (for a reader that does not watch: the API, /metrics)."""
-    key = outages_key(client.settings.prefix)
-    now_ms = await server_ms(client.redis, key)
-    return Recovery(grace_ms, await _recorded(client.redis, key), now_ms)
+    now_ms = await server_ms(client.redis, outages_key(client.settings.prefix))
+    return Recovery(grace_ms, await _recorded(_outages(client)), now_ms)
 
 
 class OutageWatch:
@@ -190,9 +177,9 @@ class OutageWatch:
     async def look(self, client: Store, grace_ms: int) -> Recovery:
         """Record the outage that ended since the last look (calls failed, or Redis restarted
         since: another run id); return the recent outages."""
-        redis, key = client.redis, outages_key(client.settings.prefix)
-        now_ms = await server_ms(redis, key)
-        server = await run_id(redis)
+        outages = _outages(client)
+        now_ms = await server_ms(client.redis, outages_key(client.settings.prefix))
+        server = await outages.run_id()
         ended = None
         if self.failed_at is not None:
             failed_ms = now_ms - round((time.monotonic() - self.failed_at) * 1000)
@@ -201,9 +188,6 @@ class OutageWatch:
         elif self.seen_ms is not None and self.run_id not in (None, server):
             ended = Outage(self.seen_ms, now_ms, "restarted", self.served)
         if ended is not None:
-            async with redis.pipeline(transaction=False) as pipe:
-                pipe.zadd(key, {ended.dumps(): ended.back_ms})
-                pipe.zremrangebyrank(key, 0, -KEPT - 1)
-                await pipe.execute()
+            await outages.record(ended.dumps(), ended.back_ms, KEPT)
         self.seen_ms, self.run_id, self.failed_at = now_ms, server, None
-        return Recovery(grace_ms, await _recorded(redis, key), now_ms)
+        return Recovery(grace_ms, await _recorded(outages), now_ms)

@@ -28,10 +28,10 @@ from datetime import UTC, datetime
 
 from croniter import croniter
 
-from ..fields import both, either
 from ..job import JobState
-from ..keys import QueueKeys, health_key
 from ..ops.handle import Handle
+from ..resources.duties.health import HealthMarks
+from ..resources.duties.schedules import Schedules
 from ..resources.repeats import Repeatable
 from ..transport.connection import server_ms
 from .outages import Recovery
@@ -92,21 +92,12 @@ async def schedule_health(
 ) -> list[ScheduleHealth]:
     """Return the health of every repeatable of `queues` (with `recovery`, what the recent Redis
     outages explain is excused)."""
-    redis = client.redis
+    schedules = Schedules(client.settings, client.redis, client.scripts)
     served = {q for w in await client.workers.list() for q in str(w.get("queues", "")).split(",")}
-    # Server time apart from the pipeline: a cluster refuses TIME in one (no key to route it).
-    now_ms = await server_ms(redis, client.keys(queues[0]).repeat_due if queues else None)
-    async with redis.pipeline(transaction=False) as pipe:
-        for queue in queues:
-            keys = client.keys(queue)
-            pipe.hgetall(keys.repeats)
-            pipe.zrange(keys.repeat_due, 0, -1, withscores=True)
-            pipe.hgetall(keys.repeat_last)
-        replies = await pipe.execute()
+    # Server time apart from the read: a cluster refuses TIME in a pipeline (no key to route it).
+    now_ms = await server_ms(client.redis, client.keys(queues[0]).repeat_due if queues else None)
     reps: list[tuple[Repeatable, int | None, str | None]] = []
-    for at in range(len(queues)):
-        raw, due, last = replies[3 * at : 3 * at + 3]
-        due_by = {name: int(score) for name, score in due}
+    for raw, due_by, last in await schedules.stored(queues):
         for name, text in sorted(raw.items()):
             try:
                 rep = Repeatable.from_json(text)
@@ -114,17 +105,14 @@ async def schedule_health(
                 continue  # the scheduler sets an unreadable one aside and logs it
             reps.append((rep, due_by.get(name), last.get(name)))
     # The last tick's job and the one before it, of each repeatable.
-    async with redis.pipeline(transaction=False) as pipe:
-        for rep, _, last_id in reps:
-            keys = QueueKeys(client.settings.prefix, rep.queue)
-            tick = tick_of(rep, last_id)
-            before = tick_before(rep, tick) if tick is not None else None
-            pipe.hmget(keys.job(last_id or "-"), both("state", "started_at_ms"))
-            pipe.hmget(keys.job(f"{rep.name}@{before}"), both("state"))
-        jobs = [either(row) for row in await pipe.execute()]
+    ticks = []
+    for rep, _, last_id in reps:
+        tick = tick_of(rep, last_id)
+        before = tick_before(rep, tick) if tick is not None else None
+        ticks.append((rep.queue, last_id, f"{rep.name}@{before}"))
+    jobs = await schedules.tick_jobs(ticks)
     out = []
-    for at, (rep, due_ms, last_id) in enumerate(reps):
-        (last_state, started), (before_state,) = jobs[2 * at], jobs[2 * at + 1]
+    for (rep, due_ms, last_id), (last_state, started, before_state) in zip(reps, jobs, strict=True):
         out.append(
             _judge(
                 rep,
@@ -215,18 +203,16 @@ def _judge(
 async def sample_dlq(client: Handle, queue: str, size: int, window_s: float, record: bool) -> int:
     """Return the queue's DLQ size at the start of the current window (`size` when none); with
     `record`, start a new window once this one is `window_s` old."""
-    key = health_key(client.settings.prefix, "dlq", queue)
-    got = await client.redis.get(key)
-    raw = got if isinstance(got, str) else ""
+    marks = HealthMarks(client.settings, client.redis, client.scripts)
+    raw = await marks.get("dlq", queue) or ""
     now_ms = int(time.time() * 1000)
     then, _, at = raw.partition("|")
     if record and (not raw or now_ms - int(at) >= window_s * 1000):
-        await client.redis.set(key, f"{size}|{now_ms}")
+        await marks.put("dlq", queue, f"{size}|{now_ms}")
     return int(then) if raw else size
 
 
 async def swap_state(client: Handle, kind: str, name: str, state: str) -> str | None:
     """Record `state` of the schedule or queue `name`; return the one recorded before."""
-    key = health_key(client.settings.prefix, kind, name)
-    previous = await client.redis.set(key, state, get=True)
-    return previous if isinstance(previous, str) else None
+    marks = HealthMarks(client.settings, client.redis, client.scripts)
+    return await marks.swap(kind, name, state)

@@ -12,11 +12,10 @@ from ..dev import failpoints
 from ..errors import EngineError
 from ..keys import QueueKeys
 from ..producing.submit import Tick, job_spec, submit
+from ..resources.duties.schedules import Schedules
 from ..resources.repeats import Repeatable
 from ..seam.scripts import scripts_for
 from ..settings import EngineSettings
-from ..transport.cluster import is_cluster, node_time
-from ..transport.connection import ms_from_time
 from ..transport.reconnect import run_periodic
 
 log = logging.getLogger("engine.scheduler")
@@ -29,7 +28,7 @@ class Scheduler:
         self.settings = settings
         self.redis = redis
         self.scripts = scripts_for(redis, settings)
-        self.cluster = is_cluster(redis)
+        self.schedules = Schedules(settings, redis, self.scripts)
         self.queues = [QueueKeys(settings.prefix, q) for q in queues]
 
     async def promote(self, keys: QueueKeys) -> tuple[int, int]:
@@ -44,19 +43,10 @@ class Scheduler:
 
     async def fire(self, keys: QueueKeys) -> int:
         """Submit the due ticks of the queue's repeatables; return ms until the next (-1: none)."""
-        upcoming: list[tuple[str, float]]
-        if self.cluster:  # a cluster refuses TIME in a pipeline: ask the queue's master
-            reply = await node_time(self.redis, keys.repeat_due)  # type: ignore[arg-type]
-            upcoming = await self.redis.zrange(keys.repeat_due, 0, 100, withscores=True)  # type: ignore[assignment]
-        else:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.time()
-                pipe.zrange(keys.repeat_due, 0, 100, withscores=True)
-                reply, upcoming = await pipe.execute()
-        now_ms = ms_from_time(reply)
+        now_ms, upcoming = await self.schedules.upcoming(keys, 100)
         due: list[tuple[str, float]] = [(n, s) for n, s in upcoming if s <= now_ms][:100]
         if due:
-            raws = await self.redis.hmget(keys.repeats, [name for name, _ in due])
+            raws = await self.schedules.definitions(keys, [name for name, _ in due])
             fmt = await self.scripts.raw.hash_format()
             specs = []
             for (name, score), raw in zip(due, raws, strict=True):
@@ -76,7 +66,7 @@ class Scheduler:
                     log.error(
                         "bad repeatable set aside queue=%s name=%s error=%r", keys.queue, name, exc
                     )
-                    await self.redis.zrem(keys.repeat_due, name)
+                    await self.schedules.set_aside(keys, name)
             if specs:
                 for done in (await submit(self.scripts, self.settings, keys, specs)).jobs:
                     if done.outcome == "skipped":

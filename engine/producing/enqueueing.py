@@ -1,63 +1,27 @@
 """An enqueue's steps apart from their I/O: one definition for the async and the sync client.
 
-`Enqueuer.enqueue` is a generator: it yields what to send to Redis (a pipeline of commands, one
-command or one script call) and is sent each reply (or thrown each failure), so the async
-Client (`drive_async`) and the SyncClient (syncclient.py) run the very same validation, id
-reservation, tracing, queue registration, submit-13.lua arguments and reply reading.
+`Enqueuer.enqueue` is a generator: it yields what to send to Redis (the steps of
+engine/seam/steps.py: a pipeline of commands, one command or one script call) and is sent each
+reply (or thrown each failure), so the async Client (`steps.drive_async`) and the SyncClient
+(syncclient.py) run the very same validation, id reservation, tracing, queue registration,
+submit-13.lua arguments and reply reading.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from dataclasses import dataclass
 from typing import Any
-
-from redis.asyncio import Redis
 
 from ..errors import Code, ConfigError, DuplicateJob, EngineError, JobIdTaken, RedisUnavailable
 from ..job import Job, JobState
 from ..keys import QueueKeys, check_job_id, id_owner_key, new_job_id, queue_keys, queues_key
-from ..seam.luasrc import ScriptSet
 from ..seam.scripts import Submitted, read_submission
+from ..seam.steps import Call, Eval, Format, Pipe, Steps
 from ..settings import EngineSettings
 from ..stream import tracing
 from .submit import default_queue_timeout, flow_order, job_spec, submit_args
 
-
-@dataclass(frozen=True, slots=True)
-class Pipe:
-    """Commands sent in one pipeline (no transaction): (method name, args, options) each."""
-
-    commands: list[tuple[str, tuple[Any, ...], dict[str, Any]]]
-
-
-@dataclass(frozen=True, slots=True)
-class Call:
-    """One command, by client method name."""
-
-    method: str
-    args: tuple[Any, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Eval:
-    """One call of transition script `verb` with a queue's keys."""
-
-    verb: str
-    keys: QueueKeys
-    argv: list[Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Format:
-    """Ask for the hash format of the Redis (engine/seam/hashformat.py): the driver answers
-    from its scripts, which ask Redis once."""
-
-
-Step = Pipe | Call | Eval | Format
 # A state the script replies -> its JobState (a dict: the enum's own lookup is slower, per job).
 _STATES = {state.value: state for state in JobState}
-Steps = Generator[Step, Any, Any]
 
 
 class Enqueuer:
@@ -194,66 +158,3 @@ class Enqueuer:
         """Add `queue` to the registry of queues (what queues() lists and dashboards show)."""
         yield Call("sadd", (queues_key(self.settings.prefix), queue))
         self.known_queues.add(queue)
-
-
-async def _run_async(step: Step, redis: Redis, scripts: ScriptSet) -> Any:
-    if isinstance(step, Eval):
-        return await scripts[step.verb](step.keys, step.argv)
-    if isinstance(step, Format):
-        return scripts.known or await scripts.hash_format()
-    if isinstance(step, Call):
-        return await getattr(redis, step.method)(*step.args)
-    if not step.commands:
-        return []
-    async with redis.pipeline(transaction=False) as pipe:
-        for method, args, options in step.commands:
-            getattr(pipe, method)(*args, **options)
-        return await pipe.execute()
-
-
-async def drive_async(steps: Steps, redis: Redis, scripts: ScriptSet) -> Any:
-    """Run `steps` on an asyncio client; return what they return."""
-    reply: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            step = steps.send(reply) if error is None else steps.throw(error)
-        except StopIteration as done:
-            return done.value
-        finally:
-            error = None
-        try:
-            reply = await _run_async(step, redis, scripts)
-        except BaseException as exc:  # given to the steps: they may clean up, then re-raise
-            reply, error = None, exc
-
-
-def run_steps(steps: Generator[Any, Any, Any], run: Any) -> Any:
-    """Run `steps` (an enqueue's, or any generator of commands), each by the synchronous
-    `run(step)`; return what they return."""
-    reply: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            step = steps.send(reply) if error is None else steps.throw(error)
-        except StopIteration as done:
-            return done.value
-        finally:
-            error = None
-        try:
-            reply = run(step)
-        except BaseException as exc:  # given to the steps: they may clean up, then re-raise
-            reply, error = None, exc
-
-
-__all__ = [
-    "Call",
-    "Enqueuer",
-    "Eval",
-    "Format",
-    "Pipe",
-    "Step",
-    "Steps",
-    "drive_async",
-    "run_steps",
-]

@@ -6,8 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..job import Job
-from ..seam.hashformat import discover
-from ..seam.luasrc import run_sync
+from ..seam.steps import Step, hash_format_sync, run_step_sync, run_steps
 from ..settings import EngineSettings
 from ..task import Task
 from ..transport.acks import ReplicaAcks
@@ -15,7 +14,7 @@ from ..transport.cluster import cluster_typed, is_cluster
 from ..transport.connection import connect_sync
 from ..transport.faults import typed
 from ..transport.held import HeldConnections
-from .enqueueing import Call, Enqueuer, Eval, Format, Step, run_steps
+from .enqueueing import Enqueuer
 
 
 class SyncClient:
@@ -69,29 +68,12 @@ class SyncClient:
         done: list[Job] = run_steps(self._enqueuer.enqueue(list(jobs), atomic=True), self._run)
         return done
 
-    def _command(self, command: tuple[str, tuple[Any, ...], dict[str, Any]]) -> Any:
-        """Send one command of hashformat.discover."""
-        method, args, options = command
-        return getattr(self.redis, method)(*args, **options)
-
     def _run(self, step: Step) -> Any:
         """Send one step to Redis; a failure raises the engine's typed error."""
         try:
             fmt = self._format
             if fmt is None:
-                fmt = self._format = run_steps(discover(self.settings.prefix), self._command)
-            if isinstance(step, Format):
-                return fmt
-            if isinstance(step, Eval):
-                runner = self._held or self.redis
-                return run_sync(runner, step.verb, step.keys, step.argv, fmt, self._acks)
-            if isinstance(step, Call):
-                return getattr(self.redis, step.method)(*step.args)
-            if not step.commands:
-                return []
-            with self.redis.pipeline(transaction=False) as pipe:
-                for method, args, options in step.commands:
-                    getattr(pipe, method)(*args, **options)
-                return pipe.execute()
+                fmt = self._format = hash_format_sync(self.redis, self.settings.prefix)
+            return run_step_sync(step, self.redis, self._held, fmt, self._acks)
         except Exception as exc:
             raise self._typed(exc, self.settings.redacted_url)  # noqa: B904 (keeps the cause)

@@ -1,1 +1,1 @@
-"""The event stream and what follows it: the reader, transition hooks, hooks, tracing."""
+"""The event stream and what follows it: its events parsed, hooks, tracing."""

@@ -35,7 +35,7 @@ HookKind = Literal[
 @dataclass(frozen=True, slots=True)
 class HookEvent:
     """What happened to a job: about to run or ended (the worker that ran it), or a transition
-    from the event stream wherever it happened (engine/stream/transitions.py): retrying, expired,
+    from the event stream wherever it happened (engine/periodic/transitions.py): retrying, expired,
     stalled, dropped, cancelled, failed, dead-lettered."""
 
     kind: HookKind

@@ -14,10 +14,11 @@ from redis.exceptions import NoScriptError
 from ..dev import failpoints
 from ..errors import Code, RedisUnavailable
 from ..keys import QueueKeys
+from ..resources.duties.claims import Claims
 from ..resources.versions import Versions
 from ..running.runner import Kind, Outcome
 from ..seam.scripts import BeginJob, Claimed, claim_argv, claimed
-from ..transport.cluster import Fanout, is_cluster, per_slot
+from ..transport.cluster import Fanout, is_cluster
 from ..transport.reconnect import Reconnect
 from .book import Book
 from .context import WorkerContext
@@ -44,10 +45,11 @@ class Claimer:
     ) -> None:
         self.settings = ctx.settings
         self.worker_id = ctx.worker_id
-        self.redis = ctx.redis
         self.scripts = ctx.scripts
         self.life = ctx.life
         self.blocking = blocking  # the client for waits on markers (with its claim on wake)
+        # Its Redis besides the scripts: waits on markers, claims on wake, queue sizes.
+        self.claim_io = Claims(ctx.settings, ctx.redis, ctx.scripts, blocking)
         self.book = book
         self.flusher = book.flusher
         self.attempts = attempts
@@ -76,7 +78,7 @@ class Claimer:
         old, self.queues = self._wake, list(queues)
         # On a cluster whose slots split the queues: one BZPOPMIN per slot (transport/cluster.py).
         markers = [k.marker for k in self.queues]
-        self._wake = per_slot(self.blocking, markers, self.blocking.bzpopmin)
+        self._wake = self.claim_io.waits(markers)
         # One queue on one node: an idle worker's claim rides behind its BZPOPMIN.
         self._claim_on_wake = len(self.queues) == 1 and not is_cluster(self.blocking)
         return old
@@ -277,15 +279,10 @@ class Claimer:
             argv = self._argv(keys, free, []) if self._claim_on_wake else None
             if argv is None:
                 markers = [k.marker for k in self.queues]
-                await self.blocking.bzpopmin(markers, timeout=self.settings.idle_wait_s)
+                await self.claim_io.wait(markers, self.settings.idle_wait_s)
                 return []
-            claim = self.scripts.raw["claim"]
             try:
-                async with self.blocking.pipeline(transaction=False) as pipe:
-                    pipe.bzpopmin(keys.marker, timeout=self.settings.idle_wait_s)
-                    sent = claim.queue_in(pipe, keys, argv)  # with WAIT under replica_acks
-                    _, *replies = await pipe.execute(raise_on_error=False)
-                rows = claim.read_queued(sent, replies)
+                rows = await self.claim_io.wait_then_claim(keys, argv, self.settings.idle_wait_s)
             except RedisUnavailable:
                 # The claim may have run: its reply was lost, or too few replicas acknowledged
                 # it (its jobs would run again after a failover): `_disown` hands them back.
@@ -305,12 +302,7 @@ class Claimer:
         """Return whether nothing is held, unwritten or left in the queues (burst mode)."""
         if self.book.active or self.flusher.unflushed:
             return False
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for keys in self.queues:
-                pipe.zcard(keys.submitted)
-                pipe.zcard(keys.scheduled)
-            sizes = await pipe.execute()
-        return not any(sizes)
+        return not await self.claim_io.waiting(self.queues)
 
     async def admit(self, got: list[RunningJob]) -> None:
         """Start what the claim began; begin what may start now; park jobs over their task's

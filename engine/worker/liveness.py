@@ -14,8 +14,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from ..keys import alive_key, workers_key
 from ..ops.probe import StatusFile
+from ..resources.duties.presence import Presence
 from ..settings import EngineSettings
 from ..transport.connection import connect
 from ..transport.reconnect import Reconnect
@@ -94,7 +94,7 @@ class Liveness:
         self._stop = asyncio.Event()
         s = self.settings
         redis = connect(s, timeout_s=s.liveness_window_s / 2)
-        key = alive_key(s.prefix, self.worker_id)
+        presence = Presence(s, redis, self.worker_id)
         window_ms = int(s.liveness_window_s * 1000)
         # A beat waits for a renewal that times out (half a window) and this backoff: a quarter
         # window at most keeps the beats of a worker whose Redis is away within the two
@@ -105,10 +105,7 @@ class Liveness:
                 self._stamp()
                 try:
                     now_ms = int(time.time() * 1000)
-                    async with redis.pipeline(transaction=False) as pipe:
-                        pipe.set(key, now_ms, px=window_ms)
-                        pipe.zadd(workers_key(s.prefix), {self.worker_id: now_ms})
-                        await pipe.execute()
+                    await presence.renew_alive(now_ms, window_ms)
                     retry.ok()
                     self._ok_since = self._ok_since or time.monotonic()
                     self.status.renewed_at = time.time()
@@ -120,6 +117,6 @@ class Liveness:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), s.liveness_window_s / 4)
             with contextlib.suppress(Exception):
-                await redis.delete(key)
+                await presence.drop_alive()
         finally:
             await redis.aclose()

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..dev import failpoints
 from ..errors import RedisUnavailable
-from ..keys import stop_field
+from ..resources.duties.presence import Presence
 from ..running.runner import Kind, Outcome, StopReason
 from .book import Book
 from .claimer import Claimer
@@ -23,7 +23,7 @@ class Shutdown:
     def __init__(self, ctx: WorkerContext, book: Book, claimer: Claimer) -> None:
         self.settings = ctx.settings
         self.worker_id = ctx.worker_id
-        self.redis = ctx.redis
+        self.presence = Presence(ctx.settings, ctx.redis, ctx.worker_id)
         self.life = ctx.life
         self.book = book
         self.claimer = claimer  # its queues are the worker's now (a role may change them)
@@ -47,10 +47,7 @@ class Shutdown:
         Logged once it holds: a job enqueued after the line is never claimed here.
         """
         try:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for keys in self.claimer.queues:
-                    pipe.hset(keys.meta, stop_field(self.worker_id), "1")
-                await pipe.execute()
+            await self.presence.fence(self.claimer.queues)
         except RedisUnavailable as exc:  # no claim reaches Redis either, then
             log.warning("could not fence claims worker=%s error=%r", self.worker_id, exc)
         log.info("worker stopping id=%s claims=off", self.worker_id)
@@ -61,10 +58,7 @@ class Shutdown:
             return
         await self.fencing
         try:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for keys in self.claimer.queues:
-                    pipe.hdel(keys.meta, stop_field(self.worker_id))
-                await pipe.execute()
+            await self.presence.unfence(self.claimer.queues)
         except RedisUnavailable as exc:
             log.warning("could not remove the claim fence worker=%s error=%r", self.worker_id, exc)
 

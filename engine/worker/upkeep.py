@@ -10,9 +10,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import serializer
-from ..fields import both, either
 from ..job import Job
-from ..keys import QueueKeys, control_key, worker_key, workers_key
+from ..keys import QueueKeys
+from ..resources.duties.parents import Parents
+from ..resources.duties.presence import Presence
 from ..seam.hashformat import READS
 from ..seam.scripts import RenewJob
 from .context import WorkerContext
@@ -27,10 +28,11 @@ class Upkeep:
 
     def __init__(self, ctx: WorkerContext) -> None:
         self.settings = ctx.settings
-        self.redis = ctx.redis
         self.scripts = ctx.scripts
         self.worker_id = ctx.worker_id
         self.started_at_ms = int(time.time() * 1000)
+        self.parents = Parents(ctx.settings, ctx.redis)
+        self.presence = Presence(ctx.settings, ctx.redis, ctx.worker_id)
 
     async def renew(self, records: Sequence[RunningJob]) -> list[tuple[RunningJob, int]]:
         """Renew every lease; return (record, code) with 0 ok, 1 cancel requested, -2 lease lost."""
@@ -78,15 +80,7 @@ class Upkeep:
 
     async def parent_results(self, job: Job) -> dict[str, Any]:
         """Return the result of each of the job's parents, by id (None when it has none)."""
-        keys = QueueKeys(self.settings.prefix, job.queue)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for parent in job.parents:
-                pipe.hmget(keys.job(parent), both("result"))
-            raw = [either(row)[0] for row in await pipe.execute()]
-        return {
-            parent: None if value is None else serializer.loads(value)
-            for parent, value in zip(job.parents, raw, strict=True)
-        }
+        return await self.parents.results(job.queue, job.parents)
 
     async def register(
         self,
@@ -108,7 +102,7 @@ class Upkeep:
         current = [
             {"id": r.job.id, "queue": r.job.queue, "task": r.job.task} for r in records if r.handle
         ]
-        info: dict[str | bytes, str | bytes] = {
+        info: dict[str, str] = {
             "id": self.worker_id,
             "host": socket.gethostname(),
             "pid": str(os.getpid()),
@@ -128,22 +122,8 @@ class Upkeep:
             # queue -> {"completed": n, "failed": n} since it started (outcomes.TALLIED).
             "outcomes": serializer.dumps(dict(tallies or {})).decode(),
         }
-        key = worker_key(self.settings.prefix, self.worker_id)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hexists(key, "versions")
-            pipe.hset(key, mapping=info)  # type: ignore[arg-type]
-            pipe.pexpire(key, ttl_ms)
-            pipe.zadd(workers_key(self.settings.prefix), {self.worker_id: now_ms})
-            pipe.get(control_key(self.settings.prefix, self.worker_id))
-            known, *_, order = await pipe.execute()
-        if not known:  # a new entry (first renewal, or it lapsed): its list, once
-            await self.redis.hset(key, "versions", serializer.dumps(list(versions)).decode())
-        return str(order) if order is not None else None
+        return await self.presence.register(info, ttl_ms, now_ms, versions)
 
     async def deregister(self) -> None:
         """Remove this worker from the registry."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.delete(worker_key(self.settings.prefix, self.worker_id))
-            pipe.delete(control_key(self.settings.prefix, self.worker_id))
-            pipe.zrem(workers_key(self.settings.prefix), self.worker_id)
-            await pipe.execute()
+        await self.presence.deregister()

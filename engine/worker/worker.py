@@ -16,9 +16,11 @@ from redis.asyncio import Redis
 
 from ..dev import failpoints
 from ..errors import ConfigError, LoopCrashed, RedisUnavailable
-from ..keys import QueueKeys, stop_field
+from ..keys import QueueKeys
 from ..periodic.cleaner import Cleaner
 from ..periodic.scheduler import Scheduler
+from ..periodic.transitions import TransitionHooks
+from ..resources.duties.presence import Presence
 from ..resources.roles import RoleFollower
 from ..resources.versions import Versions
 from ..running.isolate import Isolation
@@ -26,7 +28,6 @@ from ..running.runner import Kind, Outcome, StopReason
 from ..seam.scripts import scripts_for
 from ..settings import EngineSettings
 from ..stream.hooks import Hook, Hooks
-from ..stream.transitions import TransitionHooks
 from ..task import Registry, Task
 from ..transport.connection import connect
 from ..transport.reconnect import Reconnect
@@ -83,6 +84,7 @@ class Worker:
         self.blocking: Redis = connect(settings, block_s=settings.idle_wait_s)
         life = self.life = Lifecycle(self.id)
         ctx = WorkerContext(settings, self.id, self.redis, scripts_for(self.redis, settings), life)
+        self.presence = Presence(settings, self.redis, self.id)
         self.counters: dict[str, int] = defaultdict(int)
         self.writer = OutcomeWriter(ctx, self.counters)
         self.upkeep = Upkeep(ctx)
@@ -206,7 +208,7 @@ class Worker:
         """Start the worker's loops beside its claims, by name (a bug in one stops the worker).
 
         Transitions made anywhere (cleaner, clients, other workers) reach the hooks from the
-        event stream (engine/stream/transitions.py): "hooks" runs only when hooks were given.
+        event stream (engine/periodic/transitions.py): "hooks" runs only when hooks were given.
         """
         transitions = await self._transition_hooks()
         stopping = self.life.stopping
@@ -355,16 +357,11 @@ class Worker:
         self.cleaner.queues = list(new)
         added = [k for k in new if k not in old]
         removed = [k for k in old if k not in new]
+        # A quiet worker's claim fence stays only where it claims; it is fenced wherever it
+        # claims nothing; the wait on the old queues' markers ends now (others claim nothing).
+        fenced = added if self.life.state is not State.CLAIMING else []
         try:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for keys in removed:  # a quiet worker's claim fence stays only where it claims
-                    pipe.hdel(keys.meta, stop_field(self.id))
-                if self.life.state is not State.CLAIMING:  # fenced wherever it claims nothing
-                    for keys in added:
-                        pipe.hset(keys.meta, stop_field(self.id), "1")
-                if old:  # end the wait on the old queues' markers now (others claim nothing)
-                    pipe.zadd(old[0].marker, {"0": 0})
-                await pipe.execute()
+            await self.presence.move_fence(removed, fenced, old[0] if old else None)
         finally:
             if wake is not None:
                 await wake.close()

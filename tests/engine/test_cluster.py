@@ -19,7 +19,7 @@ from engine import Client, EngineSettings, JobState, QueueKeys, Worker
 from engine.dev.devcluster import ClusterServer
 from engine.errors import ConfigError, RedisUnavailable
 from engine.periodic.cleaner import Cleaner
-from engine.stream.events import EventReader
+from engine.resources.duties.feed import EventReader
 from engine.transport.cluster import TypedRedisCluster
 from engine.transport.connection import connect, server_ms
 

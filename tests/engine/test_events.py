@@ -6,11 +6,11 @@ import pytest
 from redis.asyncio import Redis
 
 from engine import Client, EngineSettings
+from engine.resources.duties.feed import EventReader
 from engine.stream.events import (
     CORE_FIELDS,
     SHARED_MAX,
     Event,
-    EventReader,
     shared,
     sortable_id,
     stream_id,

@@ -39,7 +39,7 @@ async def test_hooks_see_every_job_and_a_raising_hook_changes_nothing(
         for name in ("add", "boom", "retry_twice")
     }
     assert by_task["add"] == [("before_run", None), ("after_run", "completed")]
-    # A retry and a dead letter come from the event stream (engine/stream/transitions.py), read
+    # A retry and a dead letter come from the event stream (engine/periodic/transitions.py), read
     # beside the runs: in order for the job, in any order against its next run's hooks.
     assert by_task["boom"] == [
         ("before_run", None),

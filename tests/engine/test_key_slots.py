@@ -24,8 +24,8 @@ from engine.dev.devserver import RedisServer
 from engine.keys import SCRIPT_KEYS
 from engine.periodic.cleaner import Cleaner
 from engine.periodic.declared import sync_declared
+from engine.resources.duties.feed import EventReader
 from engine.seam.scripts import Scripts, load_sources
-from engine.stream.events import EventReader
 
 from . import tasks as t
 from .helpers import drain

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from engine import Client, EngineSettings, GroupLag, JobState, task
 from engine.keys import event_groups_key
+from engine.resources.duties.feed import GROUP_STALE_MS, EventReader, register_group
 from engine.resources.metrics import parse_stats
 from engine.seam.scripts import BUCKETS_MS
-from engine.stream.events import GROUP_STALE_MS, EventReader, register_group
 
 from . import chaos_tasks as ct
 from .harness import WorkerProc, read_ledger

@@ -1,11 +1,10 @@
 """Who speaks Redis: plain commands only in the store (transport, seam), the resources and the
-private servers of dev/, and in the modules not yet moved into a resource, named here.
+private servers of dev/.
 
 A plain command is a call of a redis-py command method (`hget`, `zadd`, `pipeline`, `execute`,
 ...) on a connection or a pipeline, found by reading every engine module's syntax tree. A module
 that starts speaking Redis fails this test: its access goes into the resource of what it
-touches. A module moved out of `NOT_YET_RESOURCES` fails it too until it leaves the list, so the
-list only shrinks.
+touches (`engine/resources/`, or `engine/resources/duties/` for a worker process's own duties).
 """
 
 from __future__ import annotations
@@ -30,23 +29,6 @@ CONNECTIONS = ("redis", "pipe", "blocking", "conn", "node", "primary", "replica"
 # Where Redis is spoken by design: the store (the connection, the typed scripts, one SCAN step)
 # and the resources, plus the private test servers.
 STORE = ("transport/", "seam/", "resources/", "dev/", "ops/scanning.py")
-# Modules that still speak Redis for their own concern, each to become (part of) a resource.
-NOT_YET_RESOURCES = {
-    "periodic/cleaner.py",
-    "periodic/declared.py",
-    "periodic/outages.py",
-    "periodic/schedule_health.py",
-    "periodic/scheduler.py",
-    "producing/enqueueing.py",
-    "producing/syncclient.py",
-    "stream/events.py",
-    "stream/transitions.py",
-    "worker/claimer.py",
-    "worker/liveness.py",
-    "worker/shutdown.py",
-    "worker/upkeep.py",
-    "worker/worker.py",
-}
 
 
 def speakers() -> dict[str, list[str]]:
@@ -65,19 +47,16 @@ def speakers() -> dict[str, list[str]]:
 
 
 def test_only_the_store_the_resources_and_the_named_modules_speak_redis() -> None:
-    outside = {
-        name: calls[:3]
-        for name, calls in speakers().items()
-        if not name.startswith(STORE) and name not in NOT_YET_RESOURCES
-    }
+    outside = {name: calls[:3] for name, calls in speakers().items() if not name.startswith(STORE)}
     assert not outside, f"plain Redis commands outside the store and the resources: {outside}"
-
-
-def test_the_list_of_modules_not_yet_resources_only_shrinks() -> None:
-    quiet = NOT_YET_RESOURCES - set(speakers())
-    assert not quiet, f"these no longer speak Redis: take them out of NOT_YET_RESOURCES: {quiet}"
 
 
 def test_the_resources_speak_redis() -> None:
     # The scan finds what it is meant to (a scan that found nothing would pass the tests above).
-    assert {"resources/jobs.py", "resources/queues.py", "resources/workers.py"} <= set(speakers())
+    assert {
+        "resources/jobs.py",
+        "resources/queues.py",
+        "resources/workers.py",
+        "resources/duties/claims.py",
+        "resources/duties/feed.py",
+    } <= set(speakers())

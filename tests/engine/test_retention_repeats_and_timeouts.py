@@ -13,7 +13,7 @@ from engine import Client, ConfigError, EngineSettings, HookEvent, Job, JobState
 from engine.keys import event_groups_key
 from engine.periodic.cleaner import Cleaner
 from engine.periodic.scheduler import Scheduler
-from engine.stream.transitions import dead_lettered
+from engine.periodic.transitions import dead_lettered
 from engine.task import TaskOptions
 from engine.transport.connection import connect
 

@@ -1,4 +1,4 @@
-"""Every transition reaches the hooks once, wherever it happened (engine/stream/transitions.py)."""
+"""Every transition reaches the hooks once, wherever it happened (periodic/transitions.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections import Counter
 from pathlib import Path
 
 from engine import Client, EngineSettings, HookEvent, Worker
-from engine.stream.events import live_groups
-from engine.stream.transitions import GROUP
+from engine.periodic.transitions import GROUP
+from engine.resources.duties.feed import live_groups
 
 from . import chaos_tasks
 from . import tasks as t

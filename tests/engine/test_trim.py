@@ -8,7 +8,7 @@ import time
 from engine import Client, EngineSettings
 from engine.keys import event_groups_key
 from engine.periodic.cleaner import Cleaner
-from engine.stream.events import GROUP_STALE_MS, EventReader, register_group
+from engine.resources.duties.feed import GROUP_STALE_MS, EventReader, register_group
 
 from . import tasks as t
 

@@ -12,7 +12,7 @@ from django.test import override_settings
 
 from engine import Client, EngineSettings, Worker
 from engine.dev.devcluster import ClusterServer
-from engine.stream.events import EventReader
+from engine.resources.duties.feed import EventReader
 from jobsite.jobs import conf
 from jobsite.jobs.models import JobRecord
 from jobsite.jobs.tasks.registry import load_tasks

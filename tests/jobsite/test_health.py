@@ -21,7 +21,7 @@ from django.test import override_settings
 
 from engine import Client, EngineSettings, Worker
 from engine.dev.devserver import free_port
-from engine.stream.events import register_group
+from engine.resources.duties.feed import register_group
 from jobsite.jobs.history import alerts, health
 from jobsite.jobs.permissions import OPERATORS
 from jobsite.jobs.tasks.signals import queue_health_changed, schedule_health_changed

@@ -277,7 +277,7 @@ class JobsiteBackend(BaseTaskBackend):
     def _ended_or(self, pushed: EngineJob, prepared: TaskResult) -> TaskResult:
         """Return the result of a job that ended as it was enqueued (a parent had failed),
         else `prepared`."""
-        return self.to_result(pushed) if pushed.state.is_terminal else prepared
+        return self.to_result(pushed, mirrored=False) if pushed.state.is_terminal else prepared
 
     async def aenqueue[**P, R](
         self, task: djtasks.Task[P, R], args: Any, kwargs: Any
@@ -343,8 +343,10 @@ class JobsiteBackend(BaseTaskBackend):
             )
         return self.to_result(job)
 
-    def to_result(self, job: EngineJob) -> TaskResult:
-        """Map an engine job onto a django.tasks TaskResult."""
+    def to_result(self, job: EngineJob, mirrored: bool = True) -> TaskResult:
+        """Map an engine job onto a django.tasks TaskResult; `mirrored=False` for a job that
+        ended as it was enqueued (eager mode, a failed parent): no history row to read, so a
+        unit test without database access can enqueue."""
         task = self.tasks.get(job.task)
         if task is None:
             raise TaskResultDoesNotExist(f"{job.id}: task {job.task!r} is not in TASK_MODULES")
@@ -368,7 +370,7 @@ class JobsiteBackend(BaseTaskBackend):
             kwargs=job.kwargs if isinstance(job.kwargs, dict) else {},
             backend=self.alias,
             errors=errors,
-            worker_ids=_worker_ids(job),
+            worker_ids=_worker_ids(job) if mirrored else [job.worker or ""] * job.attempt,
         )
         object.__setattr__(result, "_return_value", job.result)
         return result

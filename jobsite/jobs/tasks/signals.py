@@ -10,7 +10,7 @@ Around an attempt, in the worker that runs it:
 - `job_started`: an attempt is about to run.
 - `job_finished`: an attempt ended, with its outcome.
 
-From the queue's event stream (engine/stream/transitions.py), once per transition across all
+From the queue's event stream (engine/periodic/transitions.py), once per transition across all
 workers, wherever it happened (a worker, the cleaner, a client, the API); these also get
 `from_state`, `reason` (the event's words: "deadline passed", "cancelled by user", "parent p1 ended
 failed"...) and `at_ms`; `worker_id` is the worker that made it ("" for a client or the cleaner

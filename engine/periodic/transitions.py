@@ -13,7 +13,7 @@ transition again: at least once, exactly once unless a reader dies mid-batch.
 The group is opt-in: it exists once a worker with hooks started, and starts at the stream's end
 then (older transitions are not reported). Each reader registers the group in
 `event_groups_key` (group -> last read ms); the cleaner trims the streams only below what every
-group read within `GROUP_STALE_MS` has acknowledged (`events.live_groups`), so a group that
+group read within `GROUP_STALE_MS` has acknowledged (`feed.live_groups`), so a group that
 nothing reads any more never holds trimming back.
 
 Kinds, from an event `from -> to`:
@@ -37,16 +37,15 @@ import time
 from collections.abc import Sequence
 
 from redis.asyncio import Redis
-from redis.exceptions import ResponseError
 
 from .. import serializer
 from ..job import Job, JobState
-from ..keys import queue_keys
+from ..resources.duties.feed import EventReader, create_groups_at_end, register_group
 from ..settings import EngineSettings
+from ..stream.events import Event
+from ..stream.hooks import HookEvent, Hooks
 from ..transport.connection import connect
 from ..transport.reconnect import Reconnect
-from .events import Event, EventReader, register_group
-from .hooks import HookEvent, Hooks
 
 log = logging.getLogger("engine.transitions")
 
@@ -176,13 +175,7 @@ class TransitionHooks:
         await register_group(redis, self.settings.prefix, GROUP)
         if self._made:
             return
-        for queue in self.queues:
-            stream = queue_keys(self.settings.prefix, queue).events
-            try:
-                await redis.xgroup_create(stream, GROUP, id="$", mkstream=True)
-            except ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
-                    raise
+        await create_groups_at_end(redis, self.settings.prefix, self.queues, GROUP)
         self._made = True
 
     async def _fire(self, reader: EventReader, events: list[Event]) -> int:
@@ -228,10 +221,7 @@ class TransitionHooks:
         """Return each event's job as Redis holds it now (a stub when it is gone)."""
         if not events:
             return []
-        async with reader.redis.pipeline(transaction=False) as pipe:
-            for e in events:
-                pipe.hgetall(reader.keys[e.queue].job(e.job))
-            found = await pipe.execute()
+        found = await reader.current_hashes(events)
         return [
             Job.from_hash(fields, e.job, e.queue)
             if fields
