@@ -54,13 +54,13 @@ from .periodic.outages import Outage, OutageWatch, Recovery, recent_outages, rec
 from .periodic.schedule_health import STATES as SCHEDULE_STATES
 from .periodic.schedule_health import ScheduleHealth, sample_dlq, schedule_health, swap_state
 from .producer import configure
+from .producing.repeatable import Repeatable
 from .producing.syncclient import SyncClient
 from .resources import drain
 from .resources.clearing import CLEARABLE
 from .resources.duties.feed import EventReader
 from .resources.explain import WAITING_STATES, Reason, explain
 from .resources.metrics import GroupLag, Histogram, Metrics, QueueMetrics
-from .resources.repeats import Repeatable
 from .resources.roles import (
     MAX_ROLE_QUEUES,
     Role,

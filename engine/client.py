@@ -3,18 +3,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from collections.abc import Iterable
 from typing import Any
 
 from redis.asyncio import Redis
 
-from .errors import Code, ConfigError, DuplicateJob
-from .job import Job, JobState
-from .keys import QueueKeys, check_job_id, queue_keys
+from .errors import ConfigError
+from .job import Job
+from .keys import QueueKeys, queue_keys
 from .producing.enqueueing import Enqueuer
-from .producing.submit import job_spec
 from .resources.dead_letters import DeadLetters
 from .resources.duties.feed import live_groups
 from .resources.jobs import Jobs
@@ -22,11 +20,11 @@ from .resources.metrics import Metrics, read_metrics
 from .resources.queues import Queues
 from .resources.repeats import Repeats
 from .resources.workers import Workers
-from .seam.scripts import Submitted, scripts_for
+from .seam.scripts import scripts_for
 from .seam.steps import drive_async
 from .settings import EngineSettings
 from .task import Task
-from .transport.connection import connect, ping, server_ms
+from .transport.connection import connect, ping
 
 # The methods that moved to a resource: old name -> (resource, its method).
 _MOVED = {
@@ -44,6 +42,7 @@ _MOVED = {
     "in_dlq": ("dead_letters", "contains"),
     "resubmit_dlq": ("dead_letters", "resubmit"),
     "control": ("workers", "control"),
+    "run_repeatable_now": ("repeats", "run_now"),
 }
 
 
@@ -61,10 +60,10 @@ class Client:
         self.jobs = Jobs(settings, self.redis, self.scripts, self.queues)
         self.dead_letters = DeadLetters(settings, self.redis, self.scripts, self.jobs)
         self.workers = Workers(settings, self.redis, self.scripts)
-        # Repeatable and cron jobs: add, update, pause, resume, remove, list.
-        self.repeats = Repeats(settings, self.redis)
         # The enqueue's steps, shared with the SyncClient (engine/producing/enqueueing.py).
         self._enqueuer = Enqueuer(settings)
+        # Repeatable and cron jobs: add, update, pause, resume, remove, list, run one now.
+        self.repeats = Repeats(settings, self.redis, self.scripts, self._enqueuer)
 
     def __getattr__(self, name: str) -> Any:
         """Forward a method that moved to a resource (`client.cancel` is `client.jobs.cancel`),
@@ -119,65 +118,10 @@ class Client:
         if any(job.repeat_every_s is not None for job in jobs):
             if len(jobs) > 1 or jobs[0].parents:
                 raise ConfigError("a repeating job (repeat_every_s) is enqueued alone")
-            return [await self._repeating(jobs[0])]
+            return [await self.repeats.first_run(jobs[0])]
         steps = self._enqueuer.enqueue(jobs, atomic)
         done: list[Job] = await drive_async(steps, self.redis, self.scripts.raw)
         return done
-
-    async def _repeating(self, job: Job) -> Job:
-        """Add the repeatable a repeating job stands for (named by its id, first run at once or
-        after its delay); return the job as its first run (`<id>@<ms>`, scheduled)."""
-        every_s, limit = job.repeat_every_s, job.repeat_limit
-        assert every_s is not None
-        start_s = None
-        if job.run_at_ms is not None or job.delay_ms:
-            now_ms = await server_ms(self.redis)
-            start_s = ((job.run_at_ms or now_ms + (job.delay_ms or 0)) + 0.5) / 1000
-        template = dataclasses.replace(
-            job, run_at_ms=None, delay_ms=None, repeat_every_s=None, repeat_limit=None
-        )
-        rep = await self.repeats.add(
-            job.id,
-            template,
-            every_s=every_s,
-            start_at=start_s,
-            repeat_limit=limit,
-            not_before_now=True,
-        )
-        job.id, job.state, job.repeat = (
-            f"{rep.name}@{rep.start_at_ms}",
-            JobState.SCHEDULED,
-            rep.name,
-        )
-        return job
-
-    async def _submit(self, queue: str, specs: list[bytes], atomic: bool) -> list[Submitted]:
-        steps = self._enqueuer.submit(queue, specs, atomic)
-        done: list[Submitted] = await drive_async(steps, self.redis, self.scripts.raw)
-        return done
-
-    async def run_repeatable_now(self, queue: str, name: str, suffix: str = "m") -> Job | None:
-        """Submit one job of repeatable `name` now (id `name@<server ms><suffix>`), made its
-        last run by the same script; None when there is no such repeatable. A scheduled flow
-        submits all its jobs (all or nothing) and returns the first."""
-        rep = await self.repeats.get(queue, name)
-        if rep is None:
-            return None
-        now_ms = await server_ms(self.redis)
-        job, *rest = rep.jobs_for(now_ms, f"{name}@{now_ms}{suffix}")
-        limit, keys = self.settings.max_payload_bytes, self.keys(queue)
-        for one in (job, *rest):
-            check_job_id(one.id)
-        fmt = await self.scripts.raw.hash_format()
-        specs = [
-            job_spec(job, keys, limit, last_of=name, fmt=fmt),
-            *(job_spec(j, keys, limit, fmt=fmt) for j in rest),
-        ]
-        (done, *_) = await self._submit(queue, specs, atomic=bool(rest))
-        if done.outcome == Code.DUPLICATE_ID:
-            raise DuplicateJob(f"job ids already exist: {job.id}", (job.id,))
-        job.id, job.state = done.id, JobState(done.state or JobState.COMPLETED)
-        return job
 
     async def metrics(self, queues: Iterable[str], group: str = "mirror") -> Metrics:
         """Return the metrics of `queues` (counts, histograms, depths, mirror lag), workers alive.

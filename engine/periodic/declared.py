@@ -18,8 +18,8 @@ from redis.asyncio import Redis
 from ..errors import ConfigError
 from ..job import Job
 from ..keys import QueueKeys, validate_queue_name
+from ..producing.repeatable import Repeatable, template
 from ..resources.duties.schedules import Schedules
-from ..resources.repeats import Repeatable, template
 from ..seam.scripts import Declared, DeclaredEntry, scripts_for
 from ..settings import EngineSettings
 from ..transport.connection import server_ms

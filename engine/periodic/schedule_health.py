@@ -30,9 +30,9 @@ from croniter import croniter
 
 from ..job import JobState
 from ..ops.handle import Handle
+from ..producing.repeatable import Repeatable
 from ..resources.duties.health import HealthMarks
 from ..resources.duties.schedules import Schedules
-from ..resources.repeats import Repeatable
 from ..transport.connection import server_ms
 from .outages import Recovery
 from .outages import when as _when

@@ -11,9 +11,9 @@ from redis.asyncio import Redis
 from ..dev import failpoints
 from ..errors import EngineError
 from ..keys import QueueKeys
+from ..producing.repeatable import Repeatable
 from ..producing.submit import Tick, job_spec, submit
 from ..resources.duties.schedules import Schedules
-from ..resources.repeats import Repeatable
 from ..seam.scripts import scripts_for
 from ..settings import EngineSettings
 from ..transport.reconnect import run_periodic

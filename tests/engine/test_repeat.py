@@ -11,7 +11,7 @@ import pytest
 
 from engine import Client, ConfigError, EngineSettings, Job, JobState, PayloadTooLarge, Worker
 from engine.periodic.scheduler import Scheduler
-from engine.resources.repeats import Repeatable
+from engine.producing.repeatable import Repeatable
 from engine.transport.connection import connect
 
 from . import tasks as t
@@ -209,7 +209,7 @@ async def test_a_corrupt_definition_is_set_aside_and_the_others_still_fire(
 async def test_a_run_made_by_hand_is_the_last_run_in_the_same_script(client: Client) -> None:
     await client.repeats.add("nightly", t.add.call(1, 2), cron="0 3 * * *")
     assert await client.repeats.last_runs("default", ["nightly"]) == [(None, None)]
-    job = await client.run_repeatable_now("default", "nightly", suffix="m")
+    job = await client.repeats.run_now("default", "nightly", suffix="m")
     assert job is not None and job.id.startswith("nightly@") and job.id.endswith("m")
     assert job.state == JobState.SUBMITTED
     assert await client.repeats.last_runs("default", ["nightly"]) == [(job.id, "submitted")]
@@ -218,7 +218,7 @@ async def test_a_run_made_by_hand_is_the_last_run_in_the_same_script(client: Cli
     # the schedule's own ticks are untouched: its next run is still the cron's
     ((rep, due_ms),) = await client.repeats.list("default")
     assert rep.name == "nightly" and due_ms == rep.next_after(stored.submitted_at_ms)
-    assert await client.run_repeatable_now("default", "nope") is None
+    assert await client.repeats.run_now("default", "nope") is None
     assert await client.jobs.missing([(job.id, "default"), ("gone", "default")]) == {"gone"}
     fields = await client.jobs.fields("default", [job.id, "gone"], ["state", "task"])
     assert fields == [{"state": "submitted", "task": job.task}, {}]

@@ -144,7 +144,7 @@ async def test_a_scheduled_flow_submits_the_whole_graph_each_tick(
         assert first.state is JobState.SUBMITTED and third.state is JobState.BLOCKED
     await drain(settings, [t.add])
     assert {(await client.jobs.get(i)).state for i in ids} == {JobState.COMPLETED}
-    made_by_hand = await client.run_repeatable_now("default", "nightly")
+    made_by_hand = await client.repeats.run_now("default", "nightly")
     assert made_by_hand is not None
     assert (await client.jobs.get(f"{made_by_hand.id}.2")).parents == [
         made_by_hand.id,

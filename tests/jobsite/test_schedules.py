@@ -21,7 +21,7 @@ from django.test import override_settings
 
 from engine import ConfigError, EngineSettings, QueueKeys
 from engine.job import by_attribute
-from engine.resources.repeats import template
+from engine.producing.repeatable import template
 from jobsite.jobs.tasks import schedules
 from jobsite.jobs.tasks.backend import engine_ref
 from tests.engine import tasks as t

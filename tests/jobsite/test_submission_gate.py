@@ -264,7 +264,7 @@ def _runs_the_submit_script(sub: ast.AST) -> bool:
         or getattr(sub.func, "attr", "") == "_submit"
         or (  # the enqueue's own submit step, driven from elsewhere
             getattr(sub.func, "attr", "") == "submit"
-            and getattr(getattr(sub.func, "value", None), "attr", "") == "_enqueuer"
+            and getattr(getattr(sub.func, "value", None), "attr", "") in ("_enqueuer", "enqueuer")
         )
     )
     return is_eval or is_raw or is_call
@@ -283,8 +283,7 @@ def test_the_engine_submits_through_its_checks_or_under_tick_ids() -> None:
         "engine.producing.enqueueing:submit",  # from Enqueuer.enqueue, after reserve_ids
         "engine.producing.submit:submit",  # the scheduler's ticks
         "engine.periodic.scheduler:fire",  # ticks: ids name@<ms>
-        "engine.client:_submit",  # drives Enqueuer.submit for run_repeatable_now
-        "engine.client:run_repeatable_now",  # "run now": ids name@<ms>m
+        "engine.resources.repeats:run_now",  # a schedule's "run now": ids name@<ms>m
         "engine.seam.scripts:submit",  # the typed twin of submit-13.lua
     }
 

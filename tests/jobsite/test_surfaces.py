@@ -19,7 +19,7 @@ EXPOSED: dict[str, tuple[list[str], list[str]]] = {
     "enqueue": (["POST /jobs"], ["submit"]),
     "enqueue_flow": (["POST /flows"], ["submit_flow"]),
     "enqueue_many": (["POST /jobs/batch"], ["submit_batch"]),
-    "run_repeatable_now": (["POST /schedules/{queue}/{schedule}/run"], ["run_schedule"]),
+    "repeats.run_now": (["POST /schedules/{queue}/{schedule}/run"], ["run_schedule"]),
     "jobs.get": (["GET /jobs/{job_id}"], ["get"]),
     "jobs.wait": ([], ["wait"]),
     "jobs.cancel": (["DELETE /jobs/{job_id}", "POST /bulk/cancel"], ["cancel"]),
@@ -71,6 +71,7 @@ INTERNAL = {
     "jobs.mark_missed": "hands jobs without a row to the mirror (reconciliation)",
     "queues.waiting": "the test kit's enqueued_jobs; operators list waiting jobs by GET /jobs",
     "dead_letters.contains": "the API's check of the ids a dead-letter action names",
+    "repeats.first_run": "what enqueue does with a job that repeats (repeat_every_s)",
 }
 # Operations a developer or an operator should reach and cannot yet: this list only shrinks.
 NOT_YET: dict[str, str] = {}

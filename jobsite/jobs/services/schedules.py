@@ -193,7 +193,7 @@ async def _run_schedule(client: Client, queue: str, name: str) -> Job | None:
     It becomes the schedule's last run in the same engine call (one script), so
     `skip_if_running` ticks wait for it too.
     """
-    job = await client.run_repeatable_now(queue, name, suffix=MANUAL)
+    job = await client.repeats.run_now(queue, name, suffix=MANUAL)
     if job is None:
         return None
     log.info("schedule run now queue=%s name=%s job=%s", queue, name, job.id)
