@@ -120,7 +120,7 @@ _SCALARS: dict[str, Any] = {"int": int, "float": float, "str": str}
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
     """Turn FIELD=VALUE strings into typed EngineSettings overrides."""
-    kinds = {f.name: str(f.type) for f in dataclasses.fields(EngineSettings)}
+    kinds = {f.name: str(f.type) for f in dataclasses.fields(EngineSettings) if f.init}
     out: dict[str, Any] = {}
     for item in items:
         name, sep, raw = item.partition("=")
@@ -184,10 +184,10 @@ async def run_worker(args: argparse.Namespace) -> int:
         return 2
     loop = asyncio.get_running_loop()
     # The process's bound on its exit, whatever Redis does (engine/worker/exitbound.py).
-    guard = ExitGuard(worker.settings.shutdown_exit_s, worker.holding, worker.exit_report)
+    guard = ExitGuard(worker.settings.shutdown.exit_s, worker.holding, worker.exit_report)
 
     def on_signal(signum: int) -> None:
-        guard.stop_signal(signum, worker.settings.shutdown_grace_s)
+        guard.stop_signal(signum, worker.settings.shutdown.grace_s)
         worker.stop()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -197,7 +197,7 @@ async def run_worker(args: argparse.Namespace) -> int:
     except RedisUnavailable as exc:
         log.error("cannot reach redis url=%s error=%s", settings.redacted_url, exc)
         return 2
-    await check_redis(worker.redis, settings.replica_acks)
+    await check_redis(worker.redis, settings.replica.acks)
     try:
         await worker.run()
     except ConfigError as exc:  # an unknown role

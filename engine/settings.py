@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit
 
@@ -78,6 +78,131 @@ def _queue_timeouts(value: Any) -> tuple[tuple[str, float | None, float | None],
     return tuple(sorted(rows, key=lambda row: row[0]))
 
 
+def _positive(owner: str, **values: float | int | None) -> None:
+    for name, value in values.items():
+        if value is not None and not value > 0:
+            raise ConfigError(f"{owner}{name} must be positive, got {value!r}")
+
+
+def _not_negative(owner: str, **values: float | int) -> None:
+    for name, value in values.items():
+        if not value >= 0:
+            raise ConfigError(f"{owner}{name} must be 0 or more, got {value!r}")
+
+
+# The settings of one owner each, built by EngineSettings from its fields (whose names and
+# defaults stay the one place a value is given: EngineSettings(cleaner_batch=...) and the flat
+# JOBSITE keys), and checked by the owner's group as it is built. An owner reads its group:
+# `settings.cleaner.batch`.
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSettings:
+    """The event stream's: the scripts' XADD cap, the cleaner's trim, the history's group."""
+
+    maxlen: int
+    group: str
+    kept_without_group: int
+
+    def __post_init__(self) -> None:
+        _positive("events_", maxlen=self.maxlen, kept_without_group=self.kept_without_group)
+
+    @property
+    def emergency_maxlen(self) -> int:
+        """Return the cap every script's XADD keeps (MAXLEN ~), reached only if no cleaner runs."""
+        return 2 * self.maxlen
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerSettings:
+    """The cleaner's (engine/periodic/cleaner.py): its pace, its batches, the dead-letter
+    queues' bounds and when a job no worker's version serves is dropped."""
+
+    interval_s: float
+    batch: int
+    dlq_max_age_s: int
+    dlq_max_len: int
+    unserved_drop_after_s: float
+
+    def __post_init__(self) -> None:
+        _positive("cleaner_", interval_s=self.interval_s, batch=self.batch)
+        _not_negative(
+            "",
+            dlq_max_age_s=self.dlq_max_age_s,
+            dlq_max_len=self.dlq_max_len,
+            unserved_drop_after_s=self.unserved_drop_after_s,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ShutdownSettings:
+    """A worker's stop (engine/worker/shutdown.py, exitbound.py): the jobs' grace, then the
+    bound on what follows."""
+
+    grace_s: float
+    exit_s: float
+
+    def __post_init__(self) -> None:
+        _not_negative("shutdown_", grace_s=self.grace_s)
+        _positive("shutdown_", exit_s=self.exit_s)
+
+
+@dataclass(frozen=True, slots=True)
+class RecycleSettings:
+    """When a worker retires (engine/worker/recycle.py); 0: no limit."""
+
+    max_jobs: int
+    max_rss_mib: float
+    max_age_s: float
+
+    def __post_init__(self) -> None:
+        _not_negative(
+            "", max_jobs=self.max_jobs, max_rss_mib=self.max_rss_mib, max_age_s=self.max_age_s
+        )
+
+    @property
+    def on(self) -> bool:
+        """Tell whether any limit is set."""
+        return bool(self.max_jobs or self.max_rss_mib or self.max_age_s)
+
+
+@dataclass(frozen=True, slots=True)
+class JobLogSettings:
+    """The per-job log's bounds (`job.log`): the newest lines kept, by count and by bytes."""
+
+    max_lines: int
+    max_bytes: int
+
+    def __post_init__(self) -> None:
+        _positive("job_log_", max_lines=self.max_lines, max_bytes=self.max_bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaAckSettings:
+    """Writes replicas acknowledge (engine/transport/acks.py): how many, and how long to wait."""
+
+    acks: int
+    timeout_ms: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.acks, bool) or not isinstance(self.acks, int):
+            raise ConfigError(f"replica_acks must be an int, got {self.acks!r}")
+        if self.acks < 0:
+            raise ConfigError(f"replica_acks must be 0 or more, got {self.acks!r}")
+        timeout_ms = self.timeout_ms
+        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms <= 0:
+            raise ConfigError(
+                f"replica_ack_timeout_ms must be a positive int (WAIT 0 waits for ever), "
+                f"got {timeout_ms!r}"
+            )
+
+    @property
+    def wait_s(self) -> float:
+        """Return how long a command may wait for replicas (0 with acks off): what every
+        connection's socket timeout adds to its own."""
+        return self.timeout_ms / 1000 if self.acks else 0.0
+
+
 @dataclass(frozen=True, slots=True)
 class EngineSettings:
     """Configure the engine; every duration carries its unit in its name."""
@@ -95,7 +220,7 @@ class EngineSettings:
     # The hard cap of each queue's event stream, in entries (about 100 bytes each: 1,000,000 is
     # about 100 MiB; three entries a job). Below it the cleaner trims only what `events_group`
     # acknowledged; past it, it trims even what that group never read and records the jobs
-    # (trim-3.lua). The scripts' own XADD cap is twice this (events_emergency_maxlen).
+    # (trim-3.lua). The scripts' own XADD cap is twice this (stream.emergency_maxlen).
     events_maxlen: int = 1_000_000
     # The consumer group that must see every event (the mirror's); "" : none, only the cap.
     events_group: str = "mirror"
@@ -181,42 +306,44 @@ class EngineSettings:
     # Per queue, before the two above: (queue, worker_timeout_s, queue_timeout_s), None leaving
     # the global one; a mapping {queue: {"worker_timeout_s": .., "queue_timeout_s": ..}} works.
     queue_timeouts: tuple[tuple[str, float | None, float | None], ...] = ()
+    # The groups of the fields above by owner, built and checked from them (not arguments).
+    stream: StreamSettings = field(init=False, repr=False, compare=False)
+    cleaner: CleanerSettings = field(init=False, repr=False, compare=False)
+    shutdown: ShutdownSettings = field(init=False, repr=False, compare=False)
+    recycle: RecycleSettings = field(init=False, repr=False, compare=False)
+    job_log: JobLogSettings = field(init=False, repr=False, compare=False)
+    replica: ReplicaAckSettings = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        groups = {
+            "stream": StreamSettings(
+                self.events_maxlen, self.events_group, self.events_kept_without_group
+            ),
+            "cleaner": CleanerSettings(
+                self.cleaner_interval_s,
+                self.cleaner_batch,
+                self.dlq_max_age_s,
+                self.dlq_max_len,
+                self.unserved_drop_after_s,
+            ),
+            "shutdown": ShutdownSettings(self.shutdown_grace_s, self.shutdown_exit_s),
+            "recycle": RecycleSettings(self.max_jobs, self.max_rss_mib, self.max_age_s),
+            "job_log": JobLogSettings(self.job_log_max_lines, self.job_log_max_bytes),
+            "replica": ReplicaAckSettings(self.replica_acks, self.replica_ack_timeout_ms),
+        }
+        for name, group in groups.items():
+            object.__setattr__(self, name, group)
         if not self.prefix or any(c in self.prefix for c in "{}"):
             raise ConfigError(f"prefix must be non-empty without braces: {self.prefix!r}")
-        for name in (
-            "max_payload_bytes",
-            "lease_ms",
-            "claim_batch",
-            "events_maxlen",
-            "events_kept_without_group",
-            "cleaner_batch",
-            "isolation_processes",
-            "job_log_max_lines",
-            "job_log_max_bytes",
-            "chosen_id_ttl_s",
-            "shutdown_exit_s",
-        ):
-            if getattr(self, name) is not None and getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be positive, got {getattr(self, name)!r}")
-        if not self.min_repeat_interval_s >= 0:
-            raise ConfigError(
-                f"min_repeat_interval_s must be >= 0, got {self.min_repeat_interval_s!r}"
-            )
-        for name in ("max_jobs", "max_rss_mib", "max_age_s", "unserved_drop_after_s"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be 0 or more, got {getattr(self, name)!r}")
-        if isinstance(self.replica_acks, bool) or not isinstance(self.replica_acks, int):
-            raise ConfigError(f"replica_acks must be an int, got {self.replica_acks!r}")
-        if self.replica_acks < 0:
-            raise ConfigError(f"replica_acks must be 0 or more, got {self.replica_acks!r}")
-        timeout_ms = self.replica_ack_timeout_ms
-        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms <= 0:
-            raise ConfigError(
-                f"replica_ack_timeout_ms must be a positive int (WAIT 0 waits for ever), "
-                f"got {timeout_ms!r}"
-            )
+        _positive(
+            "",
+            max_payload_bytes=self.max_payload_bytes,
+            lease_ms=self.lease_ms,
+            claim_batch=self.claim_batch,
+            isolation_processes=self.isolation_processes,
+            chosen_id_ttl_s=self.chosen_id_ttl_s,
+        )
+        _not_negative("", min_repeat_interval_s=self.min_repeat_interval_s)
         object.__setattr__(self, "queue_timeouts", _queue_timeouts(self.queue_timeouts))
         for value in (
             self.worker_timeout_s,
@@ -254,7 +381,7 @@ class EngineSettings:
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> EngineSettings:
         """Build settings from a mapping with lowercase or uppercase field names."""
-        known = {f.name for f in dataclasses.fields(cls)}
+        known = {f.name for f in dataclasses.fields(cls) if f.init}
         kwargs = {k.lower(): v for k, v in values.items()}
         unknown = sorted(set(kwargs) - known)
         if unknown:
@@ -283,17 +410,6 @@ class EngineSettings:
         heartbeat; one shorter than two heartbeats lapses after a single late renewal.
         """
         return 2 * self.heartbeat_interval_s
-
-    @property
-    def events_emergency_maxlen(self) -> int:
-        """Return the cap every script's XADD keeps (MAXLEN ~), reached only if no cleaner runs."""
-        return 2 * self.events_maxlen
-
-    @property
-    def replica_ack_wait_s(self) -> float:
-        """Return how long a command may wait for replicas (0 with replica_acks off): what
-        every connection's socket timeout adds to its own."""
-        return self.replica_ack_timeout_ms / 1000 if self.replica_acks else 0.0
 
     @property
     def redacted_url(self) -> str:

@@ -26,7 +26,7 @@ from jobsite.jobs.tasks import backend
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "settings.md"
-FIELDS = {f.name: f for f in dataclasses.fields(EngineSettings)}
+FIELDS = {f.name: f for f in dataclasses.fields(EngineSettings) if f.init}
 # Each table's kind, by the heading of its first column.
 KINDS = (
     "JOBSITE key",
@@ -176,3 +176,22 @@ def test_set_flag_takes_every_scalar_field(field: str) -> None:
     default = FIELDS[field].default
     raw = "none" if default is None else str(default)
     assert cli.parse_overrides([f"{field}={raw}"]) == {field: default}
+
+
+def test_every_group_of_settings_with_its_fields() -> None:
+    """The "Grouped by owner" table names each group EngineSettings builds, its class and the
+    flat fields it is built from: as many as the class has, each in one group only."""
+    text = DOC.read_text().split("### Grouped by owner", 1)[1].split("\n#", 1)[0]
+    rows = [_cells(line) for line in text.splitlines() if line.startswith("| `")]
+    groups = {f.name: f for f in dataclasses.fields(EngineSettings) if not f.init}
+    assert {_CODE.findall(row[0])[0] for row in rows} == set(groups)
+    seen: list[str] = []
+    for row in rows:
+        name, cls = _CODE.findall(row[0])[0], _CODE.findall(row[1])[0]
+        built = getattr(EngineSettings(), name)
+        assert type(built).__name__ == cls, row
+        flat = _CODE.findall(row[2])
+        assert set(flat) <= set(FIELDS), row
+        assert len(flat) == len(dataclasses.fields(built)), row
+        seen += flat
+    assert len(seen) == len(set(seen)), seen

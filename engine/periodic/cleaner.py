@@ -90,26 +90,26 @@ class Cleaner:
         ttl_ms = s.default_result_ttl_s * 1000
         reaped = await self.scripts.reap(
             keys,
-            events_maxlen=s.events_emergency_maxlen,
-            max_jobs=s.cleaner_batch,
+            events_maxlen=s.stream.emergency_maxlen,
+            max_jobs=s.cleaner.batch,
             ttl_ms=ttl_ms,
             dead_workers=dead,
         )
         expired = await self.scripts.expire(
-            keys, events_maxlen=s.events_emergency_maxlen, max_jobs=s.cleaner_batch, ttl_ms=ttl_ms
+            keys, events_maxlen=s.stream.emergency_maxlen, max_jobs=s.cleaner.batch, ttl_ms=ttl_ms
         )
         trimmed = await self.scripts.prune(
             keys,
-            max_jobs=s.cleaner_batch,
-            dlq_max_age_ms=s.dlq_max_age_s * 1000,
-            dlq_max_len=s.dlq_max_len,
+            max_jobs=s.cleaner.batch,
+            dlq_max_age_ms=s.cleaner.dlq_max_age_s * 1000,
+            dlq_max_len=s.cleaner.dlq_max_len,
         )
         dropped = await self.scripts.unserved(
             keys,
-            events_maxlen=s.events_emergency_maxlen,
+            events_maxlen=s.stream.emergency_maxlen,
             ttl_ms=ttl_ms,
-            drop_after_ms=int(s.unserved_drop_after_s * 1000),
-            max_jobs=s.cleaner_batch,
+            drop_after_ms=int(s.cleaner.unserved_drop_after_s * 1000),
+            max_jobs=s.cleaner.batch,
         )
         gap = await self.trim_events(keys)
         return Sweep(reaped.released, reaped.stalled, expired, trimmed, gap, dropped)
@@ -124,15 +124,15 @@ class Cleaner:
         """
         s = self.settings
         gap = 0
-        holding = [g for g in await live_groups(self.redis, s.prefix) if g != s.events_group]
+        holding = [g for g in await live_groups(self.redis, s.prefix) if g != s.stream.group]
         while True:
             done = await self.scripts.trim(
                 keys,
-                hard_cap=s.events_maxlen,
+                hard_cap=s.stream.maxlen,
                 max_entries=TRIM_PAST_BATCH,
-                max_missed=max(1, s.events_maxlen // 3),
-                group=s.events_group,
-                max_entries_kept=s.events_kept_without_group,
+                max_missed=max(1, s.stream.maxlen // 3),
+                group=s.stream.group,
+                max_entries_kept=s.stream.kept_without_group,
                 holding=holding,
             )
             gap += done.past_group
@@ -142,9 +142,9 @@ class Cleaner:
             log.error(
                 "event stream trimmed past the group queue=%s group=%s entries=%d hard_cap=%d",
                 keys.queue,
-                s.events_group,
+                s.stream.group,
                 gap,
-                s.events_maxlen,
+                s.stream.maxlen,
             )
         return gap
 
@@ -185,6 +185,6 @@ class Cleaner:
             except Exception:
                 self._ok_since = None
                 raise
-            return self.settings.cleaner_interval_s
+            return self.settings.cleaner.interval_s
 
         await run_periodic("cleaner", step, stopping)

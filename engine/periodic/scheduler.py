@@ -35,7 +35,7 @@ class Scheduler:
         """Promote one batch of due jobs; return (promoted, ms until the next is due or -1)."""
         done = await self.scripts.promote(
             keys,
-            events_maxlen=self.settings.events_emergency_maxlen,
+            events_maxlen=self.settings.stream.emergency_maxlen,
             max_jobs=self.settings.promote_batch,
         )
         failpoints.hit("after_promote")

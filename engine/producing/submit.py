@@ -136,7 +136,7 @@ def submit_args(
     """Return submit-13.lua's ARGV for `specs` (what the async and the sync clients send)."""
     return submit_argv(
         keys,
-        events_maxlen=settings.events_emergency_maxlen,
+        events_maxlen=settings.stream.emergency_maxlen,
         replaced_ttl_ms=settings.default_result_ttl_s * 1000,
         atomic=atomic,
         jobs=specs,

@@ -71,7 +71,7 @@ async def run(client: Handle, queue: str, chunk: int = CHUNK) -> int:
             while True:
                 cursor, n, _ = await client.scripts.drain(
                     keys,
-                    events_maxlen=s.events_emergency_maxlen,
+                    events_maxlen=s.stream.emergency_maxlen,
                     ttl_ms=s.default_result_ttl_s * 1000,
                     cutoff_ms=cutoff_ms,
                     source_key=source,

@@ -125,7 +125,7 @@ class Jobs(Resource):
             chunk = ids[start : start + CHUNK]
             codes = await script(
                 keys,
-                events_maxlen=self.settings.events_emergency_maxlen,
+                events_maxlen=self.settings.stream.emergency_maxlen,
                 ttl_ms=self.settings.default_result_ttl_s * 1000,
                 job_ids=chunk,
             )
@@ -143,7 +143,7 @@ class Jobs(Resource):
             chunk = ids[start : start + CHUNK]
             done = await self.scripts.promote(
                 self.keys(queue),
-                events_maxlen=self.settings.events_emergency_maxlen,
+                events_maxlen=self.settings.stream.emergency_maxlen,
                 max_jobs=len(chunk),
                 job_ids=chunk,
             )

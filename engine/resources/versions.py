@@ -45,7 +45,8 @@ class Versions:
         self.build_keys = {keys: keys.build(self.digest) for keys in self.queues}
         # The build SET outlives a few missed renewals; gone, claims take every version again.
         self.ttl_ms = int(max(ADVERTISE_S * 6, settings.liveness_window_s * 4) * 1000)
-        self.interval_s = min(ADVERTISE_S, settings.unserved_drop_after_s / 4 or ADVERTISE_S)
+        drop_after_s = settings.cleaner.unserved_drop_after_s
+        self.interval_s = min(ADVERTISE_S, drop_after_s / 4 or ADVERTISE_S)
         self._next = 0.0
 
     def serve(self, queues: Sequence[QueueKeys]) -> None:

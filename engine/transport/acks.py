@@ -64,9 +64,9 @@ class ReplicaAcks:
     @classmethod
     def of(cls, settings: EngineSettings) -> ReplicaAcks | None:
         """Return the acknowledgements `settings` ask for (None: replica_acks is 0)."""
-        if not settings.replica_acks:
+        if not settings.replica.acks:
             return None
-        return cls(settings.replica_acks, settings.replica_ack_timeout_ms, settings.redacted_url)
+        return cls(settings.replica.acks, settings.replica.timeout_ms, settings.redacted_url)
 
     def commands(self, call: Command, key: str) -> Sent:
         """Return what to send for `call` (a script call whose first key is `key`): the call, a

@@ -174,7 +174,7 @@ def connect(
     round trip and fail JSON decoding (a clear error) instead of breaking the connection.
     """
     # With replica_acks, a script call's reply may wait for replicas that long on top.
-    wait_s = block_s + settings.replica_ack_wait_s
+    wait_s = block_s + settings.replica.wait_s
     options: dict[str, Any] = {
         "decode_responses": True,
         "encoding_errors": "surrogateescape",
@@ -260,7 +260,7 @@ def connect_sync(settings: EngineSettings, *, timeout_s: float | None = None) ->
         "decode_responses": True,
         "encoding_errors": "surrogateescape",
         "socket_connect_timeout": settings.connect_timeout_s,
-        "socket_timeout": (timeout_s or settings.socket_timeout_s) + settings.replica_ack_wait_s,
+        "socket_timeout": (timeout_s or settings.socket_timeout_s) + settings.replica.wait_s,
         "health_check_interval": 30,
         "driver_info": DRIVER,
     }

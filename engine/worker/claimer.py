@@ -194,7 +194,7 @@ class Claimer:
             try:
                 ids = await self.scripts.disown(
                     keys,
-                    events_maxlen=self.settings.events_emergency_maxlen,
+                    events_maxlen=self.settings.stream.emergency_maxlen,
                     worker_id=self.worker_id,
                     held=[token for token in held if token],
                 )
@@ -230,8 +230,8 @@ class Claimer:
     def _argv(self, keys: QueueKeys, free: int, out: list[RunningJob]) -> list[Any] | None:
         """Return the ARGV of a claim in `keys` for the slots left, or None for no claim."""
         want = min(free - len(out), self.settings.claim_batch)
-        if self.settings.max_jobs:  # recycling: never claim past max_jobs
-            want = min(want, self.settings.max_jobs - self.claims)
+        if self.settings.recycle.max_jobs:  # recycling: never claim past max_jobs
+            want = min(want, self.settings.recycle.max_jobs - self.claims)
         limit = self.queue_limits.get(keys.queue)
         if limit is not None:
             want = min(want, limit - self.book.in_queue(keys))
@@ -241,7 +241,7 @@ class Claimer:
         wait_s = self.settings.queue_timeout_for(keys.queue)
         return claim_argv(
             keys,
-            events_maxlen=self.settings.events_emergency_maxlen,
+            events_maxlen=self.settings.stream.emergency_maxlen,
             max_jobs=want,
             lease_ms=self.settings.lease_ms,
             worker_id=self.worker_id,
@@ -259,7 +259,7 @@ class Claimer:
         for rec in out:
             self.book.hold(rec)
         self.claims += len(rows)
-        if rows and self.settings.max_jobs:
+        if rows and self.settings.recycle.max_jobs:
             self._on_claims()
         return out
 

@@ -76,7 +76,7 @@ class OutcomeWriter:
         try:
             codes = await self.scripts.complete(
                 keys,
-                events_maxlen=self.settings.events_emergency_maxlen,
+                events_maxlen=self.settings.stream.emergency_maxlen,
                 worker_id=self.worker_id,
                 jobs=jobs,
             )
@@ -100,7 +100,7 @@ class OutcomeWriter:
         error = o.error or {}
         err = serializer.dumps(error)
         short = f"{error.get('type', '')}: {error.get('message', '')}"[:200]
-        maxlen, me, job_id = self.settings.events_emergency_maxlen, self.worker_id, o.job.id
+        maxlen, me, job_id = self.settings.stream.emergency_maxlen, self.worker_id, o.job.id
         token = o.job.token or ""
         ttl_ms = o.result_ttl_s * 1000
         if o.kind == Kind.RETRY:

@@ -34,11 +34,11 @@ class Recycler:
         self.settings = settings
         self.started = time.monotonic()
         # Up to 10% later than max_age_s: workers started together do not all retire at once.
-        self.age_limit_s = settings.max_age_s * (1 + random.random() / 10)
+        self.age_limit_s = settings.recycle.max_age_s * (1 + random.random() / 10)
 
     def reason(self, claimed: int) -> str | None:
         """Return why the worker should retire now (None: it should not), as key=value text."""
-        s = self.settings
+        s = self.settings.recycle
         if s.max_jobs and claimed >= s.max_jobs:
             return f"reason=max_jobs jobs={claimed} max_jobs={s.max_jobs}"
         if s.max_rss_mib:

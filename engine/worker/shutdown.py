@@ -75,9 +75,9 @@ class Shutdown:
                 "shutdown: waiting worker=%s running=%d grace_s=%s",
                 self.worker_id,
                 len(running),
-                self.settings.shutdown_grace_s,
+                self.settings.shutdown.grace_s,
             )
-            await self._wait_running(self.settings.shutdown_grace_s)
+            await self._wait_running(self.settings.shutdown.grace_s)
         for rec in list(self.book.active.values()):
             policy = rec.opts.on_shutdown if rec.opts else "resubmit"
             if policy != "continue" or self.life.crashed is not None:

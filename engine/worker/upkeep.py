@@ -55,7 +55,7 @@ class Upkeep:
         keys = QueueKeys(self.settings.prefix, job.queue)
         return await self.scripts.progress(
             keys,
-            events_maxlen=self.settings.events_emergency_maxlen,
+            events_maxlen=self.settings.stream.emergency_maxlen,
             job_id=job.id,
             token=job.token or "",
             percent=pct,
@@ -68,13 +68,13 @@ class Upkeep:
         keys = QueueKeys(self.settings.prefix, job.queue)
         return await self.scripts.log(
             keys,
-            events_maxlen=self.settings.events_emergency_maxlen,
+            events_maxlen=self.settings.stream.emergency_maxlen,
             job_id=job.id,
             token=job.token or "",
             message=message,
             worker_id=self.worker_id,
-            max_lines=self.settings.job_log_max_lines,
-            max_bytes=self.settings.job_log_max_bytes,
+            max_lines=self.settings.job_log.max_lines,
+            max_bytes=self.settings.job_log.max_bytes,
             line_id=line_id,
         )
 

@@ -89,7 +89,7 @@ class Worker:
         self.writer = OutcomeWriter(ctx, self.counters)
         self.upkeep = Upkeep(ctx)
         self.executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="job")
-        self.side = SideWrites(self.writer.side_code, life.crash_on_bug, settings.job_log_max_lines)
+        self.side = SideWrites(self.writer.side_code, life.crash_on_bug, settings.job_log.max_lines)
         self.attempts = Attempts(
             ctx, self.registry, self.executor, isolation, self.hooks, self.side, self.upkeep
         )
@@ -229,7 +229,7 @@ class Worker:
         answer again): what is not written by then goes back through the leases.
         """
         self.flusher.wanted.set()
-        budget = ExitBudget(self.settings.shutdown_exit_s, self.life.forced)
+        budget = ExitBudget(self.settings.shutdown.exit_s, self.life.forced)
         written = await budget.wait(loops["flusher"])
         unwritten = [] if written else list(self.flusher.pending())
         flushed.set()
@@ -282,7 +282,7 @@ class Worker:
             ids or "-",
             drained,
             "said" if said else "abandoned",
-            self.settings.shutdown_exit_s,
+            self.settings.shutdown.exit_s,
         )
 
     async def _close(self, budget: ExitBudget) -> bool:

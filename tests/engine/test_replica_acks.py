@@ -139,8 +139,8 @@ async def until(check: Any, timeout_s: float = 10) -> None:
 
 def test_settings_validate_the_acks() -> None:
     assert EngineSettings().replica_acks == 0
-    assert EngineSettings().replica_ack_wait_s == 0
-    assert EngineSettings(replica_acks=2, replica_ack_timeout_ms=250).replica_ack_wait_s == 0.25
+    assert EngineSettings().replica.wait_s == 0
+    assert EngineSettings(replica_acks=2, replica_ack_timeout_ms=250).replica.wait_s == 0.25
     for bad in ({"replica_acks": -1}, {"replica_acks": True}, {"replica_acks": 1.5}):
         with pytest.raises(ConfigError, match="replica_acks"):
             EngineSettings(**bad)  # type: ignore[arg-type]

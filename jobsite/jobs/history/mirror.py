@@ -117,7 +117,7 @@ class Mirror:
             self.redis,
             self.settings,
             queues,
-            group=self.settings.events_group or "mirror",
+            group=self.settings.stream.group or "mirror",
             consumer=consumer or consumer_name(),
         )
         self.queues = list(queues)

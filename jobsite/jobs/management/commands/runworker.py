@@ -105,7 +105,7 @@ class Command(BaseCommand):
         # The process's own bound on its exit, whatever Redis and the database do meanwhile
         # (engine/worker/exitbound.py): past it, it logs what it leaves and ends.
         guard = ExitGuard(
-            settings.shutdown_exit_s,
+            settings.shutdown.exit_s,
             busy=worker.holding if worker is not None else lambda: False,
             report=worker.exit_report if worker is not None else lambda: "",
             # Only `manage.py runworker` owns its process: call_command (tests, a project's
@@ -122,7 +122,7 @@ class Command(BaseCommand):
                 worker.stop()
 
         def on_signal(signum: int) -> None:
-            grace_s = settings.shutdown_grace_s if worker is not None else 0.0
+            grace_s = settings.shutdown.grace_s if worker is not None else 0.0
             guard.stop_signal(signum, grace_s)
             stop()
 
@@ -160,7 +160,7 @@ class Command(BaseCommand):
         finally:  # every loop ends before the mirror and the connections close
             stopping.set()
             guard.exiting(70 if crashed else 0)
-            budget = ExitBudget(settings.shutdown_exit_s, forced)
+            budget = ExitBudget(settings.shutdown.exit_s, forced)
             await self._wind_down(background, mirror, budget)
         if crashed:
             where, error = crashed[0]
@@ -381,6 +381,6 @@ def banner(loops: set[str], options: dict[str, Any]) -> str:
         f"  tasks        {len(names)}: {shown or NO_TASKS}",
         f"  loops        {running}",
         "  stop         SIGTERM or Ctrl-C: claims stop, running jobs get "
-        f"{settings.shutdown_grace_s:g} s (SHUTDOWN_GRACE_S), then go back to their queue",
+        f"{settings.shutdown.grace_s:g} s (SHUTDOWN_GRACE_S), then go back to their queue",
     ]
     return "\n".join(lines)
