@@ -5,19 +5,22 @@ job inline when it is enqueued, as Django's ImmediateBackend does.
 
 Integration tests, a real Redis: `enqueued_jobs(queue)` lists what waits, `assert_enqueued(task,
 *args, **kwargs)` checks a call was enqueued, `run_jobs()` drains the queues with an in-process
-burst worker. The pytest fixtures come with `pytest_plugins = ["jobsite.testing"]` in a
-conftest.py: `jobsite_eager`, and `jobsite_redis` (a private redis-server on a free port,
-settings.JOBSITE pointed at it, flushed for each test).
+burst worker, `run_schedules_until(when)` fires every schedule's ticks due by then. The pytest
+fixtures come with `pytest_plugins = ["jobsite.testing"]` in a conftest.py: `jobsite_eager`, and
+`jobsite_redis` (a private redis-server on a free port, settings.JOBSITE pointed at it, flushed
+for each test).
 """
 
 from __future__ import annotations
 
 import importlib.util
+from datetime import datetime
 from typing import Any
 
 from asgiref.sync import async_to_sync
 
 from engine import Client, Job, Task, Worker
+from engine.periodic.scheduler import Scheduler
 from jobsite.jobs import conf, services
 from jobsite.jobs.tasks import djtasks
 from jobsite.jobs.tasks.djtasks import AnyTask as DjangoTask
@@ -71,6 +74,23 @@ def run_jobs(queues: list[str] | None = None, concurrency: int = 10) -> dict[str
         return dict(worker.counters)
 
     return async_to_sync(drain)()
+
+
+def run_schedules_until(when: datetime, queues: list[str] | None = None) -> int:
+    """Enqueue every tick of the schedules (JOBSITE["SCHEDULES"] and those added at run time)
+    due by `when`, each at its own time, as a scheduler running all along would; return the
+    ticks fired. The schedules' clock is the test's: `when` may be days ahead. `run_jobs()`
+    then runs what they enqueued."""
+    from jobsite.jobs.tasks import schedules
+
+    names = queues or conf.queues()
+    async_to_sync(schedules.sync)(schedules.declared(), names)
+
+    async def fire(client: Client) -> int:
+        scheduler = Scheduler(client.settings, client.redis, names)
+        return await scheduler.fire_until(int(when.timestamp() * 1000))
+
+    return services.run_engine(fire)
 
 
 # The pytest fixtures, where pytest is installed (Django's own test runner needs none of them).

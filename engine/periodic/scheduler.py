@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from redis.asyncio import Redis
 
 from ..dev import failpoints
-from ..errors import EngineError
+from ..errors import ConfigError, EngineError
 from ..keys import QueueKeys
 from ..producing.repeatable import Repeatable
 from ..producing.submit import Tick, job_spec, submit
@@ -41,9 +41,14 @@ class Scheduler:
         failpoints.hit("after_promote")
         return done.promoted, done.wait_ms
 
-    async def fire(self, keys: QueueKeys) -> int:
-        """Submit the due ticks of the queue's repeatables; return ms until the next (-1: none)."""
+    async def fire(self, keys: QueueKeys, at_ms: int | None = None) -> int:
+        """Submit the due ticks of the queue's repeatables; return ms until the next (-1: none).
+
+        `at_ms` stands for Redis's clock (a test stepping through ticks): the ticks due by then
+        fire, and each repeatable's next tick is the first after it.
+        """
         now_ms, upcoming = await self.schedules.upcoming(keys, 100)
+        now_ms = now_ms if at_ms is None else at_ms
         due: list[tuple[str, float]] = [(n, s) for n, s in upcoming if s <= now_ms][:100]
         if due:
             raws = await self.schedules.definitions(keys, [name for name, _ in due])
@@ -76,6 +81,24 @@ class Scheduler:
         if len(due) < len(upcoming):
             return max(0, int(upcoming[len(due)][1]) - now_ms)
         return 0 if due else -1
+
+    async def fire_until(self, until_ms: int, most: int = 10_000) -> int:
+        """Fire every tick due by `until_ms`, earliest first, each at its own time, as a scheduler
+        running all along would (none skipped as late); return the ticks fired. Stops at `most`
+        (ConfigError), so a short interval over a long span cannot run for ever."""
+        fired = 0
+        for keys in self.queues:
+            while True:
+                _, upcoming = await self.schedules.upcoming(keys, 99)
+                due = [score for _, score in upcoming if score <= until_ms]
+                if not due:
+                    break
+                if fired >= most:
+                    raise ConfigError(f"more than {most} ticks due by {until_ms} ms")
+                at_ms = int(due[0])  # the earliest: the ticks due then fire together
+                fired += sum(1 for score in due if score <= at_ms)
+                await self.fire(keys, at_ms=at_ms)
+        return fired
 
     async def tick(self) -> float:
         """Fire due repeatables and promote due jobs; return seconds until the next is due."""

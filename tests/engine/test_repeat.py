@@ -222,3 +222,30 @@ async def test_a_run_made_by_hand_is_the_last_run_in_the_same_script(client: Cli
     assert await client.jobs.missing([(job.id, "default"), ("gone", "default")]) == {"gone"}
     fields = await client.jobs.fields("default", [job.id, "gone"], ["state", "task"])
     assert fields == [{"state": "submitted", "task": job.task}, {}]
+
+
+async def test_fire_until_steps_through_every_tick_at_its_own_time(
+    client: Client, settings: EngineSettings
+) -> None:
+    # A nightly cron in Paris and an hourly one: two days later, each tick once, at its time,
+    # none skipped as late (a scheduler stopped for two days would fire each once).
+    start = datetime(2027, 3, 1, 12, 0, tzinfo=UTC)
+    start_ms = int(start.timestamp() * 1000)
+    await client.repeats.add(
+        "nightly", t.add.call(1, 2), cron="0 3 * * *", tz="Europe/Paris", start_at=start
+    )
+    await client.repeats.add("hourly", t.add.call(3, 4), cron="0 * * * *", start_at=start)
+    scheduler = Scheduler(settings, client.redis, ["default"])
+    until_ms = start_ms + 2 * 86_400_000
+    assert await scheduler.fire_until(until_ms) == 2 + 49  # both ends count for hourly
+    nightly = sorted(await repeat_jobs(client, "nightly"))
+    assert [int(i.split("@")[1]) for i in nightly] == [
+        int(datetime(2027, 3, d, 3, 0, tzinfo=ZoneInfo("Europe/Paris")).timestamp() * 1000)
+        for d in (2, 3)
+    ]
+    assert len(await repeat_jobs(client, "hourly")) == 49
+    assert await scheduler.fire_until(until_ms) == 0  # nothing more is due by then
+    [(_, due_ms)] = [r for r in await client.repeats.list("default") if r[0].name == "nightly"]
+    assert due_ms is not None and due_ms > until_ms
+    with pytest.raises(ConfigError, match="more than 10 ticks"):
+        await scheduler.fire_until(until_ms + 86_400_000, most=10)

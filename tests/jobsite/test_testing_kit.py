@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from django.test import override_settings
 from engine.dev.devserver import free_port
 from jobsite.jobs import conf, services
 from jobsite.jobs.tasks.djtasks import TaskResultStatus, task_finished
-from jobsite.testing import assert_enqueued, enqueued_jobs, run_jobs
+from jobsite.testing import assert_enqueued, enqueued_jobs, run_jobs, run_schedules_until
 from tests.engine import tasks as t
 
 from . import dj_tasks
@@ -79,3 +80,22 @@ def test_the_kits_fixtures_check_argument_types(jobsite_eager: None) -> None:
         with pytest.raises(ArgumentTypeError, match="argument 'a'"):
             services.enqueue(t.add, "1", 2)
         assert services.enqueue(t.add, 1, 2).result == 3
+
+
+def test_run_schedules_until_fires_each_tick_of_the_days_ahead(jobsite_redis: Any) -> None:
+    nightly = {"name": "nightly", "task": "add", "cron": "0 3 * * *", "args": [1, 2]}
+    now = datetime.now(UTC)
+    when = now + timedelta(days=3)
+    three_am = now.replace(hour=3, minute=0, second=0, microsecond=0)
+    due = [three_am + timedelta(days=d) for d in range(5)]
+    expected = [d for d in due if now < d <= when]
+    with override_settings(
+        JOBSITE={**settings.JOBSITE, "TASK_MODULES": MODULES, "SCHEDULES": [nightly]}
+    ):
+        assert run_schedules_until(when) == len(expected) == 3
+        waiting = enqueued_jobs()
+        assert sorted(int(j.id.split("@")[1]) for j in waiting) == [
+            int(d.timestamp() * 1000) for d in expected
+        ]
+        assert run_jobs()["completed"] == 3
+        assert run_schedules_until(when) == 0  # each tick once
