@@ -53,6 +53,7 @@ from .periodic.declared import SyncReport, declared_repeatable, sync_declared
 from .periodic.outages import Outage, OutageWatch, Recovery, recent_outages, recovery_grace_ms
 from .periodic.schedule_health import STATES as SCHEDULE_STATES
 from .periodic.schedule_health import ScheduleHealth, sample_dlq, schedule_health, swap_state
+from .periodic.scheduler import Scheduler
 from .producer import configure
 from .producing.repeatable import Repeatable
 from .producing.syncclient import SyncClient
@@ -155,6 +156,7 @@ __all__ = [
     "RetryableError",
     "Role",
     "ScheduleHealth",
+    "Scheduler",
     "SerializationError",
     "ServerInfo",
     "SyncClient",

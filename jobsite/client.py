@@ -136,6 +136,44 @@ def _order(action: str, worker: str | None, host: str | None, queue: str | None)
     return {"action": action, **{k: v for k, v in chosen.items() if v is not None}}
 
 
+def _params(**given: Any) -> dict[str, str]:
+    """Return the query parameters given, None left out: a datetime in ISO 8601, a bool in lower
+    case, a collection of ids comma-separated."""
+    params = {}
+    for key, value in given.items():
+        if value is None:
+            continue
+        if isinstance(value, datetime):
+            value = value.isoformat()
+        elif isinstance(value, bool):
+            value = str(value).lower()
+        elif isinstance(value, Iterable) and not isinstance(value, str):
+            value = ",".join(value)
+        params[key] = str(value)
+    return params
+
+
+def _selection(
+    ids: Iterable[str] | None, every: bool, dry_run: bool, **filters: Any
+) -> dict[str, Any]:
+    """Return the body of POST /bulk/cancel or /bulk/retry: ids, a filter or every job."""
+    body: dict[str, Any] = {"dry_run": dry_run} | ({"all": True} if every else {})
+    if ids is not None:
+        body["ids"] = list(ids)
+    for key, value in filters.items():
+        if value is not None:
+            body[key] = value.isoformat() if isinstance(value, datetime) else value
+    return body
+
+
+def _dead(ids: Iterable[str] | None, dry_run: bool, **chosen: str | None) -> dict[str, Any]:
+    """Return the body of POST /dead-letters/resubmit or /purge: ids, a group or a queue."""
+    body: dict[str, Any] = {k: v for k, v in chosen.items() if v}
+    if ids:
+        body["ids"] = list(ids)
+    return body | ({"dry_run": True} if dry_run else {})
+
+
 def _answer(response: httpx.Response) -> Any:
     """Return `_check`'s answer; None for 204 No Content."""
     return None if response.status_code == 204 else _check(response)
@@ -212,9 +250,32 @@ class _Calls(ScheduleCalls):
         """Submit a graph of jobs (see `flow_job`) all or nothing; returns the flow's jobs."""
         return self._send("POST", "/flows", _flow(jobs, on_parent_failure), None)
 
+    def queues(self) -> Any:
+        """Return every queue you may view: counts per state, paused, oldest waiting job."""
+        return self._send("GET", "/queues", None, None)
+
     def queue(self, name: str) -> Any:
         """Return a queue: counts, paused, rate limit, concurrency keys with jobs waiting."""
         return self._send("GET", f"/queues/{_segment(name)}", None, None)
+
+    def pause_queue(self, name: str) -> Any:
+        """Pause a queue: no worker claims from it until it is resumed; returns the queue."""
+        return self._send("POST", f"/queues/{_segment(name)}/pause", None, None)
+
+    def resume_queue(self, name: str) -> Any:
+        """Resume a paused queue; returns the queue."""
+        return self._send("POST", f"/queues/{_segment(name)}/resume", None, None)
+
+    def drain_queue(self, name: str) -> Any:
+        """Start cancelling every job waiting in a queue, in the background (jobs submitted
+        meanwhile stay); returns the drain as `drain_status` shows it (Conflict while one
+        runs)."""
+        return self._send("POST", f"/queues/{_segment(name)}/drain", None, None)
+
+    def drain_status(self, name: str) -> Any:
+        """Return a queue's last drain: `state` (running, done, failed; none: never drained),
+        jobs `waiting` when it began, `cancelled` so far."""
+        return self._send("GET", f"/queues/{_segment(name)}/drain", None, None)
 
     def set_queue_limits(
         self,
@@ -253,6 +314,123 @@ class _Calls(ScheduleCalls):
     def retry(self, job_id: str) -> Any:
         """Retry a finished job as a new attempt series."""
         return self._send("POST", f"/jobs/{_segment(job_id)}/retry", None, None)
+
+    def replay(
+        self,
+        job_id: str,
+        args: Iterable[Any] | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Submit a new job of a job's task, queue and priority with `args` and `kwargs` (each
+        left out is the original's; the job may be gone from Redis); returns the new job, its
+        `replay_of` the original's id."""
+        body: dict[str, Any] = {} if args is None else {"args": list(args)}
+        body |= {} if kwargs is None else {"kwargs": dict(kwargs)}
+        return self._send("POST", f"/jobs/{_segment(job_id)}/replay", body, None)
+
+    def jobs(
+        self,
+        *,
+        state: str | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        task_like: str | None = None,
+        q: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        fingerprint: str | None = None,
+        ids: Iterable[str] | None = None,
+        sort: str | None = None,
+        cursor: str | None = None,
+        before: str | None = None,
+        limit: int = 50,
+    ) -> Any:
+        """Return a page of the history, newest submitted first (or in `sort`, such as
+        "-duration_seconds"): `{items, next_cursor, prev_cursor}`. Pass a page's `next_cursor`
+        as `cursor` for the page after it, its `prev_cursor` as `before` for the page before
+        (None: no job lies that way). `task_like` matches part of the task name, `q` searches,
+        `since`/`until` bound the submission time, `ids` (at most 100) keeps those jobs."""
+        params = _params(
+            state=state,
+            queue=queue,
+            task=task,
+            task_like=task_like,
+            q=q,
+            since=since,
+            until=until,
+            fingerprint=fingerprint,
+            ids=ids,
+            sort=sort,
+            cursor=cursor,
+            before=before,
+            limit=limit,
+        )
+        return self._send("GET", "/jobs", None, params)
+
+    def job_counts(
+        self,
+        *,
+        queue: str | None = None,
+        task: str | None = None,
+        task_like: str | None = None,
+        q: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        fingerprint: str | None = None,
+        ids: Iterable[str] | None = None,
+    ) -> Any:
+        """Count the history's jobs under the filters `jobs` takes (all but the state):
+        `{total, states: {state: n}}`."""
+        params = _params(
+            queue=queue,
+            task=task,
+            task_like=task_like,
+            q=q,
+            since=since,
+            until=until,
+            fingerprint=fingerprint,
+            ids=ids,
+        )
+        return self._send("GET", "/job-counts", None, params)
+
+    def cancel_many(
+        self,
+        ids: Iterable[str] | None = None,
+        *,
+        all: bool = False,
+        state: str | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        task_like: str | None = None,
+        q: str | None = None,
+        since: datetime | None = None,
+        dry_run: bool = False,
+    ) -> Any:
+        """Cancel the live jobs `ids`, or every one the history's filter matches (`all`: every
+        job), at most JOBSITE["BULK_MAX"]; `dry_run` only counts. Returns `{matched, changed,
+        skipped}`, `skipped` giving each reason's count."""
+        chosen = {"state": state, "queue": queue, "task": task, "task_like": task_like, "q": q}
+        body = _selection(ids, all, dry_run, **chosen, since=since)
+        return self._send("POST", "/bulk/cancel", body, None)
+
+    def retry_many(
+        self,
+        ids: Iterable[str] | None = None,
+        *,
+        all: bool = False,
+        state: str | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        task_like: str | None = None,
+        q: str | None = None,
+        since: datetime | None = None,
+        dry_run: bool = False,
+    ) -> Any:
+        """Retry the finished jobs `ids`, or every one the history's filter matches (`all`:
+        every job), as `cancel_many` selects them; `{matched, changed, skipped}`."""
+        chosen = {"state": state, "queue": queue, "task": task, "task_like": task_like, "q": q}
+        body = _selection(ids, all, dry_run, **chosen, since=since)
+        return self._send("POST", "/bulk/retry", body, None)
 
     def workers(self) -> Any:
         """Return the live workers: queues, concurrency, current jobs, state, memory
@@ -301,19 +479,46 @@ class _Calls(ScheduleCalls):
         params |= {"version": str(version)} if version else {}
         return self._send("GET", "/dead-letters/jobs", None, params)
 
+    def dead_letter_groups(self, queue: str | None = None, task: str | None = None) -> Any:
+        """Return the dead letters of the history grouped by error fingerprint, largest group
+        first: count, first and last seen, tasks, queues, a sample error, `cannot_run`."""
+        return self._send("GET", "/dead-letters", None, _params(queue=queue, task=task))
+
+    def dead_letter_counts(self, queue: str | None = None) -> Any:
+        """Return per queue its dead letters in Redis (`in_redis`) and in the history
+        (`in_history`), and the ids without a history row yet (`without_row`)."""
+        return self._send("GET", "/dead-letters/counts", None, _params(queue=queue))
+
     def resubmit_dlq(
-        self, queue: str = "default", ids: list[str] | None = None, task: str | None = None
+        self,
+        queue: str | None = "default",
+        ids: list[str] | None = None,
+        task: str | None = None,
+        *,
+        fingerprint: str | None = None,
+        dry_run: bool = False,
     ) -> Any:
-        """Resubmit dead letters of a queue by ids (those its dead-letter queue holds), or every
-        one of a task (or all); `{"matched", "changed", "skipped"}`, and when some were
-        resubmitted `ids`, `since`, `counts_url` and `jobs_url` to follow them."""
-        body = {"queue": queue, **({"ids": ids} if ids else {}), **({"task": task} if task else {})}
+        """Resubmit dead letters of a queue by ids (those its dead-letter queue holds), a group
+        (`fingerprint`, narrowed to `queue` and `task`; queue None: every queue), or every one
+        of a task (or all); `dry_run` only counts. `{"matched", "changed", "skipped"}`, and when
+        some were resubmitted `ids`, `since`, `counts_url` and `jobs_url` to follow them."""
+        body = _dead(ids, dry_run, queue=queue, task=task, fingerprint=fingerprint)
         return self._send("POST", "/dead-letters/resubmit", body, None)
 
-    def purge_dlq(self, queue: str, ids: list[str]) -> Any:
-        """Delete dead letters of a queue by id from Redis and the history; `{"matched",
+    def purge_dlq(
+        self,
+        queue: str | None,
+        ids: list[str] | None = None,
+        *,
+        fingerprint: str | None = None,
+        task: str | None = None,
+        dry_run: bool = False,
+    ) -> Any:
+        """Delete dead letters of a queue by id, or a group (`fingerprint`, narrowed to `queue`
+        and `task` when given), from Redis and the history; `dry_run` only counts. `{"matched",
         "changed", "skipped"}` (ids not in its dead-letter queue are skipped)."""
-        return self._send("POST", "/dead-letters/purge", {"queue": queue, "ids": ids}, None)
+        body = _dead(ids, dry_run, queue=queue, task=task, fingerprint=fingerprint)
+        return self._send("POST", "/dead-letters/purge", body, None)
 
     def scheduled(
         self,
@@ -346,6 +551,29 @@ class _Calls(ScheduleCalls):
     def health(self) -> Any:
         """Return each queue's verdict, each schedule's state and Redis memory and uptime."""
         return self._send("GET", "/health", None, None)
+
+    def scaling(self) -> Any:
+        """Return per queue what an autoscaler reads: `runnable` jobs, `oldest_runnable_s`, live
+        `worker_slots`, `runnable_per_slot`, `waiting_for_version`."""
+        return self._send("GET", "/scaling", None, None)
+
+    def stats(self, minutes: int = 60) -> Any:
+        """Return completed and failed jobs per minute over the last `minutes` (at most 1440)."""
+        return self._send("GET", "/stats", None, _params(minutes=minutes))
+
+    def charts(self, range: str = "hour", queue: str | None = None, task: str | None = None) -> Any:
+        """Return the dashboard's charts over the last "hour", "day" or "week": throughput,
+        queue wait and run time p50/p95, queue depth, per point (`t`)."""
+        return self._send("GET", "/charts", None, _params(range=range, queue=queue, task=task))
+
+    def task_stats(self, range: str = "day", queue: str | None = None) -> Any:
+        """Return per task over the last "hour", "day" or "week": completed, failed,
+        `failure_rate`, `run_p50_ms` and `run_p95_ms`, busiest first."""
+        return self._send("GET", "/task-stats", None, _params(range=range, queue=queue))
+
+    def tasks(self) -> Any:
+        """Return every registered task with its options and its arguments' JSON schema."""
+        return self._send("GET", "/tasks", None, None)
 
     def flows(self, queue: str | None = None, limit: int = 50) -> Any:
         """Return the newest flows with their jobs per state."""

@@ -19,8 +19,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 
-from engine import Client, Job, Task, Worker
-from engine.periodic.scheduler import Scheduler
+from engine import Client, Job, Scheduler, Task, Worker
 from jobsite.jobs import conf, services
 from jobsite.jobs.tasks import djtasks
 from jobsite.jobs.tasks.djtasks import AnyTask as DjangoTask

@@ -38,6 +38,23 @@ class Perm(StrEnum):
         """Return the name `User.has_perm` takes (`app_label.codename`)."""
         return f"{APP_LABEL}.{self.value}"
 
+    @property
+    def label(self) -> str:
+        """Return what the permission allows, in an operator's words (the token form's choices)."""
+        return LABELS[self]
+
+
+# What each permission allows, as docs/security.md's table words it.
+LABELS: dict[Perm, str] = {
+    Perm.VIEW: "Read jobs, queues, workers, schedules and stats",
+    Perm.SUBMIT: "Submit jobs",
+    Perm.CANCEL: "Cancel jobs; drain a queue",
+    Perm.RETRY: "Retry, resubmit and replay jobs; run a scheduled job now",
+    Perm.PURGE: "Purge finished jobs",
+    Perm.CHANGE_QUEUE: "Pause, resume and limit queues; change schedules and worker roles",
+    Perm.CONTROL_WORKER: "Quiet, resume and stop workers",
+}
+
 
 # The groups the data migration creates; the admin pages of queues and workers need their
 # own view permissions, so viewers get those too.

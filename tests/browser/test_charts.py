@@ -29,6 +29,36 @@ READ = """() => Object.fromEntries(Object.entries(window.jobsiteCharts).map(([na
 }]))"""
 
 
+# The x axis and the colours of each chart: its labels (rendered), the room between them and
+# the widest label's line (px, the page at a pixel ratio of 1); the axes', titles' and grid's
+# colours beside the page's CSS variables.
+LOOK = """() => {
+  const css = getComputedStyle(document.documentElement);
+  const colour = (u, v) => (typeof v === "function" ? v(u, 0) : v);
+  return Object.fromEntries(Object.entries(window.jobsiteCharts).map(([name, u]) => {
+    const x = u.axes[0];
+    u.ctx.font = x.font[0];
+    const lines = (x._values || []).flatMap((label) => String(label).split("\\n"));
+    return [name, {
+      labels: x._values || [], space: x._found[1],
+      widest: Math.max(0, ...lines.map((l) => u.ctx.measureText(l).width)),
+      axis: u.axes.map((a) => colour(u, a.stroke)),
+      grid: u.axes.map((a) => colour(u, a.grid.stroke)),
+      muted: css.getPropertyValue("--muted").trim(), line: css.getPropertyValue("--line").trim(),
+    }];
+  }));
+}"""
+
+
+def looks_right(charts: dict[str, Any]) -> None:
+    """Each chart's x labels stand apart (room between them, wider than the widest), and its
+    axes, titles and grid take the page's own colours."""
+    for name, c in charts.items():
+        assert c["labels"] and c["space"] >= 90, (name, c)
+        assert c["widest"] < c["space"], (name, c)  # no label runs into the next
+        assert c["axis"] == [c["muted"]] * 2 and c["grid"] == [c["line"]] * 2, (name, c)
+
+
 def total(series: list[Any]) -> float:
     return sum(v for v in series if v is not None)
 
@@ -107,4 +137,16 @@ def test_charts_hold_the_series_of_real_runs(site: tuple[str, str, EngineSetting
         page.wait_for_timeout(300)
         (DOCS / "screenshots").mkdir(exist_ok=True)
         page.locator("#charts").screenshot(path=str(DOCS / "screenshots" / "charts.png"))
+
+        # Light, then dark: the axes, their titles and the grid follow the theme.
+        light = page.evaluate(LOOK)
+        looks_right(light)
+        assert any("\n" in label for label in light["throughput"]["labels"])  # a tick dated
+        page.emulate_media(color_scheme="dark")
+        deadline = time.monotonic() + 10
+        while (dark := page.evaluate(LOOK))["throughput"]["grid"] == light["throughput"]["grid"]:
+            assert time.monotonic() < deadline, "the charts kept the light theme's colours"
+            page.wait_for_timeout(200)
+        looks_right(dark)
+        assert dark["throughput"]["muted"] != light["throughput"]["muted"]
         browser.close()

@@ -144,7 +144,7 @@ def test_job_page_follows_a_manual_retry(site: Site) -> None:
 
         page.goto(f"{site.base}/dashboard/jobs/{failing.id}/")
         page.wait_for_selector("#headline .state-failed", timeout=20_000)
-        page.wait_for_selector("#status:text('ended')")
+        page.wait_for_selector("#status:text-is('live')")  # the connection, not the job's state
         page.click("#actions button[data-action=retry]")
         assert confirm(page) == f"Retry job {failing.id}?"
         page.wait_for_selector(".toast-ok:has-text('Retried')", timeout=10_000)

@@ -182,6 +182,14 @@ def fill_site(page, base: str, settings: EngineSettings) -> dict[str, tuple[str,
     }
 
 
+# Where a page says how many of its things it shows (the header said it once).
+COUNTS = {
+    "workers": "main #worker-count",
+    "dead-letters": "main #group-count",
+    "flows": "main #flow-count",
+}
+
+
 def check(context, base: str, name: str, path: str, rendered: list[str]) -> None:  # type: ignore[no-untyped-def]
     """Open one page on the phone, wait for its data, measure it, save its top two screens."""
     page = context.new_page()
@@ -198,6 +206,10 @@ def check(context, base: str, name: str, path: str, rendered: list[str]) -> None
     page.goto(f"{base}{path}")
     for selector in rendered:
         page.wait_for_selector(selector, timeout=20_000)
+    # The header says one thing on every page, the connection; a page's counts are in its body.
+    page.wait_for_selector("#status:text-is('live')", timeout=10_000)
+    if name in COUNTS:
+        page.wait_for_selector(f"{COUNTS[name]}:has-text(' ')", timeout=10_000)
     if name == "flows":  # a flow's jobs open in a row of their own
         page.click("#flow-list button[data-act=toggle]")
         page.wait_for_selector("#flow-list tr.flow-jobs li", timeout=10_000)

@@ -57,7 +57,7 @@ def test_roles_page_end_to_end(
         )
         login(page, base, password)
         page.click("nav a:text('Roles')")
-        page.wait_for_selector("#status:text('updated')", timeout=10_000)
+        page.wait_for_selector("#status:text-is('live')", timeout=10_000)
         assert page.is_visible("#roles .empty")
 
         # Create it from the form.
@@ -67,6 +67,23 @@ def test_roles_page_end_to_end(
         page.wait_for_selector(".toast:has-text('Role etl saved')", timeout=10_000)
         page.wait_for_selector(f"{ROW} td.queues:has-text('reports')", timeout=10_000)
         assert [r["queues"] for r in roles(settings)] == [["default", "reports"]]
+        assert not page.is_visible(".toast:has-text('no worker serves')")  # the demo's serves both
+
+        # A role naming a queue no worker serves is saved, and the page says so: the API's answer
+        # then (tests/jobsite/test_roles_api.py), as the demo's worker serves every queue.
+        unserved = {
+            **{"name": "later", "queues": ["reports"], "changed_at": "2026-01-01T00:00:00Z"},
+            **{"workers": [], "moved": [], "unserved": ["reports"]},
+            "warning": "no worker serves: reports",
+        }
+        page.route("**/api/v1/roles/later", lambda route: route.fulfill(status=201, json=unserved))
+        page.fill("#role-form input[name=name]", "later")
+        page.fill("#role-form input[name=queues]", "reports")
+        page.click("#role-form button")
+        page.wait_for_selector(
+            ".toast:has-text('Role later: no worker serves: reports.')", timeout=10_000
+        )
+        page.unroute("**/api/v1/roles/later")
 
         # A worker started with the role is listed as following it.
         try:
@@ -82,7 +99,8 @@ def test_roles_page_end_to_end(
             page.fill("#role-form input[name=name]", "etl")
             page.fill("#role-form input[name=queues]", "a, a")
             page.click("#role-form button")
-            page.wait_for_selector("#role-form .error:has-text('422')", timeout=10_000)
+            page.wait_for_selector("#role-form .error:has-text('each queue once')", timeout=10_000)
+            assert "422" not in (page.text_content("#role-form .error") or "")  # the reason alone
             assert [r["queues"] for r in roles(settings)] == [["default", "reports"]]
 
             # Edit: the running worker follows within seconds, no restart.
@@ -94,7 +112,7 @@ def test_roles_page_end_to_end(
             )
             page.fill("#role-form input[name=queues]", "reports")
             page.click("#role-form button")
-            page.wait_for_selector(".toast:has-text('1 worker(s) follow it')", timeout=10_000)
+            page.wait_for_selector(".toast:has-text('1 worker follows it')", timeout=10_000)
             wait_until(
                 page,
                 lambda: worker_queues(settings, worker.pid) == "reports",

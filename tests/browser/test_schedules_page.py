@@ -46,11 +46,17 @@ def create(page, settings: EngineSettings) -> None:  # type: ignore[no-untyped-d
     page.select_option("#schedule-form select[name=kind]", "cron")
     page.fill("#schedule-form input[name=cron]", "61 * * * *")
     page.click("#schedule-form button[type=submit]")
-    page.wait_for_selector("#form-error:text('invalid cron expression')", timeout=10_000)
+    # the reason alone (no HTTP status), at the cron field, which it marks
+    at_field = "#schedule-form label[data-kind=cron] .field-error"
+    page.wait_for_selector(f"{at_field}:text('invalid cron expression')", timeout=10_000)
+    assert page.text_content(at_field) == "invalid cron expression: '61 * * * *'"
+    assert page.get_attribute("#schedule-form input[name=cron]", "aria-invalid") == "true"
+    assert page.text_content("#form-error") == ""
     page.fill("#schedule-form input[name=cron]", "0 3 * * *")
     page.fill("#schedule-form input[name=tz]", "Europe/Paris")
     page.click("#schedule-form button[type=submit]")
     page.wait_for_selector(f"{ROW} td.next li:nth-child(5)", timeout=10_000)
+    assert page.locator("#schedule-form .field-error").count() == 0  # cleared by the save
     rep = engine(settings, lambda c: c.repeats.get("default", "thumbs"))
     assert (rep.cron, rep.tz, rep.origin) == ("0 3 * * *", "Europe/Paris", "runtime")
     sent = rep.job_for(0)
@@ -148,7 +154,7 @@ def test_schedules_page_end_to_end(site: tuple[str, str, EngineSettings]) -> Non
         )
         login(page, base, password)
         page.click("nav a:text('Schedules')")
-        page.wait_for_selector("#status:text('live')", timeout=10_000)
+        page.wait_for_selector("#status:text-is('live')", timeout=10_000)
         page.wait_for_selector(
             "#schedule-form select[name=task] option[value='demo.resize_image']", state="attached"
         )

@@ -42,12 +42,21 @@ def chart_time(page: Any, zone: str) -> datetime:
     """Point at the right of the throughput chart; return the time its legend says, read in
     `zone` (uPlot's "2026-12-05 4:04pm")."""
     box = page.locator("figure[data-chart=throughput] .u-over").bounding_box()
-    page.mouse.move(box["x"] + box["width"] * 0.9, box["y"] + box["height"] / 2)
     legend = "figure[data-chart=throughput] .u-legend .u-series:first-child .u-value"
-    wait_until(page, lambda: ":" in text(page, legend), "the legend shows no time")
-    said = text(page, legend)
-    m = re.fullmatch(r"(\d{4})-(\d\d)-(\d\d) (\d+):(\d\d)(am|pm)", said)
-    assert m, said
+    shape = re.compile(r"(\d{4})-(\d\d)-(\d\d) (\d+):(\d\d)(am|pm)")
+    # One read that matches: a chart redrawn by the toggle shows "--" until the pointer moves.
+    found: list[re.Match[str]] = []
+    tries = [0]
+
+    def shown() -> bool:
+        tries[0] += 1  # a pointer that moves: the legend follows a move, not a still pointer
+        page.mouse.move(box["x"] + box["width"] * 0.9, box["y"] + box["height"] / 2 + tries[0] % 2)
+        m = shape.fullmatch(text(page, legend))
+        found[:] = [m] if m else []
+        return bool(m)
+
+    wait_until(page, shown, "the legend shows no time")
+    (m,) = found
     year, month, day, hour, minute = (int(g) for g in m.groups()[:5])
     hour = hour % 12 + (12 if m.group(6) == "pm" else 0)
     return datetime(year, month, day, hour, minute, tzinfo=ZoneInfo(zone))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.admin.models import DELETION, LogEntry
@@ -208,3 +210,80 @@ def test_queue_pause_and_resume(engine: EngineSettings, admin_user: User) -> Non
     assert web.post("/admin/jobsite/queuerecord/", {**form, "action": "resume"}).status_code == 302
     assert not async_to_sync(paused)()
     assert LogEntry.objects.filter(object_id="default").count() == 2
+
+
+def messages_of(page: Any) -> list[str]:
+    """Return the admin messages a page shows, in order."""
+    return [str(m) for m in page.context["messages"]]
+
+
+def test_actions_say_what_happened_in_the_operators_words(
+    engine: EngineSettings, admin_user: User
+) -> None:
+    """The confirmation page keeps the admin's breadcrumb and says what it leaves alone, why;
+    the result says what happened to how many jobs, and why the others were not touched."""
+    failed = services.enqueue(t.boom)
+    async_to_sync(run_worker)(engine)
+    ids = queued_jobs(3)
+    JobRecord.objects.filter(id=ids[2]).update(state="started")  # as the history last saw it
+    web, token = login(admin_user)
+    form = {"index": "0", "csrfmiddlewaretoken": token}
+    retry = {**form, "action": "retry_jobs", "_selected_action": [failed.id, ids[2]]}
+    confirm = web.post(URL, retry).content.decode()
+    assert "retry</strong> 1 job." in confirm and "1 job: it is still running" in confirm
+    assert f'<a href="{URL}">Jobs</a>' in confirm  # Home > Jobsite > Jobs > Retry jobs
+    assert 'href="/admin/jobsite/"' in confirm and "Retry jobs" in confirm
+    assert "engine" not in confirm.split('id="content"')[1]
+    done = web.post(URL, {**retry, "post": "yes"}, follow=True)
+    assert messages_of(done) == [
+        "1 job queued to run again",
+        "1 job was not retried: it is still running",
+    ]
+    cancel = {**form, "action": "cancel_jobs", "_selected_action": [*ids, failed.id]}
+    assert messages_of(web.post(URL, {**cancel, "post": "yes"}, follow=True)) == [
+        "3 jobs cancelled",
+        "1 job was not cancelled: it already ended (failed)",  # as the history last saw it
+    ]
+
+
+def test_admin_pages_that_need_redis_say_it_does_not_answer(
+    engine: EngineSettings, admin_user: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Queues, workers, schedules and roles: a message that Redis does not answer (since when,
+    from services/reach.py), no error page and no list passed off as empty."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    from engine.dev.devserver import free_port
+    from jobsite.jobs import conf
+    from jobsite.jobs.history.reconcile import sync_queues
+    from jobsite.jobs.services import reach
+
+    monkeypatch.setattr(reach, "_state", reach.Reach(up=True, since_ms=0))
+    services.enqueue(t.add, 1, 1)
+    assert sync_queues() == 1
+    web, token = login(admin_user)
+    up = web.get("/admin/jobsite/queuerecord/").content.decode()
+    assert "Redis does not answer" not in up
+    away = {**settings.JOBSITE, "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"}
+    with override_settings(JOBSITE=away):
+        conf.engine_settings.cache_clear()
+        try:
+            pages = {
+                path: web.get(f"/admin/jobsite/{path}/")
+                for path in ("queuerecord", "workerrecord", "schedule", "workerrecord/roles")
+            }
+            pause = {"_selected_action": ["default"], "index": "0", "csrfmiddlewaretoken": token}
+            paused = web.post("/admin/jobsite/queuerecord/", {**pause, "action": "pause"})
+            after = web.get("/admin/jobsite/queuerecord/")
+        finally:
+            conf.engine_settings.cache_clear()
+    for path, page in pages.items():
+        assert page.status_code == 200, path
+        said = messages_of(page)
+        assert any(m.startswith("Redis does not answer (since ") for m in said), (path, said)
+    assert "not listed: Redis does not answer" in pages["schedule"].content.decode()
+    assert "not listed: Redis does not answer" in pages["workerrecord/roles"].content.decode()
+    assert "default" in pages["queuerecord"].content.decode()  # the rows as last copied
+    assert paused.status_code == 302  # an action it cannot take: said, no error page
+    assert any("the action may not have been done" in m for m in messages_of(after))

@@ -102,3 +102,28 @@ def test_the_workers_list_shows_each_workers_role(engine: EngineSettings) -> Non
     assert '<td class="field-role">etl</td>' in mine
     (other,) = [row for row in rows if plain.id in row and "field-role" in row]
     assert '<td class="field-role">-</td>' in other  # queues given at start: no role
+
+
+def test_a_role_naming_queues_no_worker_serves_is_saved_and_said(engine: EngineSettings) -> None:
+    """Accepted (a role may be made before its workers start), but the admin warns which
+    queues no live worker serves; a worker serving one, or following the role, serves it."""
+    fast = dataclasses.replace(engine, heartbeat_interval_s=0.05)
+    plain = Worker(fast, [], queues=["other"])
+    thread = threading.Thread(target=asyncio.run, args=(plain.run(),))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not services.run_engine(lambda c: c.workers.list()):
+            assert time.monotonic() < deadline, "the worker never registered"
+            time.sleep(0.05)
+        web = logged_in("op", OPERATORS)
+        saved = web.post(URL, {"save": "1", "name": "etl", "queues": "other, x, load"}, follow=True)
+        assert role("etl") is not None  # saved all the same
+        page = saved.content.decode()
+        assert "Saved role etl: other, x, load" in page
+        assert "Role etl: no worker serves: x, load" in page
+        assert save_role("served", ["other"]).warning() is None  # the plain worker serves it
+    finally:
+        if plain._loop is not None and not plain._loop.is_closed():
+            plain._loop.call_soon_threadsafe(plain.stop)
+        thread.join(10)

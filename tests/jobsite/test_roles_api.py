@@ -52,6 +52,9 @@ def test_sync_client_create_replace_read_delete(engine: EngineSettings, token: s
         made = api.set_role("etl", ["extract", "load"])
         assert made["name"] == "etl" and made["queues"] == ["extract", "load"]
         assert made["workers"] == [] and made["changed_at"]
+        # no worker serves them yet: accepted, and said
+        assert made["unserved"] == ["extract", "load"]
+        assert made["warning"] == "no worker serves: extract, load"
         assert api.set_role("etl", ["load"])["queues"] == ["load"]
         api.set_role("api", ["web"])
         assert [r["name"] for r in api.roles()] == ["api", "etl"]

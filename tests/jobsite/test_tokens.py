@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -115,3 +116,31 @@ def test_staff_make_tokens_for_themselves_only(engine: EngineSettings) -> None:
     assert row.user == clerk and row.queues == ["default", "billing"]
     bad = _add_token(web, owner=clerk.pk, queues="no/such")
     assert bad.status_code == 200 and "not a queue name" in bad.content.decode()
+
+
+def test_the_token_form_speaks_in_labels_and_revokes_only_by_its_action(
+    engine: EngineSettings,
+) -> None:
+    boss = User.objects.create_superuser("boss", "b@example.com", "x")
+    web = WebClient()
+    web.force_login(boss)
+    add = web.get(TOKENS + "add/").content.decode()
+    assert 'name="revoked_at' not in add and "Revoked at" not in add  # nothing to revoke yet
+    for perm in Perm:
+        assert perm.label in add and perm.full not in add  # the labels, never the codenames
+    made = _add_token(web, owner=boss.pk, permissions=[Perm.CANCEL], revoked_at_0="2026-01-01")
+    row = ApiToken.objects.get(key_hash=digest(made.context["key"]))
+    assert row.revoked_at is None and row.permissions == [Perm.CANCEL]
+    change = web.get(f"{TOKENS}{row.pk}/change/").content.decode()
+    assert "Revoked at" in change and 'name="revoked_at' not in change  # shown, read-only
+    assert re.search(r'value="cancel_job"[^>]*checked', change)  # its scope, kept
+    web.post(
+        f"{TOKENS}{row.pk}/change/",
+        {"name": "ci", "queues": "", "revoked_at_0": "2026-01-01", "revoked_at_1": "00:00"},
+    )
+    assert ApiToken.objects.get(pk=row.pk).revoked_at is None
+    listed = web.post(
+        TOKENS, {"action": "revoke", "_selected_action": [row.pk], "index": "0"}, follow=True
+    )
+    assert ApiToken.objects.get(pk=row.pk).revoked_at is not None
+    assert "1 token revoked" in listed.content.decode()

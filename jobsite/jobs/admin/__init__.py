@@ -7,8 +7,8 @@ N", Django passes every row matching the current filter, not only the ticked pag
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from datetime import datetime
+from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from django import forms
@@ -16,11 +16,11 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.views.main import SEARCH_VAR
 from django.contrib.auth import get_user_model
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, reverse
-from django.utils import dateformat, timezone
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
@@ -28,15 +28,21 @@ from django.utils.translation import gettext as _
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
+from engine import RedisUnavailable, control
 from jobsite.jobs import audit, services
 from jobsite.jobs.admin.listing import BoundedPaginator, QueueFilter, TaskFilter
+from jobsite.jobs.admin.pages import TIME_FORMAT as TIME_FORMAT
+from jobsite.jobs.admin.pages import NeedsRedis, page_context, refused, when
 from jobsite.jobs.admin.roles import RolePages
 from jobsite.jobs.api import tokens
 from jobsite.jobs.api.schemas import QUEUE_NAME
 from jobsite.jobs.models import (
     CANCELLABLE,
+    LOST,
     RETRYABLE,
+    STATE_LABELS,
     TERMINAL,
+    VOCABULARY,
     ApiToken,
     JobRecord,
     JobSearch,
@@ -47,43 +53,109 @@ from jobsite.jobs.models import (
 from jobsite.jobs.permissions import Perm, user_allows
 from jobsite.jobs.search import check_text, text_search
 
+# What each job action does, in the words of its message: "2 jobs were not <this>: ...".
+DONE = {"cancel": "cancelled", "retry": "retried", "resubmit": "resubmitted", "purge": "purged"}
+
+
+def _jobs(n: int) -> str:
+    return f"{n} job" if n == 1 else f"{n} jobs"
+
+
+def _said(n: int, one: str, several: str) -> str:
+    return one if n == 1 else several
+
+
+def _not_done(n: int, verb: str, why: tuple[str, str]) -> str:
+    """Return "1 job was not retried: it ..." or "2 jobs were not retried: they ..."."""
+    return f"{_jobs(n)} {_said(n, 'was', 'were')} not {DONE[verb]}: {_said(n, *why)}"
+
+
+def _why(state: str, verb: str) -> tuple[str, str]:
+    """Return why `verb` leaves a job of `state` (as the history last saw it) alone: for one
+    job, for several."""
+    word = STATE_LABELS.get(state, state)
+    if state in VOCABULARY["live"]:
+        return f"it is still {word}", f"they are still {word}"
+    if state == LOST:
+        return "Redis no longer holds it", "Redis no longer holds them"
+    if verb == "resubmit":
+        return f"it is no dead letter ({word})", f"they are no dead letters ({word})"
+    return f"it already ended ({word})", f"they already ended ({word})"
+
+
+def _left_alone(queryset: QuerySet[JobRecord], states: Sequence[str]) -> list[tuple[int, str]]:
+    """Return the selected jobs `states` leaves out: (how many, state), the most first."""
+    rows = queryset.exclude(state__in=states).values("state").annotate(n=Count("pk")).order_by()
+    return sorted(((row["n"], row["state"]) for row in rows), reverse=True)
+
+
+def _outcome(verb: str, outcome: Any, sent: int) -> tuple[list[str], list[str]]:
+    """Return what the engine did to the `sent` jobs, in words: (done, not done)."""
+    if verb == "cancel":  # job id -> cancelled, cancelling (running), finished, not_found
+        by = Counter(outcome.values())
+        done = [f"{_jobs(by['cancelled'])} cancelled"] if by["cancelled"] else []
+        if n := by["cancelling"]:
+            done.append(f"{_jobs(n)} told to stop: {_said(n, 'it ends', 'they end')} cancelled")
+        whys = {
+            "finished": ("it had already ended", "they had already ended"),
+            "not_found": ("Redis no longer holds it", "Redis no longer holds them"),
+        }
+        return done, [_not_done(by[k], verb, pair) for k, pair in whys.items() if by[k]]
+    if verb == "purge":  # the history's rows go whatever Redis still held
+        return [f"{_jobs(sent)} purged"], []
+    missed = sent - outcome
+    why = (
+        "it changed meanwhile, or Redis no longer holds it",
+        "they changed meanwhile, or Redis no longer holds them",
+    )
+    done = [f"{_jobs(outcome)} queued to run again"] if outcome else []
+    return done, [_not_done(missed, verb, why)] if missed > 0 else []
+
 
 def _confirm(
     modeladmin: JobAdmin,
     request: HttpRequest,
     queryset: QuerySet[JobRecord],
     verb: str,
-    eligible: QuerySet[JobRecord],
+    states: Sequence[str],
     run: Callable[[list[tuple[str, str]]], Any],
 ) -> HttpResponse | None:
-    """Show a confirmation page with the count; on "yes", run the action and audit it."""
+    """Show a confirmation page with the count and what is left alone, why; on "yes", run the
+    action, audit it and say what happened."""
+    eligible = queryset.filter(state__in=states)
     count = eligible.count()
     select_across = request.POST.get("select_across") == "1"
+    left = _left_alone(queryset, states)
     if request.POST.get("post") != "yes":
-        return TemplateResponse(
+        context = page_context(
+            modeladmin,
             request,
-            "admin/jobsite/confirm_action.html",
-            {
-                **modeladmin.admin_site.each_context(request),
-                "title": f"{verb.capitalize()} jobs",
-                "verb": verb,
-                "count": count,
-                "skipped": queryset.count() - count,
-                "queryset": queryset,
-                "action": request.POST.get("action", ""),
-                "select_across": select_across,
-            },
+            f"{verb.capitalize()} jobs",
+            verb=verb,
+            count=count,
+            left=[f"{_jobs(n)}: {_said(n, *_why(state, verb))}" for n, state in left],
+            queryset=queryset,
+            action=request.POST.get("action", ""),
+            select_across=select_across,
         )
+        return TemplateResponse(request, "admin/jobsite/confirm_action.html", context)
     pairs = list(eligible.values_list("id", "queue"))
-    outcome = run(pairs)
+    try:
+        outcome = run(pairs)
+    except RedisUnavailable as exc:
+        refused(request, exc, f"the {verb} stopped, maybe part-way: try again once it answers")
+        return None
     if select_across:
         selector = {k: v for k, v in request.GET.items() if k not in ("p", "o")}
         audit.record_bulk(request.user, verb, selector, len(pairs), "admin")
     else:
         audit.record(request.user, verb, [i for i, _ in pairs], "admin", outcome=outcome)
-    modeladmin.message_user(
-        request, f"{verb}: {count} job(s) sent to the engine ({outcome}).", messages.SUCCESS
-    )
+    done, not_done = _outcome(verb, outcome, len(pairs))
+    not_done += [_not_done(n, verb, _why(state, verb)) for n, state in left]
+    if done or not not_done:
+        modeladmin.message_user(request, "; ".join(done) or "no job changed", messages.SUCCESS)
+    for line in not_done:
+        modeladmin.message_user(request, line, messages.WARNING)
     return None
 
 
@@ -94,18 +166,6 @@ def _search_refused(request: HttpRequest) -> str | None:
     except ValueError as exc:
         return str(exc)
     return None
-
-
-# Every time of a job, in the list, its page and its timeline, in one format: Django's TIME_ZONE,
-# to the second, the zone named (Django's own format names none and drops the seconds, and the
-# timeline's transitions came out in UTC whatever TIME_ZONE says).
-TIME_FORMAT = "Y-m-d H:i:s T"
-
-
-def when(value: datetime | None) -> str | None:
-    """Return an aware datetime in the current time zone as TIME_FORMAT; None (Django's "-")
-    for none."""
-    return None if value is None else dateformat.format(timezone.localtime(value), TIME_FORMAT)
 
 
 def _time_of(field: str) -> Callable[[admin.ModelAdmin[JobRecord], JobRecord], str | None]:
@@ -302,29 +362,25 @@ class JobAdmin(admin.ModelAdmin):
     def cancel_jobs(
         self, request: HttpRequest, queryset: QuerySet[JobRecord]
     ) -> HttpResponse | None:
-        eligible = queryset.filter(state__in=CANCELLABLE)
-        return _confirm(self, request, queryset, "cancel", eligible, services.cancel)
+        return _confirm(self, request, queryset, "cancel", CANCELLABLE, services.cancel)
 
     @admin.action(description="Retry selected jobs (new attempt series)", permissions=["retry"])
     def retry_jobs(
         self, request: HttpRequest, queryset: QuerySet[JobRecord]
     ) -> HttpResponse | None:
-        eligible = queryset.filter(state__in=RETRYABLE)
-        return _confirm(self, request, queryset, "retry", eligible, services.resubmit)
+        return _confirm(self, request, queryset, "retry", RETRYABLE, services.resubmit)
 
     @admin.action(description="Resubmit selected jobs from the DLQ", permissions=["retry"])
     def resubmit_dlq(
         self, request: HttpRequest, queryset: QuerySet[JobRecord]
     ) -> HttpResponse | None:
-        eligible = queryset.filter(state__in=["failed", "stalled", "expired", "dropped"])
-        return _confirm(self, request, queryset, "resubmit", eligible, services.resubmit)
+        dead = ["failed", "stalled", "expired", "dropped"]
+        return _confirm(self, request, queryset, "resubmit", dead, services.resubmit)
 
     @admin.action(description="Purge selected finished jobs", permissions=["purge"])
     def purge_jobs(
         self, request: HttpRequest, queryset: QuerySet[JobRecord]
     ) -> HttpResponse | None:
-        eligible = queryset.filter(state__in=TERMINAL)
-
         def run(pairs: list[tuple[str, str]]) -> int:
             purged = services.purge(pairs)
             ids = [job_id for job_id, _ in pairs]
@@ -332,11 +388,12 @@ class JobAdmin(admin.ModelAdmin):
             JobRecord.objects.filter(id__in=ids).delete()
             return purged
 
-        return _confirm(self, request, queryset, "purge", eligible, run)
+        return _confirm(self, request, queryset, "purge", TERMINAL, run)
 
 
 @admin.register(QueueRecord)
-class QueueAdmin(admin.ModelAdmin):
+class QueueAdmin(NeedsRedis):
+    meanwhile = "the queues below are as last copied from it; pausing and resuming wait for it"
     list_display = ("name", "paused", "submitted", "scheduled", "started", "dlq", "updated_at")
     actions = ["pause", "resume"]
 
@@ -357,7 +414,8 @@ class QueueAdmin(admin.ModelAdmin):
             request.user, "pause" if paused else "resume", names, "admin", model=QueueRecord
         )
         verb = "paused" if paused else "resumed"
-        self.message_user(request, f"{verb} {len(names)} queue(s)", messages.SUCCESS)
+        count = f"1 queue {verb}" if len(names) == 1 else f"{len(names)} queues {verb}"
+        self.message_user(request, f"{count}: {', '.join(names)}", messages.SUCCESS)
 
     @admin.action(description="Pause selected queues", permissions=["change"])
     def pause(self, request: HttpRequest, queryset: QuerySet[QueueRecord]) -> None:
@@ -366,6 +424,14 @@ class QueueAdmin(admin.ModelAdmin):
     @admin.action(description="Resume selected queues", permissions=["change"])
     def resume(self, request: HttpRequest, queryset: QuerySet[QueueRecord]) -> None:
         self._set(request, queryset, False)
+
+
+# What a worker order tells, in the operator's words.
+ORDERS = {
+    "quiet": "stop claiming and finish what runs",
+    "resume": "claim jobs again",
+    "stop": "finish what runs, then exit",
+}
 
 
 class ViewOnlyAdmin(admin.ModelAdmin):
@@ -379,7 +445,8 @@ class ViewOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(WorkerRecord)
-class WorkerAdmin(RolePages, ViewOnlyAdmin):
+class WorkerAdmin(RolePages, NeedsRedis, ViewOnlyAdmin):
+    meanwhile = "the workers below are as last copied from it; orders wait until it answers again"
     list_display = (
         "id",
         "host",
@@ -408,13 +475,19 @@ class WorkerAdmin(RolePages, ViewOnlyAdmin):
         """Give the selected workers that are still live an order; audit and report it."""
         wanted = set(queryset.values_list("id", flat=True))
         live = [w for w in services.run_engine(lambda c: c.workers.list()) if w["id"] in wanted]
-        told = services.control(what, live)
+        order = control.order(what)
+        told = services.run_engine(lambda c: c.workers.send(order, live))
         audit.record(request.user, f"worker {what}", told, "admin", model=WorkerRecord)
         gone = len(wanted) - len(told)
-        note = f" ({gone} no longer live)" if gone else ""
-        self.message_user(request, f"{what}: {len(told)} workers told{note}")
+        if told:
+            workers = "1 worker" if len(told) == 1 else f"{len(told)} workers"
+            self.message_user(request, f"{workers} told to {ORDERS[what]}", messages.SUCCESS)
+        if gone:
+            one = "1 worker was not told: it is no longer live"
+            several = f"{gone} workers were not told: they are no longer live"
+            self.message_user(request, one if gone == 1 else several, messages.WARNING)
 
-    @admin.action(description="Quiet: stop claiming, finish what runs", permissions=["control"])
+    @admin.action(description=f"Quiet: {ORDERS['quiet']}", permissions=["control"])
     def quiet_workers(self, request: HttpRequest, queryset: QuerySet[WorkerRecord]) -> None:
         self._order(request, queryset, "quiet")
 
@@ -437,7 +510,7 @@ class TokenForm(forms.ModelForm):
     """A token's name, expiry and scope; its owner is never a field of the form."""
 
     permissions = forms.MultipleChoiceField(
-        choices=[(p.value, p.full) for p in Perm],
+        choices=[(p.value, p.label) for p in Perm],
         required=False,
         widget=forms.CheckboxSelectMultiple,
         help_text="Leave all unticked to act with every permission of the owner.",
@@ -448,7 +521,8 @@ class TokenForm(forms.ModelForm):
 
     class Meta:
         model = ApiToken
-        fields: tuple[str, ...] = ("name", "expires_at", "permissions", "queues", "revoked_at")
+        # (revoked_at: read-only on a token's page, set by the "Revoke" action alone)
+        fields: tuple[str, ...] = ("name", "expires_at", "permissions", "queues")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -482,7 +556,15 @@ class ApiTokenAdmin(admin.ModelAdmin):
     """
 
     form = TokenForm
-    list_display = ("name", "user", "prefix", "created_at", "expires_at", "last_used_at")
+    list_display = (
+        "name",
+        "user",
+        "prefix",
+        "created_at",
+        "expires_at",
+        "last_used_at",
+        "revoked_at",
+    )
     list_filter = ("revoked_at",)
     actions = ["revoke"]
 
@@ -501,7 +583,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
         return {"owner": request.user.pk}
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return ["user", "prefix"] if obj is not None else []
+        return ["user", "prefix", "revoked_at"] if obj is not None else []
 
     def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
         if not change:
@@ -512,21 +594,16 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def response_add(self, request: HttpRequest, obj: ApiToken, post_url: Any = None) -> Any:
         """Answer the new token's page with its key, once."""
-        return TemplateResponse(
-            request,
-            "jobsite/token_key.html",
-            {
-                **self.admin_site.each_context(request),
-                "title": f"API token {obj.name}",
-                "token": obj,
-                "key": request.jobsite_token_key,  # type: ignore[attr-defined]
-            },
-        )
+        title = f"API token {obj.name}"
+        key = request.jobsite_token_key  # type: ignore[attr-defined]
+        context = page_context(self, request, title, token=obj, key=key)
+        return TemplateResponse(request, "jobsite/token_key.html", context)
 
     @admin.action(description="Revoke selected tokens", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
-        self.message_user(request, f"revoked {count} token(s)", messages.SUCCESS)
+        said = "1 token revoked" if count == 1 else f"{count} tokens revoked"
+        self.message_user(request, f"{said}: refused from now on", messages.SUCCESS)
 
 
 from jobsite.jobs.admin import schedules as admin_schedules  # noqa: E402,F401  (schedules: admin pages of their own)

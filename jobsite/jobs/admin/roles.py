@@ -9,8 +9,6 @@ services/roles.py. Every change is audited, with the workers it moved.
 
 from __future__ import annotations
 
-from typing import Any
-
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -19,8 +17,9 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from ninja.errors import HttpError
 
-from engine import ConfigError
+from engine import ConfigError, RedisUnavailable
 from jobsite.jobs import audit
+from jobsite.jobs.admin.pages import page_context, refused
 from jobsite.jobs.api.roles import role_out
 from jobsite.jobs.models import WorkerRecord
 from jobsite.jobs.permissions import Grant, Perm, user_allows
@@ -65,19 +64,23 @@ class RolePages(admin.ModelAdmin):
         if request.method == "POST":
             if not may_change:
                 raise PermissionDenied
-            if "delete" in request.POST:
-                return self._delete(request, request.POST["delete"])
-            if form.is_valid() and (change := form.save(Grant(request.user))) is not None:
-                self._saved(request, change)
+            try:
+                if "delete" in request.POST:
+                    return self._delete(request, request.POST["delete"])
+                if form.is_valid() and (change := form.save(Grant(request.user))) is not None:
+                    self._saved(request, change)
+                    return HttpResponseRedirect(request.path)
+            except RedisUnavailable as exc:
+                refused(request, exc, "nothing was changed: try again once it answers")
                 return HttpResponseRedirect(request.path)
-        context: dict[str, Any] = {
-            **self.admin_site.each_context(request),
-            "opts": self.opts,
-            "title": "Worker roles",
-            "rows": [role_out(s) for s in roles(Grant(request.user))],
-            "form": form,
-            "may_change": may_change,
-        }
+        rows = None  # (not listed: Redis does not answer)
+        try:
+            rows = [role_out(s) for s in roles(Grant(request.user))]
+        except RedisUnavailable as exc:
+            refused(request, exc, "the roles live there: none can be listed or changed meanwhile")
+        context = page_context(
+            self, request, "Worker roles", rows=rows, form=form, may_change=may_change
+        )
         return TemplateResponse(request, "admin/jobsite/roles.html", context)
 
     def _saved(self, request: HttpRequest, change: RoleChange) -> None:
@@ -87,6 +90,8 @@ class RolePages(admin.ModelAdmin):
         )
         moved = f"; moved workers {', '.join(change.moved)}" if change.moved else ""
         self.message_user(request, f"saved role {name}: {', '.join(queues)}{moved}")
+        if (warning := change.warning()) is not None:
+            self.message_user(request, f"role {name}: {warning}", messages.WARNING)
 
     def _delete(self, request: HttpRequest, name: str) -> HttpResponse:
         try:

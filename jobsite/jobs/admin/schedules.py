@@ -17,14 +17,14 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-from engine import ConfigError, EngineError
-from jobsite.jobs import audit, conf
+from engine import ConfigError, EngineError, RedisUnavailable
+from jobsite.jobs import audit, conf, services
+from jobsite.jobs.admin.pages import page_context, refused
 from jobsite.jobs.api.schedules import schedule_out
 from jobsite.jobs.models import Schedule
 from jobsite.jobs.permissions import Perm, user_allows
 from jobsite.jobs.services import known_queues
 from jobsite.jobs.services.schedules import (
-    remove_schedule,
     run_schedule,
     save_schedule,
     schedule,
@@ -33,6 +33,9 @@ from jobsite.jobs.services.schedules import (
 )
 from jobsite.jobs.tasks.registry import known_tasks
 from jobsite.jobs.tasks.schedules import runtime_job
+
+# What each action did, in the words of its message.
+DONE = {"pause": "paused", "resume": "resumed", "run": "run now", "delete": "deleted"}
 
 # Changelist action -> what it does to one schedule (queue, name); returns a note or None.
 ACTIONS = {
@@ -50,7 +53,7 @@ def _apply(verb: str, queue: str, name: str) -> str | None:
     if verb == "run":
         job = run_schedule(queue, name)
         return None if job is None else job.id
-    return "deleted" if remove_schedule(queue, name) else None
+    return "deleted" if services.run_engine(lambda c: c.repeats.remove(queue, name)) else None
 
 
 class JsonField(forms.CharField):
@@ -152,19 +155,32 @@ class ScheduleAdmin(admin.ModelAdmin):
         ]
 
     def _context(self, request: HttpRequest, title: str, **extra: Any) -> dict[str, Any]:
-        return {**self.admin_site.each_context(request), "opts": self.opts, "title": title, **extra}
+        return page_context(self, request, title, **extra)
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         """List every schedule; a POST runs one of ACTIONS on the selected ones."""
         if not self.has_view_permission(request):
             raise PermissionDenied
         if request.method == "POST":
-            return self._act(request)
-        queues = sorted({*conf.queues(), *known_queues()})
-        rows = [schedule_out(s) for s in schedules(queues)]
+            try:
+                return self._act(request)
+            except RedisUnavailable as exc:
+                refused(
+                    request, exc, "the action may not have been done: try again once it answers"
+                )
+                return HttpResponseRedirect(request.path)
+        rows = None  # (not listed: Redis does not answer)
+        try:
+            queues = sorted({*conf.queues(), *known_queues()})
+            rows = [schedule_out(s) for s in schedules(queues)]
+        except RedisUnavailable as exc:
+            refused(
+                request, exc, "the schedules live there: none can be listed or changed meanwhile"
+            )
         context = self._context(
             request,
             "Schedules",
+            the_list=True,
             rows=rows,
             actions=[(k, label) for k, (_, label) in ACTIONS.items()],
             may_change=self.has_change_permission(request),
@@ -184,12 +200,15 @@ class ScheduleAdmin(admin.ModelAdmin):
             queue, _, name = selected.partition("/")
             outcome = _apply(verb, queue, name) if queue and name else None
             if outcome is None:
-                self.message_user(request, f"no schedule {selected!r}", messages.WARNING)
+                said = f"{selected} was not {DONE[verb]}: there is no such schedule"
+                self.message_user(request, said, messages.WARNING)
                 continue
             audit.record(request.user, verb, [selected], "admin", model=Schedule, outcome=outcome)
             done.append(selected)
         if done:
-            self.message_user(request, f"{verb}: {', '.join(done)}", messages.SUCCESS)
+            count = "1 schedule" if len(done) == 1 else f"{len(done)} schedules"
+            said = f"{count} {DONE[verb]}: {', '.join(done)}"
+            self.message_user(request, said, messages.SUCCESS)
         return HttpResponseRedirect(request.path)
 
     def add_view(
@@ -205,7 +224,11 @@ class ScheduleAdmin(admin.ModelAdmin):
         """Edit a schedule (a declared one becomes overridden)."""
         if not self.has_change_permission(request):
             raise PermissionDenied
-        found = schedule(queue, schedule_name) if _valid(queue) else None
+        try:
+            found = schedule(queue, schedule_name) if _valid(queue) else None
+        except RedisUnavailable as exc:
+            refused(request, exc, "the schedules live there: none can be changed meanwhile")
+            return HttpResponseRedirect(reverse("admin:jobsite_schedule_changelist"))
         if found is None:
             self.message_user(request, f"no schedule {queue}/{schedule_name}", messages.WARNING)
             return HttpResponseRedirect(reverse("admin:jobsite_schedule_changelist"))

@@ -8,7 +8,7 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 from ninja import Router
 
-from engine import RedisUnavailable
+from engine import RedisUnavailable, server_info
 from jobsite.jobs import services
 from jobsite.jobs.api.schemas import ERRORS, Out
 from jobsite.jobs.history import health
@@ -78,7 +78,8 @@ async def get_health(request: HttpRequest, queue: str | None = None) -> HealthOu
     if rights.queues is not None:
         return out
     try:
-        out.redis = RedisOut(**await services.aredis_info())
+        info = await services.arun_engine(lambda c: server_info(c.redis))
+        out.redis = RedisOut(**info.as_dict())
     except RedisUnavailable:
         out.redis = None
     return out

@@ -16,7 +16,7 @@ from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
 from pydantic import ConfigDict, field_validator
 
-from engine import JOB_ID_PATTERN, WAITING_STATES, InvalidArguments, JobNotFound
+from engine import JOB_ID_PATTERN, WAITING_STATES, InvalidArguments, JobNotFound, explain
 from engine import Job as EngineJob
 from jobsite.jobs import audit, services
 from jobsite.jobs.api import options as taskoptions
@@ -136,7 +136,7 @@ async def get_job(request: HttpRequest, job_id: str) -> JobDetailOut:
     await rights.arequire(Perm.VIEW, job.queue)
     job.replays = await areplays_of(job_id)
     if isinstance(source, EngineJob) and source.state in WAITING_STATES:
-        reasons = await services.aexplain_job(job_id, source.queue)
+        reasons = await services.arun_engine(lambda c: explain(c, job_id, source.queue))
         job.waiting = [WaitingOut(**r) for r in reasons_out(reasons, source.queue)]
     return await related.afill(job, *related.links(source))
 

@@ -18,6 +18,7 @@ from ninja.errors import HttpError
 from pydantic import ConfigDict
 
 from engine import CLEARABLE, validate_queue_name
+from engine import drain as engine_drain
 from jobsite.jobs import audit, services
 from jobsite.jobs.api.schemas import ERRORS, Out, QueueOut
 from jobsite.jobs.models import QueueRecord, oldest_waiting
@@ -222,7 +223,7 @@ async def start_drain(request: HttpRequest, name: str) -> Status[DrainOut]:
     rights = await aneed(request, Perm.CANCEL, name)
     await _known(name)
     who = f"{rights.user.get_username()} via {rights.via}"
-    row = await services.adrain_begin(name, who)
+    row = await services.arun_engine(lambda c: engine_drain.begin(c, name, who))
     if row is None:
         raise HttpError(409, f"a drain of queue {name!r} is already running")
     await audit.arecord(
@@ -237,7 +238,7 @@ async def drain_status(request: HttpRequest, name: str) -> DrainOut:
     """The queue's last drain: state, jobs waiting when it began, cancelled so far."""
     await aneed(request, Perm.VIEW, name)
     await _known(name)
-    return _drain_out(name, await services.adrain_status(name))
+    return _drain_out(name, await services.arun_engine(lambda c: engine_drain.status(c, name)))
 
 
 class ClearIn(Schema):

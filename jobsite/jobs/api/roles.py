@@ -4,8 +4,9 @@ A role names the queues its workers (`runworker --role`) claim from; a change re
 within about a second, without a restart. Reading needs the view permission (as /workers does),
 and a token limited to queues sees only the roles within them. A change needs
 `change_queuerecord` (as pausing a queue does) on every queue it touches, the live followers'
-included; each queue must be one of JOBSITE["QUEUES"]. The checks live in services/roles.py,
-shared with the admin. Every change is audited.
+included; each queue must be one of JOBSITE["QUEUES"]. A queue no live worker serves is accepted
+(its workers may start later) and said: the answer's `unserved` and `warning`. The checks live
+in services/roles.py, shared with the admin. Every change is audited.
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ class RoleOut(Out):
 class RoleChangeOut(RoleOut):
     # The followers whose queues this change replaced (they move within about a second).
     moved: list[str]
+    # The role's queues no live worker serves (accepted: its workers may start later).
+    unserved: list[str]
+    # "no worker serves: x, y" when `unserved` names any, else null.
+    warning: str | None
 
 
 def role_out(state: RoleState) -> RoleOut:
@@ -100,7 +105,12 @@ async def put_role(request: HttpRequest, name: str, body: RoleIn) -> Status[Role
     await audit.arecord(
         rights.user, action, [_audited(name)], rights.via, WorkerRecord, change.outcome()
     )
-    out = RoleChangeOut(**role_out(change.state).model_dump(), moved=change.moved)
+    out = RoleChangeOut(
+        **role_out(change.state).model_dump(),
+        moved=change.moved,
+        unserved=list(change.unserved),
+        warning=change.warning(),
+    )
     return Status(201 if change.created else 200, out)
 
 

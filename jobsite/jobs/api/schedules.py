@@ -27,7 +27,6 @@ from jobsite.jobs.permissions import Grant, Perm, aneed
 from jobsite.jobs.services.schedules import (
     MAX_MS,
     ScheduleState,
-    aremove_schedule,
     arun_schedule,
     asave_schedule,
     aschedule,
@@ -317,7 +316,7 @@ async def delete_schedule(request: HttpRequest, queue: str, schedule: str) -> St
     """Delete a schedule; the jobs it submitted stay. A declared one returns at the next sync."""
     rights = await aneed(request, Perm.CHANGE_QUEUE, queue)
     _valid_queue(queue)
-    if not await aremove_schedule(queue, schedule):
+    if not await services.arun_engine(lambda c: c.repeats.remove(queue, schedule)):
         raise HttpError(404, f"no schedule named {schedule!r} in queue {queue!r}")
     await audit.arecord(
         rights.user, "delete", [_where(queue, schedule)], rights.via, model=Schedule

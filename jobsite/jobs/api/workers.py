@@ -83,6 +83,7 @@ async def control_workers(request: HttpRequest, body: ControlIn) -> ControlOut:
     if body.worker is not None and not chosen:
         raise HttpError(404, f"no live worker {body.worker!r}")
     await sync_to_async(_check_scope)(rights, chosen)
-    told = await services.acontrol(body.action, chosen)
+    order = control.order(body.action)
+    told = await services.arun_engine(lambda c: c.workers.send(order, chosen))
     await audit.arecord(rights.user, f"worker {body.action}", told, rights.via, model=WorkerRecord)
     return ControlOut(action=body.action, workers=told)

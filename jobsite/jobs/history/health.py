@@ -50,8 +50,12 @@ from engine import (
     Recovery,
     RedisUnavailable,
     ScheduleHealth,
+    recent_outages,
     recovery_grace_ms,
+    sample_dlq,
+    swap_state,
 )
+from engine import schedule_health as engine_schedule_health
 from jobsite.jobs import conf, services
 from jobsite.jobs.history import alerts
 from jobsite.jobs.models import RollupCount
@@ -285,7 +289,8 @@ def queue_health(
     DLQ window moves on, and the queues served are noted for the next outage), excusing what
     the Redis outages of `recovery` (default: those recorded) explain."""
     if recovery is None:
-        recovery = services.health_recovery(grace_ms())
+        grace = grace_ms()
+        recovery = services.run_engine(lambda c: recent_outages(c, grace))
     snapshot: Metrics = services.metrics_snapshot(names)
     served = _served(services.run_engine(lambda c: c.workers.list()))
     if record:
@@ -294,7 +299,8 @@ def queue_health(
     out = []
     for q in snapshot.queues:
         th = settings(q.queue)
-        before = services.dlq_sample(q.queue, q.dlq, th["DLQ_WINDOW_S"], record)
+        window_s = th["DLQ_WINDOW_S"]
+        before = services.run_engine(lambda c: sample_dlq(c, q.queue, q.dlq, window_s, record))  # noqa: B023 (the bridge calls it at once)
         rates = task_rates(q.queue, th["FAILURE_WINDOW_S"])
         out.append(
             judge_queue(q, q.queue in served, q.queue in configured, rates, before, th, recovery)
@@ -306,9 +312,10 @@ def schedule_health(names: list[str], recovery: Recovery | None = None) -> list[
     """Return the state of every schedule of `names`, excusing what the Redis outages of
     `recovery` (default: those recorded) explain."""
     if recovery is None:
-        recovery = services.health_recovery(grace_ms())
+        grace = grace_ms()
+        recovery = services.run_engine(lambda c: recent_outages(c, grace))
     tolerance_s = float(settings()["SCHEDULE_TOLERANCE_S"])
-    return services.schedules_health(names, tolerance_s, recovery)
+    return services.run_engine(lambda c: engine_schedule_health(c, names, tolerance_s, recovery))
 
 
 def judged_queues() -> list[str]:
@@ -335,13 +342,14 @@ def check() -> list[dict[str, Any]]:
 
 def _check(watch: OutageWatch) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    recovery = services.health_look(watch, grace_ms())
+    grace = grace_ms()
+    recovery = services.run_engine(lambda c: watch.look(c, grace))
     names = judged_queues()
     for qh in queue_health(names, record=True, recovery=recovery):
         if qh.verdict == "recovering":  # not recorded: the state before the outage stands
             log.info("queue health recovering queue=%s reasons=%r", qh.queue, qh.reasons)
             continue
-        previous = services.swap_health("queue", qh.queue, qh.verdict)
+        previous = services.run_engine(lambda c: swap_state(c, "queue", qh.queue, qh.verdict))  # noqa: B023 (the bridge calls it at once)
         if _changed(previous, qh.verdict, "ok"):
             log.warning(
                 "queue health changed queue=%s verdict=%s previous=%s reasons=%r",
@@ -361,7 +369,7 @@ def _check(watch: OutageWatch) -> list[dict[str, Any]]:
         if sh.state == "recovering":
             log.info("schedule health recovering schedule=%s reasons=%r", key, sh.reasons)
             continue
-        previous = services.swap_health("schedule", key, sh.state)
+        previous = services.run_engine(lambda c: swap_state(c, "schedule", key, sh.state))  # noqa: B023 (the bridge calls it at once)
         if _changed(previous, sh.state, "ok"):
             log.warning(
                 "schedule health changed schedule=%s state=%s previous=%s reasons=%r",

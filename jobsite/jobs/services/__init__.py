@@ -4,11 +4,10 @@
 engine's client and its resources (`c.jobs`, `c.queues`, `c.dead_letters`, `c.workers`) on the
 engine loop, or on the socket's session client: the bridge, for a call the app passes through
 as it is. A named function here adds work of its own (the submission gate, the outbox, grouping
-by queue, the configured queues, the health records) and comes as a sync function and its async
-twin, `a`-prefixed (`cancel` / `acancel`), as Django names them. The API, the admin, the
-dashboard's socket, the django.tasks backend and reconciliation reach Redis through these alone;
-only the mirror (the event-stream reader) talks to the engine itself (`twins`,
-services/engineloop.py).
+by queue, the configured queues) and comes as a sync function and its async twin, `a`-prefixed
+(`cancel` / `acancel`), as Django names them. The API, the admin, the dashboard's socket, the
+django.tasks backend and reconciliation reach Redis through these alone; only the mirror (the
+event-stream reader) talks to the engine itself (`twins`, services/engineloop.py).
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import Future
 from datetime import timedelta
 from typing import Any, NamedTuple
@@ -24,28 +23,7 @@ from typing import Any, NamedTuple
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from engine import (
-    Client,
-    F,
-    Job,
-    Metrics,
-    OutageWatch,
-    Reason,
-    Recovery,
-    Repeatable,
-    ScheduleHealth,
-    SyncReport,
-    Task,
-    explain,
-    recent_outages,
-    sample_dlq,
-    schedule_health,
-    server_info,
-    server_ms,
-    swap_state,
-    sync_declared,
-)
-from engine import control as engine_control
+from engine import Client, F, Job, Metrics, Task, server_ms
 from engine import drain as engine_drain
 from jobsite.jobs.conf import engine_settings
 from jobsite.jobs.conf import queues as configured_queues
@@ -139,67 +117,12 @@ async def _queue_limits(client: Client, queue: str, keys_limit: int = 100) -> Qu
     )
 
 
-async def _explain_job(client: Client, job_id: str, queue: str | None = None) -> list[Reason]:
-    """Return why a job has not started, in order (engine.resources.explain); [] once it started."""
-    return await explain(client, job_id, queue)
-
-
-explain_job, aexplain_job = twins(_explain_job)
-
-
-async def _schedules_health(
-    client: Client,
-    queues: list[str],
-    default_tolerance_s: float,
-    recovery: Recovery | None = None,
-) -> list[ScheduleHealth]:
-    """Return each schedule's dead-man's-switch state (engine/periodic/schedule_health.py),
-    excusing what the Redis outages of `recovery` explain."""
-    return await schedule_health(client, queues, default_tolerance_s, recovery)
-
-
-async def _health_look(client: Client, watch: OutageWatch, grace_ms: int) -> Recovery:
-    """Record the Redis outage `watch` saw end; return the recent ones (periodic/outages.py)."""
-    return await watch.look(client, grace_ms)
-
-
-async def _health_recovery(client: Client, grace_ms: int) -> Recovery:
-    """Return the recent Redis outages health excuses, recording none."""
-    return await recent_outages(client, grace_ms)
-
-
-async def _swap_health(client: Client, kind: str, name: str, state: str) -> str | None:
-    """Record a schedule's or queue's health state; return the one recorded before."""
-    return await swap_state(client, kind, name, state)
-
-
-async def _dlq_sample(client: Client, queue: str, size: int, window_s: float, record: bool) -> int:
-    """Return the queue's DLQ size at the start of the current window (`size` when none); with
-    `record`, start a new window once this one is `window_s` old."""
-    return await sample_dlq(client, queue, size, window_s, record)
-
-
-schedules_health, aschedules_health = twins(_schedules_health)
-health_look, ahealth_look = twins(_health_look)
-health_recovery, ahealth_recovery = twins(_health_recovery)
-swap_health, aswap_health = twins(_swap_health)
-dlq_sample, adlq_sample = twins(_dlq_sample)
 job_fields, ajob_fields = twins(_job_fields)
 queue_limits, aqueue_limits = twins(_queue_limits)
 known_queues, aknown_queues = twins(_known_queues)
 
 
 queue_states, aqueue_states = twins(_queue_states)
-
-
-async def _declare_schedules(
-    client: Client, reps: list[Repeatable], queues: Iterable[str]
-) -> SyncReport:
-    """Make Redis hold exactly the declared repeatables `reps` (engine.sync_declared)."""
-    return await sync_declared(client.settings, client.redis, reps, queues=list(queues))
-
-
-declare_schedules, adeclare_schedules = twins(_declare_schedules)
 
 
 # Submitting jobs: every door goes through the gate (services/submission.py).
@@ -316,48 +239,13 @@ async def _run_now(client: Client, jobs: Iterable[tuple[str, str]]) -> dict[str,
     return result
 
 
-async def _redis_info(client: Client) -> dict[str, Any]:
-    """Return the engine's Redis memory, its limit and uptime (engine.server_info)."""
-    return (await server_info(client.redis)).as_dict()
-
-
 run_now, arun_now = twins(_run_now)
-redis_info, aredis_info = twins(_redis_info)
 cancel, acancel = twins(_cancel)
 resubmit, aresubmit = twins(_resubmit)
 clock_ms, aclock_ms = twins(_clock_ms)
 resubmit_dlq, aresubmit_dlq = twins(_resubmit_dlq)
 purge, apurge = twins(_purge)
 set_paused, aset_paused = twins(_set_paused)
-
-
-async def _control(client: Client, what: str, workers: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Give workers (registry entries, engine/ops/control.py's select) an order: quiet, resume or
-    stop; return the ids told."""
-    return await client.workers.send(engine_control.order(what), workers)
-
-
-control, acontrol = twins(_control)
-
-
-async def _drain_begin(client: Client, queue: str, by: str) -> dict[str, str] | None:
-    """Mark a drain of `queue` running (engine/resources/drain.py); None when one already runs."""
-    return await engine_drain.begin(client, queue, by)
-
-
-async def _drain_run(client: Client, queue: str) -> int:
-    """Drain `queue` as begun; return how many jobs were cancelled."""
-    return await engine_drain.run(client, queue)
-
-
-async def _drain_status(client: Client, queue: str) -> dict[str, str]:
-    """Return the queue's last drain record ({}: never drained)."""
-    return await engine_drain.status(client, queue)
-
-
-drain_begin, adrain_begin = twins(_drain_begin)
-drain_run, adrain_run = twins(_drain_run)
-drain_status, adrain_status = twins(_drain_status)
 
 
 def drain_in_background(queue: str) -> Future[int]:

@@ -11,6 +11,9 @@ Python code all come here, so they share the checks:
   its name and move with the next role of that name): 403;
 - a token limited to queues sees only the roles whose queues, and whose followers' queues, all
   lie within them; any other role is treated as absent.
+- a queue of the role that no live worker serves (none follows the role, none other serves it)
+  is accepted, since a role may be made before its workers start, and said:
+  `RoleChange.warning()`, "no worker serves: x, y".
 
 `rights=None` is trusted code (a script, a test): no permission checks, the same input checks.
 """
@@ -39,6 +42,7 @@ from engine import (
 from jobsite.jobs.conf import check_queue
 from jobsite.jobs.conf import queues as configured_queues
 from jobsite.jobs.permissions import Grant, Perm
+from jobsite.jobs.services import arun_engine, run_engine
 from jobsite.jobs.services.engineloop import twins
 
 log = logging.getLogger("jobsite.roles")
@@ -72,24 +76,34 @@ class RoleChange:
     created: bool
     # The live workers that now move to the role's queues (they follow within about a second).
     moved: list[str]
+    # The role's queues no live worker serves (none follows the role, none other serves them):
+    # accepted, since a role may be made before its workers start, but said.
+    unserved: tuple[str, ...] = ()
 
     def outcome(self) -> str:
         """Describe the change for the audit log."""
         said = f"queues {','.join(self.state.role.queues)}"
         return said + (f"; moved workers {','.join(self.moved)}" if self.moved else "")
 
+    def warning(self) -> str | None:
+        """Say which of the role's queues no worker serves, if any."""
+        return f"no worker serves: {', '.join(self.unserved)}" if self.unserved else None
+
 
 def _served_by(followers: Followers) -> set[str]:
     return {queue for queues in followers.values() for queue in queues}
 
 
+def _following_any(workers: list[dict[str, Any]]) -> Followers:
+    """Return every live worker with the queues it serves now."""
+    return {
+        str(w["id"]): tuple(q for q in str(w.get("queues", "")).split(",") if q) for w in workers
+    }
+
+
 def _following(workers: list[dict[str, Any]], name: str) -> Followers:
     """Return the live workers following role `name`, with the queues each serves now."""
-    return {
-        str(w["id"]): tuple(q for q in str(w.get("queues", "")).split(",") if q)
-        for w in workers
-        if w.get("role") == name
-    }
+    return _following_any([w for w in workers if w.get("role") == name])
 
 
 def _visible(state: RoleState, rights: Grant | None) -> bool:
@@ -153,20 +167,8 @@ async def _current(client: Client, name: str) -> tuple[Role | None, Followers]:
     return found, _following(await client.workers.list(), name)
 
 
-async def _write(client: Client, name: str, queues: Sequence[str]) -> Role:
-    """Create or replace a role (ConfigError for bad input, nothing changed)."""
-    return await set_role(client.redis, client.settings.prefix, name, list(queues))
-
-
-async def _delete(client: Client, name: str) -> bool:
-    """Delete a role; return whether it existed (its workers keep their last queues)."""
-    return await delete_role(client.redis, client.settings.prefix, name)
-
-
 _all_roles, _aall_roles = twins(_roles)
 _read, _aread = twins(_current)
-_save, _asave = twins(_write)
-_remove, _aremove = twins(_delete)
 
 
 def roles(rights: Grant | None = None) -> list[RoleState]:
@@ -195,9 +197,21 @@ async def arole(name: str, rights: Grant | None = None) -> RoleState | None:
     return _shown(await _aread(check_role_name(name)), rights)
 
 
-def _change(found: tuple[Role | None, Followers], saved: Role) -> RoleChange:
+def _change(
+    found: tuple[Role | None, Followers], saved: Role, workers: list[dict[str, Any]]
+) -> RoleChange:
+    """Return the change that saved `saved` over `found`, given every live worker."""
     now, followers = found
-    return RoleChange(RoleState(saved, followers), now is None, _moved(followers, saved.queues))
+    served = set(saved.queues) if followers else _served_by(_following_any(workers))
+    unserved = tuple(q for q in saved.queues if q not in served)
+    if unserved:
+        log.info(
+            "role saved with queues no worker serves role=%s queues=%s",
+            saved.name,
+            ",".join(unserved),
+        )
+    moved = _moved(followers, saved.queues)
+    return RoleChange(RoleState(saved, followers), now is None, moved, unserved)
 
 
 def save_role(name: str, queues: Sequence[str], rights: Grant | None = None) -> RoleChange:
@@ -209,7 +223,8 @@ def save_role(name: str, queues: Sequence[str], rights: Grant | None = None) -> 
     wanted = _checked(name, queues)
     found = _read(name)
     _require(rights, name, wanted, *found)
-    return _change(found, _save(name, wanted))
+    saved = run_engine(lambda c: set_role(c.redis, c.settings.prefix, name, list(wanted)))
+    return _change(found, saved, [] if found[1] else run_engine(lambda c: c.workers.list()))
 
 
 async def asave_role(name: str, queues: Sequence[str], rights: Grant | None = None) -> RoleChange:
@@ -217,7 +232,9 @@ async def asave_role(name: str, queues: Sequence[str], rights: Grant | None = No
     wanted = _checked(name, queues)
     found = await _aread(name)
     await sync_to_async(_require)(rights, name, wanted, *found)
-    return _change(found, await _asave(name, wanted))
+    saved = await arun_engine(lambda c: set_role(c.redis, c.settings.prefix, name, list(wanted)))
+    workers = [] if found[1] else await arun_engine(lambda c: c.workers.list())
+    return _change(found, saved, workers)
 
 
 def remove_role(name: str, rights: Grant | None = None) -> RoleState | None:
@@ -229,7 +246,8 @@ def remove_role(name: str, rights: Grant | None = None) -> RoleState | None:
     if found[0] is None:
         return None
     _require(rights, name, (), *found)
-    return RoleState(found[0], found[1]) if _remove(name) else None
+    removed = run_engine(lambda c: delete_role(c.redis, c.settings.prefix, name))
+    return RoleState(found[0], found[1]) if removed else None
 
 
 async def aremove_role(name: str, rights: Grant | None = None) -> RoleState | None:
@@ -238,4 +256,5 @@ async def aremove_role(name: str, rights: Grant | None = None) -> RoleState | No
     if found[0] is None:
         return None
     await sync_to_async(_require)(rights, name, (), *found)
-    return RoleState(found[0], found[1]) if await _aremove(name) else None
+    removed = await arun_engine(lambda c: delete_role(c.redis, c.settings.prefix, name))
+    return RoleState(found[0], found[1]) if removed else None

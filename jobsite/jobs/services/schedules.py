@@ -182,11 +182,6 @@ async def _set_schedule_paused(client: Client, queue: str, name: str, paused: bo
     return True
 
 
-async def _remove_schedule(client: Client, queue: str, name: str) -> bool:
-    """Delete schedule `name`; return whether it existed. Jobs it submitted stay."""
-    return await client.repeats.remove(queue, name)
-
-
 async def _run_schedule(client: Client, queue: str, name: str) -> Job | None:
     """Submit one job of schedule `name` now (id `name@<ms>m`); None when there is none.
 
@@ -203,7 +198,6 @@ async def _run_schedule(client: Client, queue: str, name: str) -> Job | None:
 in_redis, ain_redis = twins(_in_redis)
 save_schedule, asave_schedule = twins(_save_schedule)
 set_schedule_paused, aset_schedule_paused = twins(_set_schedule_paused)
-remove_schedule, aremove_schedule = twins(_remove_schedule)
 run_schedule, arun_schedule = twins(_run_schedule)
 
 

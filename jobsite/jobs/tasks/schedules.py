@@ -23,6 +23,7 @@ from engine import (
     Task,
     declared_repeatable,
     serializer,
+    sync_declared,
 )
 from jobsite.jobs import conf
 from jobsite.jobs.arguments import check_types
@@ -179,7 +180,10 @@ async def sync(reps: list[Repeatable], queues: Iterable[str] = ()) -> SyncReport
     """Make Redis hold exactly the declared `reps` (see engine.sync_declared); log the counts."""
     from jobsite.jobs import services  # services imports the registry, which imports the backends
 
-    report = await services.adeclare_schedules(reps, [*conf.queues(), *queues])
+    names = [*conf.queues(), *queues]
+    report = await services.arun_engine(
+        lambda c: sync_declared(c.settings, c.redis, reps, queues=names)
+    )
     log.info(
         "schedules synced declared=%d created=%d updated=%d removed=%d kept_overrides=%d",
         len(reps),

@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from engine import add_probe_arguments, run_probe
+from engine import drain as engine_drain
 from jobsite.jobs import conf, services
 
 
@@ -40,6 +41,8 @@ class Command(BaseCommand):
     def drain(self, queue: str) -> None:
         """Drain `queue` here, in the foreground (the API runs it in the web process)."""
         conf.check_queue(queue)
-        if services.drain_begin(queue, "manage.py jobsite drain") is None:
+        by = "manage.py jobsite drain"
+        if services.run_engine(lambda c: engine_drain.begin(c, queue, by)) is None:
             raise CommandError(f"a drain of queue {queue!r} is already running")
-        self.stdout.write(f"drained queue={queue} cancelled={services.drain_run(queue)}")
+        cancelled = services.run_engine(lambda c: engine_drain.run(c, queue))
+        self.stdout.write(f"drained queue={queue} cancelled={cancelled}")

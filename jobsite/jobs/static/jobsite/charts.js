@@ -1,6 +1,7 @@
 // Jobsite charts: throughput, queue wait, run time and queue depth from GET /charts, drawn with
 // uPlot (vendored, see docs/third-party.md). The uPlot instances are window.jobsiteCharts
-// (name -> instance), and each <figure> carries data-points and data-total, for tests.
+// (name -> instance), and each <figure> carries data-points and data-total, for tests. Axes, grid
+// and titles take the page's colours (CSS variables), light or dark.
 (() => {
   "use strict";
   const {$, api, esc} = window.jobsite;
@@ -36,11 +37,40 @@
       summary: (d) => `deepest sample per point, the last one read now as the tables beside it${d.depth.waiting.slice(0, -1).every((v) => v == null) ? "; no samples yet (runworker takes one a minute)" : ""}`},
   };
 
+  // Colours from the page's CSS variables, read when the charts are made: the axes' values and
+  // titles in --muted, the grid and ticks in --line, so both the light and the dark theme read
+  // (a change of theme makes the charts again).
+  function palette() {
+    const css = getComputedStyle(document.documentElement);
+    const read = (name, fallback) => css.getPropertyValue(name).trim() || fallback;
+    return {text: read("--muted", "#667"), grid: read("--line", "#e6e9f2")};
+  }
+
+  // The x axis: at least X_SPACE px between labels, each in a format that fits the step between
+  // ticks (the time of day within a day, the date beyond), the first tick of each day dated.
+  const X_SPACE = 90;
+  const DAY_S = 86_400;
+  function timeTicks(u, splits, axisIndex, space, step) {
+    const timeZone = window.jobsite.timeZoneName();
+    const date = new Intl.DateTimeFormat(undefined, {month: "short", day: "numeric", timeZone});
+    const clock = new Intl.DateTimeFormat(undefined, {hour: "2-digit", minute: "2-digit", timeZone});
+    let last = null;
+    return splits.map((t) => {
+      const at = new Date(t * 1000);
+      const day = date.format(at);
+      if (step >= DAY_S) return day;
+      const label = day === last ? clock.format(at) : `${clock.format(at)}\n${day}`;
+      last = day;
+      return label;
+    });
+  }
+
   function picks() {
     return Object.fromEntries(new FormData($("#chart-picks")).entries());
   }
 
   function options(name, spec, width, step_s) {
+    const {text, grid} = palette();
     return {
       width, height: 200,
       cursor: {drag: {x: false, y: false}},
@@ -49,8 +79,8 @@
       // Half a step of room after the newest point, so that it is not drawn on the edge.
       scales: {x: {time: true, range: (u, min, max) => [min, max + step_s / 2]}, y: {range: (u, min, max) => [0, Math.max(max || 0, 1) * 1.1]}},
       axes: [
-        {stroke: "#556", grid: {stroke: "#eef"}},
-        {stroke: "#556", grid: {stroke: "#eef"}, size: 70, label: spec.unit, labelSize: 18,
+        {stroke: text, grid: {stroke: grid, width: 1}, ticks: {stroke: grid, width: 1}, space: X_SPACE, values: timeTicks},
+        {stroke: text, grid: {stroke: grid, width: 1}, ticks: {stroke: grid, width: 1}, size: 70, label: spec.unit, labelSize: 18,
           values: (u, ticks) => ticks.map((v) => (spec.unit === "duration" ? duration(v) : +v.toFixed(2)))},
       ],
       series: [
@@ -111,8 +141,10 @@
   }
 
   $("#chart-picks").addEventListener("change", refresh);
-  // Another zone: the charts are made again, their axes in it.
-  document.addEventListener("jobsite:zone", () => { for (const chart of Object.values(charts)) chart.jobsiteRange = null; refresh(); });
+  // Another zone, or another theme: the charts are made again, their axes in its times or colours.
+  function remake() { for (const chart of Object.values(charts)) chart.jobsiteRange = null; refresh(); }
+  document.addEventListener("jobsite:zone", remake);
+  window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", remake);
   $("#chart-picks").addEventListener("submit", (event) => { event.preventDefault(); refresh(); });
   window.addEventListener("resize", () => {
     for (const [name, chart] of Object.entries(charts)) {

@@ -81,16 +81,69 @@
   });
   drawZone();
   // Call the API with the session and the CSRF token; resolve to the JSON answer, or throw
-  // an Error whose message is the status and the API's own detail.
+  // an Error whose message is the status and the API's own detail. The error also carries
+  // `status`, `reason` (the detail alone, in words: what a form shows) and `field` (the input
+  // a validation error names, when it names one).
   async function api(path, {method = "GET", body} = {}) {
     const headers = {"X-CSRFToken": config.csrf};
     if (body !== undefined) headers["Content-Type"] = "application/json";
-    const response = await fetch(`${config.api}${path}`, {method, headers, credentials: "same-origin",
-      body: body === undefined ? undefined : JSON.stringify(body)});
+    let response;
+    try {
+      response = await fetch(`${config.api}${path}`, {method, headers, credentials: "same-origin",
+        body: body === undefined ? undefined : JSON.stringify(body)});
+    } catch (error) {
+      if (method === "GET") answered("down");  // no answer: the server is away
+      throw error;
+    }
     const answer = response.status === 204 ? null : await response.json().catch(() => ({detail: response.statusText}));
     redis(fromHeader(response.headers.get("Jobsite-Redis")));
-    if (!response.ok) throw new Error(`${response.status} ${typeof answer?.detail === "string" ? answer.detail : JSON.stringify(answer?.detail)}`);
+    if (method === "GET") answered([401, 403].includes(response.status) ? "refused" : "live");
+    if (!response.ok) {
+      const detail = answer?.detail;
+      const first = Array.isArray(detail) ? detail[0] : null;  // a validation error: {loc, msg}
+      const error = new Error(`${response.status} ${typeof detail === "string" ? detail : JSON.stringify(detail)}`);
+      error.status = response.status;
+      error.field = first?.loc?.at(-1) ?? null;
+      error.reason = typeof detail === "string" ? detail
+        : first ? `${error.field ? `${error.field}: ` : ""}${first.msg}` : response.statusText;
+      throw error;
+    }
     return answer;
+  }
+
+  // The header's status says one thing on every page: the connection to the server, as the
+  // Overview's socket or a page's refreshes find it ("live"; "polling" where the Overview's
+  // socket cannot connect; "reconnecting…" while the server does not answer; "not allowed: sign
+  // in again"), and that Redis does not answer when the server says so. What a page counts or
+  // when it last refreshed is said in the page itself. A page that follows the connection itself
+  // (the Overview: its socket) owns the header; on the others every GET of the API says it.
+  let link = "connecting";
+  let owned = false;
+  const LINK_WORDS = {connecting: () => "connecting…", down: () => "reconnecting…", refused: () => "not allowed: sign in again",
+    live: (up) => (up ? "live" : "connected, Redis unreachable"), polling: (up) => (up ? "polling" : "polling, Redis unreachable")};
+  function drawLink() {
+    const status = document.getElementById("status");
+    if (!status) return;
+    status.textContent = LINK_WORDS[link](known.up);
+    status.dataset.link = link;
+  }
+  function connection(state) {
+    link = state in LINK_WORDS ? state : "connecting";
+    drawLink();
+  }
+  function answered(state) { if (!owned) connection(state); }
+  // A page's load that failed (or not: null) says so above its sections, in the page.
+  function loaded(error) {
+    let note = document.getElementById("load-error");
+    if (!error) { if (note) note.hidden = true; return; }
+    if (!note) {
+      note = document.createElement("p");
+      Object.assign(note, {id: "load-error", className: "error wide"});
+      note.setAttribute("role", "alert");
+      document.querySelector("main")?.prepend(note);
+    }
+    note.hidden = false;
+    note.textContent = `could not load: ${error.reason ?? error.message}`;
   }
   // Redis reachable or not, as the server says ({up, since_ms}: since when, by its clock): in the
   // page's config, in every API answer (the Jobsite-Redis header: "up <ms>" or "down <ms>") and
@@ -108,6 +161,7 @@
     if (report && typeof report.up === "boolean" && report.up !== known.up && report.since_ms > known.since_ms) {
       known = {up: report.up, since_ms: report.since_ms};
       drawRedis();
+      drawLink();
       if (known.up) toast("Redis answers again: live data resumed.", "ok");
       document.dispatchEvent(new CustomEvent("jobsite:redis", {detail: known}));
     } else if (!known.up) disableActions();  // buttons drawn since
@@ -167,6 +221,10 @@
   window.jobsite = {
     redis,
     redisUp: () => known.up,
+    // The header's connection state: "live", "polling", "down", "refused" or "connecting".
+    connection,
+    ownConnection: () => { owned = true; },
+    loaded,
     toast,
     ask,
     plural: (n, word, many = `${word}s`) => `${n} ${n === 1 ? word : many}`,

@@ -24,22 +24,18 @@
   // Messages the socket delivered: an HTTP snapshot asked for before one of them is older.
   let pushed = 0;
 
-  // The header: the connection, and Redis when the server says it does not answer.
+  // The header: the connection as the socket finds it (common.js words it, with Redis when the
+  // server says it does not answer, as on every page).
+  window.jobsite.ownConnection();
   function showStatus() {
-    const redisUp = window.jobsite.redisUp();
-    let text;
-    if (mode === "refused") text = "not allowed: sign in again";
-    else if (mode === "polling") text = redisUp ? "polling" : "polling, Redis unreachable";
-    else if (mode === "down" || !socketOpen) text = "reconnecting…";
-    else text = redisUp ? "live" : "connected, Redis unreachable";
-    $("#status").textContent = text;
+    if (mode === "refused" || mode === "polling") window.jobsite.connection(mode);
+    else window.jobsite.connection(mode === "down" || !socketOpen ? "down" : "live");
   }
   function setMode(next) {
     mode = next;
     $("#polling-note").hidden = mode !== "polling";
     showStatus();
   }
-  document.addEventListener("jobsite:redis", showStatus);
 
   function connect() {
     const scheme = location.protocol === "https:" ? "wss" : "ws";

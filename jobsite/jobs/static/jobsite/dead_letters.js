@@ -4,7 +4,7 @@
 (() => {
   "use strict";
   const {$, esc, api, jobPage, hideForbidden, ask, toast, plural, config} = window.jobsite;
-  const {time} = window.jobsite;
+  const {time, loaded} = window.jobsite;
   const VERBS = {resubmit: "Resubmit", purge: "Purge"};
   let groups = [];
   let timer;
@@ -127,9 +127,10 @@
         renderTally(await api(path));
         Object.assign(tallied, {path, at: Date.now()});
       }
-      $("#status").textContent = `${groups.reduce((n, g) => n + g.count, 0)} dead letters in ${groups.length} groups`;
+      $("#group-count").textContent = `${plural(groups.reduce((n, g) => n + g.count, 0), "dead letter")} in ${plural(groups.length, "group")}`;
+      loaded(null);
     } catch (error) {
-      $("#status").textContent = `could not load: ${error.message}`;
+      loaded(error);
     }
     timer = setTimeout(load, 5000);
   }

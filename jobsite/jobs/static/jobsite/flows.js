@@ -2,7 +2,7 @@
 (() => {
   "use strict";
   const {$, esc, api, jobPage} = window.jobsite;
-  const {time} = window.jobsite;
+  const {time, plural, loaded} = window.jobsite;
   let flows = [];
   const open = new Set();  // flow ids shown opened, kept across refreshes
   let timer;
@@ -32,9 +32,10 @@
       const byId = Object.fromEntries(details.map((d) => [d.flow_id, d]));
       $("#flow-list tbody").innerHTML = flows.map((f, i) => row(f, i) + (byId[f.flow_id] ? jobsRow(byId[f.flow_id]) : "")).join("")
         || `<tr><td colspan="6">no flows</td></tr>`;
-      $("#status").textContent = `${flows.length} flows`;
+      $("#flow-count").textContent = `${plural(flows.length, "flow")} shown`;
+      loaded(null);
     } catch (error) {
-      $("#status").textContent = `could not load: ${error.message}`;
+      loaded(error);
     }
     timer = setTimeout(load, 5000);
   }

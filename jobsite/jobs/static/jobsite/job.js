@@ -192,7 +192,6 @@
     renderLastError(job);
     renderHistory(job);
     document.dispatchEvent(new CustomEvent("jobsite:job", {detail: job}));
-    $("#status").textContent = vocabulary.live.includes(job.state) ? "live" : "ended";
     // Live: every second. Ended: keep following at a slower pace (a retry brings it back).
     timer = setTimeout(load, vocabulary.live.includes(job.state) || !job.history.length ? 1000 : ENDED_POLL_MS);
   }

@@ -97,9 +97,9 @@
         const [queue, drain] = await Promise.all([api(`/queues/${seg(name)}`), api(`/queues/${seg(name)}/drain`)]);
         render({...queue, drain});
       }
-      $("#status").textContent = `updated ${window.jobsite.clock(new Date())}`;
+      window.jobsite.loaded(null);
     } catch (error) {
-      $("#status").textContent = `could not load: ${error.message}`;
+      window.jobsite.loaded(error);
     }
     timer = setTimeout(load, 3000);
   }

@@ -24,9 +24,9 @@
       body.innerHTML = roles.map(row).join("");
       hideForbidden(body);
       $("#roles .empty").hidden = roles.length > 0;
-      $("#status").textContent = `updated ${window.jobsite.clock(new Date())}`;
+      window.jobsite.loaded(null);
     } catch (error) {
-      $("#status").textContent = `could not load: ${error.message}`;
+      window.jobsite.loaded(error);
     }
     timer = setTimeout(load, 3000);
   }
@@ -61,11 +61,14 @@
       const role = await api(`/roles/${seg(name)}`, {method: "PUT", body: {queues}});
       $(".error", form).textContent = "";
       form.reset();
-      const following = role.workers.length ? ` ${role.workers.length} worker(s) follow it within a second.` : "";
+      const n = role.workers.length;
+      const following = n ? ` ${window.jobsite.plural(n, "worker")} ${n === 1 ? "follows" : "follow"} it within a second.` : "";
       toast(`Role ${role.name} saved: ${role.queues.join(", ")}.${following}`, "ok");
+      // Saved all the same (its workers may start later), but said: "no worker serves: x, y".
+      if (role.warning) toast(`Role ${role.name}: ${role.warning}.`, "info", 0);
       load();
     } catch (error) {
-      $(".error", form).textContent = error.message;
+      $(".error", form).textContent = error.reason ?? error.message;
     }
   });
 

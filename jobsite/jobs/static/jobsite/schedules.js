@@ -76,9 +76,9 @@
       const body = $("#schedules tbody");
       body.innerHTML = shown.map(row).join("") || `<tr><td colspan="9">no schedules yet</td></tr>`;
       hideForbidden(body);
-      $("#status").textContent = "live";
+      window.jobsite.loaded(null);
     } catch (error) {
-      $("#status").textContent = `could not load: ${error.message}`;
+      window.jobsite.loaded(error);
     }
     timer = setTimeout(load, REFRESH_MS);
   }
@@ -171,6 +171,7 @@
 
   function stopEdit() {
     editing = null;
+    clearErrors();
     form.reset();
     form.name.disabled = form.queue.disabled = false;
     form.tz.value = browserZone;
@@ -197,9 +198,37 @@
       repeat_limit: form.repeat_limit.value ? Number(form.repeat_limit.value) : null};
   }
 
+  // The input a refusal is about: the one a validation error names, else the one its words
+  // name (the engine's ConfigError says "invalid cron expression: ...", "unknown time zone: ...").
+  const FIELD_WORDS = [[/cron expression/i, "cron"], [/time zone/i, "tz"], [/\bevery_s\b/, "every_s"],
+    [/\brepeat_limit\b/, "repeat_limit"], [/already has a schedule named/, "name"], [/^queue names/, "queue"]];
+  function fieldOf(error) {
+    const named = error.field && form.elements[error.field] ? error.field : null;
+    return named ?? FIELD_WORDS.find(([words]) => words.test(error.reason ?? ""))?.[1] ?? null;
+  }
+  function clearErrors() {
+    $("#form-error").textContent = "";
+    for (const el of $$(".field-error", form)) el.remove();
+    for (const el of $$("[aria-invalid]", form)) el.removeAttribute("aria-invalid");
+  }
+  // Say why the form was refused: the reason alone (never the HTTP status), at its field when
+  // one is shown, else under the form.
+  function refused(error) {
+    const reason = error.reason ?? error.message;
+    const input = form.elements[fieldOf(error) ?? ""];
+    if (!input?.closest || input.closest("[hidden]")) { $("#form-error").textContent = reason; return; }
+    const note = document.createElement("small");
+    Object.assign(note, {className: "error field-error", textContent: reason, id: `${input.name}-error`});
+    note.setAttribute("role", "alert");
+    input.after(note);
+    input.setAttribute("aria-invalid", "true");
+    input.setAttribute("aria-describedby", note.id);
+    input.focus();
+  }
+
   async function save(event) {
     event.preventDefault();
-    $("#form-error").textContent = "";
+    clearErrors();
     try {
       const body = definition();
       if (editing) {
@@ -214,7 +243,7 @@
       stopEdit();
       load();
     } catch (error) {
-      $("#form-error").textContent = error.message;
+      refused(error);
     }
   }
 
@@ -226,7 +255,7 @@
       const answer = await api(path(s, suffix), {method});
       say(action === "run" ? `submitted job ${answer.id}` : `${action}: ${s.queue}/${s.name}`);
     } catch (error) {
-      say(`${action} failed: ${error.message}`, true);
+      say(`${action} failed: ${error.reason ?? error.message}`, true);
     }
     load();
   }

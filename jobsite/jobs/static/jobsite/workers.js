@@ -3,7 +3,7 @@
 // confirmed in the page with what it means for the process.
 (() => {
   "use strict";
-  const {$, esc, api, jobPage, may, ask, toast, plural, time, clock, timeZoneName} = window.jobsite;
+  const {$, esc, api, jobPage, may, ask, toast, plural, time, timeZoneName} = window.jobsite;
   const POLL_MS = 2500;
   // What an order does, said in its confirmation.
   const ORDERS = {
@@ -57,9 +57,10 @@
       $("#workers-table tbody").innerHTML = workers.map(row).join("");
       $("#worker-list .empty").hidden = workers.length > 0;
       const busy = workers.reduce((n, w) => n + w.current_jobs.length, 0);
-      $("#status").textContent = `${plural(workers.length, "worker")}, ${busy} busy · updated ${clock(new Date())}`;
+      $("#worker-count").textContent = `${plural(workers.length, "worker")}, ${busy} busy`;
+      window.jobsite.loaded(null);
     } catch (error) {
-      $("#status").textContent = `could not load: ${error.message}`;
+      window.jobsite.loaded(error);
     }
     // Polled only while the tab is visible; a tab shown again loads at once (below).
     timer = setTimeout(() => { if (!document.hidden) load(); }, POLL_MS);
