@@ -86,6 +86,18 @@ def test_each_option_reaches_the_job(engine: EngineSettings, token: str) -> None
     assert job.dlq == "0"
 
 
+def test_backoff_none_requeues_each_retry_at_once_and_null_keeps_the_tasks(
+    engine: EngineSettings, token: str
+) -> None:
+    web = WebClient()
+    at_once = submit(web, token, task="add", args=[1, 2], max_retries=2, backoff="none")
+    unset = submit(web, token, task="add", args=[1, 2], max_retries=2, backoff=None)
+    assert at_once.status_code == unset.status_code == 201, (at_once.content, unset.content)
+    options = engine_job(engine, at_once.json()["id"]).options
+    assert "backoff" in options and options["backoff"] is None
+    assert "backoff" not in engine_job(engine, unset.json()["id"]).options
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [

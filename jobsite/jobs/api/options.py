@@ -47,8 +47,11 @@ class TaskOptionsIn(Schema):
     # Retries and time limits.
     max_retries: int | None = Field(None, ge=0, le=1000)
     retry_delay_s: float | None = Field(None, ge=0, le=YEAR_S)
+    # "none": each retry re-queued at once (the engine's backoff=None; JSON null means unset).
     backoff: (
-        Literal["constant", "linear", "exponential", "exponential_jitter", "exponential_spread"]
+        Literal[
+            "constant", "linear", "exponential", "exponential_jitter", "exponential_spread", "none"
+        ]
         | float
         | Annotated[list[Annotated[float, Field(ge=0, le=YEAR_S)]], Field(min_length=1)]
         | None
@@ -139,6 +142,8 @@ def apply(task: Task, body: TaskOptionsIn, depends_on: list[str] | None = None) 
     options: dict[str, Any] = {
         name: getattr(body, name) for name in _USING if getattr(body, name) is not None
     }
+    if body.backoff == "none":
+        options["backoff"] = None
     if body.deduplication is not None:
         options["deduplication"] = body.deduplication.model_dump()
     if (
