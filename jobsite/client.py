@@ -123,10 +123,14 @@ def batch_job(
     return _body(task, args, kwargs, options)
 
 
-def _flow(jobs: Iterable[Mapping[str, Any]], on_parent_failure: str | None) -> dict[str, Any]:
+def _flow(
+    jobs: Iterable[Mapping[str, Any]], on_parent_failure: str | None, name: str | None = None
+) -> dict[str, Any]:
     body: dict[str, Any] = {"jobs": list(jobs)}
     if on_parent_failure is not None:
         body["on_parent_failure"] = on_parent_failure
+    if name is not None:
+        body["name"] = name
     return body
 
 
@@ -245,10 +249,14 @@ class _Calls(ScheduleCalls):
         return self._send("POST", "/jobs/batch", {"jobs": list(jobs)}, None)
 
     def submit_flow(
-        self, jobs: Iterable[Mapping[str, Any]], on_parent_failure: str | None = None
+        self,
+        jobs: Iterable[Mapping[str, Any]],
+        on_parent_failure: str | None = None,
+        name: str | None = None,
     ) -> Any:
-        """Submit a graph of jobs (see `flow_job`) all or nothing; returns the flow's jobs."""
-        return self._send("POST", "/flows", _flow(jobs, on_parent_failure), None)
+        """Submit a graph of jobs (see `flow_job`) all or nothing, named `name` if given;
+        returns the flow's jobs."""
+        return self._send("POST", "/flows", _flow(jobs, on_parent_failure, name), None)
 
     def queues(self) -> Any:
         """Return every queue you may view: counts per state, paused, oldest waiting job."""
@@ -575,9 +583,9 @@ class _Calls(ScheduleCalls):
         """Return every registered task with its options and its arguments' JSON schema."""
         return self._send("GET", "/tasks", None, None)
 
-    def flows(self, queue: str | None = None, limit: int = 50) -> Any:
-        """Return the newest flows with their jobs per state."""
-        params = {"limit": str(limit), **({"queue": queue} if queue else {})}
+    def flows(self, queue: str | None = None, limit: int = 50, name: str | None = None) -> Any:
+        """Return the newest flows with their jobs per state (`name`: whose name holds it)."""
+        params = _params(queue=queue, name=name, limit=limit)
         return self._send("GET", "/flows", None, params)
 
     def flow(self, flow_id: str) -> Any:

@@ -263,6 +263,20 @@ class OutboxEntry(models.Model):
         return f"outbox {self.job_id}"
 
 
+class FlowName(models.Model):
+    """The name a flow was given when it was submitted (a flow is known by its jobs' flow_id)."""
+
+    flow_id = models.CharField(primary_key=True, max_length=128)
+    name = models.CharField(max_length=200, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "flow name"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.flow_id})"
+
+
 class QueueRecord(models.Model):
     """A queue as last seen in Redis: paused or not, and its live counts."""
 

@@ -16,6 +16,7 @@ from demo.demo_tasks import charge_card, poll_upstream, resize_image
 from engine import EngineSettings
 
 from .test_dashboard import DOCS, engine, launch, login, site
+from .test_operator import wait_until
 
 pytestmark = pytest.mark.browser
 __all__ = ["site"]  # the fixture, used by name
@@ -119,6 +120,19 @@ def test_charts_hold_the_series_of_real_runs(site: tuple[str, str, EngineSetting
         figure = page.locator("figure[data-chart=throughput]")
         assert figure.get_attribute("data-points") == "60"
         assert float(figure.get_attribute("data-total") or 0) >= 39
+
+        # The depth chart's last point and the Queues table come from one snapshot.
+        later = resize_image.using(delay_s=600)
+        engine(settings, lambda c: c.enqueue_many([later.call(n, 2) for n in range(5)]))
+        columns = "rows => rows.map((r) => [...r.cells].slice(1, 4).map((c) => +c.textContent))"
+
+        def agree() -> bool:
+            live = page.get_attribute("figure[data-chart=depth]", "data-live") or ""
+            rows = page.eval_on_selector_all("#queues tbody tr", columns)
+            table = [sum(column) for column in zip(*rows, strict=True)]
+            return bool(live) and [int(n) for n in live.split(",")] == table and table[1] >= 5
+
+        wait_until(page, agree, "the depth chart's last point is not the Queues table's")
 
         # one task: only its jobs
         page.select_option("#chart-picks select[name=task]", "demo.charge_card")

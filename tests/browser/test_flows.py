@@ -146,10 +146,11 @@ def test_the_flow_list_shows_each_flow_and_opens_to_its_jobs(
 
     base, password, _ = site
     flow = {
+        "name": "Thumbnails of album 7",
         "jobs": [
             {"ref": "a", "task": "demo.resize_image", "args": [2, 32]},
             {"ref": "b", "task": "demo.resize_image", "args": [3, 32], "depends_on": ["a"]},
-        ]
+        ],
     }
     with sync_playwright() as pw:
         browser = launch(pw)
@@ -169,7 +170,9 @@ def test_the_flow_list_shows_each_flow_and_opens_to_its_jobs(
         page.wait_for_selector(jobs, timeout=10_000)
         assert page.locator(jobs).count() == 2
         assert [page.locator(jobs).nth(i).get_attribute("data-job") for i in range(2)] == ids
-        assert "after" in (page.locator(jobs).nth(1).text_content() or "")
+        after = page.locator(jobs).nth(1).text_content() or ""
+        assert "after demo.resize_image" in after and ids[0][:8] in after  # the parent's task
+        assert (page.text_content(f"{row} td[data-label=name]") or "") == "Thumbnails of album 7"
         deadline = time.monotonic() + 30  # the list follows the jobs live
         while "completed 2" not in (page.text_content(f"{row} td.states") or ""):
             assert time.monotonic() < deadline, page.inner_html("#flow-list")
@@ -178,6 +181,10 @@ def test_the_flow_list_shows_each_flow_and_opens_to_its_jobs(
         page.click("#filters button[type=submit]")
         page.wait_for_selector("#flow-list td:text('no flows')", timeout=10_000)
         page.fill("#filters input[name=queue]", "default")
+        page.fill("#filters input[name=name]", "no such name")
+        page.click("#filters button[type=submit]")
+        page.wait_for_selector("#flow-list td:text('no flows')", timeout=10_000)
+        page.fill("#filters input[name=name]", "album 7")
         page.click("#filters button[type=submit]")
         page.wait_for_selector(row, timeout=10_000)
         page.click(f"#flow-list tr[data-jobs-of='{out['flow_id']}'] a >> nth=0")

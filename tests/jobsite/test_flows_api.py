@@ -379,6 +379,27 @@ def test_flows_are_listed_and_found_by_their_id(engine: EngineSettings, token: s
     assert call(web, "get", "/flows/nope", token).status_code == 404
 
 
+def test_a_named_flow_is_listed_by_its_name_with_its_jobs_parents_first(
+    engine: EngineSettings, token: str
+) -> None:
+    web = WebClient()
+    named = call(web, "post", "/flows", token, data=flow_body(name="Nightly import")).json()
+    other = call(web, "post", "/flows", token, data=flow_body()).json()
+    assert named["name"] == "Nightly import" and other["name"] is None
+    async_to_sync(mirror_all)()
+    listed = {f["flow_id"]: f["name"] for f in call(web, "get", "/flows", token).json()}
+    assert listed == {named["flow_id"]: "Nightly import", other["flow_id"]: None}
+    [found] = call(web, "get", "/flows?name=nightly", token).json()  # any case, part of it
+    assert found["flow_id"] == named["flow_id"]
+    detail = call(web, "get", f"/flows/{named['flow_id']}", token).json()
+    assert detail["name"] == "Nightly import"
+    ref = {j["id"]: j["ref"] for j in named["jobs"]}
+    order = [ref[node["id"]] for node in detail["graph"]]
+    assert order[0] == "a" and order[-1] == "d" and set(order[1:3]) == {"b", "c"}
+    too_long = call(web, "post", "/flows", token, data=flow_body(name="x" * 201))
+    assert too_long.status_code == 422
+
+
 def test_a_deduplication_id_is_read_and_freed(engine: EngineSettings, token: str) -> None:
     web = WebClient()
     path = "/queues/default/deduplication/order-7"

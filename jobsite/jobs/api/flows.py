@@ -26,7 +26,7 @@ from jobsite.jobs.api.options import REF_PATTERN
 from jobsite.jobs.api.related import FLOW_CAP, refreshed
 from jobsite.jobs.api.schemas import ERRORS, JobIn, Out, RelatedOut
 from jobsite.jobs.arguments import check_types
-from jobsite.jobs.models import JobRecord
+from jobsite.jobs.models import FlowName, JobRecord
 from jobsite.jobs.permissions import Grant, Perm, aneed, grant
 
 router = Router(tags=["flows"])
@@ -43,6 +43,8 @@ class FlowIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
     jobs: list[FlowJobIn] = Field(..., min_length=1, max_length=1000)
+    # What people call the flow: shown on the Flows page and in the API's answers, searchable.
+    name: str | None = Field(None, min_length=1, max_length=200)
     # What a parent's failure does to jobs that do not say (wait: stay blocked, inspectable).
     on_parent_failure: Literal["wait", "fail", "cancel"] | None = None
 
@@ -58,6 +60,7 @@ class FlowJobOut(Out):
 
 class FlowOut(Out):
     flow_id: str | None
+    name: str | None = None
     jobs: list[FlowJobOut]
 
 
@@ -130,13 +133,17 @@ async def submit_flow(request: HttpRequest, body: FlowIn) -> Status[FlowOut]:
     ]
     position = {spec.ref: i for i, spec in enumerate(body.jobs)}
     out.sort(key=lambda j: position[j.ref])  # in the order the caller gave
-    return Status(201, FlowOut(flow_id=done[0].flow_id, jobs=out))
+    flow_id = done[0].flow_id
+    if body.name and flow_id:
+        await FlowName.objects.aupdate_or_create(flow_id=flow_id, defaults={"name": body.name})
+    return Status(201, FlowOut(flow_id=flow_id, name=body.name, jobs=out))
 
 
 class FlowSummaryOut(Out):
     """A flow as the history holds it: its queue, its jobs per state, when it was submitted."""
 
     flow_id: str
+    name: str | None = None
     queue: str
     jobs: int
     states: dict[str, int]
@@ -149,10 +156,15 @@ class FlowDetailOut(FlowSummaryOut):
     graph: list[RelatedOut]
 
 
-def _summaries(rights: Grant, queue: str | None, limit: int) -> list[FlowSummaryOut]:
+def _summaries(
+    rights: Grant, queue: str | None, name: str | None, limit: int
+) -> list[FlowSummaryOut]:
     rows = rights.narrow(JobRecord.objects.filter(flow_id__isnull=False))
     if queue:
         rows = rows.filter(queue=queue)
+    if name:
+        named = FlowName.objects.filter(name__icontains=name).values("flow_id")
+        rows = rows.filter(flow_id__in=named)
     flows = list(
         rows.values("flow_id", "queue")
         .annotate(jobs=Count("id"), submitted_at=Min("submitted_at"))
@@ -162,18 +174,24 @@ def _summaries(rights: Grant, queue: str | None, limit: int) -> list[FlowSummary
     counted = rows.filter(flow_id__in=list(states)).values("flow_id", "state")
     for row in counted.annotate(n=Count("id")).order_by():
         states[row["flow_id"]][row["state"]] = row["n"]
-    return [FlowSummaryOut(**f, states=states[f["flow_id"]]) for f in flows]
+    names = dict(FlowName.objects.filter(flow_id__in=list(states)).values_list("flow_id", "name"))
+    return [
+        FlowSummaryOut(**f, name=names.get(f["flow_id"]), states=states[f["flow_id"]])
+        for f in flows
+    ]
 
 
 @router.get("", response={200: list[FlowSummaryOut], **ERRORS})
 async def list_flows(
     request: HttpRequest,
     queue: str | None = None,
+    name: str | None = None,
     limit: int = Query(50, ge=1, le=500),  # type: ignore[type-arg]
 ) -> list[FlowSummaryOut]:
-    """List the newest flows of the queues the caller may see, with their jobs per state."""
+    """List the newest flows of the queues the caller may see, with their jobs per state;
+    `name` keeps the flows whose name holds it (any case)."""
     await aneed(request, Perm.VIEW, queue)
-    return await sync_to_async(_summaries)(grant(request), queue, limit)
+    return await sync_to_async(_summaries)(grant(request), queue, name, limit)
 
 
 @router.get("/{flow_id}", response={200: FlowDetailOut, **ERRORS})
@@ -189,15 +207,32 @@ async def get_flow(request: HttpRequest, flow_id: str) -> FlowDetailOut:
     if not rows or not rights.allows(Perm.VIEW, rows[0].queue):
         raise HttpError(404, f"no flow with id {flow_id!r}")
     queue = rows[0].queue  # a flow stays in one queue
-    graph = await refreshed(queue, rows)
+    graph = _parents_first(await refreshed(queue, rows))
+    named = await FlowName.objects.filter(flow_id=flow_id).afirst()
     states: dict[str, int] = {}
     for node in graph:
         states[node.state] = states.get(node.state, 0) + 1
     return FlowDetailOut(
         flow_id=flow_id,
+        name=named.name if named else None,
         queue=queue,
         jobs=len(graph),
         states=states,
         submitted_at=min((r.submitted_at for r in rows if r.submitted_at), default=None),
         graph=graph,
     )
+
+
+def _parents_first(graph: list[RelatedOut]) -> list[RelatedOut]:
+    """Return the flow's jobs parents first (as submitted where the graph leaves a choice)."""
+    position = {node.id: i for i, node in enumerate(graph)}
+    order = graphlib.TopologicalSorter(
+        {node.id: [p for p in node.parents if p in position] for node in graph}
+    )
+    order.prepare()
+    out: list[str] = []
+    while order.is_active():
+        ready = sorted(order.get_ready(), key=position.__getitem__)
+        out += ready
+        order.done(*ready)
+    return [graph[position[i]] for i in out]

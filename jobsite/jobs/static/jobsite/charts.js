@@ -34,7 +34,7 @@
       summary: (d) => `${d.run.count} attempts · p50 ${duration(d.run.overall.p50)} · p95 ${duration(d.run.overall.p95)} over the range`},
     depth: {unit: "jobs", fmt: jobs, series: ["waiting", "scheduled", "running"],
       data: (d) => [d.depth.waiting, d.depth.scheduled, d.depth.running],
-      summary: (d) => `deepest sample per point, the last one read now as the tables beside it${d.depth.waiting.slice(0, -1).every((v) => v == null) ? "; no samples yet (runworker takes one a minute)" : ""}`},
+      summary: (d) => `deepest sample per point, the last one the snapshot the tables beside it show${d.depth.waiting.slice(0, -1).every((v) => v == null) ? "; no samples yet (runworker takes one a minute)" : ""}`},
   };
 
   // Colours from the page's CSS variables, read when the charts are made: the axes' values and
@@ -109,7 +109,28 @@
       charts[name] = new uPlot(options(name, spec, Math.max(200, plot.clientWidth || 420), answer.step_s), data, plot);
       charts[name].jobsiteRange = answer.range;
     }
+    if (snapshotQueues) liveDepth(null);
   }
+
+  // The depth chart's last point (the slot running now) from the snapshot the Queues table
+  // beside it is drawn from: dashboard.js hands each one over, so the chart ends on the table's
+  // numbers whatever the minute samples said. The figure's data-live holds them, for tests.
+  let snapshotQueues = null;  // the last snapshot's counts: a redrawn chart ends on them too
+  function liveDepth(queues) {
+    snapshotQueues = queues || snapshotQueues;
+    const chart = charts.depth;
+    if (!chart || !chart.data[0].length) return;
+    const chosen = picks().queue || "";
+    const rows = Object.entries(snapshotQueues || {}).filter(([name]) => !chosen || name === chosen);
+    const sum = (key) => rows.reduce((total, [, counts]) => total + (counts[key] || 0), 0);
+    const now = [sum("submitted"), sum("scheduled"), sum("started")];
+    const data = chart.data.map((series) => series.slice());
+    const last = data[0].length - 1;
+    now.forEach((n, i) => { data[i + 1][last] = n; });
+    chart.setData(data);
+    $('figure[data-chart="depth"]').dataset.live = now.join(",");
+  }
+  window.jobsite.liveDepth = liveDepth;
 
   function fillPicker(select, values) {
     const chosen = select.value;

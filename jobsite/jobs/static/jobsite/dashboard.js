@@ -110,6 +110,7 @@
   }
 
   function render(data) {
+    if (window.jobsite.liveDepth) window.jobsite.liveDepth(data.queues);  // the chart's last point
     const queues = Object.entries(data.queues || {});
     $("#queues tbody").innerHTML = queues.map(([name, c]) => `<tr><td data-label="queue">${esc(name)}${data.paused[name] ? " <small>(paused)</small>" : ""}</td>
       <td data-label="waiting">${c.submitted}</td><td data-label="scheduled">${c.scheduled}</td><td data-label="running">${c.started}</td><td data-label="dead letters">${c.dlq}</td><td data-label="completed (total)">${c.completed_total}</td><td data-label="failed (total)">${c.failed_total}</td>
