@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from datetime import datetime
 from types import EllipsisType
-from typing import Any
+from typing import Any, TypedDict, Unpack
 from urllib.parse import quote
 
 import httpx
@@ -138,6 +138,30 @@ def _order(action: str, worker: str | None, host: str | None, queue: str | None)
     """Return the body of POST /workers/control (selectors left out when not given)."""
     chosen = {"worker": worker, "host": host, "queue": queue}
     return {"action": action, **{k: v for k, v in chosen.items() if v is not None}}
+
+
+class Chosen(TypedDict, total=False):
+    """The history's filters a bulk action selects jobs by (`cancel_many`, `retry_many`)."""
+
+    state: str | None
+    queue: str | None
+    task: str | None
+    task_like: str | None
+    q: str | None
+    since: datetime | None
+
+
+class Found(TypedDict, total=False):
+    """The history's filters a list or a count takes (`jobs`, `job_counts`); the state aside."""
+
+    queue: str | None
+    task: str | None
+    task_like: str | None
+    q: str | None
+    since: datetime | None
+    until: datetime | None
+    fingerprint: str | None
+    ids: Iterable[str] | None
 
 
 def _params(**given: Any) -> dict[str, str]:
@@ -340,105 +364,49 @@ class _Calls(ScheduleCalls):
         self,
         *,
         state: str | None = None,
-        queue: str | None = None,
-        task: str | None = None,
-        task_like: str | None = None,
-        q: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        fingerprint: str | None = None,
-        ids: Iterable[str] | None = None,
         sort: str | None = None,
         cursor: str | None = None,
         before: str | None = None,
         limit: int = 50,
+        **found: Unpack[Found],
     ) -> Any:
         """Return a page of the history, newest submitted first (or in `sort`, such as
         "-duration_seconds"): `{items, next_cursor, prev_cursor}`. Pass a page's `next_cursor`
         as `cursor` for the page after it, its `prev_cursor` as `before` for the page before
         (None: no job lies that way). `task_like` matches part of the task name, `q` searches,
         `since`/`until` bound the submission time, `ids` (at most 100) keeps those jobs."""
-        params = _params(
-            state=state,
-            queue=queue,
-            task=task,
-            task_like=task_like,
-            q=q,
-            since=since,
-            until=until,
-            fingerprint=fingerprint,
-            ids=ids,
-            sort=sort,
-            cursor=cursor,
-            before=before,
-            limit=limit,
-        )
+        params = _params(state=state, **found, sort=sort, cursor=cursor, before=before, limit=limit)
         return self._send("GET", "/jobs", None, params)
 
-    def job_counts(
-        self,
-        *,
-        queue: str | None = None,
-        task: str | None = None,
-        task_like: str | None = None,
-        q: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        fingerprint: str | None = None,
-        ids: Iterable[str] | None = None,
-    ) -> Any:
+    def job_counts(self, **found: Unpack[Found]) -> Any:
         """Count the history's jobs under the filters `jobs` takes (all but the state):
         `{total, states: {state: n}}`."""
-        params = _params(
-            queue=queue,
-            task=task,
-            task_like=task_like,
-            q=q,
-            since=since,
-            until=until,
-            fingerprint=fingerprint,
-            ids=ids,
-        )
-        return self._send("GET", "/job-counts", None, params)
+        return self._send("GET", "/job-counts", None, _params(**found))
 
     def cancel_many(
         self,
         ids: Iterable[str] | None = None,
         *,
         all: bool = False,
-        state: str | None = None,
-        queue: str | None = None,
-        task: str | None = None,
-        task_like: str | None = None,
-        q: str | None = None,
-        since: datetime | None = None,
         dry_run: bool = False,
+        **chosen: Unpack[Chosen],
     ) -> Any:
         """Cancel the live jobs `ids`, or every one the history's filter matches (`all`: every
         job), at most JOBSITE["BULK_MAX"]; `dry_run` only counts. Returns `{matched, changed,
         skipped}`, `skipped` giving each reason's count."""
-        chosen = {"state": state, "queue": queue, "task": task, "task_like": task_like, "q": q}
-        body = _selection(ids, all, dry_run, **chosen, since=since)
-        return self._send("POST", "/bulk/cancel", body, None)
+        return self._send("POST", "/bulk/cancel", _selection(ids, all, dry_run, **chosen), None)
 
     def retry_many(
         self,
         ids: Iterable[str] | None = None,
         *,
         all: bool = False,
-        state: str | None = None,
-        queue: str | None = None,
-        task: str | None = None,
-        task_like: str | None = None,
-        q: str | None = None,
-        since: datetime | None = None,
         dry_run: bool = False,
+        **chosen: Unpack[Chosen],
     ) -> Any:
         """Retry the finished jobs `ids`, or every one the history's filter matches (`all`:
         every job), as `cancel_many` selects them; `{matched, changed, skipped}`."""
-        chosen = {"state": state, "queue": queue, "task": task, "task_like": task_like, "q": q}
-        body = _selection(ids, all, dry_run, **chosen, since=since)
-        return self._send("POST", "/bulk/retry", body, None)
+        return self._send("POST", "/bulk/retry", _selection(ids, all, dry_run, **chosen), None)
 
     def workers(self) -> Any:
         """Return the live workers: queues, concurrency, current jobs, state, memory
