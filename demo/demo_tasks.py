@@ -53,11 +53,14 @@ async def poll_upstream(job: JobContext) -> str:
 
 @task(name="demo.import_rows", takes_context=True, timeout_s=120)
 async def import_rows(job: JobContext, batches: int, pause_s: float = 0.5) -> int:
-    """Import `batches` batches of 100 rows, logging and reporting progress after each."""
-    for n in range(1, batches + 1):
+    """Import `batches` batches of 100 rows, logging, reporting progress and saving its place
+    after each: a retry or a restart resumes after the last batch saved."""
+    done = job.checkpointed["batch"] if job.checkpointed else 0
+    for n in range(done + 1, batches + 1):
         await asyncio.sleep(pause_s)
         await job.log(f"imported batch {n} of {batches} (rows {(n - 1) * 100 + 1}-{n * 100})")
         await job.set_progress(100 * n / batches, f"{n * 100} of {batches * 100} rows")
+        await job.checkpoint({"batch": n})
     return batches * 100
 
 

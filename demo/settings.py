@@ -165,6 +165,8 @@ JOBSITE = {
     "QUEUES": _list("JOBSITE_QUEUES", "default"),
     # What reconciliation does with a live row whose job exists nowhere in Redis.
     "RECONCILE": os.environ.get("JOBSITE_RECONCILE", "lost"),  # or "resubmit"
+    # Jobs a bulk action changes while its request waits; more run in the background.
+    "BULK_MAX": int(os.environ.get("JOBSITE_BULK_MAX", "10000")),
 }
 
 # Channels: the dashboard's live updates go through Redis (the same server as the engine, by

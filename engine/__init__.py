@@ -5,6 +5,7 @@ from .cli import add_probe_arguments, parse_queues, run_probe
 from .client import Client
 from .dev.devserver import RedisServer
 from .errors import (
+    CheckpointTooLarge,
     ConfigError,
     DuplicateJob,
     EngineError,
@@ -56,6 +57,7 @@ from .periodic.schedule_health import ScheduleHealth, sample_dlq, schedule_healt
 from .periodic.scheduler import Scheduler
 from .producer import configure
 from .producing.repeatable import Repeatable
+from .producing.submit import with_callbacks
 from .producing.syncclient import SyncClient
 from .resources import drain
 from .resources.clearing import CLEARABLE
@@ -81,6 +83,7 @@ from .stream.events import IDLE_MS, Event, ids_by_queue
 from .stream.hooks import Hook, HookEvent
 from .task import (
     PER_CALL_OPTIONS,
+    Callback,
     Registry,
     Task,
     TaskOptions,
@@ -111,6 +114,8 @@ __all__ = [
     "SCHEDULE_STATES",
     "TERMINAL_STATES",
     "WAITING_STATES",
+    "Callback",
+    "CheckpointTooLarge",
     "Client",
     "ConfigError",
     "Deduplication",
@@ -210,4 +215,5 @@ __all__ = [
     "unused_retries",
     "validate_queue_name",
     "version_tag",
+    "with_callbacks",
 ]

@@ -116,8 +116,10 @@ class Client:
 
     async def _enqueue(self, jobs: list[Job], atomic: bool) -> list[Job]:
         if any(job.repeat_every_s is not None for job in jobs):
-            if len(jobs) > 1 or jobs[0].parents:
-                raise ConfigError("a repeating job (repeat_every_s) is enqueued alone")
+            if len(jobs) > 1 or jobs[0].parents or jobs[0].callbacks:
+                raise ConfigError(
+                    "a repeating job (repeat_every_s) is enqueued alone, without callbacks"
+                )
             return [await self.repeats.first_run(jobs[0])]
         steps = self._enqueuer.enqueue(jobs, atomic)
         done: list[Job] = await drive_async(steps, self.redis, self.scripts.raw)

@@ -26,6 +26,19 @@ class PayloadTooLarge(SerializationError):
         self.limit_bytes = limit_bytes
 
 
+class CheckpointTooLarge(SerializationError):
+    """A task's checkpoint exceeds `EngineSettings.checkpoint_max_bytes`; nothing was saved."""
+
+    def __init__(self, size_bytes: int, limit_bytes: int) -> None:
+        super().__init__(
+            f"checkpoint is {size_bytes} bytes of JSON, over checkpoint_max_bytes "
+            f"({limit_bytes} bytes); nothing was saved: keep where to resume (a row number, "
+            "a cursor, ids), not the data itself"
+        )
+        self.size_bytes = size_bytes
+        self.limit_bytes = limit_bytes
+
+
 class InvalidArguments(EngineError, TypeError):
     """The arguments do not bind to the task function's signature."""
 

@@ -49,6 +49,8 @@ class JobFields:
     logs_dropped: str = "logs_dropped"
     # The newest log line's text, so log-1.lua drops a repeat of it.
     logs_last: str = "logs_last"
+    # The task's resumable state as JSON (checkpoint-1.lua; complete-11.lua deletes it).
+    checkpoint: str = "checkpoint"
     # The running attempt's lease: its token, '1' once begun, '1' when run alone (a suspect).
     token: str = "token"
     begun: str = "begun"
@@ -71,10 +73,12 @@ class JobFields:
     good_until_ms: str = "good_until_ms"
     queue_timeout_ms: str = "queue_timeout_ms"
     cleanup_ms: str = "cleanup_ms"
-    # Flows: the parents, what their failure does, and how many have not completed yet; the
-    # key of the SET of jobs waiting for this one.
+    # Flows: the parents, what their failure does, which of their ends releases this job
+    # (absent: their success; "failure", "end"), and how many have not ended so yet; the key of
+    # the SET of jobs waiting for this one.
     parents: str = "parents"
     on_parent_failure: str = "on_parent_failure"
+    runs_on: str = "runs_on"
     pending_parents: str = "pending_parents"
     children: str = "children"
     flow_id: str = "flow_id"
@@ -126,6 +130,7 @@ SHORT = JobFields(
     logs_count="lc",
     logs_dropped="ld",
     logs_last="ll",
+    checkpoint="cp",
     token="tk",
     begun="b",
     isolated="iso",
@@ -147,6 +152,7 @@ SHORT = JobFields(
     cleanup_ms="cu",
     parents="pa",
     on_parent_failure="pf",
+    runs_on="rn",
     pending_parents="pp",
     children="ch",
     flow_id="fl",

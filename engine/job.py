@@ -105,6 +105,7 @@ LIMIT_FIELDS: tuple[str, ...] = ("max_stalls", "ttl_ms", "good_until_ms", "queue
 # Flow, deduplication, limit and repeat fields, set by the producer (None: not used).
 FEATURE_FIELDS: tuple[str, ...] = (
     "on_parent_failure",
+    "runs_on",
     "dedup_id",
     "dedup_mode",
     "dedup_ttl_ms",
@@ -117,7 +118,7 @@ FEATURE_FIELDS: tuple[str, ...] = (
     "flow_id",
     "cleanup_ms",
 )
-_JSON_FIELDS = ("args", "kwargs", "result", "errors", "options", "parents", "logs")
+_JSON_FIELDS = ("args", "kwargs", "result", "errors", "options", "parents", "logs", "checkpoint")
 _INT_FIELDS = (
     "version",
     "priority",
@@ -142,6 +143,7 @@ _STR_FIELDS = (
     "begun",
     "progress_message",
     "on_parent_failure",
+    "runs_on",
     "dedup_id",
     "dedup_mode",
     "concurrency_key",
@@ -203,6 +205,9 @@ class Job:
     logs: list[dict[str, Any]] = field(default_factory=list)
     logs_count: int | None = None
     logs_dropped: int | None = None
+    # The state the task last saved with `checkpoint()` (JSON; None: none saved), kept across
+    # retries, stalls, hand-backs and resubmits and deleted when the job completes.
+    checkpoint: Any = None
     max_stalls: int | None = None
     ttl_ms: int | None = None
     good_until_ms: int | None = None
@@ -220,6 +225,9 @@ class Job:
     # Jobs that must complete before this one starts (same queue), and what their failure does.
     parents: list[str] = field(default_factory=list)
     on_parent_failure: str | None = None
+    # Which end of its parents releases it: None their success, "failure" a parent failing (a
+    # parent that completes or is cancelled cancels it), "end" any end.
+    runs_on: str | None = None
     dedup_id: str | None = None
     dedup_mode: str | None = None
     # How long the deduplication id holds (0: until the job finishes).
@@ -254,6 +262,9 @@ class Job:
     # times (None: no end).
     repeat_every_s: float | None = None
     repeat_limit: int | None = None
+    # Client side only: callback jobs (on_success, on_failure) submitted with this one, in the
+    # same script call, as its children (producing/submit.with_callbacks).
+    callbacks: list[Job] = field(default_factory=list)
 
     @property
     def finished_at_ms(self) -> int | None:
@@ -305,6 +316,8 @@ class Job:
             out.append((fields.parents, serializer.dumps(self.parents).decode()))
         if self.logs:
             out.append((fields.logs, serializer.dumps(self.logs).decode()))
+        if self.checkpoint is not None:
+            out.append((fields.checkpoint, serializer.dumps(self.checkpoint).decode()))
         # One C call reads the ~30 optional fields (getattr one by one is slower, on every enqueue).
         for name, value in zip(_PLAIN_STORED[fmt], _plain_values(self), strict=True):
             if value is not None:
@@ -320,12 +333,14 @@ class Job:
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of every field, unknown keys included at top level."""
-        skip = ("extra", "delay_ms")
+        skip = ("extra", "delay_ms", "callbacks")
         data = {
             f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip
         }
         data["state"] = str(self.state)
         data.update(self.extra)
+        if self.callbacks:
+            data["callbacks"] = [callback.to_dict() for callback in self.callbacks]
         return data
 
     @classmethod
@@ -338,6 +353,8 @@ class Job:
         known = {k: v for k, v in data.items() if k in names}
         extra = {k: v for k, v in data.items() if k not in names}
         known["state"] = JobState(known.get("state") or JobState.UNSUBMITTED)
+        if known.get("callbacks"):
+            known["callbacks"] = [cls.from_dict(c) for c in known["callbacks"]]
         return cls(**known, extra=extra)
 
     @classmethod

@@ -45,6 +45,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "heartbeat": ("started",),
     "progress": ("events",),
     "log": ("events",),
+    "checkpoint": ("started",),
     "complete": QUEUE_KEYS,
     "retry": QUEUE_KEYS,
     "fail": QUEUE_KEYS,

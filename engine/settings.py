@@ -17,6 +17,8 @@ CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 # How long a job's hash (its result or error) is kept after it ended, unless its task or call
 # says otherwise (TaskOptions.result_ttl_s) or the engine ended it (default_result_ttl_s).
 DEFAULT_RESULT_TTL_S = 86_400
+# Largest checkpoint a task may save (EngineSettings.checkpoint_max_bytes), bytes of JSON.
+DEFAULT_CHECKPOINT_MAX_BYTES = 64 * 1024
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 # Query parameters whose name contains one of these words hold secrets.
@@ -282,6 +284,9 @@ class EngineSettings:
     job_log_max_lines: int = 200
     # Most bytes of JSON text a job's kept log lines take.
     job_log_max_bytes: int = 64 * 1024
+    # Largest state a task may save with `checkpoint()`, as JSON: a bigger one raises
+    # CheckpointTooLarge in the task and saves nothing.
+    checkpoint_max_bytes: int = DEFAULT_CHECKPOINT_MAX_BYTES
     # Where workers write the status files probes read (engine/ops/probe.py); "": a directory per
     # prefix under the system's temporary directory.
     status_dir: str = ""
@@ -342,6 +347,7 @@ class EngineSettings:
             claim_batch=self.claim_batch,
             isolation_processes=self.isolation_processes,
             chosen_id_ttl_s=self.chosen_id_ttl_s,
+            checkpoint_max_bytes=self.checkpoint_max_bytes,
         )
         _not_negative("", min_repeat_interval_s=self.min_repeat_interval_s)
         object.__setattr__(self, "queue_timeouts", _queue_timeouts(self.queue_timeouts))

@@ -24,6 +24,8 @@ from .settings import DEFAULT_RESULT_TTL_S
 DeadLetterPolicy = Literal["save", "none"]
 ShutdownPolicy = Literal["stop", "resubmit", "continue"]
 ParentFailurePolicy = Literal["wait", "fail", "cancel"]
+# Which end of its parents releases a job: all completed, one failed, or any end.
+RunsOn = Literal["success", "failure", "end"]
 # A submit function for async code, and one for sync code.
 AsyncSubmit = Callable[[Job], Awaitable[Job]]
 SyncSubmit = Callable[[Job], Job]
@@ -44,6 +46,56 @@ def _routed() -> tuple[AsyncSubmit, SyncSubmit]:
             "task.enqueue() and task.delay() need the engine imported (import engine)"
         )
     return _routes
+
+
+@dataclass(frozen=True, slots=True)
+class Callback:
+    """A job submitted with another as its child: a task (or a task's name) and keyword
+    arguments; it also gets `parent_id`, the id of the job it follows."""
+
+    task: Task | str
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, value: CallbackSpec, option: str = "callback") -> Callback:
+        """Return `value` (a Callback, a Task, a task name, or (task, kwargs)) as a Callback;
+        raise ConfigError for anything else."""
+        if isinstance(value, Callback):
+            return value
+        kwargs: Any = {}
+        if isinstance(value, tuple | list) and len(value) == 2:
+            value, kwargs = value
+        if not isinstance(value, Task | str) or not value:
+            raise ConfigError(
+                f"{option} takes a task, a task name or (task, kwargs), not {value!r}"
+            )
+        if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+            raise ConfigError(f"{option}: the kwargs must be a dict with string keys")
+        if "parent_id" in kwargs:
+            raise ConfigError(f"{option}: parent_id is given by the engine (the job's id)")
+        return cls(value, dict(kwargs))
+
+    def job(self, parent: Job, runs_on: RunsOn) -> Job:
+        """Return the callback's job: a child of `parent` in its queue, released by `runs_on`
+        (a success callback is cancelled when the parent ends otherwise)."""
+        t = self.task if isinstance(self.task, Task) else task_ref(self.task)
+        policy: ParentFailurePolicy = "cancel" if runs_on == "success" else "wait"
+        child = t.using(
+            queue=parent.queue,
+            depends_on=[parent.id],
+            runs_on=runs_on,
+            on_parent_failure=policy,
+            on_success=None,  # a callback's own callbacks: none (no chains, no loops)
+            on_failure=None,
+        )
+        try:
+            return child.call(**self.kwargs, parent_id=parent.id)
+        except InvalidArguments as exc:
+            raise InvalidArguments(f"{exc} (a callback is called with parent_id=)") from None
+
+
+# What on_success and on_failure take: a Callback, a Task, a task name, or (task, kwargs).
+type CallbackSpec = Callback | Task | str | tuple[Task | str, Mapping[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +130,14 @@ class TaskOptions:
     takes_context: bool = False
     # What a parent's failure does to a job that depends on it.
     on_parent_failure: ParentFailurePolicy = "wait"
+    # Which end of its parents releases a job that has some: "success" (each completed),
+    # "failure" (a parent failed, stalled, expired or was dropped; one that completes or is
+    # cancelled cancels it), "end" (whatever the end).
+    runs_on: RunsOn = "success"
+    # Jobs submitted with every job of the task, in the same step, as its children: one run
+    # after it completes (else cancelled), one after it fails for good (else cancelled).
+    on_success: CallbackSpec | None = None
+    on_failure: CallbackSpec | None = None
     deduplication: Deduplication | None = None
     # Starts of this task per period, shared by every worker ("10/s", "600/m", (10, 1.0)).
     rate_limit: str | tuple[float, float] | None = None
@@ -134,6 +194,12 @@ class TaskOptions:
             raise ConfigError(
                 f"on_parent_failure must be wait, fail or cancel, not {self.on_parent_failure!r}"
             )
+        if self.runs_on not in ("success", "failure", "end"):
+            raise ConfigError(f"runs_on must be success, failure or end, not {self.runs_on!r}")
+        for name in ("on_success", "on_failure"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, Callback.of(value, name))
         if self.deduplication is not None:
             object.__setattr__(self, "deduplication", Deduplication.of(self.deduplication))
         if self.cleanup_on is not None:
@@ -161,6 +227,9 @@ class Schedule:
 _LIMIT_OPTIONS = ("ttl_s", "good_until", "queue_timeout_s", "max_stalls")
 _PRODUCER_OPTIONS = (
     "on_parent_failure",
+    "runs_on",
+    "on_success",
+    "on_failure",
     "deduplication",
     "rate_limit",
     "concurrency_key",
@@ -372,7 +441,12 @@ class Task:
             queue_timeout_ms=_ms(opts.queue_timeout_s),
             parents=list(self.schedule.depends_on),
             on_parent_failure=None if opts.on_parent_failure == "wait" else opts.on_parent_failure,
+            runs_on=None if opts.runs_on == "success" else opts.runs_on,
         )
+        if opts.on_success is not None:
+            job.callbacks.append(Callback.of(opts.on_success).job(job, "success"))
+        if opts.on_failure is not None:
+            job.callbacks.append(Callback.of(opts.on_failure).job(job, "failure"))
         if opts.deduplication is not None:
             dedup = opts.deduplication
             job.dedup_id = from_args(dedup.id, "deduplication id", args, kwargs)

@@ -102,17 +102,30 @@ def _body(
     return {"task": task, "args": list(args), "kwargs": kwargs, **given}
 
 
+def callback(task: str, **kwargs: Any) -> dict[str, Any]:
+    """Return a callback for `submit`'s on_success and on_failure: `task` called with `kwargs`
+    and parent_id (the id of the job it follows), in that job's queue."""
+    return {"task": task, "kwargs": kwargs}
+
+
+def _callback(value: str | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return callback(value) if isinstance(value, str) else None if value is None else dict(value)
+
+
 def flow_job(
     ref: str,
     task: str,
     *args: Any,
     depends_on: Iterable[str] = (),
+    runs_on: str | None = None,
     options: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
     """Return one job of a flow for `submit_flow`: `ref` names it, `depends_on` lists the refs
-    of its parents (or ids of queued jobs); `options` takes any option `submit` takes."""
-    body = _body(task, args, kwargs, options)
+    of its parents (or ids of queued jobs), `runs_on` which end of theirs runs it ("success",
+    the default; "failure": an error callback; "end"); `options` takes any option `submit`
+    takes."""
+    body = _body(task, args, kwargs, options, runs_on=runs_on)
     return {"ref": ref, **body, **({"depends_on": list(depends_on)} if depends_on else {})}
 
 
@@ -255,14 +268,20 @@ class _Calls(ScheduleCalls):
         ttl_s: float | None = None,
         job_id: str | None = None,
         options: Mapping[str, Any] | None = None,
+        on_success: str | Mapping[str, Any] | None = None,
+        on_failure: str | Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> Any:
-        """Submit a job; returns it as the API shows it.
+        """Submit a job; returns it as the API shows it, with the callbacks submitted with it.
 
-        `options` takes any other task option of POST /jobs (max_retries, timeout_s,
-        deduplication, concurrency_key, depends_on ...; docs/api.md).
+        `on_success` and `on_failure` take a task name or `callback(task, **kwargs)`: a job run
+        after this one completes, or after it fails for good. `options` takes any other task
+        option of POST /jobs (max_retries, timeout_s, deduplication, concurrency_key,
+        depends_on ...; docs/api.md).
         """
-        named = {"queue": queue, "priority": priority, "delay_s": delay_s, "run_at": run_at}
+        named: dict[str, Any] = {"queue": queue, "priority": priority, "delay_s": delay_s}
+        named |= {"run_at": run_at}
+        named |= {"on_success": _callback(on_success), "on_failure": _callback(on_failure)}
         body = _body(task, args, kwargs, options, ttl_s=ttl_s, job_id=job_id, **named)
         return self._send("POST", "/jobs", body, None)
 
@@ -336,7 +355,7 @@ class _Calls(ScheduleCalls):
         return self._send("DELETE", path, None, None)
 
     def get(self, job_id: str) -> Any:
-        """Return a job: state, progress, result, errors per attempt, history."""
+        """Return a job: state, progress, result, errors per attempt, history, checkpoint."""
         return self._send("GET", f"/jobs/{_segment(job_id)}", None, None)
 
     def cancel(self, job_id: str) -> Any:
@@ -392,8 +411,9 @@ class _Calls(ScheduleCalls):
         **chosen: Unpack[Chosen],
     ) -> Any:
         """Cancel the live jobs `ids`, or every one the history's filter matches (`all`: every
-        job), at most JOBSITE["BULK_MAX"]; `dry_run` only counts. Returns `{matched, changed,
-        skipped}`, `skipped` giving each reason's count."""
+        job); `dry_run` only counts. Returns `{matched, changed, skipped}`, `skipped` giving
+        each reason's count; past JOBSITE["BULK_MAX"] jobs, the background run as `bulk_run`
+        shows it (`id`, `state`...)."""
         return self._send("POST", "/bulk/cancel", _selection(ids, all, dry_run, **chosen), None)
 
     def retry_many(
@@ -407,6 +427,11 @@ class _Calls(ScheduleCalls):
         """Retry the finished jobs `ids`, or every one the history's filter matches (`all`:
         every job), as `cancel_many` selects them; `{matched, changed, skipped}`."""
         return self._send("POST", "/bulk/retry", _selection(ids, all, dry_run, **chosen), None)
+
+    def bulk_run(self, run_id: int) -> Any:
+        """Return a background bulk change: `state` (running, done, failed, interrupted),
+        jobs `matched` when it began, `looked_at`, `changed` and `skipped` so far."""
+        return self._send("GET", f"/bulk/runs/{_segment(str(run_id))}", None, None)
 
     def workers(self) -> Any:
         """Return the live workers: queues, concurrency, current jobs, state, memory
@@ -495,6 +520,21 @@ class _Calls(ScheduleCalls):
         "changed", "skipped"}` (ids not in its dead-letter queue are skipped)."""
         body = _dead(ids, dry_run, queue=queue, task=task, fingerprint=fingerprint)
         return self._send("POST", "/dead-letters/purge", body, None)
+
+    def mute_dead_letter_group(
+        self, fingerprint: str, queue: str = "default", for_s: int | None = None, reason: str = ""
+    ) -> Any:
+        """Mute a dead-letter group in `queue` for `for_s` seconds (None: until unmuted): its
+        dead letters are still recorded and counted but raise no alert. Returns the mute
+        (`until`, `muted_by`, `muted_at`, `reason`); a new mute replaces the old."""
+        body = {"queue": queue, "for_s": for_s, "reason": reason}
+        return self._send("POST", f"/dead-letters/groups/{_segment(fingerprint)}/mute", body, None)
+
+    def unmute_dead_letter_group(self, fingerprint: str, queue: str = "default") -> Any:
+        """Unmute a dead-letter group in `queue`: its dead letters alert again. Returns None
+        (NotFound when it was not muted there)."""
+        path = f"/dead-letters/groups/{_segment(fingerprint)}/mute"
+        return self._send("DELETE", path, None, {"queue": queue})
 
     def scheduled(
         self,
@@ -596,6 +636,10 @@ class JobsiteClient(_Calls):
         """Return why a job has not started, in order (code, message, link...); [] once it has."""
         return self.get(job_id).get("waiting", [])  # type: ignore[no-any-return]
 
+    def checkpoint(self, job_id: str) -> Any:
+        """Return the state the job's task last saved with `checkpoint()` (None: none)."""
+        return self.get(job_id).get("checkpoint")
+
     def progress(
         self, job_id: str, poll_s: float = 0.5, timeout_s: float | None = None
     ) -> Iterator[dict[str, Any]]:
@@ -651,6 +695,10 @@ class AsyncJobsiteClient(_Calls):
     async def why(self, job_id: str) -> list[dict[str, Any]]:
         """Return why a job has not started, in order (code, message, link...); [] once it has."""
         return (await self.get(job_id)).get("waiting", [])  # type: ignore[no-any-return]
+
+    async def checkpoint(self, job_id: str) -> Any:
+        """Return the state the job's task last saved with `checkpoint()` (None: none)."""
+        return (await self.get(job_id)).get("checkpoint")
 
     async def progress(
         self, job_id: str, poll_s: float = 0.5, timeout_s: float | None = None

@@ -36,9 +36,10 @@
   ARGV[11] the worker's queue timeout in ms for jobs without one of their own, or '' (none)
   ARGV[12..] held: tasks whose jobs are only claimed
   Returns: a list of jobs, each {id, task, version, args, kwargs, attempt it will run as, token,
-  options, parents, stalls, trace_context, begun} (options, parents and trace_context are false
-  when the job has none; stalls > 0 marks a suspect, which the worker runs alone; begun is 1
-  when this call began the job, else 0).
+  options, parents, stalls, trace_context, begun, checkpoint} (options, parents, trace_context
+  and checkpoint are false when the job has none; stalls > 0 marks a suspect, which the worker
+  runs alone; begun is 1 when this call began the job, else 0; checkpoint is the state an
+  earlier attempt saved, checkpoint-1.lua).
   Ids whose hash is gone or not `submitted` are removed and skipped.
   claimed_at_ms is written only for a job claimed and not begun: one begun here was claimed at
   its start stamp, which readers take instead (engine/job.py claimed_ms), so a finished job's
@@ -130,7 +131,7 @@ for j = 1, #popped, 2 do
     f = rcall('HMGET', key, F.state, F.task, F.version, F.args, F.kwargs, F.options, F.attempt,
               F.deadline_ms, F.rate_interval_ms, F.rate_slot_ms, F.parents, F.stalls,
               F.trace_context, F.started_at_ms, F.submitted_at_ms, F.claimed_at_ms,
-              F.queue_timeout_ms)
+              F.queue_timeout_ms, F.checkpoint)
     if f[1] or not native(key) then break end
   end
   local suspect = tonumber(f[12] or '0') > 0
@@ -184,7 +185,7 @@ for j = 1, #popped, 2 do
       leased[#leased + 1], leased[#leased + 2] = lease, id
       emit(Q, id, 'submitted', 'started', attempt, worker)
       out[#out + 1] = {id, f[2], f[3], f[4], f[5], attempt, fmt(token), f[6], f[11], f[12] or '0',
-                       f[13], begun and 1 or 0}
+                       f[13], begun and 1 or 0, f[18]}
     end
   end
 end

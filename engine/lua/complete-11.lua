@@ -1,18 +1,22 @@
 --[[
   Complete a batch of started jobs, each fenced by its lease token. Jobs waiting for a completed
-  job are counted off; those with no unfinished parent left become ready. Counts each in stats
+  job are counted off; those with no unfinished parent left become ready; one that runs only
+  on a parent's failure (runs_on 'failure') ends `cancelled` instead, its hash kept for the
+  parent's result_ttl_ms (common.lua's unblock_children). Counts each in stats
   (`completed`, `done|<task>|completed`) and observes its run time (from the start of its
   attempt) in the `run` histogram (common.lua's observe). The hash expires after
   result_ttl_ms, or its cleanup_ms for `completed` (cleanup_ttl; 0: at once, after everything
   else read it) (Redis deletes it: nothing indexes finished jobs); the SET of the jobs that
   waited for it goes at once, and so does its deadlines entry. The fields of a running job go
-  (token, begun, isolated), and a null result writes no `result` field (readers take null).
+  (token, begun, isolated), and so does its checkpoint (the result is the truth now); a null
+  result writes no `result` field (readers take null).
   KEYS[1..11] the queue keys (keys.QUEUE_KEYS)
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] worker id   ARGV[4] number of jobs
   ARGV[5] histogram bucket bounds in ms ("5,10,...")
   then per job: id, token, result JSON, result_ttl_ms
   Returns: one code per job: 0 completed, -1 not found, -2 lease lost (token differs), -3 not started.
-  Events: started -> completed; blocked -> submitted | scheduled for released children.
+  Events: started -> completed; blocked -> submitted | scheduled for released children;
+  blocked -> cancelled for failure callbacks not needed.
 ]]
 --@include common
 local Q = queue(ARGV[1], ARGV[2])
@@ -38,7 +42,7 @@ for j = 1, count do
     else
       rcall('HSET', key, F.state, 'completed', F.result, result, F.completed_at_ms, Q.now_s)
     end
-    rcall('HDEL', key, F.token, F.begun, F.isolated)
+    rcall('HDEL', key, F.token, F.begun, F.isolated, F.checkpoint)
     ended[#ended + 1] = id
     if cur[10] then rcall('ZREM', Q.deadlines, id) end
     local task = cur[7] or ''
@@ -47,7 +51,10 @@ for j = 1, count do
     if began then observe(run, task, now - began, b) end
     emit(Q, id, 'started', 'completed', cur[3], worker)
     if cur[5] or cur[6] then finish(Q, key, id) end
-    if cur[4] then unblock_children(Q, cur[4]) end
+    if cur[4] then
+      Q.ttl = tonumber(ttl)  -- a cancelled failure callback is kept as long as its parent
+      unblock_children(Q, cur[4], id)
+    end
     rcall('PEXPIRE', key, cleanup_ttl(cur[11], 'completed') or ttl)
     out[j] = 0
   end

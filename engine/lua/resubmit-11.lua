@@ -1,14 +1,18 @@
 --[[
   Resubmit finished jobs (failed, stalled, expired, dropped, cancelled) as a new attempt series.
-  Errors of earlier attempts stay on the job; the attempt counter starts again. A job with
-  parents waits again (`blocked`) for those not completed, and gets its on_parent_failure at
-  once when one of them ended without completing.
+  Errors of earlier attempts stay on the job, and so does its checkpoint (its task resumes from
+  it); the attempt counter starts again. A job with
+  parents waits again (`blocked`) for those whose end its runs_on field does not count
+  (completed ones; failed ones too for runs_on 'failure', every ended one for 'end'), and is
+  settled at once by one that already ended otherwise (common.lua's fail_child: its
+  on_parent_failure, or `cancelled` for runs_on 'failure' when that parent completed or was
+  cancelled).
   KEYS[1..11] the queue keys (keys.QUEUE_KEYS)
   ARGV[1] job key prefix   ARGV[2] events maxlen   ARGV[3] children SET key prefix
   ARGV[4] ttl ms of a job that a dead parent ends again at once (its on_parent_failure)
   then job ids
   Returns: one code per id: 0 resubmitted, -1 not found, -3 not in a resubmittable state.
-  Events: <state> -> submitted | blocked.
+  Events: <state> -> submitted | blocked; blocked -> failed | cancelled (settled at once).
 ]]
 --@include common
 local Q = queue(ARGV[1], ARGV[2], ARGV[4])
@@ -18,7 +22,7 @@ local out = {}
 for j = 5, #ARGV do
   local id = ARGV[j]
   local key = Q.prefix .. id
-  local cur = jget(key, F.state, F.priority, F.children, F.parents)
+  local cur = jget(key, F.state, F.priority, F.children, F.parents, F.runs_on)
   if not cur[1] then
     out[#out + 1] = -1
   elseif not allowed[cur[1]] then
@@ -32,7 +36,7 @@ for j = 5, #ARGV do
     rcall('ZREM', Q.dlq, id)
     if cur[3] then rcall('PERSIST', cur[3]) end
     local pending, dead = 0, nil
-    if cur[4] then pending, dead = attach_parents(Q, id, cjson.decode(cur[4])) end
+    if cur[4] then pending, dead = attach_parents(Q, id, cjson.decode(cur[4]), cur[5]) end
     if pending > 0 then
       rcall('HSET', key, F.state, 'blocked', F.pending_parents, pending)
       rcall('SADD', Q.blocked, id)

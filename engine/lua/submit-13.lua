@@ -17,7 +17,8 @@
   ARGV[4] atomic: '1' when a duplicate id refuses the whole batch (a flow)
   ARGV[5] children SET key prefix   ARGV[6] number of jobs
   then one JSON array per job: [id, delay_ms or '', run_at_ms or '', priority, extras, field,
-  value, ...]; extras: {parents = [id, ...], keyed = bool, limits = bool (a ttl_ms, good_until_ms
+  value, ...]; extras: {parents = [id, ...], runs_on = 'failure' | 'end' (its parents' end that
+  releases it; absent: success), keyed = bool, limits = bool (a ttl_ms, good_until_ms
   or queue_timeout_ms field: the job gets a deadline),
   dedup = [key, mode, ttl_ms], ['repeat'] = [name, due_ms, next_ms, skip_if_running, limit],
   ride = name (a scheduled flow's other jobs: skipped with the tick an earlier job took),
@@ -25,7 +26,8 @@
   Returns: a flat list: the queue's sequence before this batch (0: its first batch since its keys
   were made, so the client registers the queue), then per job an outcome, an id and a state: 'submitted' | 'scheduled' |
   'blocked' | 'failed' | 'cancelled' (created, with that state; failed and cancelled when a
-  parent already failed and the job's on_parent_failure says so), 'deduplicated' (id and state
+  parent already failed and the job's on_parent_failure says so, cancelled too for a job with
+  runs_on 'failure' whose parent already completed or was cancelled), 'deduplicated' (id and state
   of the job that holds the dedup key; '' when its hash is gone),
   'skipped' (the repeatable's previous job still runs), 'stale' (another scheduler took the tick),
   -4 duplicate id. A refused batch returns only {-5, unknown parent id} or {-4, duplicate id}.
@@ -103,7 +105,7 @@ for j = 1, count do
         parents[i] = alias[parent] or parent
         renamed = renamed or parents[i] ~= parent
       end
-      pending, dead = R.attach(Q, id, parents)
+      pending, dead = R.attach(Q, id, parents, x.runs_on)
     end
     local state = 'submitted'
     if pending > 0 then

@@ -18,7 +18,7 @@ from ..seam.scripts import Submitted, read_submission
 from ..seam.steps import Call, Eval, Format, Pipe, Steps
 from ..settings import EngineSettings
 from ..stream import tracing
-from .submit import default_queue_timeout, flow_order, job_spec, submit_args
+from .submit import default_queue_timeout, flow_order, job_spec, submit_args, with_callbacks
 
 # A state the script replies -> its JobState (a dict: the enum's own lookup is slower, per job).
 _STATES = {state.value: state for state in JobState}
@@ -36,8 +36,8 @@ class Enqueuer:
         return queue_keys(self.settings.prefix, queue)
 
     def enqueue(self, jobs: list[Job], atomic: bool) -> Steps:
-        """Submit jobs (a flow when `atomic` or a job has parents); return them (see
-        Client.enqueue_many and Client.enqueue_flow)."""
+        """Submit jobs (a flow when `atomic` or a job has parents) with their callbacks (all or
+        nothing); return them (see Client.enqueue_many and Client.enqueue_flow)."""
         if any(job.repeat_every_s is not None for job in jobs):  # the async Client adds those
             raise ConfigError("a repeating job (repeat_every_s) adds a schedule: use the Client")
         atomic = atomic or any(job.parents for job in jobs)
@@ -49,6 +49,11 @@ class Enqueuer:
                 flow_id = next((j.flow_id for j in jobs if j.flow_id), None) or new_job_id()
                 for job in jobs:
                     job.flow_id = job.flow_id or flow_id
+        given = len(jobs)
+        if (
+            everything := with_callbacks(jobs)
+        ) is not jobs:  # written with their jobs or not at all
+            jobs, atomic = everything, True
         for job in jobs:
             check_job_id(job.id)
             default_queue_timeout(job, self.settings)
@@ -57,9 +62,11 @@ class Enqueuer:
         written: set[str] = set()
         try:
             if not tracing.active():  # no span to open (the common case, and the cheap one)
-                return (yield from self.submit_specs(jobs, atomic, written))
-            with tracing.enqueue_span(jobs):
-                return (yield from self.submit_specs(jobs, atomic, written))
+                done = yield from self.submit_specs(jobs, atomic, written)
+            else:
+                with tracing.enqueue_span(jobs):
+                    done = yield from self.submit_specs(jobs, atomic, written)
+            return done[:given]  # callbacks come after: each job holds its own
         except EngineError as exc:
             # A refusal writes nothing for the ids it names: their reservations go back. Not
             # after a lost connection: the script may have run, and its ids stay taken.

@@ -64,6 +64,24 @@ def flow_order(jobs: Sequence[Job]) -> list[Job]:
     return [by_id[i] for i in order if i in by_id]
 
 
+def with_callbacks(jobs: list[Job]) -> list[Job]:
+    """Return `jobs` followed by their callbacks (`Job.callbacks`; each once, so a list that
+    already holds them comes back as it is): each a child of its job, in its queue and flow,
+    called with its id as `parent_id`. No job with callbacks: `jobs` itself."""
+    if not any(job.callbacks for job in jobs):
+        return jobs
+    out, seen = list(jobs), {id(job) for job in jobs}
+    for job in out:  # grows as it goes: a callback made by hand may carry its own
+        for callback in job.callbacks:
+            callback.parents = [job.id]
+            callback.queue, callback.flow_id = job.queue, job.flow_id
+            callback.kwargs = {**callback.kwargs, "parent_id": job.id}
+            if id(callback) not in seen:
+                seen.add(id(callback))
+                out.append(callback)
+    return out
+
+
 def job_spec(
     job: Job,
     keys: QueueKeys,
@@ -83,6 +101,8 @@ def job_spec(
     keyed: list[str] = []
     if job.parents:
         extras["parents"] = list(job.parents)
+        if job.runs_on is not None:
+            extras["runs_on"] = job.runs_on
     if job.dedup_id is not None:
         dedup_key = keys.dedup(job.dedup_id)
         keyed += (fields.dedup_key, dedup_key)

@@ -9,10 +9,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import serializer
+from ..errors import CheckpointTooLarge, SerializationError
 from ..job import Job
+from ..settings import DEFAULT_CHECKPOINT_MAX_BYTES
 
 ProgressWriter = Callable[[Job, float, str], Awaitable[None]]
 LogWriter = Callable[[Job, str], Awaitable[None]]
+# Writes a checkpoint's JSON (b"": delete it).
+CheckpointWriter = Callable[[Job, bytes], Awaitable[None]]
 ResultReader = Callable[[Job], Awaitable[dict[str, Any]]]
 
 # Longest message of one log line, in characters (the line and its event carry it whole).
@@ -21,7 +26,8 @@ LOG_MESSAGE_MAX_CHARS = 1000
 
 @dataclass(slots=True, eq=False)
 class JobContext:
-    """The running job as its task sees it: identity, heartbeat, progress, log, cancellation."""
+    """The running job as its task sees it: identity, heartbeat, progress, log, checkpoint,
+    cancellation."""
 
     job: Job
     worker_id: str
@@ -35,6 +41,11 @@ class JobContext:
     last_heartbeat: float = field(default_factory=time.monotonic)
     # Set when the task heartbeated since the worker last renewed the lease.
     touched: bool = False
+    _checkpoint: CheckpointWriter | None = None
+    # Largest checkpoint, bytes of JSON (EngineSettings.checkpoint_max_bytes).
+    checkpoint_max_bytes: int = DEFAULT_CHECKPOINT_MAX_BYTES
+    # Reads the last error of each parent that did not complete (parent_errors).
+    _errors: ResultReader | None = None
 
     @property
     def id(self) -> str:
@@ -57,10 +68,18 @@ class JobContext:
         return list(self.job.parents)
 
     async def parent_results(self) -> dict[str, Any]:
-        """Return each parent's result by id (all completed before this job was released)."""
+        """Return each parent's result by id (None for one without: a parent that did not
+        complete, for a job released by its failure or its end)."""
         if self._results is None or not self.job.parents:
             return {}
         return await self._results(self.job)
+
+    async def parent_errors(self) -> dict[str, Any]:
+        """Return each parent's last error by id (a dict: type, message, attempt...), None for
+        a parent that completed: what a failure callback reads (runs_on "failure" or "end")."""
+        if self._errors is None or not self.job.parents:
+            return {}
+        return await self._errors(self.job)
 
     def cancel(self) -> None:
         """Mark the job cancelled; sync code sees it through `cancelled`."""
@@ -111,3 +130,56 @@ class JobContext:
         future = asyncio.run_coroutine_threadsafe(self.log(message), self._loop)
         with contextlib.suppress(TimeoutError):  # slow Redis: it is written (or held) meanwhile
             future.result(timeout=timeout_s)
+
+    @property
+    def checkpointed(self) -> Any:
+        """Return the state last saved with `checkpoint` (by an earlier attempt, then by this
+        one); None when none was saved, as on a first run."""
+        return self.job.checkpoint
+
+    async def checkpoint(self, state: Any) -> None:
+        """Save `state` (JSON) on the job for a later attempt to resume from; None deletes it.
+
+        Raises CheckpointTooLarge past checkpoint_max_bytes, SerializationError for a state
+        that is not JSON; either saves nothing. Redis away does not fail the job: the worker
+        holds the newest state until Redis answers.
+        """
+        await self._save(self._encoded(state))
+
+    def checkpoint_sync(self, state: Any, timeout_s: float = 5.0) -> None:
+        """Do `checkpoint` from sync code running in the worker's thread pool.
+
+        Once the job is stopped nothing is written: its outcome (a hand-back) may be written
+        already, while its thread runs on.
+        """
+        data = self._encoded(state)  # its errors are raised here, in the task's thread
+        if self._loop is None or self._cancelled:
+            self._keep(data)
+            return
+        future = asyncio.run_coroutine_threadsafe(self._save(data), self._loop)
+        with contextlib.suppress(TimeoutError):  # slow Redis: it is written (or held) meanwhile
+            future.result(timeout=timeout_s)
+
+    def _encoded(self, state: Any) -> bytes:
+        """Return `state` as JSON within checkpoint_max_bytes (b"" for None), or raise."""
+        if state is None:
+            return b""
+        try:
+            data = serializer.dumps(state)
+        except SerializationError as exc:
+            raise SerializationError(f"checkpoint: {exc}") from None
+        if len(data) > self.checkpoint_max_bytes:
+            raise CheckpointTooLarge(len(data), self.checkpoint_max_bytes)
+        return data
+
+    def _keep(self, data: bytes) -> None:
+        """Make `checkpointed` the saved state (a copy: the task may change its own after)."""
+        self.job.checkpoint = serializer.loads(data) if data else None
+
+    async def _save(self, data: bytes) -> None:
+        # Saved even once stopped: an async task may save its place as it stops (a shutdown's
+        # hand-back), before its outcome is written; the token refuses it once the job is no
+        # longer this worker's.
+        self._keep(data)
+        if self._checkpoint is not None:
+            await self._checkpoint(self.job, data)

@@ -8,7 +8,7 @@ dies under a suspect, the job is to blame: the worker counts a stall (stall-11.l
 `max_stalls` it ends `stalled`. Jobs that merely ran beside a poison job complete in the child.
 
 The protocol is JSON lines: a header (how to load the tasks), then per job one line down and
-`beat`, `progress`, `log` and finally one `outcome` line up. The child's stdout is the
+`beat`, `progress`, `log`, `checkpoint` and finally one `outcome` line up. The child's stdout is the
 protocol; what the task prints goes to stderr.
 """
 
@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from ..job import Job, JobState
+from ..settings import DEFAULT_CHECKPOINT_MAX_BYTES
 from ..task import Registry, Task
 from .context import JobContext
 from .runner import Kind, Outcome, Runner, error_info
@@ -65,7 +66,9 @@ class Isolation:
         return cls("engine.cli.load_tasks", (",".join(sorted(modules)),))
 
 
-def _job_line(job: Job, parent_results: dict[str, Any] | None) -> bytes:
+def _job_line(
+    job: Job, parent_results: dict[str, Any] | None, parent_errors: dict[str, Any] | None = None
+) -> bytes:
     return orjson.dumps(
         {
             "id": job.id,
@@ -79,7 +82,9 @@ def _job_line(job: Job, parent_results: dict[str, Any] | None) -> bytes:
             "options": job.options,
             "parents": job.parents,
             "stalls": job.stalls,
+            "checkpoint": job.checkpoint,
             "parent_results": parent_results,
+            "parent_errors": parent_errors,
         }
     )
 
@@ -88,10 +93,17 @@ class Lanes:
     """Up to `size` child processes, each running one suspect at a time."""
 
     def __init__(
-        self, isolation: Isolation, worker_id: str, line_limit_bytes: int, size: int
+        self,
+        isolation: Isolation,
+        worker_id: str,
+        line_limit_bytes: int,
+        size: int,
+        checkpoint_max_bytes: int = DEFAULT_CHECKPOINT_MAX_BYTES,
     ) -> None:
         self.size = size
-        self._all = [Lane(isolation, worker_id, line_limit_bytes) for _ in range(size)]
+        self._all = [
+            Lane(isolation, worker_id, line_limit_bytes, checkpoint_max_bytes) for _ in range(size)
+        ]
         self._warming: list[asyncio.Task[None]] = []
         self._free: asyncio.Queue[Lane] = asyncio.Queue()
         for lane in self._all:
@@ -104,11 +116,15 @@ class Lanes:
         on_beat: Callable[[], None],
         on_progress: Callable[[float, str], Awaitable[None]],
         on_log: Callable[[str], Awaitable[None]] | None = None,
+        on_checkpoint: Callable[[bytes], Awaitable[None]] | None = None,
+        parent_errors: dict[str, Any] | None = None,
     ) -> Outcome:
         """Run `job` alone in the first free child (see Lane.run)."""
         lane = await self._free.get()
         try:
-            return await lane.run(job, parent_results, on_beat, on_progress, on_log)
+            return await lane.run(
+                job, parent_results, on_beat, on_progress, on_log, on_checkpoint, parent_errors
+            )
         finally:
             self._free.put_nowait(lane)
 
@@ -133,10 +149,17 @@ class Lanes:
 class Lane:
     """One child process that runs suspects one at a time; respawned after it dies."""
 
-    def __init__(self, isolation: Isolation, worker_id: str, line_limit_bytes: int) -> None:
+    def __init__(
+        self,
+        isolation: Isolation,
+        worker_id: str,
+        line_limit_bytes: int,
+        checkpoint_max_bytes: int = DEFAULT_CHECKPOINT_MAX_BYTES,
+    ) -> None:
         self.isolation = isolation
         self.worker_id = worker_id
         self.line_limit_bytes = line_limit_bytes
+        self.checkpoint_max_bytes = checkpoint_max_bytes
         self.proc: asyncio.subprocess.Process | None = None
         self._starting = asyncio.Lock()
 
@@ -165,6 +188,7 @@ class Lane:
             "args": self.isolation.args,
             "path": sys.path,
             "worker_id": self.worker_id,
+            "checkpoint_max_bytes": self.checkpoint_max_bytes,
         }
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(orjson.dumps(header) + b"\n")
@@ -185,12 +209,14 @@ class Lane:
         on_beat: Callable[[], None],
         on_progress: Callable[[float, str], Awaitable[None]],
         on_log: Callable[[str], Awaitable[None]] | None = None,
+        on_checkpoint: Callable[[bytes], Awaitable[None]] | None = None,
+        parent_errors: dict[str, Any] | None = None,
     ) -> Outcome:
         """Run `job` alone in the child; a child that dies under it gives a `stall` outcome."""
         proc = await self.start()
         assert proc.stdin is not None and proc.stdout is not None
         try:
-            proc.stdin.write(_job_line(job, parent_results) + b"\n")
+            proc.stdin.write(_job_line(job, parent_results, parent_errors) + b"\n")
             with contextlib.suppress(ConnectionError):
                 await proc.stdin.drain()
             while True:
@@ -210,6 +236,9 @@ class Lane:
                 elif "log" in msg:
                     if on_log is not None:
                         await on_log(msg["log"])
+                elif "checkpoint" in msg:  # its JSON text, checked in the child
+                    if on_checkpoint is not None:
+                        await on_checkpoint(msg["checkpoint"].encode())
                 else:
                     out = msg["outcome"]
                     return Outcome(
@@ -246,7 +275,11 @@ class Lane:
 
 
 async def _serve(
-    registry: Registry, worker_id: str, reader: asyncio.StreamReader, out: Any
+    registry: Registry,
+    worker_id: str,
+    reader: asyncio.StreamReader,
+    out: Any,
+    checkpoint_max_bytes: int = DEFAULT_CHECKPOINT_MAX_BYTES,
 ) -> None:
     runner = Runner(registry, None)
     loop = asyncio.get_running_loop()
@@ -258,10 +291,14 @@ async def _serve(
     while line := await reader.readline():
         spec = orjson.loads(line)
         results = spec.pop("parent_results")
+        errors = spec.pop("parent_errors", None)
         job = Job(state=JobState.STARTED, **spec)
 
         async def read_results(_: Job, results: Any = results) -> dict[str, Any]:
             return dict(results or {})
+
+        async def read_errors(_: Job, errors: Any = errors) -> dict[str, Any]:
+            return dict(errors or {})
 
         async def progress(_: Job, pct: float, text: str) -> None:
             send({"progress": [pct, text]})
@@ -269,7 +306,20 @@ async def _serve(
         async def log_line(_: Job, text: str) -> None:
             send({"log": text})
 
-        ctx = JobContext(job, worker_id, progress, loop, read_results, log_line)
+        async def checkpoint(_: Job, state: bytes) -> None:
+            send({"checkpoint": state.decode()})
+
+        ctx = JobContext(
+            job,
+            worker_id,
+            progress,
+            loop,
+            read_results,
+            log_line,
+            _checkpoint=checkpoint,
+            checkpoint_max_bytes=checkpoint_max_bytes,
+            _errors=read_errors,
+        )
 
         async def beat(ctx: JobContext = ctx) -> None:
             while True:
@@ -307,7 +357,8 @@ async def _child_main(out: Any) -> None:
     tasks: list[Task] = loader(*header["args"])
     out.write(orjson.dumps({"ready": len(tasks)}) + b"\n")
     out.flush()
-    await _serve(Registry(tasks), header["worker_id"], reader, out)
+    limit = header.get("checkpoint_max_bytes", DEFAULT_CHECKPOINT_MAX_BYTES)
+    await _serve(Registry(tasks), header["worker_id"], reader, out, limit)
 
 
 def main() -> None:

@@ -8,7 +8,8 @@ from ..job import Job, JobState, loads_or_raw
 
 
 class Claimed(NamedTuple):
-    """One job claim-12.lua moved to `started` (options, parents, trace_context: None if none)."""
+    """One job claim-12.lua moved to `started` (options, parents, trace_context, checkpoint: None
+    if none)."""
 
     id: str
     task: str
@@ -22,6 +23,7 @@ class Claimed(NamedTuple):
     stalls: int  # > 0: a suspect, which the worker runs alone
     trace_context: str | None
     begun: int  # 1: the claim began it (attempt counted), 0: begin-2.lua begins it
+    checkpoint: str | None  # the state an earlier attempt saved (JSON)
 
     def to_job(self, queue: str) -> Job:
         """Build the worker's view of the claimed job (of `queue`)."""
@@ -39,6 +41,7 @@ class Claimed(NamedTuple):
             parents=loads_or_raw(self.parents) if self.parents else [],
             stalls=int(self.stalls),
             trace_context=self.trace_context or None,
+            checkpoint=loads_or_raw(self.checkpoint) if self.checkpoint else None,
         )
 
 

@@ -240,6 +240,12 @@ class Scripts:
         code: int = await self.raw["log"](keys, [*argv, max_bytes, line_id])
         return code
 
+    async def checkpoint(self, keys: QueueKeys, *, job_id: str, token: str, state: bytes) -> int:
+        """Save a running job's checkpoint (b"": delete it); return 0 or a negative Code."""
+        argv = [keys.job_prefix, job_id, token, state]
+        code: int = await self.raw["checkpoint"](keys, argv)
+        return code
+
     async def complete(
         self, keys: QueueKeys, *, events_maxlen: int, worker_id: str, jobs: Sequence[CompleteJob]
     ) -> list[int]:

@@ -1,11 +1,12 @@
-"""A running job's progress and log lines: held while Redis is away, written when it answers.
+"""A running job's progress, checkpoint and log lines: held while Redis is away, written when it
+answers.
 
-A task's `set_progress` and `log` must never fail its job because Redis stalled or restarted: a
-write that fails on Redis is kept (in order, per job) and a background drain retries it with the
-engine's backoff. Writes stay fenced by the job's token, so a job whose lease was lost meanwhile
-gets its held writes refused (counted like any refused write) and dropped. Progress is a latest
-value: a newer one replaces one still held. At most `max_held` lines are held per job (the
-oldest go first, as in the job's own log).
+A task's `set_progress`, `checkpoint` and `log` must never fail its job because Redis stalled or
+restarted: a write that fails on Redis is kept (in order, per job) and a background drain
+retries it with the engine's backoff. Writes stay fenced by the job's token, so a job whose
+lease was lost meanwhile gets its held writes refused (counted like any refused write) and
+dropped. Progress and checkpoint are latest values (LATEST): a newer one replaces one still
+held. At most `max_held` lines are held per job (the oldest go first, as in the job's own log).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ log = logging.getLogger("engine.sidewrites")
 
 # A write: the job and the coroutine factory that writes it, returning the script's code.
 Write = Callable[[], Awaitable[int]]
+# The writes of which only the newest counts, written after the held lines in this order.
+LATEST = ("progress", "checkpoint")
 
 
 @dataclass(eq=False, slots=True)
@@ -32,13 +35,14 @@ class _Held:
 
     job: Job
     lines: deque[tuple[str, Write]]
-    progress: Write | None = None
+    # The newest write of each of LATEST still held, by name.
+    latest: dict[str, Write] = field(default_factory=dict)
     dropped: int = 0
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class SideWrites:
-    """Write progress and log lines now, or hold them until Redis answers again."""
+    """Write progress, checkpoints and log lines now, or hold them until Redis answers again."""
 
     def __init__(
         self,
@@ -68,8 +72,8 @@ class SideWrites:
                     raise
                 log.info("held a write until redis answers job=%s write=%s", job.id, name)
                 held = self._held.setdefault(_key(job), _Held(job, deque()))
-        if name == "progress":
-            held.progress = write
+        if name in LATEST:
+            held.latest[name] = write
         else:
             if len(held.lines) >= self.max_held:
                 held.lines.popleft()
@@ -100,8 +104,9 @@ class SideWrites:
             key, held = next(iter(self._held.items()))
             if held.lines:
                 name, write = held.lines[0]
-            elif held.progress is not None:
-                name, write = "progress", held.progress
+            elif held.latest:
+                name = next(n for n in LATEST if n in held.latest)
+                write = held.latest[name]
             else:
                 del self._held[key]
                 held.done.set()
@@ -117,10 +122,11 @@ class SideWrites:
             self.on_code(held.job, name, code)
             if code < 0:  # the lease is gone: every other write of this job is refused too
                 held.lines.clear()
-                held.progress = None
-            elif name == "progress" and held.progress is write:
-                held.progress = None
-            elif name != "progress":
+                held.latest.clear()
+            elif name in LATEST:
+                if held.latest.get(name) is write:  # none newer came while it was written
+                    del held.latest[name]
+            else:
                 held.lines.popleft()
 
 

@@ -53,7 +53,11 @@ class JobWrites(Protocol):
 
     async def log(self, job: Job, message: str, line_id: str = "") -> int: ...
 
+    async def checkpoint(self, job: Job, state: bytes) -> int: ...
+
     async def parent_results(self, job: Job) -> dict[str, Any]: ...
+
+    async def parent_errors(self, job: Job) -> dict[str, Any]: ...
 
 
 @dataclass(eq=False, slots=True)
@@ -171,6 +175,9 @@ class Attempts:
             asyncio.get_running_loop(),
             self.upkeep.parent_results,
             self.write_log,
+            _checkpoint=self.write_checkpoint,
+            checkpoint_max_bytes=self.settings.checkpoint_max_bytes,
+            _errors=self.upkeep.parent_errors,
         )
         return RunningJob(job, keys, task, opts, ctx, book, poison=poison, begun=bool(row.begun))
 
@@ -264,6 +271,7 @@ class Attempts:
     async def _run_isolated(self, rec: RunningJob, lane: Lanes) -> Outcome:
         """Run a suspect alone in the child process; its lease is renewed here meanwhile."""
         results = await self.upkeep.parent_results(rec.job) if rec.job.parents else None
+        errors = await self.upkeep.parent_errors(rec.job) if rec.job.parents else None
 
         async def progress(pct: float, message: str) -> None:
             await self.write_progress(rec.job, pct, message)
@@ -271,8 +279,13 @@ class Attempts:
         async def log_line(message: str) -> None:
             await self.write_log(rec.job, message)
 
+        async def checkpoint(state: bytes) -> None:
+            await self.write_checkpoint(rec.job, state)
+
         try:
-            return await lane.run(rec.job, results, rec.ctx.touch, progress, log_line)
+            return await lane.run(
+                rec.job, results, rec.ctx.touch, progress, log_line, checkpoint, errors
+            )
         except IsolationUnavailable as exc:
             # Not the job's fault: run suspects here from now on, like any other job.
             log.error(
@@ -286,6 +299,10 @@ class Attempts:
         """Write a job's progress (held while Redis is away)."""
         await self.side.write(job, "progress", partial(self.upkeep.progress, job, pct, message))
 
+    async def write_checkpoint(self, job: Job, state: bytes) -> None:
+        """Save a job's checkpoint JSON, b"" deleting it (the newest held while Redis is away)."""
+        await self.side.write(job, "checkpoint", partial(self.upkeep.checkpoint, job, state))
+
     async def write_log(self, job: Job, message: str) -> None:
         """Append a line to a job's log (held while Redis is away)."""
         self._lines += 1  # a line id: a write retried after a timeout is stored once
@@ -298,8 +315,11 @@ def _lanes(ctx: WorkerContext, isolation: Isolation | None) -> Lanes | None:
     if not isolation:
         log.warning("no isolation for suspects: a task module is not importable by name")
         return None
-    line_limit = 4 * ctx.settings.max_payload_bytes + (1 << 20)
-    return Lanes(isolation, ctx.worker_id, line_limit, ctx.settings.isolation_processes)
+    # A line up holds a result, a checkpoint (as a JSON string: twice its size at most) or a
+    # line of log; one down a payload and a checkpoint.
+    limit = ctx.settings.checkpoint_max_bytes
+    line_limit = 4 * ctx.settings.max_payload_bytes + 2 * limit + (1 << 20)
+    return Lanes(isolation, ctx.worker_id, line_limit, ctx.settings.isolation_processes, limit)
 
 
 def _cancelled_before_start(rec: RunningJob, handle: asyncio.Task[None]) -> None:

@@ -78,9 +78,22 @@ class Upkeep:
             line_id=line_id,
         )
 
+    async def checkpoint(self, job: Job, state: bytes) -> int:
+        """Save a running job's checkpoint (b"": delete it), fenced by its token; return the
+        script's code."""
+        keys = QueueKeys(self.settings.prefix, job.queue)
+        return await self.scripts.checkpoint(
+            keys, job_id=job.id, token=job.token or "", state=state
+        )
+
     async def parent_results(self, job: Job) -> dict[str, Any]:
         """Return the result of each of the job's parents, by id (None when it has none)."""
         return await self.parents.results(job.queue, job.parents)
+
+    async def parent_errors(self, job: Job) -> dict[str, Any]:
+        """Return the last error of each of the job's parents that did not complete, by id
+        (None for one that completed)."""
+        return await self.parents.errors(job.queue, job.parents)
 
     async def register(
         self,

@@ -277,6 +277,37 @@ class FlowName(models.Model):
         return f"{self.name} ({self.flow_id})"
 
 
+class BulkRun(models.Model):
+    """A bulk cancel or retry of more jobs than one request changes, run in the background:
+    what it selects and how far it got (GET /bulk/runs/{id})."""
+
+    action = models.CharField(max_length=16)  # cancel | retry
+    # The filter, as the request gave it (BulkIn.selector); {} for every job.
+    selector = models.JSONField(default=dict, blank=True)
+    # The queues the request's token was narrowed to; null: every queue.
+    queues = models.JSONField(null=True, blank=True)
+    by = models.CharField(max_length=150)
+    via = models.CharField(max_length=200)
+    # The jobs matching when it began; those submitted later are left alone.
+    matched = models.IntegerField(default=0)
+    looked_at = models.IntegerField(default=0)
+    changed = models.IntegerField(default=0)
+    skipped = models.JSONField(default=dict, blank=True)  # reason -> how many
+    # The walk's position: the last job id looked at (rows are walked in id order).
+    last_id = models.CharField(max_length=128, blank=True, default="")
+    state = models.CharField(max_length=16, default="running")  # running | done | failed
+    error = models.TextField(blank=True, default="")
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "bulk run"
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.matched} jobs ({self.state})"
+
+
 class QueueRecord(models.Model):
     """A queue as last seen in Redis: paused or not, and its live counts."""
 
@@ -320,6 +351,39 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}...)"
+
+
+class DeadLetterMute(models.Model):
+    """A dead-letter group (error fingerprint) muted in one queue: its dead letters are still
+    recorded and counted, but raise no alert until `until` (null: until unmuted).
+
+    Changed only through services/mutes.py, which checks the permission and audits; the
+    dead-letter actions' permission (`retry_job`) covers it, so it has none of its own.
+    """
+
+    queue = models.CharField(max_length=100)
+    fingerprint = models.CharField(max_length=32)
+    # When the mute ends by itself; null: it lasts until someone unmutes the group.
+    until = models.DateTimeField(null=True, blank=True)
+    muted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    muted_at = models.DateTimeField()
+    reason = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        default_permissions = ()
+        verbose_name = "muted dead-letter group"
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "fingerprint"], name="unique_mute_of_group"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue}/{self.fingerprint}"
+
+    def active(self, now: datetime) -> bool:
+        """Tell whether the mute still holds at `now`."""
+        return self.until is None or self.until > now
 
 
 # The dead rows' condition in literal SQL, as the partial indexes state it: SQLite uses a

@@ -28,7 +28,7 @@ class Perm(StrEnum):
     VIEW = "view_jobrecord"  # read jobs, workers, queues, stats; open the live socket
     SUBMIT = "add_jobrecord"  # submit a job through the API
     CANCEL = "cancel_job"
-    RETRY = "retry_job"  # retry, bulk retry, DLQ resubmit, replay
+    RETRY = "retry_job"  # retry, bulk retry, DLQ resubmit, replay, mute a dead-letter group
     PURGE = "purge_job"
     CHANGE_QUEUE = "change_queuerecord"  # pause, resume, limits, schedules
     CONTROL_WORKER = "change_workerrecord"  # quiet, resume, stop workers
@@ -49,7 +49,9 @@ LABELS: dict[Perm, str] = {
     Perm.VIEW: "Read jobs, queues, workers, schedules and stats",
     Perm.SUBMIT: "Submit jobs",
     Perm.CANCEL: "Cancel jobs; drain a queue",
-    Perm.RETRY: "Retry, resubmit and replay jobs; run a scheduled job now",
+    Perm.RETRY: (
+        "Retry, resubmit and replay jobs; run a scheduled job now; mute dead-letter groups"
+    ),
     Perm.PURGE: "Purge finished jobs",
     Perm.CHANGE_QUEUE: "Pause, resume and limit queues; change schedules and worker roles",
     Perm.CONTROL_WORKER: "Quiet, resume and stop workers",

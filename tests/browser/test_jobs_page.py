@@ -104,5 +104,29 @@ def test_jobs_page_pages_both_ways_sorts_by_duration_and_keeps_it_all_in_the_url
         wait_until(other, lambda: row_ids(other) == want[:25], "the link lost the order")
         page.click("#search [data-page=prev]")
         wait_until(page, lambda: row_ids(page) == want[:25], "back is not the first 25")
-        assert not errors, errors
+
+        # the submit form: the task's arguments as fields from its signature, sent as the API's
+        # submission (a queue outside the configured ones refused with the server's reason)
+        page.click("#submit summary")
+        page.select_option("#submit-form select[name=task]", "demo.resize_image")
+        page.wait_for_selector("#submit-args [data-arg=width][data-type=integer][required]")
+        page.fill("#submit-args [data-arg=image_id]", "4242")
+        page.fill("#submit-args [data-arg=width]", "7")
+        page.fill("#submit-form input[name=queue]", "nope")
+        page.click("#submit-form button[type=submit]")
+        page.wait_for_selector("#submit-form .error:has-text('QUEUES')")
+        page.fill("#submit-form input[name=queue]", "")
+        page.click("#submit-form button[type=submit]")
+        page.wait_for_selector(".toast:has-text('Submitted job') a")
+        submitted = (page.text_content(".toast:has-text('Submitted job')") or "").split()[2]
+        wait_until(
+            page,
+            lambda: (
+                page.request.get(f"{base}/api/v1/jobs/{submitted.rstrip(':')}").json().get("result")
+                == {"image_id": 4242, "width": 7}
+            ),
+            "the submitted job did not run with the form's arguments",
+        )
+        # the one console error: the refused submission's 422, asked for above
+        assert [e for e in errors if "status of 422" not in e] == [], errors
         browser.close()

@@ -102,3 +102,58 @@ def test_dead_letters_resubmitted_and_a_replay_completing(
         page.wait_for_selector(f"#replay .links a[href*='{replay_id}']", timeout=15_000)
         page.screenshot(path=str(SHOTS / "replay.png"), full_page=True)
         browser.close()
+
+
+def test_a_group_muted_folds_at_the_bottom_until_unmuted(
+    site: tuple[str, str, EngineSettings],  # noqa: F811
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    base, password, settings = site
+    declined = engine(settings, lambda c: c.enqueue_many([charge_card.call(n) for n in (1999, 7)]))
+    wrong = engine(settings, lambda c: c.enqueue(convert_price, 1250, "XYZ"))
+
+    def failed() -> bool:
+        jobs = [engine(settings, lambda c, j=j: c.jobs.get(j.id)) for j in [*declined, wrong]]
+        return {j.state for j in jobs} == {JobState.FAILED}
+
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        errors: list[str] = []
+        page.on("console", lambda m: m.type == "error" and errors.append(f"{m.text} {m.location}"))
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        login(page, base, password)
+        wait_until(failed, "the jobs did not fail", page)
+        page.goto(f"{base}/dashboard/dead-letters/")
+        card = "#groups tbody:first-of-type tr:has-text('demo.charge_card')"
+        page.wait_for_selector(card, timeout=15_000)
+        page.wait_for_selector("#groups tr:has-text('demo.convert_price')", timeout=15_000)
+        assert not page.query_selector("#show-muted")
+
+        page.click(f"{card} button[data-act=mute]")
+        dialog = "dialog.mute-dialog[open]"
+        page.wait_for_selector(dialog, timeout=10_000)
+        assert "Mute this group in default?" in (page.text_content(f"{dialog} .question") or "")
+        page.select_option(f"{dialog} select[name=for_s]", "86400")
+        page.fill(f"{dialog} input[name=reason]", "partner API down until Monday")
+        page.click(f"{dialog} button[value=yes]")
+        page.wait_for_selector(".toast-ok:has-text('Muted in default')", timeout=10_000)
+        # Folded at the bottom: out of the list, counted all the same, unfolded on demand.
+        page.wait_for_selector("#show-muted:has-text('show muted')", timeout=10_000)
+        assert not page.query_selector(card)
+        assert "in 1 muted group" in (page.text_content("#group-count") or "")
+        page.click("#show-muted")
+        muted = "#muted-groups tr:has-text('demo.charge_card')"
+        page.wait_for_selector(muted, timeout=10_000)
+        label = page.text_content(f"{muted} .muted-label") or ""
+        assert re.match(r"muted in default until \S*\d", label) and "by admin" in label, label
+        assert "partner API down until Monday" in label
+        page.screenshot(path=str(SHOTS / "dead-letters-muted.png"), full_page=True)
+
+        page.click(f"{muted} button[data-act=unmute]")
+        page.wait_for_selector(".toast-ok:has-text('Unmuted in default')", timeout=10_000)
+        page.wait_for_selector(card, timeout=10_000)
+        assert not page.query_selector("#show-muted")
+        assert not errors, errors
+        browser.close()

@@ -103,6 +103,14 @@ async def progressing(job: JobContext) -> None:
         await job.set_progress(pct, f"step {pct}")
 
 
+@task(name="checkpointing", takes_context=True)
+async def checkpointing(job: JobContext, n: int) -> int:
+    """Save its place after each of `n` steps, starting where an earlier attempt left it."""
+    for i in range((job.checkpointed or {}).get("next", 0), n):
+        await job.checkpoint({"next": i + 1})
+    return n
+
+
 @task(name="waits", takes_context=True)
 async def waits(job: JobContext, seconds: float) -> None:
     await asyncio.sleep(seconds)
@@ -207,3 +215,20 @@ def steady_reporter_sync(job: JobContext, steps: int, step_s: float) -> int:
         job.touch()
         time.sleep(step_s)
     return steps
+
+
+@task(name="after", takes_context=True)
+async def after(job: JobContext, parent_id: str, note: str = "") -> dict[str, object]:
+    """A callback: what it sees of the job it follows."""
+    return {
+        "note": note,
+        "parent_id": parent_id,
+        "results": await job.parent_results(),
+        "errors": await job.parent_errors(),
+    }
+
+
+@task(name="after_elsewhere", queue="elsewhere")
+async def after_elsewhere(parent_id: str) -> str:
+    """A callback declared on another queue (it runs in its job's queue)."""
+    return parent_id

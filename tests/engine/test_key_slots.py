@@ -56,10 +56,13 @@ async def _workload(settings: EngineSettings) -> None:
         await c.enqueue(t.add.using(delay_s=0.05), 6, 7)
         await c.enqueue(t.progressing)
         await c.enqueue(t.logging_async, 2)
+        await c.enqueue(t.checkpointing, 2)
         await c.enqueue(t.waits, 1.2)  # lives past a heartbeat
         await asyncio.sleep(0.1)
-        # claim, begin, complete, retry, fail, heartbeat, progress, log, promote, submit ticks
-        await drain(settings, [t.add, t.flaky, t.progressing, t.logging_async, t.waits])
+        # claim, begin, complete, retry, fail, heartbeat, progress, log, checkpoint, promote,
+        # submit ticks
+        tasks = [t.add, t.flaky, t.progressing, t.logging_async, t.checkpointing, t.waits]
+        await drain(settings, tasks)
         assert (await c.jobs.get(failing.id)).state is JobState.FAILED
         assert await c.jobs.resubmit("default", [failing.id]) == 1  # resubmit
         assert await c.jobs.purge("default", [later.id]) == 1  # purge

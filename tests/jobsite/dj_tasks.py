@@ -89,3 +89,50 @@ async def aimport_rows(context: JobTaskContext, rows: int) -> int:
         await context.alog(f"imported row {n}")
         await context.aheartbeat()
     return rows
+
+
+def _row_done(path: str, attempt: int, row: int) -> None:
+    """Append the row a run processed to the file `path` (one JSON line)."""
+    with Path(path).open("ab") as ledger:
+        ledger.write(orjson.dumps({"attempt": attempt, "row": row}) + b"\n")
+
+
+@task(takes_context=True)
+@engine_options(max_retries=1, retry_delay_s=0, expected_exceptions=(RuntimeError,))
+def resume_rows(context: JobTaskContext, rows: int, fail_at: int, path: str) -> int:
+    """Import `rows` rows from the saved one, saving its place after each (sync); a run that
+    began at row 0 fails at `fail_at`."""
+    start = context.checkpointed["next"] if context.checkpointed else 0
+    for n in range(start, rows):
+        if n == fail_at and start == 0:
+            raise RuntimeError(f"row {n} could not be read")
+        _row_done(path, context.attempt, n)
+        context.checkpoint({"next": n + 1})
+    return rows
+
+
+@task(takes_context=True)
+@engine_options(max_retries=1, retry_delay_s=0, expected_exceptions=(RuntimeError,))
+async def aresume_rows(context: JobTaskContext, rows: int, fail_at: int, path: str) -> int:
+    """Async twin of resume_rows."""
+    start = context.checkpointed["next"] if context.checkpointed else 0
+    for n in range(start, rows):
+        if n == fail_at and start == 0:
+            raise RuntimeError(f"row {n} could not be read")
+        _row_done(path, context.attempt, n)
+        await context.acheckpoint({"next": n + 1})
+    return rows
+
+
+@task(takes_context=True)
+@engine_options(max_retries=0, expected_exceptions=(RuntimeError,))
+def saves_then_fails(context: JobTaskContext, state: dict[str, int]) -> None:
+    """Save `state`, then fail for good: the job keeps it for whoever looks."""
+    context.checkpoint(state)
+    raise RuntimeError("stopped after saving its place")
+
+
+@task
+def note_parent(parent_id: str, why: str = "") -> str:
+    """A callback: says which job it followed."""
+    return f"{why}:{parent_id}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from datetime import datetime
 from typing import Any
 
@@ -49,6 +50,7 @@ def operations() -> list[tuple[str, str]]:
                 .replace("{schedule}", "x")
                 .replace("{flow_id}", "x")
                 .replace("{dedup_id}", "some-id")
+                .replace("{run_id}", "1")
             )
             out.append((method, concrete))
     return out
@@ -249,16 +251,13 @@ def test_bulk_needs_an_explicit_selector(engine: EngineSettings, token: str, bod
     assert JobRecord.objects.get().state == "scheduled"  # nothing was cancelled
 
 
-def test_bulk_is_capped_and_audited(engine: EngineSettings, token: str) -> None:
+def test_bulk_past_the_cap_runs_in_the_background_and_is_audited(
+    engine: EngineSettings, token: str
+) -> None:
     web = WebClient()
     ids = [services.enqueue(t.add.using(delay_s=60), i, i).id for i in range(3)]
     async_to_sync(mirror_all)()
     with override_settings(JOBSITE={**settings.JOBSITE, "BULK_MAX": 2}):
-        dry = call(web, "post", "/bulk/cancel", token, data={"all": True, "dry_run": True})
-        assert dry.json() == {"matched": 3, "changed": 0, "skipped": {}}
-        over = call(web, "post", "/bulk/cancel", token, data={"state": "scheduled"})
-        assert over.status_code == 422 and "at most 2" in over.json()["detail"]
-        assert set(JobRecord.objects.values_list("state", flat=True)) == {"scheduled"}
         by_ids = call(web, "post", "/bulk/cancel", token, data={"ids": ids[:2]})
         assert by_ids.json() == {"matched": 2, "changed": 2, "skipped": {}}
     per_job = LogEntry.objects.filter(object_id__in=ids[:2])
@@ -269,6 +268,39 @@ def test_bulk_is_capped_and_audited(engine: EngineSettings, token: str) -> None:
     assert rest.json() == {"matched": 1, "changed": 1, "skipped": {}}
     [summary] = LogEntry.objects.filter(object_id__isnull=True)
     assert "1 jobs matching {}" in summary.change_message
+    # Past the cap: 7 jobs, 2 a request, so the rest go in the background, in id order.
+    more = [services.enqueue(t.add.using(delay_s=60), i, i).id for i in range(7)]
+    async_to_sync(mirror_all)()
+    with override_settings(JOBSITE={**settings.JOBSITE, "BULK_MAX": 2}):
+        dry = call(web, "post", "/bulk/cancel", token, data={"all": True, "dry_run": True})
+        assert dry.json() == {"matched": 7, "changed": 0, "skipped": {}}
+        began = call(web, "post", "/bulk/cancel", token, data={"state": "scheduled"})
+    assert began.status_code == 202, began.content
+    run = began.json()
+    assert (run["action"], run["matched"], run["selector"]) == ("cancel", 7, {"state": "scheduled"})
+    deadline = time.monotonic() + 30
+    while (run := call(web, "get", f"/bulk/runs/{run['id']}", token).json())["state"] == "running":
+        assert time.monotonic() < deadline, run
+        time.sleep(0.05)
+    assert (run["state"], run["looked_at"], run["changed"], run["skipped"]) == ("done", 7, 7, {})
+    engine_states = async_to_sync(services.ajob_fields)("default", more, ["state"])
+    assert {found["state"] for found in engine_states} == {"cancelled"}
+    assert LogEntry.objects.filter(change_message__contains="7 jobs matching").count() == 1
+    assert call(web, "get", "/bulk/runs/999999", token).status_code == 404
+
+
+def test_a_bulk_run_is_hidden_from_a_token_of_another_queue(
+    engine: EngineSettings, token: str
+) -> None:
+    web = WebClient()
+    for i in range(3):
+        services.enqueue(t.add.using(delay_s=60), i, i)
+    async_to_sync(mirror_all)()
+    with override_settings(JOBSITE={**settings.JOBSITE, "BULK_MAX": 1}):
+        began = call(web, "post", "/bulk/cancel", token, data={"queue": "default"})
+    assert began.status_code == 202, began.content
+    narrowed = make_token(User.objects.get(username="robot"), queues=["other"])
+    assert call(web, "get", f"/bulk/runs/{began.json()['id']}", narrowed).status_code in (403, 404)
 
 
 def test_every_api_action_is_audited(engine: EngineSettings, token: str) -> None:

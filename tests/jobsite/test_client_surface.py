@@ -33,11 +33,14 @@ CLIENT: dict[str, list[str]] = {
     "POST /bulk/cancel": ["cancel_many"],
     "POST /bulk/retry": ["retry_many"],
     "POST /bulk/run-now": ["run_now_many"],
+    "GET /bulk/runs/{run_id}": ["bulk_run"],
     "GET /dead-letters": ["dead_letter_groups"],
     "GET /dead-letters/counts": ["dead_letter_counts"],
     "GET /dead-letters/jobs": ["dlq"],
     "POST /dead-letters/resubmit": ["resubmit_dlq"],
     "POST /dead-letters/purge": ["purge_dlq"],
+    "POST /dead-letters/groups/{fingerprint}/mute": ["mute_dead_letter_group"],
+    "DELETE /dead-letters/groups/{fingerprint}/mute": ["unmute_dead_letter_group"],
     "POST /flows": ["submit_flow"],
     "GET /flows": ["flows"],
     "GET /flows/{flow_id}": ["flow"],
@@ -83,6 +86,7 @@ INTERNAL = {
 HELPERS = {
     "close": "closes the client's connection pool",
     "why": "reads GET /jobs/{job_id} (its `waiting`) through get",
+    "checkpoint": "reads GET /jobs/{job_id} (its `checkpoint`) through get",
     "progress": "polls GET /jobs/{job_id} through get",
     "wait": "polls GET /jobs/{job_id} through get, through progress",
 }

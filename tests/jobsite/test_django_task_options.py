@@ -109,3 +109,24 @@ def test_backend_task_options_are_every_tasks_defaults(engine: EngineSettings) -
         assert job.options["max_retries"] == 0  # the task's own wins
     finally:
         backend.options = saved
+
+
+def test_django_tasks_take_callbacks_run_by_how_their_job_ends(engine: EngineSettings) -> None:
+    from jobsite.jobs.models import JobRecord
+
+    from .conftest import mirror_all
+
+    callbacks = {"on_success": (dj_tasks.note_parent, {"why": "sum"})}
+    summed = dj_tasks.add.using(**callbacks, on_failure=dj_tasks.note_parent).enqueue(1, 2)
+    exploded = dj_tasks.explode.using(on_failure=(dj_tasks.note_parent, {"why": "boom"})).enqueue()
+    async_to_sync(run_worker)(engine)
+    async_to_sync(mirror_all)()
+    rows = JobRecord.objects.filter(task=dj_tasks.note_parent.module_path)
+    ended = {(row.parents[0], engine_job(engine, row.id).state): row.id for row in rows}
+    assert set(ended) == {
+        (summed.id, "completed"),
+        (summed.id, "cancelled"),
+        (exploded.id, "completed"),
+    }
+    assert engine_job(engine, ended[(summed.id, "completed")]).result == f"sum:{summed.id}"
+    assert engine_job(engine, ended[(exploded.id, "completed")]).result == f"boom:{exploded.id}"

@@ -14,12 +14,14 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import User
 from django.test import Client as WebClient
+from django.utils.timezone import now
 
 from demo.asgi import application
 from engine import EngineSettings
 from engine.ops.fingerprint import fingerprint
 from jobsite.jobs import services
 from jobsite.jobs.history.reconcile import sync_queues
+from jobsite.jobs.models import DeadLetterMute
 from jobsite.jobs.permissions import OPERATORS, VIEWERS, Perm
 from tests.engine import tasks as t
 
@@ -42,6 +44,8 @@ ROLES: dict[str, frozenset[Perm]] = {
 # The dead-letter group of the failed jobs (tests.engine.tasks.boom); the table only counts
 # it (dry_run): acting on the whole group would reach the other fixtures' jobs too.
 BOOM = fingerprint("builtins.ValueError", "unexpected", "tests.engine.tasks:boom").hash
+# A group's fingerprint as the schema's paths name it.
+FP = "{fingerprint}"
 
 
 @dataclass
@@ -52,6 +56,8 @@ class Fixture:
     failed: list[str]
     # A schedule (repeatable) of queue "default", paused so that it never fires.
     schedule: str = "x"
+    # A muted dead-letter group of queue "default" (its row's id), for the admin's "Unmute".
+    mute: str = ""
 
 
 def make_jobs(engine: EngineSettings, sets: int) -> list[Fixture]:
@@ -69,7 +75,12 @@ def make_jobs(engine: EngineSettings, sets: int) -> list[Fixture]:
         services.run_engine(
             lambda c, n=name: c.repeats.add(n, t.add.call(1, 2), every_s=60, paused=True)
         )
-    return [Fixture(s, f, n) for s, f, n in zip(scheduled, failed, names, strict=True)]
+    muted = [
+        str(DeadLetterMute.objects.create(queue="default", fingerprint=f"{i:x}", muted_at=now()).pk)
+        for i in range(sets)
+    ]
+    rows = zip(scheduled, failed, names, muted, strict=True)
+    return [Fixture(s, f, n, m) for s, f, n, m in rows]
 
 
 def api_table(jobs: Fixture) -> list[tuple[str, str, Any, Perm]]:
@@ -130,6 +141,8 @@ def api_table(jobs: Fixture) -> list[tuple[str, str, Any, Perm]]:
         ("post", f"/jobs/{f[0]}/replay", {}, Perm.RETRY),
         ("post", "/dead-letters/resubmit", {"fingerprint": BOOM, "dry_run": True}, Perm.RETRY),
         ("post", "/dead-letters/purge", {"fingerprint": BOOM, "dry_run": True}, Perm.PURGE),
+        ("post", f"/dead-letters/groups/{BOOM}/mute", {"queue": "default"}, Perm.RETRY),
+        ("delete", f"/dead-letters/groups/{BOOM}/mute?queue=default", None, Perm.RETRY),
         ("get", "/dead-letters/jobs", None, Perm.VIEW),
         ("get", "/dead-letters/counts", None, Perm.VIEW),
         (
@@ -145,6 +158,7 @@ def api_table(jobs: Fixture) -> list[tuple[str, str, Any, Perm]]:
         ("get", "/queues/default/deduplication/some-id", None, Perm.VIEW),
         ("get", "/scaling", None, Perm.VIEW),
         ("get", "/queues/default/drain", None, Perm.VIEW),
+        ("get", "/bulk/runs/1", None, Perm.VIEW),
         # A host without workers: the order reaches nobody, the permission is checked all the same.
         ("post", "/workers/control", {"action": "quiet", "host": "no-such"}, Perm.CONTROL_WORKER),
         ("get", "/roles", None, Perm.VIEW),
@@ -170,11 +184,12 @@ def api_table(jobs: Fixture) -> list[tuple[str, str, Any, Perm]]:
 def test_the_table_covers_every_api_operation(engine: EngineSettings) -> None:
     jobs = Fixture(["x", "y"], ["x", "y", "z"])
     table = {
-        (m, p.replace("/x", "/{job_id}").replace("/default/", "/{name}/"))
+        (m, p.split("?")[0].replace("/x", "/{job_id}").replace("/default/", "/{name}/"))
         for m, p, *_ in api_table(jobs)
     }
     schema = {
-        (m, p.replace("/x", "/{job_id}").replace("/default/", "/{name}/")) for m, p in operations()
+        (m, p.replace("/x", "/{job_id}").replace("/default/", "/{name}/").replace(FP, BOOM))
+        for m, p in operations()
     }
     assert schema <= table, schema - table
 
@@ -214,6 +229,7 @@ def admin_actions(jobs: Fixture) -> list[tuple[str, str, list[str], Perm]]:
         ("/admin/jobsite/jobrecord/", "purge_jobs", [f[2]], Perm.PURGE),
         ("/admin/jobsite/queuerecord/", "pause", ["default"], Perm.CHANGE_QUEUE),
         ("/admin/jobsite/queuerecord/", "resume", ["default"], Perm.CHANGE_QUEUE),
+        ("/admin/jobsite/deadlettermute/", "unmute", [jobs.mute], Perm.RETRY),
         *[
             (
                 "/admin/jobsite/schedule/",
@@ -293,6 +309,7 @@ def test_every_role_against_every_operation(engine: EngineSettings, role: str) -
         "/dashboard/roles/": Perm.VIEW,
         "/dashboard/workers/": Perm.VIEW,
         "/admin/jobsite/workerrecord/roles/": Perm.VIEW,
+        "/admin/jobsite/deadlettermute/": Perm.VIEW,
     }
     for url, perm in pages.items():
         seen[("page", url)] = (page_allowed(web, url), perm in held)

@@ -28,16 +28,27 @@
   (unless the job's `dlq` field is '0'), else the hash and its children SET expire after the
   queue's ttl (Redis deletes them: no index of finished jobs); counts it in stats (the
   state's total, and `done|<task>|<state>`); then
-  applies the on_parent_failure policy of the jobs waiting for it (fail_child: 'wait' leaves a
-  child blocked, so a resubmitted parent that completes still releases it; 'fail' and 'cancel'
-  end it, and in turn its own children).
-  unblock_children(Q, children): count a completed parent off each waiting child; a child with
-  no unfinished parent left becomes `submitted` (or `scheduled` when its run_at is ahead).
+  settles each job waiting for it (fail_child(Q, cid, parent, state, children)): a child whose
+  `runs_on` field is 'end', or 'failure' when `state` is failed, stalled, expired or dropped,
+  counts the parent off (count_off) and leaves its children SET; a 'failure' child of a
+  cancelled parent ends `cancelled` (end_child); any other child gets its on_parent_failure
+  ('wait' leaves it blocked, so a resubmitted parent that completes still releases it; 'fail'
+  and 'cancel' end it, and in turn its own children).
+  verdict(runs_on, state): what a parent ending in `state` does to a child waiting for it:
+  'release' (count it off), 'cancel' (a failure callback not needed) or 'policy' (its
+  on_parent_failure).
+  count_off(Q, ckey, cid, priority, run_at): count one parent off a blocked child; with none
+  left it becomes `submitted` (or `scheduled` when its run_at is ahead).
+  end_child(Q, ckey, cid, to, kind, msg): end a blocked child `to` (failed, cancelled) for a
+  parent's end: its error record (type `kind`), its event, bury.
+  unblock_children(Q, children, parent): count a completed parent off each waiting child; a
+  'failure' child ends `cancelled` instead (bury, with Q.ttl: the caller sets it).
   unqueue(Q, id): remove a queued job from every queue structure (a job set aside for its task
   version too: its `unserved` ZSET, stats' waiting_version; claim-12.lua).
-  attach_parents(Q, id, parents): register the job with each parent (ids) that exists and has
-  not completed (Q.children: the children SET key prefix); return how many, and one that
-  already ended without completing as {id, state} (or nil).
+  attach_parents(Q, id, parents, runs_on): register the job with each parent (ids) that exists
+  and is live, or ended in a way its runs_on does not count off (verdict; Q.children: the
+  children SET key prefix); return how many, and one of those that already ended as
+  {id, state} (or nil): the caller settles the job with it (fail_child).
   forget(key): delete a job's hash and the SET of jobs waiting for it.
   Job hash fields are spelled F.<field> (this script's hash format) and O.<field> (the other's):
   engine/seam/luasrc.py puts the stored names in place (engine/fields.py).
@@ -281,17 +292,31 @@ local bury
 -- States a job ends in without completing.
 local DEAD = {failed = true, cancelled = true, stalled = true, dropped = true, expired = true}
 
-local function attach_parents(Q, id, parents)
+-- Ends a failure callback runs on (a parent that completes or is cancelled cancels it).
+local FAILED_END = {failed = true, stalled = true, expired = true, dropped = true}
+
+local function verdict(runs_on, state)
+  if runs_on == 'end' then return 'release' end
+  if runs_on == 'failure' then
+    if FAILED_END[state] then return 'release' end
+    return 'cancel'
+  end
+  if state == 'completed' then return 'release' end
+  return 'policy'
+end
+
+local function attach_parents(Q, id, parents, runs_on)
   local pending, dead = 0, nil
   for _, parent in ipairs(parents) do
     local pkey = Q.prefix .. parent
     local pstate = jget(pkey, F.state)[1]
-    if pstate and pstate ~= 'completed' then
+    local ended = pstate == 'completed' or DEAD[pstate]
+    if pstate and not (ended and verdict(runs_on, pstate) == 'release') then
       pending = pending + 1
       local children = Q.children .. parent
       rcall('SADD', children, id)
       rcall('HSET', pkey, F.children, children)
-      if DEAD[pstate] then
+      if ended then
         dead = {parent, pstate}
         local ttl = rcall('PTTL', pkey)  -- ended outside the DLQ: the SET goes with the parent
         if ttl > 0 then rcall('PEXPIRE', children, ttl) end
@@ -301,17 +326,47 @@ local function attach_parents(Q, id, parents)
   return pending, dead
 end
 
-local function fail_child(Q, cid, parent, state)
+local function count_off(Q, ckey, cid, priority, run_at)
+  if rcall('HINCRBY', ckey, F.pending_parents, -1) > 0 then return end
+  rcall('SREM', Q.blocked, cid)
+  if run_at and tonumber(run_at) > Q.now then
+    rcall('HSET', ckey, F.state, 'scheduled')
+    rcall('ZADD', Q.scheduled, run_at, cid)
+    emit(Q, cid, 'blocked', 'scheduled', 0)
+  else
+    rcall('HSET', ckey, F.state, 'submitted', F.submitted_at_ms, Q.now_s)
+    make_ready(Q, ckey, cid, priority, rcall('INCR', Q.seq))
+    emit(Q, cid, 'blocked', 'submitted', 0)
+  end
+end
+
+local function end_child(Q, ckey, cid, to, kind, msg)
+  unqueue(Q, cid)
+  append_error(ckey, script_error(kind, msg, 0, Q.now))
+  emit(Q, cid, 'blocked', to, 0, '', msg)
+  bury(Q, ckey, cid, to)
+end
+
+local function not_needed(parent, state)
+  local ended = 'ended ' .. state
+  if state == 'completed' then ended = 'completed' end
+  return 'parent ' .. parent .. ' ' .. ended .. ': failure callback not needed'
+end
+
+local function fail_child(Q, cid, parent, state, children)
   local ckey = Q.prefix .. cid
-  local c = jget(ckey, F.state, F.on_parent_failure)
-  if c[1] == 'blocked' and (c[2] == 'fail' or c[2] == 'cancel') then
+  local c = jget(ckey, F.state, F.on_parent_failure, F.runs_on, F.priority, F.run_at_ms)
+  if c[1] ~= 'blocked' then return end
+  local v = verdict(c[3], state)
+  if v == 'release' then
+    if children then rcall('SREM', children, cid) end  -- counted once, even if resubmitted
+    count_off(Q, ckey, cid, c[4], c[5])
+  elseif v == 'cancel' then
+    end_child(Q, ckey, cid, 'cancelled', 'ParentDidNotFail', not_needed(parent, state))
+  elseif c[2] == 'fail' or c[2] == 'cancel' then
     local to = 'failed'
     if c[2] == 'cancel' then to = 'cancelled' end
-    local msg = 'parent ' .. parent .. ' ended ' .. state
-    unqueue(Q, cid)
-    append_error(ckey, script_error('ParentFailed', msg, 0, Q.now))
-    emit(Q, cid, 'blocked', to, 0, '', msg)
-    bury(Q, ckey, cid, to)
+    end_child(Q, ckey, cid, to, 'ParentFailed', 'parent ' .. parent .. ' ended ' .. state)
   end
 end
 
@@ -333,7 +388,7 @@ bury = function(Q, key, id, state)
   rcall('HINCRBY', Q.stats, 'done|' .. (f[3] or '') .. '|' .. state, '1')
   finish(Q, key, id)
   if f[2] then
-    for _, cid in ipairs(rcall('SMEMBERS', f[2])) do fail_child(Q, cid, id, state) end
+    for _, cid in ipairs(rcall('SMEMBERS', f[2])) do fail_child(Q, cid, id, state, f[2]) end
   end
   if ttl then  -- last: a ttl of 0 deletes at once
     rcall('PEXPIRE', key, ttl)
@@ -341,20 +396,15 @@ bury = function(Q, key, id, state)
   end
 end
 
-local function unblock_children(Q, children)
+local function unblock_children(Q, children, parent)
   for _, cid in ipairs(rcall('SMEMBERS', children)) do
     local ckey = Q.prefix .. cid
-    local c = jget(ckey, F.state, F.priority, F.run_at_ms)
-    if c[1] == 'blocked' and rcall('HINCRBY', ckey, F.pending_parents, -1) <= 0 then
-      rcall('SREM', Q.blocked, cid)
-      if c[3] and tonumber(c[3]) > Q.now then
-        rcall('HSET', ckey, F.state, 'scheduled')
-        rcall('ZADD', Q.scheduled, c[3], cid)
-        emit(Q, cid, 'blocked', 'scheduled', 0)
+    local c = jget(ckey, F.state, F.priority, F.run_at_ms, F.runs_on)
+    if c[1] == 'blocked' then
+      if c[4] == 'failure' then
+        end_child(Q, ckey, cid, 'cancelled', 'ParentDidNotFail', not_needed(parent, 'completed'))
       else
-        rcall('HSET', ckey, F.state, 'submitted', F.submitted_at_ms, Q.now_s)
-        make_ready(Q, ckey, cid, c[2], rcall('INCR', Q.seq))
-        emit(Q, cid, 'blocked', 'submitted', 0)
+        count_off(Q, ckey, cid, c[2], c[3])
       end
     end
   end

@@ -1,4 +1,4 @@
-"""Parents: the results of a running job's parents, read through its worker."""
+"""Parents: the results and errors of a running job's parents, read through its worker."""
 
 from __future__ import annotations
 
@@ -32,3 +32,17 @@ class Parents:
             parent: None if value is None else serializer.loads(value)
             for parent, value in zip(parents, raw, strict=True)
         }
+
+    async def errors(self, queue: str, parents: Sequence[str]) -> dict[str, dict[str, Any] | None]:
+        """Return the last error of each of `parents` (jobs of `queue`) that ended without
+        completing, by id (None for one that completed, or has no error; one round trip)."""
+        keys = QueueKeys(self.settings.prefix, queue)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for parent in parents:
+                pipe.hmget(keys.job(parent), both("state", "errors"))
+            rows = [either(row) for row in await pipe.execute()]
+        out: dict[str, dict[str, Any] | None] = {}
+        for parent, (state, errors) in zip(parents, rows, strict=True):
+            found = serializer.loads(errors) if errors and state != "completed" else None
+            out[parent] = found[-1] if isinstance(found, list) and found else None
+        return out

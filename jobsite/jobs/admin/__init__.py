@@ -606,4 +606,5 @@ class ApiTokenAdmin(admin.ModelAdmin):
         self.message_user(request, f"{said}: refused from now on", messages.SUCCESS)
 
 
+from jobsite.jobs.admin import mutes as admin_mutes  # noqa: E402,F401  (muted dead-letter groups)
 from jobsite.jobs.admin import schedules as admin_schedules  # noqa: E402,F401  (schedules: admin pages of their own)

@@ -1,6 +1,6 @@
 """The dead-letters resource (/dead-letters): the dead letters grouped by error fingerprint, the
 jobs of a queue's dead-letter queue, and resubmit or purge them by ids, by group or (resubmit)
-every one of a queue.
+every one of a queue; muting a group lives in dead_letter_mutes.py, mounted below /groups.
 
 The old /dlq operations stay as aliases answering as before, left out of the schema.
 """
@@ -20,6 +20,8 @@ from pydantic import ConfigDict, model_validator
 
 from engine import JOB_ID_PATTERN
 from jobsite.jobs import audit, services
+from jobsite.jobs.api.dead_letter_mutes import MuteOut, of_group
+from jobsite.jobs.api.dead_letter_mutes import router as mutes_router
 from jobsite.jobs.api.jobout import engine_values, fields
 from jobsite.jobs.api.jobs import IDS_MAX
 from jobsite.jobs.api.schemas import (
@@ -36,9 +38,11 @@ from jobsite.jobs.conf import bulk_max
 from jobsite.jobs.history import deadletters
 from jobsite.jobs.models import JobRecord, JobSearch
 from jobsite.jobs.permissions import Grant, Perm, aneed, need
+from jobsite.jobs.services import mutes
 from jobsite.jobs.tasks import runnable
 
 router = Router(tags=["dead-letters"])
+router.add_router("/groups", mutes_router)
 # The old /dlq operations: the same answers as before, not in the schema.
 dlq_aliases = Router(tags=["dead-letters"])
 
@@ -65,6 +69,12 @@ class DeadGroupOut(Out):
     sample: SampleOut | None
     # Why its jobs cannot run again ("": they can): dropped as an unknown task still unknown.
     cannot_run: str = ""
+    # Muted in every queue listed: its dead letters raise no alert (counted all the same).
+    muted: bool = False
+    # When the first of its mutes ends (null: muted until unmuted, or not muted).
+    muted_until: datetime | None = None
+    # Its mutes holding in the queues listed (a group may be muted in some of them only).
+    mutes: list[MuteOut] = []
 
 
 class DeadLettersIn(Schema):
@@ -137,7 +147,11 @@ def dead_letters(
     rights = need(request, Perm.VIEW, queue)
     found = deadletters.groups(deadletters.dead_rows(rights, queue, task))
     out = [DeadGroupOut.model_validate(g, from_attributes=True) for g in found]
+    held = mutes.muted({q for g in out for q in g.queues})
     for group in out:
+        group.mutes, group.muted, group.muted_until = of_group(
+            held, group.fingerprint, group.queues
+        )
         kind = group.sample.type if group.sample else ""
         if kind == runnable.UNKNOWN_TASK and all(runnable.unknown(t) for t in group.tasks):
             group.cannot_run = f"{', '.join(sorted(group.tasks))}: {runnable.REASON}"

@@ -27,17 +27,25 @@ def known_task(name: str) -> Task:
 
 
 async def submittable(rights: Grant, spec: JobIn, where: str, allowed: set[str]) -> Task:
-    """Return the task one job of a batch or a flow names (422 naming `where` when unknown),
-    checking the caller may submit to its queue once per queue (`allowed` keeps those seen)."""
+    """Return the task one job names (422 naming `where` when unknown), checking the caller
+    may submit to its queue once per queue (`allowed` keeps those seen), with its callbacks
+    (on_success, on_failure) checked as the same enqueue in that queue, where they run."""
     try:
         task = known_task(spec.task)
     except HttpError as exc:
-        raise HttpError(exc.status_code, f"{where}: {exc}") from None
+        raise HttpError(exc.status_code, f"{where}: {exc}".lstrip(": ")) from None
     queue = spec.queue or task.options.queue
     if queue not in allowed:
         await rights.arequire(Perm.SUBMIT, queue)
         allowed.add(queue)
-    return task
+    chosen: dict[str, Any] = {}
+    for name in ("on_success", "on_failure"):
+        callback = getattr(spec, name)
+        if callback is not None:
+            target = JobIn.model_validate({"task": callback.task, "queue": queue})
+            checked = await submittable(rights, target, f"{where} {name}".strip(), allowed)
+            chosen[name] = (checked, callback.kwargs)
+    return task.using(**chosen) if chosen else task
 
 
 async def live_out[Out: JobOut](job_id: str, queue: str | None, schema: type[Out]) -> Out:
@@ -59,7 +67,7 @@ def engine_values(job: EngineJob) -> dict[str, Any]:
     values.update(
         state=str(job.state), worker=job.worker or "", progress_message=job.progress_message or ""
     )
-    values.update(logs=job.logs, logs_dropped=job.logs_dropped or 0)
+    values.update(logs=job.logs, logs_dropped=job.logs_dropped or 0, checkpoint=job.checkpoint)
     values.update(fingerprint=job.fingerprint or "", replay_of=job.replay_of or "")
     aside_ms = job.extra.get("unserved_at_ms")
     if aside_ms:  # waits for a worker with its task version (engine/resources/versions.py)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -51,12 +51,26 @@ from jobsite.jobs.tasks import runnable
 router = Router(tags=["jobs"])
 
 
-@router.post("", response={201: JobOut, **ERRORS})
-async def submit(request: HttpRequest, body: JobIn) -> Status[JobOut]:
-    """Submit a job; arguments are checked against the task before anything reaches Redis."""
+class CallbackOut(Out):
+    """A callback submitted with the job: its id, its task, and the end it runs on."""
+
+    id: str
+    task: str
+    runs_on: Literal["success", "failure"]
+
+
+class SubmittedOut(JobOut):
+    """A job as submitted, with the callbacks submitted with it."""
+
+    callbacks: list[CallbackOut] = []
+
+
+@router.post("", response={201: SubmittedOut, **ERRORS})
+async def submit(request: HttpRequest, body: JobIn) -> Status[SubmittedOut]:
+    """Submit a job, with its callbacks; arguments are checked against the task before anything
+    reaches Redis."""
     rights = await aneed(request, Perm.SUBMIT)
-    task = known_task(body.task)
-    await rights.arequire(Perm.SUBMIT, body.queue or task.options.queue)
+    task = await submittable(rights, body, "", set())
     try:
         task = taskoptions.apply(task, body)
     except taskoptions.BadOptions as exc:
@@ -68,8 +82,13 @@ async def submit(request: HttpRequest, body: JobIn) -> Status[JobOut]:
     by = services.Actor(rights.user, rights.via)
     (job,) = await services.aadmit([call], by=by, check_types=True)
     if job.repeat_every_s is not None:  # a schedule: its first run is not in Redis yet
-        return Status(201, await out(engine_values(job), job.id, JobOut))
-    return Status(201, await live_out(job.id, job.queue, JobOut))
+        return Status(201, await out(engine_values(job), job.id, SubmittedOut))
+    done = await live_out(job.id, job.queue, SubmittedOut)
+    done.callbacks = [
+        CallbackOut(id=c.id, task=c.task, runs_on="failure" if c.runs_on else "success")
+        for c in job.callbacks
+    ]
+    return Status(201, done)
 
 
 class BatchIn(Schema):

@@ -32,6 +32,16 @@ class DeduplicationIn(Schema):
     ttl_s: float | None = Field(None, gt=0, le=YEAR_S)
 
 
+class CallbackIn(Schema):
+    """A job submitted with this one as its child, in its queue: `task` called with `kwargs`
+    and `parent_id` (the job's id)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field(..., min_length=1, max_length=255)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+
 class TaskOptionsIn(Schema):
     """The options of one call; see docs/api.md for each."""
 
@@ -93,6 +103,14 @@ class TaskOptionsIn(Schema):
         None, max_length=1000
     )
     on_parent_failure: Literal["wait", "fail", "cancel"] | None = None
+    # Which end of the parents releases the job: all completed (success), one failed (failure:
+    # a parent that completes or is cancelled cancels it), or any end.
+    runs_on: Literal["success", "failure", "end"] | None = None
+    # Callbacks: jobs submitted with this one as its children, run after it completes (else
+    # cancelled) or after it fails for good (else cancelled); each checked as an enqueue of
+    # its task in this job's queue, where it runs.
+    on_success: CallbackIn | None = None
+    on_failure: CallbackIn | None = None
 
 
 # The fields `Task.using` takes as options (the rest are its own parameters or handled here).
@@ -120,6 +138,7 @@ _USING = (
     "max_running",
     "rate_limit",
     "on_parent_failure",
+    "runs_on",
 )
 OPTION_NAMES = frozenset(TaskOptionsIn.model_fields)
 
@@ -135,7 +154,8 @@ class BadOptions(ValueError):
 
 
 def apply(task: Task, body: TaskOptionsIn, depends_on: list[str] | None = None) -> Task:
-    """Return `task` with the body's options, as `task.using(...)` (ConfigError if refused).
+    """Return `task` with the body's options, as `task.using(...)` (ConfigError if refused);
+    its callbacks are set on `task` before, once checked (jobout.submittable).
 
     `depends_on` replaces the body's own (a flow maps its refs to job ids first).
     """
@@ -157,6 +177,8 @@ def apply(task: Task, body: TaskOptionsIn, depends_on: list[str] | None = None) 
     if body.run_at is not None and _beyond_horizon(body.run_at):
         raise BadOptions(f"run_at must be within {YEAR_S // 86_400} days from now, as delay_s")
     parents = depends_on if depends_on is not None else body.depends_on
+    if body.runs_on not in (None, "success") and not parents:
+        raise BadOptions("runs_on needs depends_on: it says which end of the parents runs the job")
     return task.using(
         delay_s=body.delay_s,
         run_at=body.run_at,

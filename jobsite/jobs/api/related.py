@@ -16,7 +16,7 @@ from jobsite.jobs.models import JobRecord
 
 # Most jobs of one flow a detail shows.
 FLOW_CAP = 200
-_FIELDS = ("task", "state", "parents", "flow_id")
+_FIELDS = ("task", "state", "parents", "flow_id", "runs_on")
 # The detail's fields that afill fills (a row's `parents` are ids, the detail's are jobs).
 GRAPH = frozenset(("flow_id", "parents", "children", "flow"))
 
@@ -49,6 +49,7 @@ async def _refresh(queue: str, nodes: dict[str, RelatedOut], wanted: list[str]) 
             node = nodes[job_id] = RelatedOut(id=job_id, task=live.get("task", ""), state="")
             node.parents = _ids(live.get("parents"))
         node.state = live.get("state") or node.state
+        node.runs_on = live.get("runs_on") or node.runs_on
 
 
 async def refreshed(queue: str, rows: list[Any]) -> list[RelatedOut]:

@@ -99,6 +99,9 @@ class RelatedOut(Out):
     task: str
     state: str
     parents: list[str] = []
+    # Which end of its parents runs it, while Redis holds it: "failure" (an error callback) or
+    # "end"; None for their success (and once Redis forgot the job).
+    runs_on: str | None = None
 
 
 class WaitingOut(Out):
@@ -122,6 +125,9 @@ class JobDetailOut(JobOut):
 
     logs: list[LogLineOut] = []
     logs_dropped: int = 0
+    # The state its task last saved with `checkpoint()` (JSON), which its next attempt resumes
+    # from; None when none was saved, once it completed, and once Redis forgot the job.
+    checkpoint: Any = None
     # The newest error's fingerprint (dead-letter group), the job this one replays, and the
     # jobs that replay this one (POST /jobs/{id}/replay).
     fingerprint: str = ""
@@ -307,6 +313,25 @@ class BulkOut(Out):
     changed: int
     # Why the jobs not changed were skipped: reason -> how many (empty when none was).
     skipped: dict[str, int] = {}
+
+
+class BulkRunOut(Out):
+    """A bulk change past JOBSITE["BULK_MAX"], running in the background (202), and later."""
+
+    id: int
+    action: str
+    # running, done, failed, or interrupted: its process stopped (a deploy) before the end; a
+    # new request with the same filter goes on with the jobs still matching.
+    state: str
+    selector: dict[str, Any]
+    matched: int
+    looked_at: int
+    changed: int
+    skipped: dict[str, int]
+    by: str
+    started_at: datetime
+    finished_at: datetime | None
+    error: str
 
 
 # Why a job asked for was not run now, in words (engine client.jobs.run_now's outcomes).

@@ -9,11 +9,12 @@ records no error) form the group "". Reads use the partial index jobsite_job_fin
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, Max, Min, QuerySet
+from django.db.models import Count, Max, Min, Q, QuerySet
 
 from jobsite.jobs import services
 from jobsite.jobs.models import DEAD, RETRYABLE, JobRecord, dead
@@ -106,6 +107,26 @@ def groups(rows: QuerySet[JobRecord], limit: int = MAX_GROUPS) -> list[Group]:
         ranked = dict(sorted(tasks[key].items(), key=lambda kv: (-kv[1], kv[0])))
         out.append(Group(key, g["n"], g["first"], g["last"], ranked, sorted(queues[key]), sample))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class MutedDead:
+    """A queue's dead letters in its muted groups: all the history holds, and those that died
+    within the health window."""
+
+    total: int = 0
+    recent: int = 0
+
+
+def muted_dead(queue: str, fingerprints: Collection[str], since: datetime) -> MutedDead:
+    """Count the dead letters of `queue` in the groups `fingerprints`, all and since `since`."""
+    if not fingerprints:
+        return MutedDead()
+    rows = dead(JobRecord.objects.filter(state__in=DLQ_STATES, queue=queue))
+    found = rows.filter(fingerprint__in=list(fingerprints)).aggregate(
+        total=Count("id"), recent=Count("id", filter=Q(completed_at__gte=since))
+    )
+    return MutedDead(int(found["total"] or 0), int(found["recent"] or 0))
 
 
 def group_pairs(

@@ -8,7 +8,9 @@ words:
 - a task fails far more than over its own last day: in the last FAILURE_WINDOW_S at least
   FAILURE_MIN_JOBS ended and the share that failed is at least FAILURE_RATE_FACTOR times, and
   FAILURE_RATE_MARGIN above, its share over the day before (the charts' rollup);
-- its dead-letter queue grew by DLQ_GROWTH or more within DLQ_WINDOW_S;
+- its dead-letter queue grew by DLQ_GROWTH or more within DLQ_WINDOW_S, not counting the dead
+  letters of its muted groups (services/mutes.py) that died within that window; the reason
+  and the figures (`dlq_muted`, `dlq_growth_muted`) say how many are muted;
 - the mirror, or another consumer group of its event stream read lately (the transition
   hooks'), is more than MIRROR_LAG_S behind.
 Schedule states come from engine/periodic/schedule_health.py (tolerance: the schedule's, else
@@ -58,7 +60,9 @@ from engine import (
 from engine import schedule_health as engine_schedule_health
 from jobsite.jobs import conf, services
 from jobsite.jobs.history import alerts
+from jobsite.jobs.history.deadletters import MutedDead, muted_dead
 from jobsite.jobs.models import RollupCount
+from jobsite.jobs.services import mutes
 from jobsite.jobs.tasks.signals import queue_health_changed, schedule_health_changed
 
 log = logging.getLogger("jobsite.health")
@@ -219,10 +223,12 @@ def judge_queue(
     dlq_before: int,
     th: dict[str, Any],
     recovery: Recovery | None = None,
+    muted: MutedDead | None = None,
 ) -> QueueHealth:
     """Return a queue's verdict from its metrics, whether a worker serves it, its tasks' failure
-    rates and its DLQ size at the start of the window; no live worker within the grace after a
-    Redis outage of `recovery` is `recovering`."""
+    rates and its DLQ size at the start of the window (the `muted` dead letters that died within
+    it left out of its growth); no live worker within the grace after a Redis outage of
+    `recovery` is `recovering`."""
     failing: list[str] = []
     degraded: list[str] = []
     held: list[str] = []
@@ -250,10 +256,10 @@ def judge_queue(
                 f"{r.day_rate:.0%} over the day before"
             )
     grew = q.dlq - dlq_before
-    if grew >= th["DLQ_GROWTH"]:
-        degraded.append(
-            f"its dead-letter queue grew by {grew} within {th['DLQ_WINDOW_S']:g} s (now {q.dlq})"
-        )
+    muted = muted or MutedDead()
+    quiet = min(max(grew, 0), muted.recent)
+    if grew - quiet >= th["DLQ_GROWTH"]:
+        degraded.append(_dlq_growth(grew - quiet, quiet, q.dlq, muted.total, th["DLQ_WINDOW_S"]))
     if q.mirror_lag_s > th["MIRROR_LAG_S"]:
         degraded.append(
             f"the history mirror is {q.mirror_lag_s:.0f} s behind "
@@ -272,10 +278,28 @@ def judge_queue(
         "oldest_waiting_s": q.oldest_waiting_s,
         "dlq": float(q.dlq),
         "dlq_growth": float(grew),
+        "dlq_muted": float(muted.total),
+        "dlq_growth_muted": float(quiet),
         "mirror_lag_s": q.mirror_lag_s,
         "groups_lag_s": max((lag.lag_s for lag in q.groups.values()), default=0.0),
     }
     return QueueHealth(q.queue, verdict, failing + degraded + held, figures)
+
+
+def _dlq_growth(grew: int, quiet: int, now: int, muted: int, window_s: float) -> str:
+    """Say how much a DLQ grew within the window, its muted groups' dead letters left out."""
+    if not quiet and not muted:
+        return f"its dead-letter queue grew by {grew} within {window_s:g} s (now {now})"
+    return (
+        f"its dead-letter queue grew by {grew} within {window_s:g} s, not counting {quiet} of "
+        f"muted groups (now {now}, {muted} muted)"
+    )
+
+
+def _muted(queue: str, fingerprints: dict[str, Any], window_s: float) -> MutedDead:
+    """Count the dead letters of the queue's muted groups: all, and those of the window."""
+    since = timezone.now() - timedelta(seconds=window_s)
+    return muted_dead(queue, list(fingerprints), since)
 
 
 def _served(workers: list[dict[str, Any]]) -> set[str]:
@@ -296,14 +320,18 @@ def queue_health(
     if record:
         _watch().saw(served)
     configured = set(conf.queues())
+    held = mutes.muted(names)
     out = []
     for q in snapshot.queues:
         th = settings(q.queue)
         window_s = th["DLQ_WINDOW_S"]
         before = services.run_engine(lambda c: sample_dlq(c, q.queue, q.dlq, window_s, record))  # noqa: B023 (the bridge calls it at once)
         rates = task_rates(q.queue, th["FAILURE_WINDOW_S"])
+        muted = _muted(q.queue, held.get(q.queue, {}), window_s)
         out.append(
-            judge_queue(q, q.queue in served, q.queue in configured, rates, before, th, recovery)
+            judge_queue(
+                q, q.queue in served, q.queue in configured, rates, before, th, recovery, muted
+            )
         )
     return out
 

@@ -12,7 +12,11 @@ one call checks the whole batch:
 - no id a caller chose names a job of another queue in the history (Redis may have forgotten
   that job; the history has not). The engine then checks what Redis holds: the id's
   reservation and the job hashes of other queues (engine/producing/enqueueing.py);
-- a flow needs Redis (eager mode runs single jobs).
+- a flow needs Redis (eager mode runs single jobs, and their callbacks after them).
+
+A job's callbacks (on_success, on_failure: `Job.callbacks`) are checked as jobs of the batch
+(queue, arguments, chosen ids) and recorded with it; they travel with their job (to the
+outbox too) and the engine writes them with it, in the same step.
 
 Then it runs the jobs inline (eager mode), writes them to the outbox (inside a transaction,
 when asked) or submits them, and records who submitted them in the audit trail when a person
@@ -33,7 +37,7 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
-from engine import ConfigError, DuplicateJob, Job, JobIdTaken
+from engine import ConfigError, DuplicateJob, Job, JobIdTaken, with_callbacks
 from jobsite.jobs import audit
 from jobsite.jobs.conf import check_queue, engine_settings, option
 from jobsite.jobs.models import JobRecord, OutboxEntry
@@ -128,7 +132,8 @@ def _record(jobs: list[Job], by: Actor | None, flow: bool) -> None:
     outcome = by.outcome
     if outcome is None and flow and jobs:
         outcome = f"flow {jobs[0].flow_id}"
-    audit.record(by.user, by.action, [*by.also, *(j.id for j in jobs)], by.via, outcome=outcome)
+    ids = [j.id for j in with_callbacks(jobs)]
+    audit.record(by.user, by.action, [*by.also, *ids], by.via, outcome=outcome)
 
 
 def outbox_payload(job: Job, queue_accepted_by: str = "") -> dict[str, Any]:
@@ -190,7 +195,7 @@ def admit(
     not decide, every other check still runs. `check_types` checks the arguments against their
     tasks' type hints (None: when JOBSITE["CHECK_ARGUMENT_TYPES"] is on; the API: always).
     """
-    chosen = _check(jobs, flow, queue_accepted_by, again, check_types)
+    chosen = _check(with_callbacks(jobs), flow, queue_accepted_by, again, check_types)
     if chosen:
         _held_elsewhere(chosen, list(_rows(chosen)))
     if not again and _eager():
@@ -219,7 +224,7 @@ async def aadmit(
     check_types: bool | None = None,
 ) -> list[Job]:
     """Async twin of `admit` (no transaction here: the jobs reach Redis at once)."""
-    chosen = _check(jobs, flow, queue_accepted_by, again, check_types)
+    chosen = _check(with_callbacks(jobs), flow, queue_accepted_by, again, check_types)
     if chosen:
         _held_elsewhere(chosen, [row async for row in _rows(chosen)])
     if not again and _eager():

@@ -3,6 +3,8 @@
 As Celery's eager mode and Django's ImmediateBackend: no Redis, no worker. One attempt, no
 retries, no scheduling (a delay is ignored); the outcome is on the returned job, the task's
 exception is recorded, never raised to the caller. Django's signals fire as on a worker.
+A job's callbacks follow it: the one its end calls for runs inline too, the other ends
+`cancelled`.
 """
 
 from __future__ import annotations
@@ -47,4 +49,10 @@ def run_inline(job: Job) -> Job:
         job.state = JobState.COMPLETED
         job.result = value
     job.completed_at_ms = int(time.time() * 1000)
+    for callback in job.callbacks:
+        wanted = JobState.FAILED if callback.runs_on == "failure" else JobState.COMPLETED
+        if callback.runs_on == "end" or job.state is wanted:
+            run_inline(callback)
+        else:
+            callback.state = JobState.CANCELLED
     return job

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from engine import task_ref
+from jobsite.jobs.tasks import djtasks
 from jobsite.jobs.tasks.djtasks import AnyTask as DjangoTask
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -31,6 +32,9 @@ def engine_options(**options: Any) -> Callable[[F], F]:
     owned = _DJANGO_OWNED & set(options)
     if owned:
         raise TypeError(f"set {', '.join(sorted(owned))} with @task or .using(), not here")
+    for name in ("on_success", "on_failure"):
+        if options.get(name) is not None:
+            options[name] = callback_by_name(options[name])
     task_ref("jobsite.options-check", **options)  # ConfigError now, not at the first enqueue
 
     def attach(fn: F) -> F:
@@ -38,6 +42,13 @@ def engine_options(**options: Any) -> Callable[[F], F]:
         return fn
 
     return attach
+
+
+def callback_by_name(value: Any) -> Any:
+    """Return a callback with a django Task named by its module path (the engine's name)."""
+    if isinstance(value, tuple | list) and len(value) == 2:
+        return (callback_by_name(value[0]), value[1])
+    return value.module_path if isinstance(value, djtasks.Task) else value
 
 
 def options_of(dtask: DjangoTask) -> dict[str, Any]:

@@ -117,10 +117,12 @@ def _signature(dtask: DjangoTask) -> inspect.Signature:
 class JobTaskContext(TaskContext):  # type: ignore[misc]
     """The context a django.tasks function with `takes_context=True` gets: Django's own
     (`task_result`, `attempt`), with the engine's job behind it, so the task can drive the
-    dashboard's progress bar and job log, keep its lease alive and see a cancel.
+    dashboard's progress bar and job log, save its place for a later attempt, keep its lease
+    alive and see a cancel.
 
-    Sync functions call `set_progress`, `log` and `heartbeat`; async ones await `aset_progress`,
-    `alog` and `aheartbeat`. `job` is the engine's JobContext itself.
+    Sync functions call `set_progress`, `log`, `checkpoint` and `heartbeat`; async ones await
+    `aset_progress`, `alog`, `acheckpoint` and `aheartbeat`; both read `checkpointed`. `job` is
+    the engine's JobContext itself.
     """
 
     job: JobContext
@@ -142,6 +144,16 @@ class JobTaskContext(TaskContext):  # type: ignore[misc]
         """Record a heartbeat (for tasks with max_heartbeat_interval_s)."""
         self.job.touch()
 
+    @property
+    def checkpointed(self) -> Any:
+        """Return the state last saved with `checkpoint` (None on a first run)."""
+        return self.job.checkpointed
+
+    def checkpoint(self, state: Any) -> None:
+        """Save `state` (JSON, within CHECKPOINT_MAX_BYTES) for a later attempt to resume from;
+        None deletes it."""
+        self.job.checkpoint_sync(state)
+
     async def aset_progress(self, pct: float, message: str = "") -> None:
         """Async twin of `set_progress`."""
         await self.job.set_progress(pct, message)
@@ -153,6 +165,10 @@ class JobTaskContext(TaskContext):  # type: ignore[misc]
     async def aheartbeat(self) -> None:
         """Async twin of `heartbeat`."""
         await self.job.heartbeat()
+
+    async def acheckpoint(self, state: Any) -> None:
+        """Async twin of `checkpoint`."""
+        await self.job.checkpoint(state)
 
 
 def _call(dtask: DjangoTask, job: JobContext, result: TaskResult, args: Any, kwargs: Any) -> Any:

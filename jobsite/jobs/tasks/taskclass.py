@@ -54,8 +54,17 @@ class JobsiteTask(DjangoTask):
     # Retention by final state: state -> seconds its hash is kept (a list of states: 0 each);
     # checked by the engine's rule with the rest (validate_task).
     cleanup_on: Mapping[str, float] | list[str] | None = None
+    # Callbacks submitted with each job, in its queue, called with parent_id: a django Task,
+    # a task's module path, or (either, kwargs).
+    on_success: Any = None
+    on_failure: Any = None
 
     def __post_init__(self) -> None:
+        from jobsite.jobs.tasks.engine_options import callback_by_name
+
+        for name in ("on_success", "on_failure"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, callback_by_name(getattr(self, name)))
         if self.deduplication is not None and not isinstance(self.deduplication, Deduplication):
             try:  # a dict {id, mode, ttl_s}; kept as the engine's frozen (hashable) form
                 dedup = Deduplication.of(self.deduplication)

@@ -1,6 +1,8 @@
 // Dead letters grouped by error fingerprint, with resubmit and purge of a whole group. After a
 // resubmit the group says what became of its jobs (completed, failed again, still running),
-// followed for about 30 s through /job-counts of the ids the answer named.
+// followed for about 30 s through /job-counts of the ids the answer named. A group can be muted
+// (its dead letters still counted, no alert) for a while or until unmuted: muted groups are
+// folded at the bottom, "show muted" unfolds them.
 (() => {
   "use strict";
   const {$, esc, api, jobPage, hideForbidden, ask, toast, plural, config} = window.jobsite;
@@ -17,6 +19,9 @@
   const FOLLOW_MAX = 1000;  // a larger resubmit is followed through its first 1000 jobs
   const TALLY_MS = 30_000;
   const tallied = {path: "", at: 0};  // the last tally read, and when
+  // How long a mute holds: [for_s, words] ("" : until unmuted).
+  const DURATIONS = [["3600", "1 hour"], ["86400", "1 day"], ["604800", "1 week"], ["", "until unmuted"]];
+  let showMuted = false;
 
   // A group whose jobs name a task no worker knows (UnknownTask) would only be dropped again:
   // the API says so (cannot_run) and refuses it; so does a task this site does not list.
@@ -43,7 +48,23 @@
         ${g.fingerprint && s.pattern !== s.message ? `<q>${esc(s.message)}</q>` : ""}</small>${outcome(g.fingerprint)}</td>
       <td data-label="tasks">${tasks}</td><td data-label="queues">${g.queues.map(esc).join(", ")}</td><td data-label="first seen">${esc(time(g.first_seen))}</td><td data-label="last seen">${esc(time(g.last_seen))}</td>
       <td>${cannotRun(g) ? `<button data-act="resubmit" data-needs="retry" data-cannot-run disabled title="${esc(cannotRun(g))}">Resubmit</button> <small class="cannot-run">cannot run: task not deployed</small>` : `<button data-act="resubmit" data-needs="retry">Resubmit</button>`}
-        <button data-act="purge" data-needs="purge">Purge</button></td></tr>`;
+        <button data-act="purge" data-needs="purge">Purge</button>${muting(g)}</td></tr>`;
+  }
+
+  // "muted until <time>" (or "until unmuted"), by whom and why, of each queue the group is muted in.
+  function mutedLabel(m) {
+    const until = m.until ? `until ${esc(time(m.until))}` : "until unmuted";
+    const why = m.reason ? `: <q>${esc(m.reason)}</q>` : "";
+    return `<small class="muted-label" data-queue="${esc(m.queue)}">muted in ${esc(m.queue)} ${until}${m.muted_by ? ` by ${esc(m.muted_by)}` : ""}${why}</small>`;
+  }
+
+  // A group's Mute (for the queues it is not muted in) and Unmute buttons, and its mutes.
+  function muting(g) {
+    if (!g.fingerprint) return "";
+    const mutedIn = new Set(g.mutes.map((m) => m.queue));
+    const mute = g.queues.some((q) => !mutedIn.has(q)) ? ` <button data-act="mute" data-needs="retry" data-safe>Mute…</button>` : "";
+    const unmute = g.mutes.length ? ` <button data-act="unmute" data-needs="retry" data-safe>Unmute</button>` : "";
+    return `${mute}${unmute}${g.mutes.map((m) => `<br>${mutedLabel(m)}`).join("")}`;
   }
 
   // "resubmitted 11: 0 completed, 11 failed again, 0 still running (see them)" for a group
@@ -67,7 +88,13 @@
   }
 
   function render() {
-    $("#groups tbody").innerHTML = orphans() + groups.map(row).join("") || `<tr><td colspan="7">no dead letters</td></tr>`;
+    const open = groups.map(row).filter((_, i) => !groups[i].muted);
+    $("#groups tbody").innerHTML = orphans() + open.join("") || `<tr><td colspan="7">${groups.length ? "no dead letters but in muted groups" : "no dead letters"}</td></tr>`;
+    const muted = groups.map((g, i) => [g, i]).filter(([g]) => g.muted);
+    const count = muted.reduce((n, [g]) => n + g.count, 0);
+    const fold = muted.length ? `<tr class="muted-fold"><td colspan="7"><button type="button" id="show-muted" data-safe aria-expanded="${showMuted}">${showMuted ? "hide" : "show"} muted</button>
+      <small>${plural(muted.length, "muted group")}, ${plural(count, "dead letter")}: still counted, no alert</small></td></tr>` : "";
+    $("#muted-groups").innerHTML = fold + (showMuted ? muted.map(([g, i]) => row(g, i)).join("") : "");
     hideForbidden($("#groups"));
   }
 
@@ -127,7 +154,9 @@
         renderTally(await api(path));
         Object.assign(tallied, {path, at: Date.now()});
       }
-      $("#group-count").textContent = `${plural(groups.reduce((n, g) => n + g.count, 0), "dead letter")} in ${plural(groups.length, "group")}`;
+      const quiet = groups.filter((g) => g.muted);
+      const muted = quiet.length ? `; ${quiet.reduce((n, g) => n + g.count, 0)} of them in ${plural(quiet.length, "muted group")}` : "";
+      $("#group-count").textContent = `${plural(groups.reduce((n, g) => n + g.count, 0), "dead letter")} in ${plural(groups.length, "group")}${muted}`;
       loaded(null);
     } catch (error) {
       loaded(error);
@@ -161,9 +190,61 @@
     load();
   }
 
+  // Ask how long and why; resolve to {for_s, reason}, or null when cancelled.
+  function askMute(queues) {
+    const dialog = document.createElement("dialog");
+    dialog.className = "ask mute-dialog";
+    dialog.innerHTML = `<form method="dialog"><p class="question"></p>
+      <p class="detail">Its new dead letters are still recorded and counted, but raise no alert; the group is folded at the bottom of this page.</p>
+      <p><label>for <select name="for_s">${DURATIONS.map(([v, w]) => `<option value="${v}">${w}</option>`).join("")}</select></label></p>
+      <p><label>reason <input name="reason" maxlength="500" size="36" placeholder="partner API down until Monday"></label></p>
+      <menu><button value="no" data-safe>Cancel</button> <button value="yes" data-safe>Mute</button></menu></form>`;
+    dialog.querySelector(".question").textContent = `Mute this group in ${queues.join(", ")}?`;
+    document.body.append(dialog);
+    dialog.showModal();
+    return new Promise((resolve) => {
+      dialog.addEventListener("close", () => {
+        const form = dialog.querySelector("form");
+        const forS = form.elements.for_s.value;
+        resolve(dialog.returnValue === "yes" ? {for_s: forS ? Number(forS) : null, reason: form.elements.reason.value.trim()} : null);
+        dialog.remove();
+      });
+    });
+  }
+
+  // Mute a group in each queue it is listed in and not muted in yet (one call per queue), or
+  // unmute it wherever it is muted.
+  async function mute(action, group) {
+    const path = `/dead-letters/groups/${encodeURIComponent(group.fingerprint)}/mute`;
+    const mutedIn = new Set(group.mutes.map((m) => m.queue));
+    try {
+      if (action === "mute") {
+        const queues = group.queues.filter((q) => !mutedIn.has(q));
+        const chosen = await askMute(queues);
+        if (!chosen) return;
+        for (const queue of queues) await api(path, {method: "POST", body: {queue, ...chosen}});
+        toast(`Muted in ${queues.join(", ")}: its dead letters raise no alert ${chosen.for_s ? `for ${DURATIONS.find(([v]) => Number(v) === chosen.for_s)?.[1] ?? `${chosen.for_s} s`}` : "until unmuted"}.`, "ok");
+      } else {
+        for (const queue of mutedIn) await api(`${path}?${new URLSearchParams({queue})}`, {method: "DELETE"});
+        toast(`Unmuted in ${[...mutedIn].join(", ")}: its dead letters alert again.`, "ok");
+      }
+    } catch (error) {
+      toast(`${action === "mute" ? "Mute" : "Unmute"} failed: ${error.reason || error.message}`, "error");
+    }
+    load();
+  }
+
   $("#groups").addEventListener("click", (event) => {
+    if (event.target.closest("#show-muted")) {
+      showMuted = !showMuted;
+      render();
+      return;
+    }
     const button = event.target.closest("button[data-act]");
-    if (button) act(button.dataset.act, groups[Number(button.closest("tr").dataset.index)]);
+    if (!button) return;
+    const group = groups[Number(button.closest("tr").dataset.index)];
+    if (["mute", "unmute"].includes(button.dataset.act)) mute(button.dataset.act, group);
+    else act(button.dataset.act, group);
   });
   $("#filters").addEventListener("submit", (event) => { event.preventDefault(); load(); });
   document.addEventListener("jobsite:zone", render);

@@ -10,9 +10,10 @@
   const states = (counts) => Object.entries(counts).map(([state, n]) =>
     `<span class="state state-${esc(state)}">${esc(state)} ${n}</span>`).join(" ");
 
-  // A flow's jobs, parents first (the API's order): each names its parents by task, and says
-  // when it ended because a parent did.
+  // A flow's jobs, parents first (the API's order): each names its parents by task, says
+  // when it ended because a parent did, and which end of its parents runs it (not success).
   const DEAD = new Set(["failed", "cancelled", "stalled", "dropped", "expired"]);
+  const RUNS_ON = {failure: "runs if a parent fails", end: "runs whatever its parents end in"};
   function jobsRow(flow) {
     const byId = Object.fromEntries(flow.graph.map((node) => [node.id, node]));
     const parent = (id) => (byId[id] ? `${esc(byId[id].task)} <small>${esc(id.slice(0, 8))}…</small>` : esc(id));
@@ -20,7 +21,7 @@
       const deadParent = DEAD.has(node.state) && node.parents.some((p) => byId[p] && DEAD.has(byId[p].state));
       return `<li data-job="${esc(node.id)}"><code>${esc(node.task)}</code> <a href="${esc(jobPage(node.id))}"><small>${esc(node.id)}</small></a>
       <span class="state state-${esc(node.state)}">${esc(window.jobsite.stateWord(node.state))}</span>${deadParent ? ` <small class="because-parent">because a parent ended ${esc(node.parents.map((p) => byId[p] && byId[p].state).filter(Boolean)[0])}</small>` : ""}
-      ${node.parents.length ? `<small>after ${node.parents.map(parent).join(", ")}</small>` : ""}</li>`;
+      ${node.parents.length ? `<small>after ${node.parents.map(parent).join(", ")}</small>` : ""}${RUNS_ON[node.runs_on] ? ` <small class="runs-on">${RUNS_ON[node.runs_on]}</small>` : ""}</li>`;
     }).join("");
     return `<tr class="flow-jobs" data-jobs-of="${esc(flow.flow_id)}"><td colspan="7"><ol>${items}</ol></td></tr>`;
   }

@@ -174,6 +174,10 @@
     const dropped = $("#logs .dropped");
     dropped.hidden = !job.logs_dropped;
     dropped.textContent = `${job.logs_dropped} older lines dropped`;
+    // The checkpoint card: only while the job holds one (a completed job's is cleared).
+    const saved = $("#checkpoint");
+    saved.hidden = job.checkpoint == null;
+    saved.querySelector(".json").innerHTML = job.checkpoint == null ? "" : json(job.checkpoint);
     $("#arguments .json").innerHTML = json({args: job.args, kwargs: job.kwargs});
     $("#result .json").innerHTML = json(job.result);
   }

@@ -195,8 +195,26 @@
     const unfit = Object.entries(answer.skipped || {}).map(([reason, n]) => `${n} ${reason}`).join(", ");
     if (!await ask(`${action[0].toUpperCase()}${action.slice(1)} ${plural(answer.matched, "job")}?`, {confirm: action, danger: action === "cancel", detail: unfit ? `Left alone: ${unfit}.` : ""})) return;
     try {
-      toast(tally(action, await api(`/bulk/${seg(action)}`, {method: "POST", body})), "ok", 15000);
+      const done = await api(`/bulk/${seg(action)}`, {method: "POST", body});
+      // Past the server's cap the change runs in the background (202, a run): follow it.
+      if (done.state) follow(action, done); else toast(tally(action, done), "ok", 15000);
     } catch (error) { toast(`Failed: ${error.message}`, "error"); }
+    load();
+  }
+
+  // A background bulk change: its progress under the buttons, every second, until it ends.
+  async function follow(action, run) {
+    const box = $(".bulk-run", section);
+    box.hidden = false;
+    while (run.state === "running") {
+      $("span", box).textContent = `${action}: ${run.looked_at} of ${plural(run.matched, "job")} done, ${run.changed} changed`;
+      $("progress", box).value = run.matched ? run.looked_at / run.matched : 0;
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      try { run = await api(`/bulk/runs/${seg(String(run.id))}`); } catch (error) { toast(`Failed: ${error.message}`, "error"); break; }
+    }
+    box.hidden = true;
+    if (run.state === "done") toast(tally(action, {...run, matched: run.looked_at}), "ok", 15000);
+    else if (run.state !== "running") toast(`${action} ${run.state}${run.error ? `: ${run.error}` : ""}; ${run.changed} changed (a new request goes on with the jobs still matching)`, "error", 0);
     load();
   }
 

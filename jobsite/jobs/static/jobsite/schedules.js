@@ -83,67 +83,23 @@
     timer = setTimeout(load, REFRESH_MS);
   }
 
-  // The chosen task's arguments as one input each, from its schema (GET /api/v1/tasks): numbers,
-  // booleans, text, JSON for the rest; required ones marked. They fill the raw JSON boxes (what
-  // is sent); a raw box edited by hand wins until a field is touched again.
-  let taskList = [];
+  // The chosen task's arguments as one input each (argfields.js). They fill the raw JSON boxes
+  // (what is sent); a raw box edited by hand wins until a field is touched again.
   let rawEdited = false;
   const box = $("#task-args .fields");
-  const props = (name) => taskList.find((x) => x.name === name)?.arguments ?? {properties: {}, required: []};
-  const kindOf = (spec) => {
-    const type = spec.type ?? (spec.anyOf || []).map((x) => x.type).find((t) => t && t !== "null");
-    return ["integer", "number", "boolean", "string"].includes(type) ? type : "json";
-  };
-
-  function field(name, spec, required) {
-    const kind = kindOf(spec);
-    const mark = required ? ' <b class="required" title="required">*</b>' : "";
-    const title = esc(spec.title || name);
-    const note = kind === "json" ? ` <small>(JSON${spec.type ? ` ${esc(spec.type)}` : ""})</small>` : ` <small>(${kind})</small>`;
-    const attrs = `name="arg:${esc(name)}" data-arg="${esc(name)}" data-type="${kind}" aria-label="${title}"${required && kind !== "boolean" ? " required" : ""}`;
-    const input = kind === "boolean" ? `<input type="checkbox" ${attrs}>`
-      : kind === "integer" || kind === "number" ? `<input type="number" step="${kind === "integer" ? "1" : "any"}" ${attrs}>`
-      : `<input ${attrs} ${kind === "json" ? "placeholder='JSON, e.g. {\"a\": 1}' size=\"24\"" : ""}>`;
-    return `<label data-arg-field="${esc(name)}">${esc(name)}${mark}${note} ${input}</label>`;
-  }
+  const fields = window.jobsite.argumentFields(box);
 
   // One input per parameter of the chosen task, filled from `args` (by position) and `kwargs`.
   function renderFields(name, args = [], kwargs = {}) {
-    const {properties = {}, required = []} = props(name);
-    const names = Object.keys(properties);
     $("#task-args .task-name").textContent = name || "";
-    box.innerHTML = names.map((n) => field(n, properties[n], required.includes(n))).join("");
-    $("#task-args .empty").hidden = names.length > 0;
-    const values = {...Object.fromEntries(args.map((v, i) => [names[i], v]).filter(([n]) => n)), ...kwargs};
-    for (const input of $$("[data-arg]", box)) {
-      const value = values[input.dataset.arg];
-      if (value === undefined) continue;
-      if (input.dataset.type === "boolean") input.checked = Boolean(value);
-      else input.value = input.dataset.type === "json" || typeof value === "object" ? JSON.stringify(value) : String(value);
-    }
+    $("#task-args .empty").hidden = fields.render(name, args, kwargs) > 0;
     rawEdited = false;
     $("#args-hint").textContent = "";
   }
 
-  // The fields as kwargs (blank ones left out); a field that is not valid raises naming it.
-  function fromFields() {
-    const kwargs = {};
-    for (const input of $$("[data-arg]", box)) {
-      const {arg, type: kind} = input.dataset;
-      if (kind === "boolean") { kwargs[arg] = input.checked; continue; }
-      if (input.value.trim() === "") continue;
-      if (kind === "integer" || kind === "number") kwargs[arg] = Number(input.value);
-      else if (kind === "string") kwargs[arg] = input.value;
-      else {
-        try { kwargs[arg] = JSON.parse(input.value); } catch (error) { throw new Error(`${arg}: not JSON (${error.message})`); }
-      }
-    }
-    return kwargs;
-  }
-
   function syncRaw() {
     form.args.value = "[]";
-    form.kwargs.value = JSON.stringify(fromFields());
+    form.kwargs.value = JSON.stringify(fields.values());
   }
 
   function showKind(kind) {
@@ -157,7 +113,7 @@
     form.task.value = s.task;
     form.args.value = JSON.stringify(s.args); form.kwargs.value = JSON.stringify(s.kwargs);
     renderFields(s.task, s.args, s.kwargs);
-    rawEdited = s.args.length > Object.keys(props(s.task).properties || {}).length;  // more than the fields say
+    rawEdited = s.args.length > fields.count(s.task);  // more than the fields say
     form.kind.value = s.cron ? "cron" : "every";
     form.every_s.value = s.every_s ?? ""; form.cron.value = s.cron ?? ""; form.tz.value = s.tz;
     form.skip_if_running.checked = s.skip_if_running; form.paused.checked = s.paused;
@@ -282,7 +238,7 @@
   if (may("change_queue")) {
     $("#editor").hidden = false;
     api("/tasks").then((tasks) => {
-      taskList = tasks;
+      fields.setTasks(tasks);
       form.task.innerHTML = tasks.map((t) => `<option value="${esc(t.name)}">${esc(t.name)}</option>`).join("");
       renderFields(form.task.value);
       syncRaw();
