@@ -67,20 +67,6 @@ async def rows(job: JobContext, total: int, fail_at: int = -1, row_ms: int = 0) 
     return total
 
 
-@task(name="ckpt.rows_once", takes_context=True, max_retries=0)
-async def rows_once(job: JobContext, total: int, fail_at: int) -> int:
-    """Like rows, with no retry: the failing run's job goes to the dead letters."""
-    start = _first(job)
-    note(job, "start", at=start)
-    for n in range(start, total):
-        if n == fail_at and start == 0:
-            raise RuntimeError(f"row {n} could not be read")
-        note(job, "row", row=n)
-        await job.checkpoint({"next": n + 1})
-    note(job, "end")
-    return total
-
-
 @task(
     name="ckpt.rows_sync",
     takes_context=True,

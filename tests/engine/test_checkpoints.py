@@ -34,7 +34,6 @@ from .helpers import STORED, drain
 
 TASKS = [
     ct.rows,
-    ct.rows_once,
     ct.rows_sync,
     ct.oversize,
     ct.oversize_uncaught,
@@ -123,7 +122,7 @@ async def test_a_suspect_run_alone_in_its_child_process_reads_and_saves_its_chec
 async def test_a_checkpoint_survives_the_dead_letters_and_a_resubmit(
     client: Client, settings: EngineSettings, ledger: Path
 ) -> None:
-    job = await client.enqueue(ct.rows_once, 5, 2)
+    job = await client.enqueue(ct.rows.using(max_retries=0), 5, 2)  # to the dead letters
     await drain(settings, TASKS)
     dead = await client.jobs.get(job.id)
     assert dead.state is JobState.FAILED and dead.checkpoint == {"next": 2}

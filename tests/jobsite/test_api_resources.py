@@ -60,6 +60,7 @@ def test_the_schema_has_one_dead_letter_resource() -> None:
     assert dead == [
         "/dead-letters",
         "/dead-letters/counts",
+        "/dead-letters/groups/{fingerprint}/mute",
         "/dead-letters/jobs",
         "/dead-letters/purge",
         "/dead-letters/resubmit",
