@@ -1,10 +1,12 @@
 """Jobsite's job engine: asyncio workers on Redis. Never imports Django."""
 
 from . import producer, serializer
+from .arguments import argument_schema, check_arguments, check_job_arguments
 from .cli import add_probe_arguments, parse_queues, run_probe
 from .client import Client
 from .dev.devserver import RedisServer
 from .errors import (
+    ArgumentTypeError,
     CheckpointTooLarge,
     ConfigError,
     DuplicateJob,
@@ -74,7 +76,7 @@ from .resources.roles import (
     list_roles,
     set_role,
 )
-from .result import TaskResult
+from .result import Err, JobError, JobFailed, Ok, TaskResult, outcome_of
 from .running.context import JobContext
 from .running.isolate import Isolation
 from .running.runner import error_info
@@ -114,6 +116,7 @@ __all__ = [
     "SCHEDULE_STATES",
     "TERMINAL_STATES",
     "WAITING_STATES",
+    "ArgumentTypeError",
     "Callback",
     "CheckpointTooLarge",
     "Client",
@@ -122,6 +125,7 @@ __all__ = [
     "DuplicateJob",
     "EngineError",
     "EngineSettings",
+    "Err",
     "Event",
     "EventReader",
     "ExitBudget",
@@ -135,6 +139,8 @@ __all__ = [
     "Isolation",
     "Job",
     "JobContext",
+    "JobError",
+    "JobFailed",
     "JobFields",
     "JobIdTaken",
     "JobNotFound",
@@ -143,6 +149,7 @@ __all__ = [
     "LeaseLost",
     "LoopCrashed",
     "Metrics",
+    "Ok",
     "Outage",
     "OutageWatch",
     "PayloadTooLarge",
@@ -174,8 +181,11 @@ __all__ = [
     "Worker",
     "WrongState",
     "add_probe_arguments",
+    "argument_schema",
     "bind_or_raise",
+    "check_arguments",
     "check_chosen_job_id",
+    "check_job_arguments",
     "check_job_id",
     "check_role_name",
     "check_role_queues",
@@ -194,6 +204,7 @@ __all__ = [
     "ids_by_queue",
     "is_cluster",
     "list_roles",
+    "outcome_of",
     "parse_queues",
     "producer",
     "recent_outages",

@@ -114,8 +114,18 @@ def recycling(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
+def _flag(raw: str) -> bool:
+    """Read true/false (also yes/no, on/off, 1/0, any case); ValueError for anything else."""
+    word = raw.strip().lower()
+    if word in ("true", "yes", "on", "1"):
+        return True
+    if word in ("false", "no", "off", "0"):
+        return False
+    raise ValueError(raw)
+
+
 # How `--set` reads a value, by the field's annotation; an optional one also takes "none".
-_SCALARS: dict[str, Any] = {"int": int, "float": float, "str": str}
+_SCALARS: dict[str, Any] = {"int": int, "float": float, "str": str, "bool": _flag}
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
@@ -133,7 +143,7 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
             out[name] = None
             continue
         if kind not in _SCALARS:
-            raise SystemExit(f"--set {name}: not a number or a string; set it in code")
+            raise SystemExit(f"--set {name}: not a number, a string or true/false; set it in code")
         try:
             out[name] = _SCALARS[kind](raw)
         except ValueError:

@@ -57,7 +57,7 @@ class Client:
         self.scripts = scripts_for(self.redis, settings)
         # The resources, each holding every Redis access for what it names.
         self.queues = Queues(settings, self.redis, self.scripts)
-        self.jobs = Jobs(settings, self.redis, self.scripts, self.queues)
+        self.jobs = Jobs(settings, self.redis, self.scripts)
         self.dead_letters = DeadLetters(settings, self.redis, self.scripts, self.jobs)
         self.workers = Workers(settings, self.redis, self.scripts)
         # The enqueue's steps, shared with the SyncClient (engine/producing/enqueueing.py).
@@ -102,7 +102,9 @@ class Client:
 
         Jobs with `depends_on` make the batch a flow (see `enqueue_flow`). Otherwise a job id
         that already exists raises DuplicateJob after the others were written. A deduplicated
-        job comes back with the id and state of the job that holds its deduplication id.
+        job comes back with the id and state of the job that holds its deduplication id. A job
+        that met its rate limit at submit (on_rate_limit "drop" or "reschedule") comes back
+        `cancelled` or `scheduled` at its slot, with `rate_limited_until_ms` set.
         """
         return await self._enqueue(list(jobs), atomic=False)
 

@@ -43,6 +43,11 @@ class InvalidArguments(EngineError, TypeError):
     """The arguments do not bind to the task function's signature."""
 
 
+class ArgumentTypeError(ConfigError):
+    """An argument does not match its task's type hint (check_argument_types); nothing was
+    submitted. The Django API answers 422 with its message."""
+
+
 class UnknownTask(EngineError, LookupError):
     """No task is registered under that name and version."""
 

@@ -92,9 +92,14 @@ class JobFields:
     concurrency_limit: str = "concurrency_limit"
     ckey_active: str = "ckey_active"
     ckey_waiting: str = "ckey_waiting"
-    # Rate limits: the task's interval, and the slot a rate-limited job keeps.
+    # Rate limits: the task's interval, and the slot a rate-limited job keeps; a rate key (its
+    # own budget of the task's rate, kept under the key rate_budget names) and what the job
+    # does when that budget is spent (on_rate_limit: "drop", "reschedule"; absent: wait).
     rate_interval_ms: str = "rate_interval_ms"
     rate_slot_ms: str = "rate_slot_ms"
+    rate_key: str = "rate_key"
+    rate_budget: str = "rate_budget"
+    on_rate_limit: str = "on_rate_limit"
     # A job set aside for its task version: the ZSET it waits in, and since when.
     unserved: str = "unserved"
     unserved_at_ms: str = "unserved_at_ms"
@@ -166,6 +171,9 @@ SHORT = JobFields(
     ckey_waiting="cw",
     rate_interval_ms="ri",
     rate_slot_ms="rs",
+    rate_key="rk",
+    rate_budget="rb",
+    on_rate_limit="or",
     unserved="u",
     unserved_at_ms="ua",
     repeat="rp",

@@ -112,6 +112,8 @@ FEATURE_FIELDS: tuple[str, ...] = (
     "concurrency_key",
     "concurrency_limit",
     "rate_interval_ms",
+    "rate_key",
+    "on_rate_limit",
     "repeat",
     "trace_context",
     "replay_of",
@@ -147,6 +149,8 @@ _STR_FIELDS = (
     "dedup_id",
     "dedup_mode",
     "concurrency_key",
+    "rate_key",
+    "on_rate_limit",
     "repeat",
     "trace_context",
     "replay_of",
@@ -237,6 +241,10 @@ class Job:
     concurrency_limit: int | None = None
     # The task's rate limit as the interval between starts.
     rate_interval_ms: float | None = None
+    # The rate key whose own budget of that rate the job uses (None: the task's), and what it
+    # does when the budget is spent: "drop", "reschedule" (None: wait for its slot).
+    rate_key: str | None = None
+    on_rate_limit: str | None = None
     # Name of the repeatable whose tick made this job.
     repeat: str | None = None
     # The enqueue's OpenTelemetry context as JSON (engine.stream.tracing), when tracing is on.
@@ -265,6 +273,14 @@ class Job:
     # Client side only: callback jobs (on_success, on_failure) submitted with this one, in the
     # same script call, as its children (producing/submit.with_callbacks).
     callbacks: list[Job] = field(default_factory=list)
+    # Client side only: the submit found the job's rate limit with no free slot
+    # (on_rate_limit "drop" or "reschedule"): the next free slot, in server ms. A dropped job
+    # is `cancelled`; a rescheduled one `scheduled`, its run_at_ms that slot.
+    rate_limited_until_ms: int | None = None
+    # Client side only: the Task whose `call()` made this job (engine/task.py; typed loosely,
+    # as that module builds on this one): an enqueue with check_argument_types on checks the
+    # arguments against its function's type hints (engine/arguments.py).
+    made_by: object = field(default=None, compare=False, repr=False)
 
     @property
     def finished_at_ms(self) -> int | None:
@@ -333,7 +349,7 @@ class Job:
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of every field, unknown keys included at top level."""
-        skip = ("extra", "delay_ms", "callbacks")
+        skip = ("extra", "delay_ms", "callbacks", "made_by")
         data = {
             f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip
         }
@@ -349,7 +365,7 @@ class Job:
         (`task_id`, `status` in BullMQ's words, `delay_until` and `created_at` in epoch seconds,
         `depends_on`); keys it does not know go to `extra` with their values as they are."""
         data = _with_common_names(data)
-        names = {f.name for f in dataclasses.fields(cls)} - {"extra", "delay_ms"}
+        names = {f.name for f in dataclasses.fields(cls)} - {"extra", "delay_ms", "made_by"}
         known = {k: v for k, v in data.items() if k in names}
         extra = {k: v for k, v in data.items() if k not in names}
         known["state"] = JobState(known.get("state") or JobState.UNSUBMITTED)

@@ -360,6 +360,12 @@ class QueueKeys:
         name, _, kind = redis_key[len(f"{self.base}:ckey:") :].rpartition(":")
         return name, kind
 
+    def rate(self, key: str) -> str:
+        """Return the key of a rate key's budget: a STRING holding the key's next free start
+        (ms, its theoretical arrival time), which expires when that time comes, so a key left
+        idle leaves nothing behind (include/rate_limits.lua)."""
+        return f"{self.base}:rate:{key}"
+
     def job(self, job_id: str) -> str:
         """Return the key of a job's hash.
 

@@ -9,6 +9,9 @@ from typing import Any
 from .errors import ConfigError
 
 DEDUP_MODES = ("simple", "throttle", "debounce")
+# What a job does when its rate limit has no free slot: wait for its slot (claimed later),
+# drop (ends `cancelled` at submit, never runs), reschedule (`scheduled` at its slot at submit).
+RATE_LIMIT_POLICIES = ("wait", "drop", "reschedule")
 _RATE_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 # The interval between starts a rate may set: at most a day (a longer one, "1/999999999s", stops
 # a queue or task for years: a typo, not a limit), at least a microsecond (the stored precision).
@@ -78,6 +81,15 @@ def rate_interval_ms(rate: str | tuple[float, float]) -> float:
             f"rate_limit must allow from one start a day to 1,000,000 starts a second, not {rate!r}"
         )
     return interval_ms
+
+
+def check_rate_policy(policy: object) -> str:
+    """Return `policy` if it is one of RATE_LIMIT_POLICIES, else raise ConfigError."""
+    if policy not in RATE_LIMIT_POLICIES:
+        raise ConfigError(
+            f"on_rate_limit must be one of {', '.join(RATE_LIMIT_POLICIES)}, not {policy!r}"
+        )
+    return str(policy)
 
 
 def from_args(value: FromArgs, what: str, args: Sequence[Any], kwargs: dict[str, Any]) -> str:

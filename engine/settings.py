@@ -215,6 +215,10 @@ class EngineSettings:
     prefix: str = "jobsite"
     # Largest args + kwargs of one job, as JSON: a bigger enqueue raises PayloadTooLarge.
     max_payload_bytes: int = 1 << 20
+    # Check each enqueued job's arguments against its task's type hints before anything is
+    # written (engine/arguments.py): ArgumentTypeError names the task, the argument, what was
+    # expected and what was given. Off by default; the test kits turn it on.
+    check_argument_types: bool = False
     # How long a claim stays valid without renewal: at least two heartbeats (stale_floor_s).
     lease_ms: int = 30_000
     # Most jobs one claim script call takes.
@@ -350,6 +354,10 @@ class EngineSettings:
             checkpoint_max_bytes=self.checkpoint_max_bytes,
         )
         _not_negative("", min_repeat_interval_s=self.min_repeat_interval_s)
+        if not isinstance(self.check_argument_types, bool):
+            raise ConfigError(
+                f"check_argument_types must be True or False, got {self.check_argument_types!r}"
+            )
         object.__setattr__(self, "queue_timeouts", _queue_timeouts(self.queue_timeouts))
         for value in (
             self.worker_timeout_s,

@@ -18,12 +18,21 @@ from .backoff import Backoff, validate_backoff
 from .errors import TIMEOUT_CODE, ConfigError, InvalidArguments, PayloadTooLarge, UnknownTask
 from .job import OPTION_FIELDS, TERMINAL_STATES, Job, JobState
 from .keys import check_chosen_job_id, new_job_id, validate_queue_name
-from .limits import Deduplication, FromArgs, check_limit, from_args, rate_interval_ms
+from .limits import (
+    Deduplication,
+    FromArgs,
+    check_limit,
+    check_rate_policy,
+    from_args,
+    rate_interval_ms,
+)
 from .settings import DEFAULT_RESULT_TTL_S
 
 DeadLetterPolicy = Literal["save", "none"]
 ShutdownPolicy = Literal["stop", "resubmit", "continue"]
 ParentFailurePolicy = Literal["wait", "fail", "cancel"]
+# What a job does when its rate limit has no free slot (engine/limits.py RATE_LIMIT_POLICIES).
+RateLimitPolicy = Literal["wait", "drop", "reschedule"]
 # Which end of its parents releases a job: all completed, one failed, or any end.
 RunsOn = Literal["success", "failure", "end"]
 # A submit function for async code, and one for sync code.
@@ -141,6 +150,12 @@ class TaskOptions:
     deduplication: Deduplication | None = None
     # Starts of this task per period, shared by every worker ("10/s", "600/m", (10, 1.0)).
     rate_limit: str | tuple[float, float] | None = None
+    # Each value of the key (a string, or computed from the call's arguments) gets its own
+    # rate_limit budget, in the job's queue; tasks giving the same key share its budget.
+    rate_key: FromArgs | None = None
+    # At the limit: "wait" for the slot, "drop" the job at submit (it ends `cancelled`, never
+    # runs), or "reschedule" it at submit to its next free slot; the enqueue says which.
+    on_rate_limit: RateLimitPolicy = "wait"
     # Jobs with the same key run at most concurrency_limit at once, across all workers; the
     # limit may also be computed from the arguments (a bigger one for some keys).
     concurrency_key: FromArgs | None = None
@@ -207,6 +222,11 @@ class TaskOptions:
         _check_repeat(self.repeat_every_s, self.repeat_limit)
         if self.rate_limit is not None:
             rate_interval_ms(self.rate_limit)
+        check_rate_policy(self.on_rate_limit)
+        if self.rate_limit is None and (self.rate_key is not None or self.on_rate_limit != "wait"):
+            raise ConfigError("rate_key and on_rate_limit need a rate_limit (the task has none)")
+        if self.rate_key is not None and not callable(self.rate_key):
+            from_args(self.rate_key, "rate_key", (), {})
         if not callable(self.concurrency_limit):
             check_limit(self.concurrency_limit)
         object.__setattr__(self, "expected_exceptions", tuple(self.expected_exceptions))
@@ -232,6 +252,8 @@ _PRODUCER_OPTIONS = (
     "on_failure",
     "deduplication",
     "rate_limit",
+    "rate_key",
+    "on_rate_limit",
     "concurrency_key",
     "concurrency_limit",
     "max_running",
@@ -442,6 +464,7 @@ class Task:
             parents=list(self.schedule.depends_on),
             on_parent_failure=None if opts.on_parent_failure == "wait" else opts.on_parent_failure,
             runs_on=None if opts.runs_on == "success" else opts.runs_on,
+            made_by=self,
         )
         if opts.on_success is not None:
             job.callbacks.append(Callback.of(opts.on_success).job(job, "success"))
@@ -462,6 +485,10 @@ class Task:
             )
         if opts.rate_limit is not None:
             job.rate_interval_ms = rate_interval_ms(opts.rate_limit)
+            if opts.rate_key is not None:
+                job.rate_key = from_args(opts.rate_key, "rate_key", args, kwargs)
+            if opts.on_rate_limit != "wait":
+                job.on_rate_limit = opts.on_rate_limit
         if opts.cleanup_on:
             ms = {state: int(s * 1000) for state, s in opts.cleanup_on.items()}
             job.cleanup_ms = serializer.dumps(ms).decode()

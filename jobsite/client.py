@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 import httpx
 
-from engine import state_vocabulary
+from engine import Err, Ok, outcome_of, state_vocabulary
 
 from .client_schedules import ScheduleCalls
 
@@ -223,6 +223,11 @@ def _answer(response: httpx.Response) -> Any:
 def _segment(value: str) -> str:
     """Return `value` as one path segment: percent-encoded, and never a . or .. dot segment."""
     return "%2E" * len(value) if value in (".", "..") else quote(value, safe="")
+
+
+def _outcome(job: dict[str, Any]) -> Ok | Err:
+    """Return how an ended job (the API's JSON) ended: Ok(result) or Err(its newest error)."""
+    return outcome_of(job["id"], job["state"], job.get("result"), job.get("errors") or [])
 
 
 def _headers(token: str | None) -> dict[str, str]:
@@ -502,7 +507,8 @@ class _Calls(ScheduleCalls):
         """Resubmit dead letters of a queue by ids (those its dead-letter queue holds), a group
         (`fingerprint`, narrowed to `queue` and `task`; queue None: every queue), or every one
         of a task (or all); `dry_run` only counts. `{"matched", "changed", "skipped"}`, and when
-        some were resubmitted `ids`, `since`, `counts_url` and `jobs_url` to follow them."""
+        some were resubmitted `ids`, `since`, `counts_url` and `jobs_url` to follow them; a group
+        past JOBSITE["BULK_MAX"] jobs, the background run as `bulk_run` shows it."""
         body = _dead(ids, dry_run, queue=queue, task=task, fingerprint=fingerprint)
         return self._send("POST", "/dead-letters/resubmit", body, None)
 
@@ -517,7 +523,8 @@ class _Calls(ScheduleCalls):
     ) -> Any:
         """Delete dead letters of a queue by id, or a group (`fingerprint`, narrowed to `queue`
         and `task` when given), from Redis and the history; `dry_run` only counts. `{"matched",
-        "changed", "skipped"}` (ids not in its dead-letter queue are skipped)."""
+        "changed", "skipped"}` (ids not in its dead-letter queue are skipped); a group past
+        JOBSITE["BULK_MAX"] jobs, the background run as `bulk_run` shows it."""
         body = _dead(ids, dry_run, queue=queue, task=task, fingerprint=fingerprint)
         return self._send("POST", "/dead-letters/purge", body, None)
 
@@ -660,6 +667,15 @@ class JobsiteClient(_Calls):
             last = state
         return last
 
+    def outcome(self, job_id: str, timeout_s: float = 30.0, poll_s: float = 0.2) -> Ok | Err:
+        """Wait for the job to end; return Ok(its result) or Err(how it ended otherwise, an
+        `engine.JobError`). Not ended after `timeout_s`: TimeoutError, as `wait`."""
+        return _outcome(self.wait(job_id, timeout_s, poll_s))
+
+    def result(self, job_id: str, timeout_s: float = 30.0, poll_s: float = 0.2) -> Any:
+        """Wait for the job to end; return its result, or raise `engine.JobFailed`."""
+        return self.outcome(job_id, timeout_s, poll_s).unwrap()
+
 
 class AsyncJobsiteClient(_Calls):
     """The client's asynchronous face: the same methods, awaited."""
@@ -721,3 +737,11 @@ class AsyncJobsiteClient(_Calls):
         async for state in self.progress(job_id, poll_s, timeout_s):
             last = state
         return last
+
+    async def outcome(self, job_id: str, timeout_s: float = 30.0, poll_s: float = 0.2) -> Ok | Err:
+        """Wait for the job to end; return Ok or Err, as the sync client's `outcome`."""
+        return _outcome(await self.wait(job_id, timeout_s, poll_s))
+
+    async def result(self, job_id: str, timeout_s: float = 30.0, poll_s: float = 0.2) -> Any:
+        """Wait for the job to end; return its result, or raise `engine.JobFailed`."""
+        return (await self.outcome(job_id, timeout_s, poll_s)).unwrap()

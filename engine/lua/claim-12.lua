@@ -14,8 +14,12 @@
   takes at most the places left, none when it is full (complete-11, fail-11, retry-11 and
   reap-11 wake a worker as a place frees while jobs wait).
   Rate limits (the queue's meta rate_interval_ms, the job's rate_interval_ms for its task) are
-  kept as theoretical arrival times in meta (`tat`, `tat:<task>`): a job whose slot is ahead is
-  not started but `scheduled` at its slot, which it keeps (rate_slot_ms), so it waits only once.
+  kept as theoretical arrival times in meta (`tat`, `tat:<task>`), or for a job with a rate key
+  in the STRING its rate_budget field names (include/rate_limits.lua): a job whose slot is ahead
+  is not started but `scheduled` at its slot, which it keeps (rate_slot_ms), so it waits only
+  once; a job whose on_rate_limit is 'drop' and that never ran (no attempt yet) ends
+  `cancelled` instead (error RateLimited, 'rate limited'), taking no slot. A job that holds its
+  slot (rate_slot_ms, from here or from submit-13.lua) is not limited again.
   Task versions (rolling deploys): a worker names the SET of the `task@version`s it runs (its
   build, keys.QueueKeys.build). A ready job whose task@version is not in it is not claimed but
   set aside, unserved: into the ZSET `<unserved prefix><task>@<version>` (same score, so its
@@ -45,10 +49,12 @@
   its start stamp, which readers take instead (engine/job.py claimed_ms), so a finished job's
   hash is the smaller by that field for its whole result ttl.
   Events: submitted -> started | expired ('deadline passed', or 'queue timeout passed' for the
-  worker's own) | scheduled (rate limited); none when set aside.
+  worker's own) | scheduled ('rate limited') | cancelled ('rate limited': dropped);
+  none when set aside.
   Re-adds the marker while jobs remain.
 ]]
 --@include common
+--@include rate_limits
 local Q = queue(ARGV[1], ARGV[2], ARGV[6])
 local limit, lease_ms, worker = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local meta = rcall('HMGET', Q.meta, 'paused', 'rate_interval_ms', 'stop:' .. worker, 'max_running')
@@ -107,21 +113,6 @@ local leased = {}
 local now_s = Q.now_s
 local set_aside = false  -- a worker with that version may be waiting: wake one
 
--- Return the time this job may start at, reserving it on every limiter that applies.
-local function rate_slot(task, task_interval)
-  local slot = now
-  local fields = {}
-  if queue_interval then fields['tat'] = queue_interval end
-  if task_interval then fields['tat:' .. task] = task_interval end
-  for name, _ in pairs(fields) do
-    slot = math.max(slot, tonumber(rcall('HGET', Q.meta, name) or '0'))
-  end
-  for name, interval in pairs(fields) do
-    rcall('HSET', Q.meta, name, string.format('%.3f', slot + interval))
-  end
-  return slot
-end
-
 for j = 1, #popped, 2 do
   local id = popped[j]
   local key = Q.prefix .. id
@@ -131,7 +122,7 @@ for j = 1, #popped, 2 do
     f = rcall('HMGET', key, F.state, F.task, F.version, F.args, F.kwargs, F.options, F.attempt,
               F.deadline_ms, F.rate_interval_ms, F.rate_slot_ms, F.parents, F.stalls,
               F.trace_context, F.started_at_ms, F.submitted_at_ms, F.claimed_at_ms,
-              F.queue_timeout_ms, F.checkpoint)
+              F.queue_timeout_ms, F.checkpoint, F.rate_budget, F.on_rate_limit)
     if f[1] or not native(key) then break end
   end
   local suspect = tonumber(f[12] or '0') > 0
@@ -156,13 +147,20 @@ for j = 1, #popped, 2 do
        and now - tonumber(f[15]) >= own_wait_ms then
       expired, reason = true, 'queue timeout passed'
     end
-    local slot = now
+    local slot, dropped = now, false
     if not expired and (queue_interval or task_interval) and not (f[10] and tonumber(f[10]) <= now) then
-      slot = rate_slot(f[2], task_interval)
+      local lims = limiters(queue_interval, f[2], task_interval, f[19])
+      slot = next_slot(Q, lims, now)
+      dropped = slot > now and f[20] == 'drop' and attempt == 1
+      if not dropped then take_slot(Q, lims, slot) end
     end
     if expired then
       bury(Q, key, id, 'expired')
       emit(Q, id, 'submitted', 'expired', attempt - 1, worker, reason)
+    elseif dropped then
+      append_error(key, script_error('RateLimited', 'rate limited', 0, now))
+      emit(Q, id, 'submitted', 'cancelled', 0, worker, 'rate limited')
+      bury(Q, key, id, 'cancelled')
     elseif slot > now then
       rcall('HSET', key, F.state, 'scheduled', F.run_at_ms, fmt(slot), F.rate_slot_ms, fmt(slot))
       rcall('ZADD', Q.scheduled, fmt(slot), id)

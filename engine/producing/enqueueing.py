@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..arguments import check_job_arguments
 from ..errors import Code, ConfigError, DuplicateJob, EngineError, JobIdTaken, RedisUnavailable
 from ..job import Job, JobState
 from ..keys import QueueKeys, check_job_id, id_owner_key, new_job_id, queue_keys, queues_key
@@ -22,6 +23,16 @@ from .submit import default_queue_timeout, flow_order, job_spec, submit_args, wi
 
 # A state the script replies -> its JobState (a dict: the enum's own lookup is slower, per job).
 _STATES = {state.value: state for state in JobState}
+
+
+def _rate_limited(job: Job, slot_ms: int) -> None:
+    """Note on `job` what its rate limit did at submit: dropped (`cancelled`, with the error
+    submit-13.lua recorded) or rescheduled (`scheduled` at its slot)."""
+    job.rate_limited_until_ms = slot_ms
+    if job.state is JobState.SCHEDULED:
+        job.run_at_ms = slot_ms
+    else:
+        job.errors = [{"type": "RateLimited", "message": "rate limited", "attempt": 0}]
 
 
 class Enqueuer:
@@ -54,8 +65,11 @@ class Enqueuer:
             everything := with_callbacks(jobs)
         ) is not jobs:  # written with their jobs or not at all
             jobs, atomic = everything, True
+        typed = self.settings.check_argument_types
         for job in jobs:
             check_job_id(job.id)
+            if typed:  # before anything is written, ids reserved included
+                check_job_arguments(job)
             default_queue_timeout(job, self.settings)
         chosen = [job for job in jobs if not job.generated_id]
         fresh = (yield from self.reserve_ids(chosen)) if chosen else []
@@ -142,6 +156,8 @@ class Enqueuer:
                         written.add(job.id)
                     job.id = done.id
                     job.state = _STATES.get(done.state) or JobState(done.state or "completed")
+                    if done.outcome == "rate_limited":
+                        _rate_limited(job, int(done.slot_ms))
         if duplicates:
             raise DuplicateJob(f"job ids already exist: {', '.join(duplicates)}", tuple(duplicates))
         return jobs

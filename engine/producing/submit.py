@@ -113,6 +113,11 @@ def job_spec(
         active, waiting = keys.concurrency(job.concurrency_key)
         keyed += (fields.ckey_active, active, fields.ckey_waiting, waiting)
         extras["keyed"] = True
+    if job.rate_key is not None:
+        keyed += (fields.rate_budget, keys.rate(job.rate_key))
+    if job.on_rate_limit is not None:  # decided at submit: the script takes the slot
+        budget = keys.rate(job.rate_key) if job.rate_key is not None else ""
+        extras["rate"] = [job.on_rate_limit, job.rate_interval_ms, budget]
     if tick is not None:
         extras["repeat"] = [
             tick.name,

@@ -1,4 +1,5 @@
-"""Enqueue from synchronous code on the caller's own thread: no event loop, no thread hop."""
+"""Enqueue, and read how a job ended, from synchronous code on the caller's own thread: no event
+loop, no thread hop."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..job import Job
+from ..result import Err, Ok, outcome
+from ..seam.reads import find_job, wait_for_end
 from ..seam.steps import Step, hash_format_sync, run_step_sync, run_steps
 from ..settings import EngineSettings
 from ..task import Task
@@ -67,6 +70,25 @@ class SyncClient:
         """Submit a graph of jobs all or nothing, as `Client.enqueue_flow` does."""
         done: list[Job] = run_steps(self._enqueuer.enqueue(list(jobs), atomic=True), self._run)
         return done
+
+    def get(self, job_id: str, queue: str | None = None) -> Job:
+        """Return the job with this id, as `client.jobs.get` does (JobNotFound if unknown)."""
+        job: Job = run_steps(find_job(self.settings.prefix, job_id, queue), self._run)
+        return job
+
+    def wait(self, job_id: str, timeout_s: float, queue: str | None = None) -> Job:
+        """Wait until the job reaches a terminal state; raise JobTimeout after `timeout_s`."""
+        steps = wait_for_end(self.settings.prefix, job_id, timeout_s, queue)
+        job: Job = run_steps(steps, self._run)
+        return job
+
+    def outcome(self, job_id: str, timeout_s: float, queue: str | None = None) -> Ok | Err:
+        """Wait until the job ends; return Ok or Err as `client.jobs.outcome` does."""
+        return outcome(self.wait(job_id, timeout_s, queue))
+
+    def result(self, job_id: str, timeout_s: float, queue: str | None = None) -> Any:
+        """Wait until the job ends; return its result or raise as `client.jobs.result` does."""
+        return self.outcome(job_id, timeout_s, queue).unwrap()
 
     def _run(self, step: Step) -> Any:
         """Send one step to Redis; a failure raises the engine's typed error."""

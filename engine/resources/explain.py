@@ -4,7 +4,8 @@
 reads, never a script, never on the hot path) and returns a `Reason` per obstacle:
 
 1. `paused`: the queue is paused.
-2. `rate_limited`: the queue's or the task's rate limit; `until_ms` is the next free slot.
+2. `rate_limited`: the queue's or the task's rate limit, or the budget of the job's rate key
+   (the message names the key); `until_ms` is the next free slot.
 3. `concurrency`: its concurrency key is at its limit; `jobs` are the ids holding it.
 4. `parents`: parents that have not completed; `jobs` are their ids.
 5. `scheduled`: its `run_at` is ahead; `until_ms` is when.
@@ -76,13 +77,16 @@ async def explain(client: Handle, job_id: str, queue: str | None = None) -> list
         )
         pipe.hmget(keys.job(job.id), both("ckey_active", "ckey_waiting", "rate_slot_ms"))
         pipe.zcard(keys.started)
-        meta, hidden, running = await pipe.execute()
+        if job.rate_key is not None:  # the key's own budget stands for the task's
+            pipe.get(keys.rate(job.rate_key))
+        meta, hidden, running, *key_tat = await pipe.execute()
     paused, queue_interval, tat, task_tat, most = meta
     ckey_active, ckey_waiting, rate_slot = either(hidden)
-    slot = _rate_slot(job.state, rate_slot, queue_interval, job.rate_interval_ms, tat, task_tat)
+    own_tat = key_tat[0] if key_tat else task_tat
+    slot = _rate_slot(job.state, rate_slot, queue_interval, job.rate_interval_ms, tat, own_tat)
     found = [
         Reason("paused", f"queue {job.queue!r} is paused", "queue") if paused == "1" else None,
-        _rate_limited(slot, now_ms),
+        _rate_limited(slot, now_ms, job.rate_key),
         _full(job, most, int(running)),
         await _concurrency(client, job, ckey_active, ckey_waiting),
         await _parents(client, job),
@@ -101,10 +105,11 @@ def _full(job: Job, most: str | None, running: int) -> Reason | None:
     return Reason("queue_full", message, "queue")
 
 
-def _rate_limited(slot: int | None, now_ms: int) -> Reason | None:
+def _rate_limited(slot: int | None, now_ms: int, rate_key: str | None) -> Reason | None:
     if slot is None or slot <= now_ms:
         return None
-    message = f"rate limited: the next free slot is at {_when(slot)}"
+    limited = f"rate limited (rate key {rate_key!r})" if rate_key is not None else "rate limited"
+    message = f"{limited}: the next free slot is at {_when(slot)}"
     return Reason("rate_limited", message, "queue", until_ms=slot)
 
 
@@ -183,7 +188,7 @@ def _rate_slot(
     """Return the next start slot a rate limit gives the job, or None when none applies."""
     if state == JobState.SCHEDULED and rate_slot:
         return int(float(rate_slot))
-    if state != JobState.SUBMITTED:
+    if state != JobState.SUBMITTED or rate_slot:  # a job holding its slot is not limited again
         return None
     slots = []
     if queue_interval and tat:

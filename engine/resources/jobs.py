@@ -3,58 +3,47 @@ queue's job hashes, the missed SET the history rebuilds from, and deduplication 
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
 
-from redis.asyncio import Redis
-
-from ..errors import Code, JobNotFound, JobTimeout
+from ..errors import Code, JobNotFound
 from ..fields import both, either
-from ..job import TERMINAL_STATES, Job
+from ..job import Job
 from ..ops.scanning import scan_job_ids
-from ..seam.scripts import Scripts
-from ..settings import EngineSettings
+from ..result import Err, Ok, outcome
+from ..seam.reads import find_job, wait_for_end
+from ..seam.steps import drive_async
 from .base import CHUNK, Resource
-from .queues import Queues
 
 
 class Jobs(Resource):
     """Every job of the engine's Redis, found by id (and queue, when known)."""
 
-    def __init__(
-        self, settings: EngineSettings, redis: Redis, scripts: Scripts, queues: Queues
-    ) -> None:
-        super().__init__(settings, redis, scripts)
-        self._queues = queues
-
     async def get(self, job_id: str, queue: str | None = None) -> Job:
         """Return the job with this id, from every known queue at once when `queue` is None."""
-        names = [queue] if queue else await self._queues.names()
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for name in names:
-                pipe.hgetall(self.keys(name).job(job_id))
-            found: list[dict[str, str]] = await pipe.execute()
-        for name, fields in zip(names, found, strict=True):
-            if fields:
-                return Job.from_hash(fields, job_id, name)
-        raise JobNotFound(f"no job with id {job_id!r}")
+        steps = find_job(self.settings.prefix, job_id, queue)
+        job: Job = await drive_async(steps, self.redis, self.scripts.raw)
+        return job
 
     async def wait(self, job_id: str, timeout_s: float, queue: str | None = None) -> Job:
         """Wait until the job reaches a terminal state; raise JobTimeout after `timeout_s`."""
-        deadline = time.monotonic() + timeout_s
-        pause_s = 0.002
-        while True:
-            job = await self.get(job_id, queue)
-            queue = job.queue
-            if job.state in TERMINAL_STATES:
-                return job
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise JobTimeout(f"job {job_id} still {job.state} after {timeout_s}s")
-            await asyncio.sleep(min(pause_s, left))
-            pause_s = min(pause_s * 2, 0.1)
+        steps = wait_for_end(self.settings.prefix, job_id, timeout_s, queue)
+        job: Job = await drive_async(steps, self.redis, self.scripts.raw)
+        return job
+
+    async def outcome(self, job_id: str, timeout_s: float, queue: str | None = None) -> Ok | Err:
+        """Wait until the job ends; return Ok(its result), or Err(how it ended otherwise).
+
+        A job still not ended after `timeout_s` raises JobTimeout (a TimeoutError): it has no
+        outcome yet, and may still complete.
+        """
+        return outcome(await self.wait(job_id, timeout_s, queue))
+
+    async def result(self, job_id: str, timeout_s: float, queue: str | None = None) -> Any:
+        """Wait until the job ends; return its result, or raise JobFailed (how it ended
+        otherwise; JobTimeout after `timeout_s`)."""
+        return (await self.outcome(job_id, timeout_s, queue)).unwrap()
 
     async def missing(self, jobs: Iterable[tuple[str, str]]) -> set[str]:
         """Return the ids of the (job id, queue) pairs whose job Redis does not hold."""

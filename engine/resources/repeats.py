@@ -20,6 +20,7 @@ from datetime import datetime
 from redis.asyncio import Redis
 from redis.exceptions import WatchError
 
+from ..arguments import check_job_arguments
 from ..errors import Code, ConfigError, DuplicateJob
 from ..fields import both, either
 from ..job import Job, JobState
@@ -121,6 +122,8 @@ class Repeats:
         """
         limit = self.settings.max_payload_bytes
         for one in [job] if isinstance(job, Job) else job:
+            if self.settings.check_argument_types:
+                check_job_arguments(one)
             default_queue_timeout(one, self.settings)
         flow = None if isinstance(job, Job) else flow_template(name, job, limit)
         first = job if isinstance(job, Job) else flow_order(list(job))[0]

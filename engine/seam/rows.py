@@ -46,11 +46,13 @@ class Claimed(NamedTuple):
 
 
 class Submitted(NamedTuple):
-    """What submit-13.lua did with one job: an outcome (a state word, or -4), an id and a state."""
+    """What submit-13.lua did with one job: an outcome (a state word, 'rate_limited', or -4), an
+    id, a state, and for a job rate limited at submit its next free slot (server ms; else '')."""
 
     outcome: str | int
     id: str
     state: str
+    slot_ms: str = ""
 
 
 class Submission(NamedTuple):

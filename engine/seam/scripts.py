@@ -144,7 +144,7 @@ def read_submission(keys: QueueKeys, out: list[Any]) -> Submission:
         )
     if out[0] == Code.DUPLICATE_ID:  # a flow refused whole
         raise DuplicateJob(f"job ids already exist: {out[1]}", (str(out[1]),))
-    rows = zip(out[1::3], out[2::3], out[3::3], strict=True)
+    rows = zip(out[1::4], out[2::4], out[3::4], out[4::4], strict=True)
     return Submission(out[0] == 0, [Submitted(*row) for row in rows])
 
 

@@ -1,12 +1,15 @@
 """Steps apart from their I/O, and their drivers on an asyncio and on a synchronous client.
 
-A generator of steps (an enqueue's, engine/producing/enqueueing.py) yields what to send to Redis
-(a pipeline of commands, one command, one script call or the question of the hash format) and
-is sent each reply, or thrown each failure; a driver sends each step and hands back its reply.
+A generator of steps (an enqueue's, engine/producing/enqueueing.py; a read's, reads.py) yields
+what to send to Redis (a pipeline of commands, one command, one script call or the question of
+the hash format), or a pause between polls, and is sent each reply, or thrown each failure; a
+driver sends each step and hands back its reply.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
@@ -50,7 +53,14 @@ class Format:
     from its scripts, which ask Redis once."""
 
 
-Step = Pipe | Call | Eval | Format
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Wait this long before the next step (a poll's interval): no Redis, no reply."""
+
+    seconds: float
+
+
+Step = Pipe | Call | Eval | Format | Pause
 Steps = Generator[Step, Any, Any]
 
 
@@ -60,6 +70,9 @@ async def run_async(step: Step, redis: Redis, scripts: ScriptSet) -> Any:
         return await scripts[step.verb](step.keys, step.argv)
     if isinstance(step, Format):
         return scripts.known or await scripts.hash_format()
+    if isinstance(step, Pause):
+        await asyncio.sleep(step.seconds)
+        return None
     if isinstance(step, Call):
         return await getattr(redis, step.method)(*step.args)
     if not step.commands:
@@ -124,6 +137,9 @@ def run_step_sync(
     given, for hash format `fmt`, waiting for `acks`; return its reply."""
     if isinstance(step, Format):
         return fmt
+    if isinstance(step, Pause):
+        time.sleep(step.seconds)
+        return None
     if isinstance(step, Eval):
         return run_sync(held or redis, step.verb, step.keys, step.argv, fmt, acks)
     if isinstance(step, Call):

@@ -23,9 +23,6 @@ DJANGO_KEYS: dict[str, Any] = {
     "BULK_MAX": 10_000,
     "ANY_QUEUE": False,
     "EAGER": False,
-    # Check every submission's arguments against its task's type hints, as the API always does
-    # (the test kit's fixtures turn it on).
-    "CHECK_ARGUMENT_TYPES": False,
     "RECONCILE": "lost",
     "METRICS_TOKEN": "",
     # The history in the database: days kept after a job ended (None: forever), per state.

@@ -278,11 +278,12 @@ class FlowName(models.Model):
 
 
 class BulkRun(models.Model):
-    """A bulk cancel or retry of more jobs than one request changes, run in the background:
-    what it selects and how far it got (GET /bulk/runs/{id})."""
+    """A bulk change of more jobs than one request changes, run in the background: what it
+    selects and how far it got (GET /bulk/runs/{id})."""
 
-    action = models.CharField(max_length=16)  # cancel | retry
-    # The filter, as the request gave it (BulkIn.selector); {} for every job.
+    action = models.CharField(max_length=16)  # cancel | retry | resubmit | purge
+    # The filter, as the request gave it (BulkIn.selector; a dead-letter group's fingerprint,
+    # queue and task); {} for every job.
     selector = models.JSONField(default=dict, blank=True)
     # The queues the request's token was narrowed to; null: every queue.
     queues = models.JSONField(null=True, blank=True)

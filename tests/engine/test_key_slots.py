@@ -58,6 +58,10 @@ async def _workload(settings: EngineSettings) -> None:
         await c.enqueue(t.logging_async, 2)
         await c.enqueue(t.checkpointing, 2)
         await c.enqueue(t.waits, 1.2)  # lives past a heartbeat
+        keyed = t.add.using(rate_limit="1/m", rate_key="k", on_rate_limit="drop")
+        await c.enqueue_many([keyed.call(1, 1), keyed.call(2, 2)])  # a rate key's budget
+        waiting = t.add.using(rate_limit="100/s", rate_key="k2")  # its slot taken at claim
+        await c.enqueue_many([waiting.call(3, 3), waiting.call(4, 4)])
         await asyncio.sleep(0.1)
         # claim, begin, complete, retry, fail, heartbeat, progress, log, checkpoint, promote,
         # submit ticks

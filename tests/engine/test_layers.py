@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "limits",
             "job",
             "task",
+            "arguments",
         },
     ),
     ("transport", {"transport"}),

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.contrib.admin.models import DELETION, LogEntry
 from django.contrib.auth.models import Permission, User
 from django.db import connection
 from django.test import Client as WebClient
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from engine import Client, EngineSettings, JobState
 from jobsite.jobs import services
-from jobsite.jobs.models import JobRecord
+from jobsite.jobs.models import BulkRun, JobRecord
 from jobsite.jobs.permissions import Perm
 from jobsite.jobs.search import text_search
+from jobsite.jobs.tasks import runnable
 from tests.engine import tasks as t
 
 from .conftest import mirror_all, run_worker
@@ -244,6 +248,58 @@ def test_actions_say_what_happened_in_the_operators_words(
         "3 jobs cancelled",
         "1 job was not cancelled: it already ended (failed)",  # as the history last saw it
     ]
+
+
+def test_select_all_past_the_cap_starts_the_apis_background_run(
+    engine: EngineSettings, admin_user: User
+) -> None:
+    ids = queued_jobs(5)
+    web, token = login(admin_user)
+    form = {
+        "action": "cancel_jobs",
+        "select_across": "1",
+        "index": "0",
+        "csrfmiddlewaretoken": token,
+        "_selected_action": ids[:1],
+    }
+    chosen = f"{URL}?state__exact=scheduled&q=add"
+    with override_settings(JOBSITE={**settings.JOBSITE, "BULK_MAX": 2}):
+        confirm = web.post(chosen, form).content.decode()
+        assert "cancel</strong> 5 jobs" in confirm and 'id="in-background"' in confirm
+        done = web.post(chosen, {**form, "post": "yes"}, follow=True)
+    run = BulkRun.objects.get()
+    assert (run.action, run.matched) == ("cancel", 5)
+    assert run.selector == {"state": "scheduled", "q": "add"}
+    assert (run.by, run.via, run.queues) == ("boss", "admin", None)
+    [said] = messages_of(done)
+    assert said.startswith("5 jobs: running in the background, see ")
+    assert f"/bulk/runs/{run.pk}" in said
+    deadline = time.monotonic() + 30
+    while (run := BulkRun.objects.get()).state == "running":
+        assert time.monotonic() < deadline, run
+        time.sleep(0.05)
+    assert (run.state, run.looked_at, run.changed) == ("done", 5, 5)
+    assert set(states(engine, ids)) == {JobState.CANCELLED}
+    assert LogEntry.objects.filter(change_message__contains="5 jobs matching").count() == 1
+
+
+def test_an_admin_retry_skips_a_job_that_cannot_run_saying_why(
+    engine: EngineSettings, admin_user: User
+) -> None:
+    from .test_operator_api import _unknown_task_job
+
+    gone = _unknown_task_job(engine)
+    failed = services.enqueue(t.boom).id
+    async_to_sync(run_worker)(engine)
+    async_to_sync(mirror_all)()
+    web, token = login(admin_user)
+    form = {"index": "0", "csrfmiddlewaretoken": token, "post": "yes"}
+    retry = {**form, "action": "retry_jobs", "_selected_action": [gone, failed]}
+    assert messages_of(web.post(URL, retry, follow=True)) == [
+        "1 job queued to run again",
+        f"1 job was not retried: {runnable.REASON}",
+    ]
+    assert states(engine, [gone, failed]) == [JobState.DROPPED, JobState.SUBMITTED]
 
 
 def test_admin_pages_that_need_redis_say_it_does_not_answer(

@@ -289,6 +289,20 @@ def test_bulk_past_the_cap_runs_in_the_background_and_is_audited(
     assert call(web, "get", "/bulk/runs/999999", token).status_code == 404
 
 
+def test_ids_past_a_smaller_cap_change_in_the_request_and_only_they(
+    engine: EngineSettings, token: str
+) -> None:
+    web = WebClient()
+    ids = [services.enqueue(t.add.using(delay_s=60), i, i).id for i in range(3)]
+    async_to_sync(mirror_all)()
+    with override_settings(JOBSITE={**settings.JOBSITE, "BULK_MAX": 1}):
+        done = call(web, "post", "/bulk/cancel", token, data={"ids": ids[:2]})
+    assert done.status_code == 200, done.content
+    assert done.json() == {"matched": 2, "changed": 2, "skipped": {}}
+    found = async_to_sync(services.ajob_fields)("default", ids, ["state"])
+    assert [f["state"] for f in found] == ["cancelled", "cancelled", "scheduled"]
+
+
 def test_a_bulk_run_is_hidden_from_a_token_of_another_queue(
     engine: EngineSettings, token: str
 ) -> None:

@@ -11,7 +11,7 @@ from asgiref.sync import async_to_sync
 
 from demo.asgi import application as asgi_app
 from demo.wsgi import application as wsgi_app
-from engine import Client, EngineSettings
+from engine import Client, EngineSettings, Err, JobError, JobFailed, Ok
 from jobsite.client import (
     AsyncJobsiteClient,
     Conflict,
@@ -65,12 +65,38 @@ def test_async_client(engine: EngineSettings, token: str) -> None:
             job = await api.submit("add", 20, 22)
             await run_worker(engine)
             done = await api.wait(job["id"], timeout_s=5, poll_s=0.05)
+            assert await api.outcome(job["id"], timeout_s=5, poll_s=0.05) == Ok(42)
+            assert await api.result(job["id"], timeout_s=5, poll_s=0.05) == 42
             with pytest.raises(NotFound):
                 await api.cancel("nobody")
             return done
 
     done = async_to_sync(go)()
     assert done["state"] == "completed" and done["result"] == 42
+
+
+def test_outcome_gives_ok_or_err_and_result_raises(engine: EngineSettings, token: str) -> None:
+    with sync_client(token) as api:
+        done, failed = api.submit("add", 20, 22), api.submit("boom")
+        later = api.submit("add", 1, 2, delay_s=60)
+        api.cancel(later["id"])
+        async_to_sync(run_worker)(engine)
+        assert api.outcome(done["id"], timeout_s=5, poll_s=0.05) == Ok(42)
+        assert api.result(done["id"], timeout_s=5, poll_s=0.05) == 42
+        err = api.outcome(failed["id"], timeout_s=5, poll_s=0.05)
+        assert err == Err(
+            JobError(
+                failed["id"], "failed", "ValueError", "unexpected", exception="builtins.ValueError"
+            )
+        )
+        with pytest.raises(JobFailed, match="failed: ValueError: unexpected") as raised:
+            api.result(failed["id"], timeout_s=5, poll_s=0.05)
+        assert raised.value.error == err.error
+        cancelled = api.outcome(later["id"], timeout_s=5, poll_s=0.05)
+        assert isinstance(cancelled, Err) and cancelled.error.state == "cancelled"
+        pending = api.submit("add", 1, 2, delay_s=60)
+        with pytest.raises(TimeoutError):  # not ended yet: no outcome, as `wait`
+            api.outcome(pending["id"], timeout_s=0.2, poll_s=0.05)
 
 
 # Job ids that would leave /jobs/<id> if they were not encoded as one path segment.

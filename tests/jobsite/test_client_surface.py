@@ -89,6 +89,8 @@ HELPERS = {
     "checkpoint": "reads GET /jobs/{job_id} (its `checkpoint`) through get",
     "progress": "polls GET /jobs/{job_id} through get",
     "wait": "polls GET /jobs/{job_id} through get, through progress",
+    "outcome": "polls GET /jobs/{job_id} through wait, its end as Ok or Err",
+    "result": "polls GET /jobs/{job_id} through outcome, its end unwrapped",
 }
 
 

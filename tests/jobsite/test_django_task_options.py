@@ -77,6 +77,21 @@ def test_limits_and_version_reach_the_job(engine: EngineSettings) -> None:
     assert dj_tasks.report.get_result(result.id).return_value == 1
 
 
+def test_a_rate_key_and_drop_reach_the_job_and_a_dropped_enqueue_says_why(
+    engine: EngineSettings,
+) -> None:
+    dropping = dj_tasks.report.using(rate_limit="1/m", rate_key="acct-1", on_rate_limit="drop")
+    first = dropping.enqueue(1)
+    job = engine_job(engine, first.id)
+    assert (job.rate_key, job.on_rate_limit, job.rate_interval_ms) == ("acct-1", "drop", 60_000)
+    dropped = dropping.enqueue(2)
+    assert dropped.status == TaskResultStatus.FAILED
+    assert "RateLimited: rate limited" in dropped.errors[-1].traceback
+    assert engine_job(engine, dropped.id).state == "cancelled"
+    with pytest.raises(InvalidTask, match="on_rate_limit must be one of"):
+        dj_tasks.report.using(on_rate_limit="later")
+
+
 def test_cleanup_on_reaches_the_job_and_drops_it(engine: EngineSettings) -> None:
     dropped = dj_tasks.add.using(cleanup_on={"completed": 0, "failed": 600}).enqueue(1, 2)
     assert json.loads(engine_job(engine, dropped.id).cleanup_ms) == {

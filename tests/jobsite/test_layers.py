@@ -13,7 +13,7 @@ from pathlib import Path
 import jobsite.jobs
 
 APP = Path(jobsite.jobs.__file__).parent
-BASE = {"models", "conf", "permissions", "audit", "arguments", "search", "debug", "heap"}
+BASE = {"models", "conf", "permissions", "audit", "search", "debug", "heap"}
 WINGS = ["services", "tasks", "history", "api", "web", "admin"]
 TOP = {"apps", "checks", "urls", "management", "backends"}
 

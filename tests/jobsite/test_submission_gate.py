@@ -384,7 +384,7 @@ def test_every_door_checks_argument_types_when_asked(door: str, engine: EngineSe
     from django.conf import settings
     from django.test import override_settings
 
-    from jobsite.jobs.arguments import ArgumentTypeError
+    from engine import ArgumentTypeError
 
     checked = {**settings.JOBSITE, "CHECK_ARGUMENT_TYPES": True}
     with override_settings(JOBSITE=checked):

@@ -22,6 +22,8 @@ EXPOSED: dict[str, tuple[list[str], list[str]]] = {
     "repeats.run_now": (["POST /schedules/{queue}/{schedule}/run"], ["run_schedule"]),
     "jobs.get": (["GET /jobs/{job_id}"], ["get"]),
     "jobs.wait": ([], ["wait"]),
+    "jobs.outcome": ([], ["outcome"]),
+    "jobs.result": ([], ["result"]),
     "jobs.cancel": (["DELETE /jobs/{job_id}", "POST /bulk/cancel"], ["cancel", "cancel_many"]),
     "jobs.resubmit": (["POST /jobs/{job_id}/retry", "POST /bulk/retry"], ["retry", "retry_many"]),
     "jobs.run_now": (

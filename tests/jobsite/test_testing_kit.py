@@ -71,7 +71,7 @@ def test_assert_enqueued_and_run_jobs_against_a_real_redis(
 
 
 def test_the_kits_fixtures_check_argument_types(jobsite_eager: None) -> None:
-    from jobsite.jobs.arguments import ArgumentTypeError
+    from engine import ArgumentTypeError
 
     with override_settings(JOBSITE={**settings.JOBSITE, "TASK_MODULES": MODULES}):
         # A test catches the call production would send with a string for an int.
@@ -80,6 +80,18 @@ def test_the_kits_fixtures_check_argument_types(jobsite_eager: None) -> None:
         with pytest.raises(ArgumentTypeError, match="argument 'a'"):
             services.enqueue(t.add, "1", 2)
         assert services.enqueue(t.add, 1, 2).result == 3
+
+
+def test_the_kits_redis_fixture_turns_the_engines_own_check_on(jobsite_redis: Any) -> None:
+    """One switch: the fixture's JOBSITE["CHECK_ARGUMENT_TYPES"] is the engine's setting, so a
+    plain engine client built from the app's settings checks too."""
+    from engine import ArgumentTypeError, SyncClient
+
+    engine = conf.engine_settings()
+    assert engine.check_argument_types is True
+    with SyncClient(engine) as sync, pytest.raises(ArgumentTypeError, match="argument 'b'"):
+        sync.enqueue(t.add, 1, "2")
+    assert enqueued_jobs() == []
 
 
 def test_run_schedules_until_fires_each_tick_of_the_days_ahead(jobsite_redis: Any) -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.test import Client as WebClient
+from django.test import override_settings
 
 from engine import EngineSettings
 from jobsite.jobs import services
@@ -123,6 +126,74 @@ def test_a_token_narrowed_to_a_queue_sees_and_changes_only_that_queue(
     assert answer.json() == {"matched": 0, "changed": 0, "skipped": {}}
     viewer = make_token(staff_user("viewer", OPERATORS), permissions=[Perm.VIEW.value])
     assert call(viewer, "post", "/dead-letters/purge", {"fingerprint": fp}).status_code == 403
+
+
+def finished(token: str, run: dict[str, Any]) -> dict[str, Any]:
+    """Return a background bulk run once it is no longer running."""
+    deadline = time.monotonic() + 30
+    while (run := call(token, "get", f"/bulk/runs/{run['id']}").json())["state"] == "running":
+        assert time.monotonic() < deadline, run
+        time.sleep(0.05)
+    return run
+
+
+def test_a_group_past_the_cap_is_resubmitted_in_the_background(
+    engine: EngineSettings, token: str
+) -> None:
+    made = fail_some(engine)
+    fp = JobRecord.objects.get(id=made["lookup"][0]).fingerprint
+    with override_settings(JOBSITE={**settings.JOBSITE, "BULK_MAX": 2}):
+        dry = call(token, "post", "/dead-letters/resubmit", {"fingerprint": fp, "dry_run": True})
+        assert dry.json() == {"matched": 3, "changed": 0, "skipped": {}}
+        began = call(token, "post", "/dead-letters/resubmit", {"fingerprint": fp})
+    assert began.status_code == 202, began.content
+    run = began.json()
+    assert (run["action"], run["matched"], run["selector"]) == ("resubmit", 3, {"fingerprint": fp})
+    run = finished(token, run)
+    assert (run["state"], run["looked_at"], run["changed"], run["skipped"]) == ("done", 3, 3, {})
+    # Redis' own word: out of the dead-letter queue and waiting, the other groups left alone.
+    lookup = made["lookup"]
+    assert services.run_engine(lambda c: c.dead_letters.contains("default", lookup)) == set()
+    states = async_to_sync(services.ajob_fields)("default", lookup, ["state"])
+    assert {found["state"] for found in states} == {"submitted"}
+    others = made["elsewhere"] + made["boom"]
+    assert services.run_engine(lambda c: c.dead_letters.contains("default", others)) == set(others)
+    [entry] = LogEntry.objects.all()
+    assert entry.change_message.startswith("resubmit via API token")
+    assert "3 jobs matching" in entry.change_message and fp in entry.change_message
+    narrowed = make_token(staff_user("narrow", OPERATORS), queues=["other"])
+    assert call(narrowed, "get", f"/bulk/runs/{run['id']}").status_code in (403, 404)
+
+
+def test_a_group_past_the_cap_is_purged_in_the_background(
+    engine: EngineSettings, token: str
+) -> None:
+    made = fail_some(engine)
+    fp = JobRecord.objects.get(id=made["lookup"][0]).fingerprint
+    with override_settings(JOBSITE={**settings.JOBSITE, "BULK_MAX": 2}):
+        began = call(token, "post", "/dead-letters/purge", {"fingerprint": fp, "queue": "default"})
+    assert began.status_code == 202, began.content
+    run = finished(token, began.json())
+    assert (run["action"], run["state"], run["looked_at"], run["changed"]) == (
+        "purge",
+        "done",
+        3,
+        3,
+    )
+    lookup = made["lookup"]
+    pairs = [(i, "default") for i in lookup]
+    assert services.run_engine(lambda c: c.jobs.missing(pairs)) == set(lookup)
+    assert not JobRecord.objects.filter(id__in=lookup).exists()
+    assert JobRecord.objects.filter(id__in=made["elsewhere"] + made["boom"]).count() == 3
+    [entry] = LogEntry.objects.all()
+    assert entry.change_message.startswith("purge via API token")
+    assert "3 jobs matching" in entry.change_message
+    narrowed = make_token(staff_user("narrow", OPERATORS), queues=["other"])
+    assert call(narrowed, "get", f"/bulk/runs/{run['id']}").status_code in (403, 404)
+    viewer = make_token(staff_user("viewer", OPERATORS), permissions=[Perm.VIEW.value])
+    with override_settings(JOBSITE={**settings.JOBSITE, "BULK_MAX": 2}):
+        again = call(viewer, "post", "/dead-letters/purge", {"fingerprint": fp})
+    assert again.status_code == 403
 
 
 def test_replay_with_edited_arguments_links_both_ways(engine: EngineSettings, token: str) -> None:

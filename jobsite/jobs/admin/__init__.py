@@ -1,14 +1,14 @@
 """Admin: the job history with filters and search, a timeline per job, and bulk actions.
 
-Actions go through the engine (services); the admin never edits mirrored rows. With "select all
-N", Django passes every row matching the current filter, not only the ticked page.
+Job actions (actions.py) take the API's way of changing many jobs; the admin never edits
+mirrored rows. With "select all N", Django passes every row matching the current filter, not
+only the ticked page.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from django import forms
@@ -16,7 +16,7 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.views.main import SEARCH_VAR
 from django.contrib.auth import get_user_model
-from django.db.models import Count, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, reverse
@@ -28,135 +28,24 @@ from django.utils.translation import gettext as _
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-from engine import RedisUnavailable, control
+from engine import control
 from jobsite.jobs import audit, services
+from jobsite.jobs.admin.actions import confirm
 from jobsite.jobs.admin.listing import BoundedPaginator, QueueFilter, TaskFilter
 from jobsite.jobs.admin.pages import TIME_FORMAT as TIME_FORMAT
-from jobsite.jobs.admin.pages import NeedsRedis, page_context, refused, when
+from jobsite.jobs.admin.pages import NeedsRedis, page_context, when
 from jobsite.jobs.admin.roles import RolePages
 from jobsite.jobs.api import tokens
 from jobsite.jobs.api.schemas import QUEUE_NAME
 from jobsite.jobs.models import (
-    CANCELLABLE,
-    LOST,
-    RETRYABLE,
-    STATE_LABELS,
-    TERMINAL,
-    VOCABULARY,
     ApiToken,
     JobRecord,
-    JobSearch,
     OutboxEntry,
     QueueRecord,
     WorkerRecord,
 )
 from jobsite.jobs.permissions import Perm, user_allows
 from jobsite.jobs.search import check_text, text_search
-
-# What each job action does, in the words of its message: "2 jobs were not <this>: ...".
-DONE = {"cancel": "cancelled", "retry": "retried", "resubmit": "resubmitted", "purge": "purged"}
-
-
-def _jobs(n: int) -> str:
-    return f"{n} job" if n == 1 else f"{n} jobs"
-
-
-def _said(n: int, one: str, several: str) -> str:
-    return one if n == 1 else several
-
-
-def _not_done(n: int, verb: str, why: tuple[str, str]) -> str:
-    """Return "1 job was not retried: it ..." or "2 jobs were not retried: they ..."."""
-    return f"{_jobs(n)} {_said(n, 'was', 'were')} not {DONE[verb]}: {_said(n, *why)}"
-
-
-def _why(state: str, verb: str) -> tuple[str, str]:
-    """Return why `verb` leaves a job of `state` (as the history last saw it) alone: for one
-    job, for several."""
-    word = STATE_LABELS.get(state, state)
-    if state in VOCABULARY["live"]:
-        return f"it is still {word}", f"they are still {word}"
-    if state == LOST:
-        return "Redis no longer holds it", "Redis no longer holds them"
-    if verb == "resubmit":
-        return f"it is no dead letter ({word})", f"they are no dead letters ({word})"
-    return f"it already ended ({word})", f"they already ended ({word})"
-
-
-def _left_alone(queryset: QuerySet[JobRecord], states: Sequence[str]) -> list[tuple[int, str]]:
-    """Return the selected jobs `states` leaves out: (how many, state), the most first."""
-    rows = queryset.exclude(state__in=states).values("state").annotate(n=Count("pk")).order_by()
-    return sorted(((row["n"], row["state"]) for row in rows), reverse=True)
-
-
-def _outcome(verb: str, outcome: Any, sent: int) -> tuple[list[str], list[str]]:
-    """Return what the engine did to the `sent` jobs, in words: (done, not done)."""
-    if verb == "cancel":  # job id -> cancelled, cancelling (running), finished, not_found
-        by = Counter(outcome.values())
-        done = [f"{_jobs(by['cancelled'])} cancelled"] if by["cancelled"] else []
-        if n := by["cancelling"]:
-            done.append(f"{_jobs(n)} told to stop: {_said(n, 'it ends', 'they end')} cancelled")
-        whys = {
-            "finished": ("it had already ended", "they had already ended"),
-            "not_found": ("Redis no longer holds it", "Redis no longer holds them"),
-        }
-        return done, [_not_done(by[k], verb, pair) for k, pair in whys.items() if by[k]]
-    if verb == "purge":  # the history's rows go whatever Redis still held
-        return [f"{_jobs(sent)} purged"], []
-    missed = sent - outcome
-    why = (
-        "it changed meanwhile, or Redis no longer holds it",
-        "they changed meanwhile, or Redis no longer holds them",
-    )
-    done = [f"{_jobs(outcome)} queued to run again"] if outcome else []
-    return done, [_not_done(missed, verb, why)] if missed > 0 else []
-
-
-def _confirm(
-    modeladmin: JobAdmin,
-    request: HttpRequest,
-    queryset: QuerySet[JobRecord],
-    verb: str,
-    states: Sequence[str],
-    run: Callable[[list[tuple[str, str]]], Any],
-) -> HttpResponse | None:
-    """Show a confirmation page with the count and what is left alone, why; on "yes", run the
-    action, audit it and say what happened."""
-    eligible = queryset.filter(state__in=states)
-    count = eligible.count()
-    select_across = request.POST.get("select_across") == "1"
-    left = _left_alone(queryset, states)
-    if request.POST.get("post") != "yes":
-        context = page_context(
-            modeladmin,
-            request,
-            f"{verb.capitalize()} jobs",
-            verb=verb,
-            count=count,
-            left=[f"{_jobs(n)}: {_said(n, *_why(state, verb))}" for n, state in left],
-            queryset=queryset,
-            action=request.POST.get("action", ""),
-            select_across=select_across,
-        )
-        return TemplateResponse(request, "admin/jobsite/confirm_action.html", context)
-    pairs = list(eligible.values_list("id", "queue"))
-    try:
-        outcome = run(pairs)
-    except RedisUnavailable as exc:
-        refused(request, exc, f"the {verb} stopped, maybe part-way: try again once it answers")
-        return None
-    if select_across:
-        selector = {k: v for k, v in request.GET.items() if k not in ("p", "o")}
-        audit.record_bulk(request.user, verb, selector, len(pairs), "admin")
-    else:
-        audit.record(request.user, verb, [i for i, _ in pairs], "admin", outcome=outcome)
-    done, not_done = _outcome(verb, outcome, len(pairs))
-    not_done += [_not_done(n, verb, _why(state, verb)) for n, state in left]
-    if done or not not_done:
-        modeladmin.message_user(request, "; ".join(done) or "no job changed", messages.SUCCESS)
-    for line in not_done:
-        modeladmin.message_user(request, line, messages.WARNING)
-    return None
 
 
 def _search_refused(request: HttpRequest) -> str | None:
@@ -362,33 +251,25 @@ class JobAdmin(admin.ModelAdmin):
     def cancel_jobs(
         self, request: HttpRequest, queryset: QuerySet[JobRecord]
     ) -> HttpResponse | None:
-        return _confirm(self, request, queryset, "cancel", CANCELLABLE, services.cancel)
+        return confirm(self, request, queryset, "cancel")
 
     @admin.action(description="Retry selected jobs (new attempt series)", permissions=["retry"])
     def retry_jobs(
         self, request: HttpRequest, queryset: QuerySet[JobRecord]
     ) -> HttpResponse | None:
-        return _confirm(self, request, queryset, "retry", RETRYABLE, services.resubmit)
+        return confirm(self, request, queryset, "retry")
 
     @admin.action(description="Resubmit selected jobs from the DLQ", permissions=["retry"])
     def resubmit_dlq(
         self, request: HttpRequest, queryset: QuerySet[JobRecord]
     ) -> HttpResponse | None:
-        dead = ["failed", "stalled", "expired", "dropped"]
-        return _confirm(self, request, queryset, "resubmit", dead, services.resubmit)
+        return confirm(self, request, queryset, "resubmit")
 
     @admin.action(description="Purge selected finished jobs", permissions=["purge"])
     def purge_jobs(
         self, request: HttpRequest, queryset: QuerySet[JobRecord]
     ) -> HttpResponse | None:
-        def run(pairs: list[tuple[str, str]]) -> int:
-            purged = services.purge(pairs)
-            ids = [job_id for job_id, _ in pairs]
-            JobSearch.objects.filter(job_id__in=ids).delete()
-            JobRecord.objects.filter(id__in=ids).delete()
-            return purged
-
-        return _confirm(self, request, queryset, "purge", TERMINAL, run)
+        return confirm(self, request, queryset, "purge")
 
 
 @admin.register(QueueRecord)

@@ -1,6 +1,9 @@
 """The dead-letters resource (/dead-letters): the dead letters grouped by error fingerprint, the
 jobs of a queue's dead-letter queue, and resubmit or purge them by ids, by group or (resubmit)
-every one of a queue; muting a group lives in dead_letter_mutes.py, mounted below /groups.
+every one of a queue, and mute a group (/dead-letters/groups/{fingerprint}/mute): its dead
+letters still recorded and counted, but raising no alert (the checks and the audit in
+services/mutes.py, shared with the admin).
+A group past JOBSITE["BULK_MAX"] changes in the background, as a bulk run (bulk_change.py).
 
 The old /dlq operations stay as aliases answering as before, left out of the schema.
 """
@@ -8,26 +11,26 @@ The old /dlq operations stay as aliases answering as before, left out of the sch
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, NamedTuple
 from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 from django.urls import reverse
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Path, Query, Router, Schema, Status
 from ninja.errors import HttpError
 from pydantic import ConfigDict, model_validator
 
 from engine import JOB_ID_PATTERN
 from jobsite.jobs import audit, services
-from jobsite.jobs.api.dead_letter_mutes import MuteOut, of_group
-from jobsite.jobs.api.dead_letter_mutes import router as mutes_router
+from jobsite.jobs.api.bulk_change import abegin, achange, arunnable, run_out
 from jobsite.jobs.api.jobout import engine_values, fields
 from jobsite.jobs.api.jobs import IDS_MAX
 from jobsite.jobs.api.schemas import (
     ERRORS,
     QUEUE,
     BulkOut,
+    BulkRunOut,
     CountOut,
     JobOut,
     Out,
@@ -36,15 +39,71 @@ from jobsite.jobs.api.schemas import (
 )
 from jobsite.jobs.conf import bulk_max
 from jobsite.jobs.history import deadletters
-from jobsite.jobs.models import JobRecord, JobSearch
-from jobsite.jobs.permissions import Grant, Perm, aneed, need
+from jobsite.jobs.models import DeadLetterMute
+from jobsite.jobs.permissions import Grant, Perm, aneed, grant, need
 from jobsite.jobs.services import mutes
 from jobsite.jobs.tasks import runnable
 
 router = Router(tags=["dead-letters"])
-router.add_router("/groups", mutes_router)
 # The old /dlq operations: the same answers as before, not in the schema.
 dlq_aliases = Router(tags=["dead-letters"])
+
+
+FINGERPRINT = r"^[0-9a-f]{1,32}$"
+
+
+class MuteIn(Schema):
+    """Mute a group in `queue` for `for_s` seconds (null: until unmuted), saying why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    queue: str = Field(..., pattern=QUEUE)
+    for_s: int | None = Field(None, ge=1, le=mutes.MAX_FOR_S)
+    reason: str = Field("", max_length=mutes.REASON_CHARS)
+
+
+class MuteOut(Out):
+    """A group muted in one queue: until when (null: until unmuted), by whom, when and why."""
+
+    queue: str
+    fingerprint: str
+    until: datetime | None
+    muted_by: str
+    muted_at: datetime
+    reason: str
+
+
+def mute_out(row: DeadLetterMute) -> MuteOut:
+    """Return a mute as the API answers it."""
+    by = row.muted_by.get_username() if row.muted_by is not None else ""
+    return MuteOut(
+        queue=row.queue,
+        fingerprint=row.fingerprint,
+        until=row.until,
+        muted_by=by,
+        muted_at=row.muted_at,
+        reason=row.reason,
+    )
+
+
+class GroupMutes(NamedTuple):
+    """The mutes of one group, in the queues it is listed in."""
+
+    mutes: list[MuteOut]
+    # Muted in every queue it is listed in.
+    muted: bool
+    # When the first of its mutes ends (null: muted until unmuted, or not muted).
+    muted_until: datetime | None
+
+
+def of_group(
+    held: dict[str, dict[str, DeadLetterMute]], fingerprint: str, queues: list[str]
+) -> GroupMutes:
+    """Return the mutes holding for group `fingerprint` in `queues` (`held`: mutes.muted())."""
+    rows = [held[q][fingerprint] for q in queues if fingerprint in held.get(q, {})]
+    muted = bool(queues) and len(rows) == len(queues)
+    ends = [r.until for r in rows if r.until is not None]
+    return GroupMutes([mute_out(r) for r in rows], muted, min(ends) if muted and ends else None)
 
 
 class SampleOut(Out):
@@ -207,36 +266,6 @@ async def dead_letter_jobs(
     return [JobOut(**fields(JobOut, engine_values(j))) for j in jobs]
 
 
-def _forget(ids: list[str]) -> None:
-    """Delete purged jobs from the history, as the admin's purge does."""
-    JobSearch.objects.filter(job_id__in=ids).delete()
-    JobRecord.objects.filter(id__in=ids).delete()
-
-
-async def _change(action: str, pairs: list[tuple[str, str]]) -> tuple[int, int | None]:
-    """Purge (from Redis and the history) or resubmit jobs; return how many Redis changed and,
-    for a resubmit, Redis' time just before it (ms)."""
-    if action == "purge":
-        changed = await services.apurge(pairs)
-        await sync_to_async(_forget)([i for i, _ in pairs])
-        return changed, None
-    since_ms = await services.aclock_ms({q for _, q in pairs})
-    return await services.aresubmit(pairs), since_ms
-
-
-async def _runnable(
-    action: str, pairs: list[tuple[str, str]], skipped: dict[str, int]
-) -> list[tuple[str, str]]:
-    """Return the pairs `action` may change: a resubmit leaves out the jobs that would only be
-    dropped again (an unknown task still unknown), counted in `skipped` with the reason."""
-    if action != "resubmit" or not pairs:
-        return pairs
-    fit, unfit = await runnable.asplit(pairs)
-    if unfit:
-        skipped[runnable.REASON] = skipped.get(runnable.REASON, 0) + len(unfit)
-    return fit
-
-
 def _refuse_unknown(task: str | None) -> None:
     """Refuse a resubmit of every dead letter of a task no worker knows (409)."""
     if task is not None and runnable.unknown(task):
@@ -248,34 +277,41 @@ def _select(rights: Grant, body: DeadLettersIn, cap: int) -> tuple[list[tuple[st
     return deadletters.group_pairs(rows, body.fingerprint or "", cap)
 
 
+def _queues(rights: Grant, body: DeadLettersIn) -> list[str]:
+    """Return the queues a group's dead letters this request sees are in."""
+    rows = deadletters.dead_rows(rights, body.queue, body.task)
+    chosen = rows.filter(fingerprint=body.fingerprint or "").order_by()
+    return list(chosen.values_list("queue", flat=True).distinct())
+
+
 async def _group(
     request: HttpRequest, body: DeadLettersIn, perm: Perm, action: str
-) -> BulkOut | ResubmitOut:
-    """Apply `action` to every dead letter of a group, within the cap; audit it (a resubmit
-    answers with what follows its jobs)."""
+) -> BulkOut | ResubmitOut | Status[BulkRunOut]:
+    """Apply `action` to every dead letter of a group, past the cap in the background (202, a
+    run); audit it (a resubmit in the request answers with what follows its jobs)."""
     rights = await aneed(request, perm, body.queue)
     cap = bulk_max()
     pairs, matched = await sync_to_async(_select)(rights, body, cap)
     skipped: dict[str, int] = {}
     if matched <= cap:
-        pairs = await _runnable(action, pairs, skipped)
+        pairs = await arunnable(action, pairs, skipped)
     if body.dry_run:
         return BulkOut(matched=matched, changed=0, skipped=skipped)
-    if matched > cap:
-        raise HttpError(
-            422,
-            f"{matched} jobs in this group; one request may change at most {cap} "
-            "(JOBSITE['BULK_MAX']): narrow it by queue or task",
-        )
-    for queue in {q for _, q in pairs}:
+    queues = await sync_to_async(_queues)(rights, body) if matched > cap else []
+    for queue in {q for _, q in pairs} | set(queues):
         await rights.arequire(perm, queue)
-    changed, since_ms = await _change(action, pairs) if pairs else (0, None)
     selector = {"dead_letter_group": body.fingerprint, "queue": body.queue, "task": body.task}
+    chosen = {"fingerprint": body.fingerprint, "queue": body.queue, "task": body.task}
+    if matched > cap:
+        await audit.arecord_bulk(rights.user, action, selector, matched, rights.via)
+        group = {k: v for k, v in chosen.items() if v is not None}
+        begun = await abegin(action, group, matched, rights.queues, rights.user, rights.via)
+        return Status(202, run_out(begun))
+    changed, since_ms = await achange(action, pairs) if pairs else (0, None)
     await audit.arecord_bulk(rights.user, action, selector, matched, rights.via)
     answer = BulkOut(matched=matched, changed=changed, skipped=skipped)
     if action != "resubmit":
         return answer
-    chosen = {"fingerprint": body.fingerprint, "queue": body.queue, "task": body.task}
     return _followed(answer, [i for i, _ in pairs], since_ms, chosen)
 
 
@@ -289,10 +325,10 @@ async def _by_ids(
     chosen = list(dict.fromkeys(i for i in ids if i in dead))
     left = len(set(ids)) - len(chosen)
     skipped = {"not in the dead-letter queue": left} if left else {}
-    pairs = await _runnable(action, [(i, queue) for i in chosen], skipped)
+    pairs = await arunnable(action, [(i, queue) for i in chosen], skipped)
     if dry_run:
         return BulkOut(matched=len(chosen), changed=0, skipped=skipped)
-    changed, since_ms = await _change(action, pairs) if pairs else (0, None)
+    changed, since_ms = await achange(action, pairs) if pairs else (0, None)
     await audit.arecord(rights.user, action, chosen, rights.via)
     answer = BulkOut(matched=len(chosen), changed=changed, skipped=skipped)
     if action != "resubmit":
@@ -330,11 +366,16 @@ async def _whole_queue(
 
 
 # What follows the jobs only when some were resubmitted: a dry run answers as before.
-@router.post("/resubmit", response={200: ResubmitOut, **ERRORS}, exclude_unset=True)
-async def resubmit_dead_letters(request: HttpRequest, body: DeadLettersIn) -> BulkOut:
+@router.post(
+    "/resubmit", response={200: ResubmitOut, 202: BulkRunOut, **ERRORS}, exclude_unset=True
+)
+async def resubmit_dead_letters(
+    request: HttpRequest, body: DeadLettersIn
+) -> BulkOut | Status[BulkRunOut]:
     """Resubmit dead letters by ids, a whole group, or every one of a queue (`dry_run` counts
     only); the answer says which jobs and where to follow them (`counts_url`: how many
-    completed, failed again or still run)."""
+    completed, failed again or still run). A group past JOBSITE["BULK_MAX"] is resubmitted in
+    the background (202, a run: GET /bulk/runs/{id} follows it)."""
     if body.fingerprint is not None:
         return await _group(request, body, Perm.RETRY, "resubmit")
     assert body.queue is not None  # DeadLettersIn._chosen
@@ -343,10 +384,12 @@ async def resubmit_dead_letters(request: HttpRequest, body: DeadLettersIn) -> Bu
     return await _whole_queue(request, body.queue, body.task, body.dry_run)
 
 
-@router.post("/purge", response={200: BulkOut, **ERRORS})
-async def purge_dead_letters(request: HttpRequest, body: DeadLettersIn) -> BulkOut:
+@router.post("/purge", response={200: BulkOut, 202: BulkRunOut, **ERRORS})
+async def purge_dead_letters(
+    request: HttpRequest, body: DeadLettersIn
+) -> BulkOut | Status[BulkRunOut]:
     """Delete dead letters by ids or a whole group from Redis and the history (`dry_run`
-    counts only)."""
+    counts only); a group past JOBSITE["BULK_MAX"] in the background (202, a run)."""
     if body.fingerprint is not None:
         return await _group(request, body, Perm.PURGE, "purge")
     if body.ids is None or body.queue is None:
@@ -385,7 +428,7 @@ async def dlq_resubmit(request: HttpRequest, body: ResubmitIn) -> DlqResubmitOut
     rights = await aneed(request, Perm.RETRY, body.queue)
     skipped: dict[str, int] = {}
     if body.ids is not None:
-        pairs = await _runnable("resubmit", [(i, body.queue) for i in body.ids], skipped)
+        pairs = await arunnable("resubmit", [(i, body.queue) for i in body.ids], skipped)
         ids = [i for i, _ in pairs]
         count = await services.aresubmit_dlq(body.queue, ids=ids) if ids else 0
         await audit.arecord(rights.user, "resubmit", body.ids, rights.via)
@@ -395,3 +438,30 @@ async def dlq_resubmit(request: HttpRequest, body: ResubmitIn) -> DlqResubmitOut
     selector = {"queue": body.queue, "task": body.task, "dlq": True}
     await audit.arecord_bulk(rights.user, "resubmit", selector, count, rights.via)
     return DlqResubmitOut(count=count, skipped=_skipped(left))
+
+
+FingerprintPath = Path(..., pattern=FINGERPRINT)  # type: ignore[type-arg]
+
+
+@router.post("/groups/{fingerprint}/mute", response={200: MuteOut, **ERRORS})
+def mute_dead_letter_group(
+    request: HttpRequest,
+    body: MuteIn,
+    fingerprint: str = FingerprintPath,
+) -> MuteOut:
+    """Mute a dead-letter group in a queue: its dead letters are still recorded and counted but
+    raise no alert, for `for_s` seconds or until unmuted (a new mute replaces the old)."""
+    row = mutes.mute(grant(request), body.queue, fingerprint, body.for_s, body.reason)
+    return mute_out(row)
+
+
+@router.delete("/groups/{fingerprint}/mute", response={204: None, **ERRORS})
+def unmute_dead_letter_group(
+    request: HttpRequest,
+    fingerprint: str = FingerprintPath,
+    queue: str = Query(..., pattern=QUEUE),  # type: ignore[type-arg]
+) -> Status[None]:
+    """Unmute a dead-letter group in a queue: its dead letters alert again (404: not muted)."""
+    if mutes.unmute(grant(request), queue, fingerprint) is None:
+        raise HttpError(404, f"dead-letter group {fingerprint} is not muted in queue {queue!r}")
+    return Status(204, None)

@@ -18,14 +18,13 @@ from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
 from pydantic import ConfigDict
 
-from engine import ConfigError, InvalidArguments, Job, UnknownParent
+from engine import ConfigError, InvalidArguments, Job, UnknownParent, check_arguments
 from jobsite.jobs import services
 from jobsite.jobs.api import options as taskoptions
 from jobsite.jobs.api.jobout import submittable
 from jobsite.jobs.api.options import REF_PATTERN
 from jobsite.jobs.api.related import FLOW_CAP, refreshed
 from jobsite.jobs.api.schemas import ERRORS, JobIn, Out, RelatedOut
-from jobsite.jobs.arguments import check_types
 from jobsite.jobs.models import FlowName, JobRecord
 from jobsite.jobs.permissions import Grant, Perm, aneed, grant
 
@@ -96,7 +95,7 @@ async def build_flow(rights: Grant, body: FlowIn) -> tuple[list[Job], dict[int, 
         parents = [ids.get(p, p) for p in spec.depends_on or []]
         try:
             # Checked here too, to name the flow's job in the answer; the gate checks again.
-            check_types(task, spec.args, spec.kwargs)
+            check_arguments(task, spec.args, spec.kwargs)
             job = taskoptions.apply(task, spec, parents).call(*spec.args, **spec.kwargs)
         except (ConfigError, InvalidArguments, taskoptions.BadOptions) as exc:
             raise HttpError(422, f"{where}: {exc}") from None

@@ -7,7 +7,7 @@ the history and stays sync. The list's filters (JobFilters) are also /job-counts
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from django.db.models import QuerySet
@@ -63,6 +63,9 @@ class SubmittedOut(JobOut):
     """A job as submitted, with the callbacks submitted with it."""
 
     callbacks: list[CallbackOut] = []
+    # Set when the job met its rate limit at submit (on_rate_limit "drop": it is `cancelled`;
+    # "reschedule": it is `scheduled`, run_at this time): the next free slot.
+    rate_limited_until: datetime | None = None
 
 
 @router.post("", response={201: SubmittedOut, **ERRORS})
@@ -84,6 +87,8 @@ async def submit(request: HttpRequest, body: JobIn) -> Status[SubmittedOut]:
     if job.repeat_every_s is not None:  # a schedule: its first run is not in Redis yet
         return Status(201, await out(engine_values(job), job.id, SubmittedOut))
     done = await live_out(job.id, job.queue, SubmittedOut)
+    if job.rate_limited_until_ms is not None:
+        done.rate_limited_until = datetime.fromtimestamp(job.rate_limited_until_ms / 1000, UTC)
     done.callbacks = [
         CallbackOut(id=c.id, task=c.task, runs_on="failure" if c.runs_on else "success")
         for c in job.callbacks

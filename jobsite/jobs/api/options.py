@@ -97,6 +97,11 @@ class TaskOptionsIn(Schema):
     # At most this many jobs of the task run at once across every worker (its own key).
     max_running: int | None = Field(None, ge=1, le=100_000)
     rate_limit: str | None = Field(None, min_length=3, max_length=32)
+    # Each value of the key gets its own rate_limit budget (the call's or the task's).
+    rate_key: str | None = Field(None, min_length=1, max_length=200)
+    # At the limit: wait for the slot, drop the job (it ends cancelled, "rate limited"), or
+    # reschedule it to its next free slot; the answer's rate_limited_until says when that is.
+    on_rate_limit: Literal["wait", "drop", "reschedule"] | None = None
     # Parents: ids of jobs (in the same queue) that must complete first, and what their failure
     # does to this one.
     depends_on: list[Annotated[str, Field(pattern=REF_PATTERN)]] | None = Field(
@@ -137,6 +142,8 @@ _USING = (
     "concurrency_limit",
     "max_running",
     "rate_limit",
+    "rate_key",
+    "on_rate_limit",
     "on_parent_failure",
     "runs_on",
 )

@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja import Router
 
+from engine import argument_schema
 from jobsite.jobs.api.schemas import ERRORS, TaskOut
-from jobsite.jobs.arguments import schema
 from jobsite.jobs.permissions import Perm, need
 from jobsite.jobs.tasks.registry import known_tasks
 
@@ -25,7 +25,7 @@ def tasks(request: HttpRequest) -> list[TaskOut]:
             priority=t.options.priority,
             max_retries=t.options.max_retries,
             timeout_s=t.options.timeout_s,
-            arguments=schema(t),
+            arguments=argument_schema(t),
         )
         for t in sorted(known_tasks().values(), key=lambda t: t.name)
     ]

@@ -58,7 +58,17 @@ def dead_rows(
     rights: Grant, queue: str | None = None, task: str | None = None
 ) -> QuerySet[JobRecord]:
     """Return the dead-letter rows this request may see, of `queue` and `task` when given."""
-    rows = rights.narrow(dead(JobRecord.objects.filter(state__in=DLQ_STATES)))
+    return dead_in(rights.queues, queue, task)
+
+
+def dead_in(
+    scope: list[str] | None, queue: str | None = None, task: str | None = None
+) -> QuerySet[JobRecord]:
+    """Return the dead-letter rows of the queues `scope` (None: every queue), of `queue` and
+    `task` when given."""
+    rows = dead(JobRecord.objects.filter(state__in=DLQ_STATES))
+    if scope is not None:
+        rows = rows.filter(queue__in=scope)
     if queue:
         rows = rows.filter(queue=queue)
     if task:

@@ -55,8 +55,8 @@ def run_eagerly_with(runner: Callable[[Job], Job]) -> None:
     _inline_runners[:] = [runner]
 
 
-# How a job's arguments are checked against its task's type hints (jobsite.jobs.arguments with
-# the registry), handed over by the app's ready() for the same reason.
+# How a job's arguments are checked against its task's type hints (the engine's
+# check_job_arguments with the registry), handed over by the app's ready() for the same reason.
 _argument_checks: list[Callable[[Job], None]] = []
 
 
@@ -96,7 +96,7 @@ def _check(
         for job in jobs:
             check_queue(job.queue)
     if types is None:
-        types = bool(option("CHECK_ARGUMENT_TYPES"))
+        types = engine_settings().check_argument_types
     if types and not again and _argument_checks:
         for job in jobs:
             _argument_checks[0](job)

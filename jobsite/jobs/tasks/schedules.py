@@ -21,12 +21,12 @@ from engine import (
     Repeatable,
     SyncReport,
     Task,
+    check_arguments,
     declared_repeatable,
     serializer,
     sync_declared,
 )
 from jobsite.jobs import conf
-from jobsite.jobs.arguments import check_types
 from jobsite.jobs.tasks.registry import known_tasks
 
 log = logging.getLogger("jobsite.schedules")
@@ -94,7 +94,7 @@ def runtime_job(task_name: str, args: list[Any], kwargs: dict[str, Any], queue: 
         entry["queue"] = queue
     try:
         job = _job_of(entry, tasks)
-        check_types(tasks[task_name], args, kwargs)
+        check_arguments(tasks[task_name], args, kwargs)
     except ConfigError:
         raise
     except EngineError as exc:  # arguments that do not bind

@@ -51,6 +51,10 @@ class JobsiteTask(DjangoTask):
     concurrency_key: str | Callable[..., str] | None = None
     concurrency_limit: int | Callable[..., int] | None = None
     rate_limit: str | None = None
+    # Each value of the key (or what a function of the arguments returns) gets its own
+    # rate_limit budget; at the limit the job waits, is dropped or rescheduled (on_rate_limit).
+    rate_key: str | Callable[..., str] | None = None
+    on_rate_limit: str | None = None
     # Retention by final state: state -> seconds its hash is kept (a list of states: 0 each);
     # checked by the engine's rule with the rest (validate_task).
     cleanup_on: Mapping[str, float] | list[str] | None = None

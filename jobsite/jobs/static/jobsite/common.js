@@ -1,6 +1,6 @@
 // What every Jobsite page shares: the page's config, escaping, times in one zone (the header's
 // toggle: the browser's or UTC), calls to the JSON API, the "Redis is unreachable" banner, toasts
-// (the result of an action) and dialogs in the page.
+// (the result of an action), dialogs in the page and the progress of a background bulk change.
 // Whether Redis answers is the server's word alone (see redis() below), never the page's guess.
 (() => {
   "use strict";
@@ -218,6 +218,36 @@
     });
   }
 
+  const plural = (n, word, many = `${word}s`) => `${n} ${n === 1 ? word : many}`;
+
+  // "retry: 3 of 46 jobs changed; 43 skipped (40 no longer retryable...)" from a bulk answer.
+  function bulkTally(action, answer) {
+    const skipped = answer.matched - answer.changed;
+    let text = `${action}: ${answer.changed} of ${plural(answer.matched, "job")} changed`;
+    if (skipped > 0) {
+      const why = Object.entries(answer.skipped || {}).map(([reason, n]) => `${n} ${reason}`).join(", ");
+      text += `; ${skipped} skipped${why ? ` (${why})` : ""}`;
+    }
+    return text;
+  }
+
+  // A bulk change running in the background (a 202's run, from the Jobs page or the Dead letters
+  // page): its progress in `box` (a .bulk-run element holding a <span> and a <progress>), read
+  // every second until it ends, then its outcome as a toast. Resolves to the run as last read.
+  async function followRun(box, action, run) {
+    box.hidden = false;
+    while (run.state === "running") {
+      box.querySelector("span").textContent = `${action}: ${run.looked_at} of ${plural(run.matched, "job")} done, ${run.changed} changed`;
+      box.querySelector("progress").value = run.matched ? run.looked_at / run.matched : 0;
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      try { run = await api(`/bulk/runs/${seg(String(run.id))}`); } catch (error) { toast(`Failed: ${error.message}`, "error"); break; }
+    }
+    box.hidden = true;
+    if (run.state === "done") toast(bulkTally(action, {...run, matched: run.looked_at}), "ok", 15000);
+    else if (run.state !== "running") toast(`${action} ${run.state}${run.error ? `: ${run.error}` : ""}; ${run.changed} changed (a new request goes on with the jobs still matching)`, "error", 0);
+    return run;
+  }
+
   window.jobsite = {
     redis,
     redisUp: () => known.up,
@@ -227,7 +257,9 @@
     loaded,
     toast,
     ask,
-    plural: (n, word, many = `${word}s`) => `${n} ${n === 1 ? word : many}`,
+    plural,
+    bulkTally,
+    followRun,
     // The word an operator reads for a job state, the same on every page (the API keeps the
     // engine's: submitted is "waiting", started "running").
     stateWord: (state) => config.vocabulary?.labels?.[state] ?? state,

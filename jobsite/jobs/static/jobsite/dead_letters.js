@@ -2,11 +2,12 @@
 // resubmit the group says what became of its jobs (completed, failed again, still running),
 // followed for about 30 s through /job-counts of the ids the answer named. A group can be muted
 // (its dead letters still counted, no alert) for a while or until unmuted: muted groups are
-// folded at the bottom, "show muted" unfolds them.
+// folded at the bottom, "show muted" unfolds them. A group past the server's cap changes in the
+// background: its progress shows above the table, as on the Jobs page (followRun, common.js).
 (() => {
   "use strict";
   const {$, esc, api, jobPage, hideForbidden, ask, toast, plural, config} = window.jobsite;
-  const {time, loaded} = window.jobsite;
+  const {time, loaded, followRun} = window.jobsite;
   const VERBS = {resubmit: "Resubmit", purge: "Purge"};
   let groups = [];
   let timer;
@@ -174,6 +175,13 @@
       const detail = action === "purge" ? "Purged jobs are deleted from Redis for good." : "Each runs again as a new attempt series.";
       if (!await ask(`${VERBS[action]} ${plural(matched, "dead letter")} of this group?`, {confirm: VERBS[action], danger: action === "purge", detail})) return;
       const answer = await api(`/dead-letters/${action}`, {method: "POST", body});
+      if (answer.state) {  // past the server's cap: a background run (202), followed as it goes
+        message.textContent = `${VERBS[action]}: ${plural(answer.matched, "job")}, in the background`;
+        const run = await followRun($("#dead-letters .bulk-run"), action, answer);
+        message.textContent = `${VERBS[action]}: ${run.changed} of ${plural(run.looked_at, "job")} changed (${run.state})`;
+        load();
+        return;
+      }
       const {changed} = answer;
       const skipped = matched - changed;
       if (action === "resubmit" && changed && answer.ids?.length) {

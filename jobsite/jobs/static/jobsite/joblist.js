@@ -6,6 +6,7 @@
 (() => {
   "use strict";
   const {$, $$, esc, seg, api, config, may, jobPage, toast, ask, plural, stateWord: word} = window.jobsite;
+  const {bulkTally, followRun} = window.jobsite;
   const vocabulary = config.vocabulary;
   const section = $("#search");
   // The section's anchor in the list's links: "#search" on the Overview, where others come first.
@@ -159,17 +160,6 @@
     if (!cursor && !before) timer = setTimeout(() => { if (!document.hidden) load(); else timer = setTimeout(load, every); }, every);
   }
 
-  // "changed 3 of 46 jobs; 43 skipped (40 no longer retryable...)" from a bulk answer.
-  function tally(action, answer) {
-    const skipped = answer.matched - answer.changed;
-    let text = `${action}: ${answer.changed} of ${plural(answer.matched, "job")} changed`;
-    if (skipped > 0) {
-      const why = Object.entries(answer.skipped || {}).map(([reason, n]) => `${n} ${reason}`).join(", ");
-      text += `; ${skipped} skipped${why ? ` (${why})` : ""}`;
-    }
-    return text;
-  }
-
   // A row's cancel: the list's own (the Overview's handler of its other buttons never sees it).
   async function cancel(id) {
     if (!await ask(`Cancel job ${id}?`, {confirm: "Yes", danger: true})) return;
@@ -197,24 +187,14 @@
     try {
       const done = await api(`/bulk/${seg(action)}`, {method: "POST", body});
       // Past the server's cap the change runs in the background (202, a run): follow it.
-      if (done.state) follow(action, done); else toast(tally(action, done), "ok", 15000);
+      if (done.state) follow(action, done); else toast(bulkTally(action, done), "ok", 15000);
     } catch (error) { toast(`Failed: ${error.message}`, "error"); }
     load();
   }
 
-  // A background bulk change: its progress under the buttons, every second, until it ends.
+  // A background bulk change: its progress under the buttons until it ends, then the list again.
   async function follow(action, run) {
-    const box = $(".bulk-run", section);
-    box.hidden = false;
-    while (run.state === "running") {
-      $("span", box).textContent = `${action}: ${run.looked_at} of ${plural(run.matched, "job")} done, ${run.changed} changed`;
-      $("progress", box).value = run.matched ? run.looked_at / run.matched : 0;
-      await new Promise((resolve) => setTimeout(resolve, 1000));
-      try { run = await api(`/bulk/runs/${seg(String(run.id))}`); } catch (error) { toast(`Failed: ${error.message}`, "error"); break; }
-    }
-    box.hidden = true;
-    if (run.state === "done") toast(tally(action, {...run, matched: run.looked_at}), "ok", 15000);
-    else if (run.state !== "running") toast(`${action} ${run.state}${run.error ? `: ${run.error}` : ""}; ${run.changed} changed (a new request goes on with the jobs still matching)`, "error", 0);
+    await followRun($(".bulk-run", section), action, run);
     load();
   }
 
