@@ -5,7 +5,8 @@ job inline when it is enqueued, as Django's ImmediateBackend does.
 
 Integration tests, a real Redis: `enqueued_jobs(queue)` lists what waits, `assert_enqueued(task,
 *args, **kwargs)` checks a call was enqueued, `run_jobs()` drains the queues with an in-process
-burst worker, `run_schedules_until(when)` fires every schedule's ticks due by then. The pytest
+burst worker (`run_jobs(until=when)`: and the jobs scheduled by `when`, as if the time had
+come), `run_schedules_until(when)` fires every schedule's ticks due by then. The pytest
 fixtures come with `pytest_plugins = ["jobsite.testing"]` in a conftest.py: `jobsite_eager`, and
 `jobsite_redis` (a private redis-server on a free port, settings.JOBSITE pointed at it, flushed
 for each test).
@@ -14,6 +15,7 @@ for each test).
 from __future__ import annotations
 
 import importlib.util
+from collections import Counter
 from datetime import datetime
 from typing import Any
 
@@ -55,23 +57,46 @@ def assert_enqueued(task: Task | DjangoTask, *args: Any, **kwargs: Any) -> Job:
     )
 
 
-def run_jobs(queues: list[str] | None = None, concurrency: int = 10) -> dict[str, int]:
-    """Run every waiting job (and what they enqueue) in this process; return the counts."""
+def run_jobs(
+    queues: list[str] | None = None, concurrency: int = 10, until: datetime | None = None
+) -> dict[str, int]:
+    """Run every waiting job, and what those jobs enqueue, with an in-process burst worker;
+    return the worker's counters (completed, failed, retried...).
+
+    With `until`, the test's clock is `until`: jobs scheduled by then (a delay, a run_at, a
+    retry's backoff) run now, soonest first, and so do those they schedule by then, as if the
+    time had come; a job due later stays scheduled."""
     settings = conf.engine_settings()
     names = queues or conf.queues()
+    until_ms = None if until is None else int(until.timestamp() * 1000)
+
+    async def promote(client: Client) -> int:
+        promoted = 0
+        for queue in names:
+            ids = await client.queues.due_by(queue, until_ms or 0, limit=100_000)
+            outcome = await client.jobs.run_now(queue, ids) if ids else {}
+            promoted += sum(1 for v in outcome.values() if v == "promoted")
+        return promoted
 
     async def drain() -> dict[str, int]:
-        worker = Worker(
-            settings,
-            load_tasks(conf.task_modules()),
-            queues=names,
-            concurrency=concurrency,
-            burst=True,
-            hooks=WORKER_HOOKS,
-        )
-        await worker.run()
-        return dict(worker.counters)
+        counters: Counter[str] = Counter()
+        while True:
+            worker = Worker(
+                settings,
+                load_tasks(conf.task_modules()),
+                queues=names,
+                concurrency=concurrency,
+                burst=True,
+                burst_scheduled=until_ms is None,
+                hooks=WORKER_HOOKS,
+            )
+            await worker.run()
+            counters.update(worker.counters)
+            if until_ms is None or not await services.arun_engine(promote):
+                return dict(counters)
 
+    if until_ms is not None:
+        services.run_engine(promote)
     return async_to_sync(drain)()
 
 

@@ -161,6 +161,14 @@ class Queues(Resource):
                     found.append(job)
         return found
 
+    async def due_by(self, queue: str, at_ms: int, limit: int = 1000) -> list[str]:
+        """Return the ids of `queue`'s scheduled jobs due by `at_ms` (epoch ms: a run_at, a delay
+        or a retry's backoff), soonest first, at most `limit`."""
+        ids: list[str] = await self.redis.zrangebyscore(
+            self.keys(queue).scheduled, "-inf", at_ms, start=0, num=limit
+        )  # type: ignore[assignment]
+        return ids
+
     async def waiting(self, queue: str, limit: int = 1000) -> list[Job]:
         """Return jobs of `queue` not started yet: submitted (next first), then scheduled."""
         keys = self.keys(queue)

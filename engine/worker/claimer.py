@@ -41,6 +41,7 @@ class Claimer:
         *,
         burst: bool,
         on_claims: Callable[[], None],
+        burst_scheduled: bool = True,
         queue_limits: Mapping[str, int] | None = None,
     ) -> None:
         self.settings = ctx.settings
@@ -58,6 +59,7 @@ class Claimer:
         limited = {t.name for t in attempts.registry if t.options.max_concurrent is not None}
         self.held = sorted(limited)
         self.burst = burst
+        self.burst_scheduled = burst_scheduled  # a burst waits for scheduled jobs to come due
         self._on_claims = on_claims  # recycling counts claims
         self.queue_limits = dict(queue_limits or {})  # queue -> most claims held at once
         self.claims = 0  # jobs claimed so far (max_jobs)
@@ -302,7 +304,7 @@ class Claimer:
         """Return whether nothing is held, unwritten or left in the queues (burst mode)."""
         if self.book.active or self.flusher.unflushed:
             return False
-        return not await self.claim_io.waiting(self.queues)
+        return not await self.claim_io.waiting(self.queues, self.burst_scheduled)
 
     async def admit(self, got: list[RunningJob]) -> None:
         """Start what the claim began; begin what may start now; park jobs over their task's

@@ -66,6 +66,7 @@ class Worker:
         concurrency: int = 10,
         burst: bool = False,
         worker_id: str | None = None,
+        burst_scheduled: bool = True,
         queue_concurrency: Mapping[str, int] | None = None,
         isolation: Isolation | None = None,
         hooks: Iterable[Hook] = (),
@@ -100,7 +101,9 @@ class Worker:
         self.cleaner = Cleaner(settings, self.redis, names, liveness=self.liveness)
         self.flusher = Flusher(self.writer, life)
         self.book = Book(concurrency, self.flusher, life)
-        self.claimer = self._claimer(ctx, keys, burst, queue_concurrency)
+        # A burst waits for scheduled jobs to come due (burst_scheduled False: it ends once
+        # nothing is ready; the test kit's run_jobs(until=) brings them forward itself).
+        self.claimer = self._claimer(ctx, keys, (burst, burst_scheduled), queue_concurrency)
         self.shutdown = Shutdown(ctx, self.book, self.claimer)  # its fence goes up at a stop
         self.recycler = Recycler(settings)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -111,7 +114,7 @@ class Worker:
         self,
         ctx: WorkerContext,
         keys: list[QueueKeys],
-        burst: bool,
+        burst: tuple[bool, bool],
         queue_limits: Mapping[str, int] | None,
     ) -> Claimer:
         """Return the claimer of `keys` (claimed in order), its claims counted for recycling."""
@@ -121,7 +124,8 @@ class Worker:
             self.book,
             self.attempts,
             self.versions,
-            burst=burst,
+            burst=burst[0],
+            burst_scheduled=burst[1],
             on_claims=self._check_recycle,
             queue_limits=queue_limits,
         )

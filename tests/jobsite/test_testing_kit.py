@@ -111,3 +111,22 @@ def test_run_schedules_until_fires_each_tick_of_the_days_ahead(jobsite_redis: An
         ]
         assert run_jobs()["completed"] == 3
         assert run_schedules_until(when) == 0  # each tick once
+
+
+def test_run_jobs_until_runs_what_is_due_by_then_and_leaves_the_rest(
+    jobsite_redis: Any, modules: None
+) -> None:
+    now = datetime.now(UTC)
+    tomorrow = services.enqueue(t.add.using(delay_s=86_400), 1, 1)
+    next_week = services.enqueue(t.add.using(delay_s=7 * 86_400), 2, 2)
+    # Retried twice, each retry scheduled a little later: brought forward as it comes.
+    retried = services.enqueue(t.retry_twice.using(delay_s=3_600))
+    assert run_jobs(until=now).get("completed", 0) == 0  # nothing is due yet
+    counts = run_jobs(until=now + timedelta(days=2))
+    assert counts["completed"] == 2 and counts["retried"] == 2, counts
+    state = {
+        i: services.run_engine(lambda c, i=i: c.jobs.get(i)).state
+        for i in (tomorrow.id, next_week.id, retried.id)
+    }
+    assert state == {tomorrow.id: "completed", next_week.id: "scheduled", retried.id: "completed"}
+    assert [j.id for j in enqueued_jobs()] == [next_week.id]

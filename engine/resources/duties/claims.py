@@ -48,11 +48,13 @@ class Claims(Resource):
             _, *replies = await pipe.execute(raise_on_error=False)
         return claim.read_queued(sent, replies)
 
-    async def waiting(self, queues: Sequence[QueueKeys]) -> int:
-        """Return how many jobs wait in `queues`, ready or scheduled (one round trip)."""
+    async def waiting(self, queues: Sequence[QueueKeys], scheduled: bool = True) -> int:
+        """Return how many jobs wait in `queues`, ready or (`scheduled`) scheduled (one round
+        trip)."""
         async with self.redis.pipeline(transaction=False) as pipe:
             for keys in queues:
                 pipe.zcard(keys.submitted)
-                pipe.zcard(keys.scheduled)
+                if scheduled:
+                    pipe.zcard(keys.scheduled)
             sizes: list[int] = await pipe.execute()
         return sum(sizes)
