@@ -81,6 +81,8 @@ INTERNAL = {
     "jobs.scan_ids": "reconciliation's walk over a queue's job hashes",
     "jobs.mark_missed": "hands jobs without a row to the mirror (reconciliation)",
     "queues.waiting": "the test kit's enqueued_jobs; operators list waiting jobs by GET /jobs",
+    "queues.due_by": "the test kit's run_jobs(until=); operators see scheduled jobs by GET "
+    "/scheduled and run them with POST /bulk/run-now",
     "dead_letters.contains": "the API's check of the ids a dead-letter action names",
     "repeats.first_run": "what enqueue does with a job that repeats (repeat_every_s)",
 }
