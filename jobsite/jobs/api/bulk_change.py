@@ -109,8 +109,10 @@ abegin = sync_to_async(begin)
 
 def walk(run_id: int) -> None:
     """Run a recorded bulk run to its end: its rows in id order, CHUNK at a time, each chunk's
-    outcome and the walk's position saved as it goes."""
+    outcome and the walk's position saved as it goes. A run whose row was deleted meanwhile
+    stops after its chunk (deleting the row is how a run is stopped)."""
     run = BulkRun.objects.get(pk=run_id)
+    kept = BulkRun.objects.filter(pk=run_id)
     step = async_to_sync(STEPS[run.action])
     try:
         while True:
@@ -126,15 +128,17 @@ def walk(run_id: int) -> None:
             for reason, n in skipped.items():
                 run.skipped[reason] = run.skipped.get(reason, 0) + n
             run.last_id, run.heartbeat_at = pairs[-1][0], timezone.now()
-            run.save(update_fields=["looked_at", "changed", "skipped", "last_id", "heartbeat_at"])
+            progress = ("looked_at", "changed", "skipped", "last_id", "heartbeat_at")
+            if not kept.update(**{f: getattr(run, f) for f in progress}):
+                log.warning("bulk run stopped: its row is gone run=%d", run_id)
+                return
         run.state = "done"
-        log.info("bulk run done run=%d changed=%d", run.pk, run.changed)
+        log.info("bulk run done run=%d changed=%d", run_id, run.changed)
     except Exception as exc:
         run.state, run.error = "failed", repr(exc)[:500]
-        log.exception("bulk run failed run=%d", run.pk)
+        log.exception("bulk run failed run=%d", run_id)
     finally:
-        run.finished_at = timezone.now()
-        run.save(update_fields=["state", "error", "finished_at"])
+        kept.update(state=run.state, error=run.error, finished_at=timezone.now())
         connection.close()
 
 
