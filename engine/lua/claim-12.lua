@@ -39,8 +39,9 @@
   ARGV[10] unserved ZSET key prefix (keys.QueueKeys.unserved_prefix)
   ARGV[11] the worker's queue timeout in ms for jobs without one of their own, or '' (none)
   ARGV[12..] held: tasks whose jobs are only claimed
-  Returns: a list of jobs, each {id, task, version, args, kwargs, attempt it will run as, token,
-  options, parents, stalls, trace_context, begun, checkpoint} (options, parents, trace_context
+  Returns: the claimed jobs' rows one after another in one flat list, 13 values each: id, task,
+  version, args, kwargs, attempt it will run as, token, options, parents, stalls, trace_context,
+  begun, checkpoint (engine/seam/scripts.py claimed() splits them; options, parents, trace_context
   and checkpoint are false when the job has none; stalls > 0 marks a suspect, which the worker
   runs alone; begun is 1 when this call began the job, else 0; checkpoint is the state an
   earlier attempt saved, checkpoint-1.lua).
@@ -113,45 +114,59 @@ local leased = {}
 local now_s = Q.now_s
 local set_aside = false  -- a worker with that version may be waiting: wake one
 
+-- A job's fields, read by HMGET when its hash has many (a small one is read whole, HGETALL:
+-- cheaper than looking up each absent field; a large one may hold big errors or logs).
+local READ = {F.state, F.task, F.version, F.args, F.kwargs, F.options, F.attempt,
+              F.deadline_ms, F.rate_interval_ms, F.rate_slot_ms, F.parents, F.stalls,
+              F.trace_context, F.started_at_ms, F.submitted_at_ms, F.claimed_at_ms,
+              F.queue_timeout_ms, F.checkpoint, F.rate_budget, F.on_rate_limit}
 for j = 1, #popped, 2 do
   local id = popped[j]
   local key = Q.prefix .. id
   token = token + 1
-  local f = {}
+  local f
   for _ = 1, 2 do  -- jget, inline: every claimed job (a hash of the other format, read again)
-    f = rcall('HMGET', key, F.state, F.task, F.version, F.args, F.kwargs, F.options, F.attempt,
-              F.deadline_ms, F.rate_interval_ms, F.rate_slot_ms, F.parents, F.stalls,
-              F.trace_context, F.started_at_ms, F.submitted_at_ms, F.claimed_at_ms,
-              F.queue_timeout_ms, F.checkpoint, F.rate_budget, F.on_rate_limit)
-    if f[1] or not native(key) then break end
+    f = {}  -- field name -> value
+    if rcall('HLEN', key) <= 12 then
+      local flat = rcall('HGETALL', key)
+      for i = 1, #flat, 2 do f[flat[i]] = flat[i + 1] end
+    else
+      local got = rcall('HMGET', key, unpack(READ))
+      for i = 1, #READ do f[READ[i]] = got[i] or nil end
+    end
+    if f[F.state] or not native(key) then break end
   end
-  local suspect = tonumber(f[12] or '0') > 0
+  local state, task, stalls = f[F.state], f[F.task], f[F.stalls]
+  local suspect = stalls ~= nil and tonumber(stalls) > 0
   -- A job without a task name no worker could ever run: claimed, and the runner drops it.
-  local tv = f[2] and (f[2] .. '@' .. (f[3] or '1'))
+  local tv = task and (task .. '@' .. (f[F.version] or '1'))
   if from_unserved[id] then rcall('HDEL', key, F.unserved, F.unserved_at_ms) end
-  if f[1] == 'submitted' and tv and not can_run(tv) then
+  if state == 'submitted' and tv and not can_run(tv) then
     rcall('ZADD', uprefix .. tv, popped[j + 1], id)
     rcall('SADD', unserved, tv)
     rcall('HSET', key, F.unserved, uprefix .. tv, F.unserved_at_ms, now_s)
     rcall('HINCRBY', Q.stats, 'waiting_version', 1)
     set_aside = true
-  elseif f[1] == 'submitted' and suspect and suspects_left == 0 then
+  elseif state == 'submitted' and suspect and suspects_left == 0 then
     rcall('ZADD', Q.submitted, popped[j + 1], id)  -- for a worker with a free isolation child
-  elseif f[1] == 'submitted' then
+  elseif state == 'submitted' then
     if suspect then suspects_left = suspects_left - 1 end
-    local attempt = tonumber(f[7] or '0') + 1
-    local task_interval = tonumber(f[9])
-    local expired = f[8] and tonumber(f[8]) <= now
+    local attempt = f[F.attempt] and tonumber(f[F.attempt]) + 1 or 1
+    local task_interval = tonumber(f[F.rate_interval_ms])
+    local deadline, rate_slot = f[F.deadline_ms], f[F.rate_slot_ms]
+    local submitted_at = f[F.submitted_at_ms]
+    local expired = deadline and tonumber(deadline) <= now
     local reason = 'deadline passed'
-    if not expired and own_wait_ms and not f[17] and f[15]
-       and now - tonumber(f[15]) >= own_wait_ms then
+    if not expired and own_wait_ms and not f[F.queue_timeout_ms] and submitted_at
+       and now - tonumber(submitted_at) >= own_wait_ms then
       expired, reason = true, 'queue timeout passed'
     end
     local slot, dropped = now, false
-    if not expired and (queue_interval or task_interval) and not (f[10] and tonumber(f[10]) <= now) then
-      local lims = limiters(queue_interval, f[2], task_interval, f[19])
+    if not expired and (queue_interval or task_interval)
+       and not (rate_slot and tonumber(rate_slot) <= now) then
+      local lims = limiters(queue_interval, task, task_interval, f[F.rate_budget])
       slot = next_slot(Q, lims, now)
-      dropped = slot > now and f[20] == 'drop' and attempt == 1
+      dropped = slot > now and f[F.on_rate_limit] == 'drop' and attempt == 1
       if not dropped then take_slot(Q, lims, slot) end
     end
     if expired then
@@ -167,23 +182,30 @@ for j = 1, #popped, 2 do
       free_slot(Q, key, id)
       emit(Q, id, 'submitted', 'scheduled', attempt - 1, worker, 'rate limited')
     else
-      local fields = {F.state, 'started', F.token, fmt(token), F.worker, worker}
-      local begun = b and not suspect and not f[6] and not held[f[2]]
+      local token_s, attempt_s = fmt(token), fmt(attempt)
+      local options = f[F.options]
+      local begun = b and not suspect and not options and not held[task]
       if begun then
-        put_field(fields, F.attempt, fmt(attempt))
-        begin_fields(fields, f[14], now_s, '0')
-        if f[15] then observe(wait, f[2] or '', now - tonumber(f[15]), b) end
+        local started_before = f[F.started_at_ms]
+        rcall('HSET', key, F.state, 'started', F.token, token_s, F.worker, worker,  -- begin_fields
+              F.attempt, attempt_s, F.begun, '1',
+              started_before and F.retried_at_ms or F.started_at_ms, now_s)
+        if submitted_at then observe(wait, task or '', now - tonumber(submitted_at), b) end
       else
-        put_field(fields, F.begun, '0')
-        put_field(fields, F.claimed_at_ms, now_s)
+        rcall('HSET', key, F.state, 'started', F.token, token_s, F.worker, worker,
+              F.begun, '0', F.claimed_at_ms, now_s)
       end
-      rcall('HSET', key, unpack(fields))
-      if f[10] then rcall('HDEL', key, F.rate_slot_ms) end
-      if begun and f[16] then rcall('HDEL', key, F.claimed_at_ms) end  -- an earlier claim's
+      if rate_slot then rcall('HDEL', key, F.rate_slot_ms) end
+      -- an earlier claim's
+      if begun and f[F.claimed_at_ms] then rcall('HDEL', key, F.claimed_at_ms) end
       leased[#leased + 1], leased[#leased + 2] = lease, id
-      emit(Q, id, 'submitted', 'started', attempt, worker)
-      out[#out + 1] = {id, f[2], f[3], f[4], f[5], attempt, fmt(token), f[6], f[11], f[12] or '0',
-                       f[13], begun and 1 or 0, f[18]}
+      emit(Q, id, 'submitted', 'started', attempt_s, worker)
+      local n = #out  -- its row, flat in the reply (no table a job)
+      out[n + 1], out[n + 2], out[n + 3] = id, task or false, f[F.version] or false
+      out[n + 4], out[n + 5], out[n + 6] = f[F.args] or false, f[F.kwargs] or false, attempt
+      out[n + 7], out[n + 8], out[n + 9] = token_s, options or false, f[F.parents] or false
+      out[n + 10], out[n + 11] = stalls or '0', f[F.trace_context] or false
+      out[n + 12], out[n + 13] = begun and 1 or 0, f[F.checkpoint] or false
     end
   end
 end

@@ -118,9 +118,14 @@ def claim_argv(keys: QueueKeys, **options: Unpack[ClaimOptions]) -> list[Any]:
     return [*argv, "" if wait_ms is None else wait_ms, *o.get("held", ())]
 
 
-def claimed(rows: list[list[Any]]) -> list[Claimed]:
-    """Read claim-12.lua's reply."""
-    return [Claimed._make(row) for row in rows]
+# Values a job has in claim-12.lua's reply: its rows come one after another in one flat list.
+_CLAIMED_WIDTH = len(Claimed._fields)
+
+
+def claimed(reply: list[Any]) -> list[Claimed]:
+    """Read claim-12.lua's reply (the rows of the jobs, flat)."""
+    width = _CLAIMED_WIDTH
+    return [Claimed._make(reply[i : i + width]) for i in range(0, len(reply), width)]
 
 
 def submit_argv(

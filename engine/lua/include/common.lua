@@ -84,9 +84,10 @@
   (in chunks of 1,000, below Lua's unpack limit) instead of once a job.
   begin_fields(t, started_before, now_s, isolated): put the fields that begin a claimed job into
   `t` (begun, its start stamp: started_at_ms, or retried_at_ms when it started before, and
-  isolated when '1': release and retry delete it); claim-12.lua and begin-2.lua both write
-  these. No heartbeat_at_ms: a job has one once its task heartbeats (heartbeat-1.lua), and a
-  finished job's hash is the smaller by that field for its whole result ttl.
+  isolated when '1': release and retry delete it); begin-2.lua writes these, and claim-12.lua
+  the same ones in its own HSET (no table a job). No heartbeat_at_ms: a job has one once its
+  task heartbeats (heartbeat-1.lua), and a finished job's hash is the smaller by that field for
+  its whole result ttl.
 ]]
 local rcall = redis.call
 
