@@ -27,7 +27,11 @@ LOG_MESSAGE_MAX_CHARS = 1000
 @dataclass(slots=True, eq=False)
 class JobContext:
     """The running job as its task sees it: identity, heartbeat, progress, log, checkpoint,
-    cancellation."""
+    cancellation.
+
+    The worker builds one per job with positional arguments (Attempts.prepare): keep the order
+    of the fields, or change it there too.
+    """
 
     job: Job
     worker_id: str

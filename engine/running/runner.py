@@ -52,7 +52,8 @@ _TRACEBACK_LIMIT = 16_000
 
 @dataclass(slots=True)
 class Outcome:
-    """What the worker must write for a job: a kind plus its data."""
+    """What the worker must write for a job: a kind plus its data (Runner.run_task builds one
+    with positional arguments: keep the order of the fields, or change it there too)."""
 
     job: Job
     kind: Kind
@@ -129,8 +130,13 @@ class Runner:
         if task is None:
             msg = f"no function registered for task {job.task!r} version {job.version}"
             return Outcome(job, Kind.DROPPED, error=error_info(job, None, "UnknownTask", msg))
-        opts = options_for(task, job)
-        outcome = Outcome(job, Kind.FAILED, result_ttl_s=opts.result_ttl_s)
+        return await self.run_task(task, options_for(task, job), job, ctx)
+
+    async def run_task(self, task: Task, opts: TaskOptions, job: Job, ctx: JobContext) -> Outcome:
+        """Run `job` once as `task` under `opts` (options_for's, as the worker found them when it
+        claimed the job); never raises except on cancellation."""
+        # Positional: keywords cost a job a few tenths of a µs (Outcome's field order).
+        outcome = Outcome(job, Kind.FAILED, b"null", None, None, opts.result_ttl_s)
         if not isinstance(job.args, list) or not isinstance(job.kwargs, dict):
             outcome.error = error_info(
                 job, None, "InvalidPayload", "args must be a JSON list and kwargs a JSON object"
@@ -138,16 +144,24 @@ class Runner:
             return outcome
         timer = asyncio.timeout(opts.timeout_s) if opts.timeout_s is not None else None
         try:
-            if timer is None:
-                value = await self._call(task, opts, job, ctx)
-            else:
+            if timer is not None:
                 async with timer:
                     value = await self._call(task, opts, job, ctx)
+            elif task.fn is not None and task.is_async:
+                # The hot path (an async task without a timeout), _call inlined: one coroutine
+                # less per job.
+                args = [ctx, *job.args] if opts.takes_context else job.args
+                value = await task.fn(*args, **job.kwargs)
+            else:
+                value = await self._call(task, opts, job, ctx)
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise  # the worker's own stop, or Ctrl-C
         except BaseException as exc:  # SystemExit and the like end this job, not the worker
             timed_out = timer is not None and timer.expired()
             return self._classify(outcome, task, opts, exc, timed_out=timed_out)
+        if value is None:  # what most tasks return: serialized as b"null", the default result
+            outcome.kind = Kind.COMPLETE
+            return outcome
         return self._finish(outcome, value)
 
     async def _call(self, task: Task, opts: TaskOptions, job: Job, ctx: JobContext) -> Any:

@@ -248,7 +248,7 @@ class Claimer:
             lease_ms=self.settings.lease_ms,
             worker_id=self.worker_id,
             result_ttl_ms=self.settings.default_result_ttl_s * 1000,
-            most_suspects=self.attempts.suspects_wanted(self.book.suspects()),
+            most_suspects=self.attempts.suspects_wanted(self.book.suspects),
             begin=True,
             build=self.versions.build_keys[keys],
             queue_timeout_ms=None if wait_s is None else int(wait_s * 1000),

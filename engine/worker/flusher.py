@@ -38,12 +38,15 @@ class Windows:
     def extend(self, values: Iterable[float]) -> None:
         """Keep `values`, dropping the oldest beyond the size."""
         kept, at, size = self._values, self._next, len(self._values)
+        n = 0
         for value in values:
             kept[at] = value
-            at = (at + 1) % size
-            self._count += 1
+            at += 1
+            if at == size:
+                at = 0
+            n += 1
         self._next = at
-        self._count = min(self._count, size)
+        self._count = min(self._count + n, size)
 
     def __len__(self) -> int:
         return self._count

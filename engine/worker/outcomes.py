@@ -40,6 +40,7 @@ class OutcomeWriter:
         self.counters = counters
         # queue -> {"completed": n, "failed": n}, since the worker started (TALLIED).
         self.tallies: dict[str, dict[str, int]] = {}
+        self._keys: dict[str, QueueKeys] = {}  # by queue name: one QueueKeys a queue, not a batch
 
     async def write(self, batch: list[Outcome]) -> tuple[list[Outcome], BaseException | None]:
         """Write every outcome of `batch`; return those not written and the first error."""
@@ -49,17 +50,24 @@ class OutcomeWriter:
         calls: list[Awaitable[None]] = []
         groups: list[list[Outcome]] = []
         for queue, outcomes in by_queue.items():
-            keys = QueueKeys(self.settings.prefix, queue)
-            done = [o for o in outcomes if o.kind == Kind.COMPLETE]
+            keys = self._keys.get(queue)
+            if keys is None:
+                keys = self._keys[queue] = QueueKeys(self.settings.prefix, queue)
+            done: list[Outcome] = []
+            others: list[Outcome] = []
+            for o in outcomes:
+                (done if o.kind == Kind.COMPLETE else others).append(o)
             if done:
                 failpoints.hit("after_return")
                 calls.append(self._complete(keys, done))
                 groups.append(done)
-            for o in outcomes:
-                if o.kind != Kind.COMPLETE:
-                    calls.append(self._one(keys, o))
-                    groups.append([o])
-        results = await asyncio.gather(*calls, return_exceptions=True)
+            for o in others:
+                calls.append(self._one(keys, o))
+                groups.append([o])
+        if len(calls) == 1:  # the usual batch: no task for it, nor a turn of the loop
+            results = [await _caught(calls[0])]
+        else:
+            results = await asyncio.gather(*calls, return_exceptions=True)
         unwritten: list[Outcome] = []
         error: BaseException | None = None
         for group, result in zip(groups, results, strict=True):
@@ -85,8 +93,14 @@ class OutcomeWriter:
                 for o, code in zip(outcomes, exc.reply, strict=True):
                     o.unacked_code = o.unacked_code if code < 0 else int(code)
             raise
+        written = 0  # counted at once: one tally per batch, not per job
         for o, code in zip(outcomes, codes, strict=True):
-            self.count(o, "completed", settled(o, code))
+            if code >= 0:
+                written += 1
+            else:
+                self.count(o, "completed", settled(o, code))
+        if written:
+            self._tally(keys.queue, "completed", written)
 
     async def _one(self, keys: QueueKeys, o: Outcome) -> None:
         try:
@@ -165,10 +179,7 @@ class OutcomeWriter:
     def count(self, o: Outcome, name: str, code: int) -> None:
         """Count a written outcome, or a refused write (lease lost) with a log line."""
         if code >= 0:
-            self.counters[name] += 1
-            if (tally := TALLIED.get(name)) is not None:
-                per_queue = self.tallies.setdefault(o.job.queue, {"completed": 0, "failed": 0})
-                per_queue[tally] += 1
+            self._tally(o.job.queue, name, 1)
         elif code == Code.LEASE_LOST:
             self.counters["lease_lost"] += 1
             log.warning("lease lost job=%s worker=%s write=%s", o.job.id, self.worker_id, name)
@@ -181,6 +192,28 @@ class OutcomeWriter:
                 name,
                 code,
             )
+
+    def _tally(self, queue: str, name: str, n: int) -> None:
+        """Count `n` written outcomes `name` of `queue`."""
+        self.counters[name] += n
+        if (tally := TALLIED.get(name)) is not None:
+            per_queue = self.tallies.setdefault(queue, {"completed": 0, "failed": 0})
+            per_queue[tally] += n
+
+
+async def _caught(call: Awaitable[None]) -> BaseException | None:
+    """Await `call`; return what it raised (as gather(return_exceptions=True) would), except a
+    cancellation of the task awaiting it, which goes on."""
+    try:
+        await call
+    except asyncio.CancelledError as exc:
+        me = asyncio.current_task()
+        if me is not None and me.cancelling():
+            raise
+        return exc
+    except Exception as exc:
+        return exc
+    return None
 
 
 def settled(o: Outcome, code: int) -> int:

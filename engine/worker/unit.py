@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from functools import partial
@@ -62,7 +63,11 @@ class JobWrites(Protocol):
 
 @dataclass(eq=False, slots=True)
 class RunningJob:
-    """A job this worker claimed, from its claim to its outcome queued for writing."""
+    """A job this worker claimed, from its claim to its outcome queued for writing.
+
+    Built with positional arguments (Attempts.prepare): keep the order of the fields, or change
+    it there too.
+    """
 
     job: Job
     keys: QueueKeys
@@ -156,6 +161,14 @@ class Attempts:
         check_heartbeat_limits(ctx.settings, registry)
         # Tasks whose jobs came with a max_heartbeat_interval_s below the floor, told once.
         self._raised: set[str] = set()
+        # WORKER_TIMEOUT by queue (EngineSettings.worker_timeout_for), as found.
+        self._worker_timeouts: dict[str, float | None] = {}
+        # What each JobContext writes and reads through, bound once (not per job).
+        self._progress = self.write_progress
+        self._results = self.upkeep.parent_results
+        self._log = self.write_log
+        self._checkpoint = self.write_checkpoint
+        self._errors = self.upkeep.parent_errors
 
     def prepare(self, keys: QueueKeys, row: Claimed, book: Holder) -> RunningJob:
         """Make a claimed row a job to run (one whose payload is too large fails unrun)."""
@@ -167,19 +180,34 @@ class Attempts:
             poison = f"payload of {size} bytes is over {limit}"
         job = row.to_job(keys.queue)
         task = self.registry.get(job.task, job.version)
-        opts = self._floored(job, options_for(task, job)) if task is not None else None
+        opts: TaskOptions | None
+        if task is None:
+            opts = None
+        elif not job.options:
+            opts = task.options  # the task's own (its heartbeat limit was checked at start)
+        else:
+            opts = self._floored(job, options_for(task, job))
+        now = time.monotonic()
+        # Both built with positional arguments, in their fields' order: keywords cost a job a
+        # few tenths of a µs.
         ctx = JobContext(
             job,
             self.worker_id,
-            self.write_progress,
+            self._progress,
             asyncio.get_running_loop(),
-            self.upkeep.parent_results,
-            self.write_log,
-            _checkpoint=self.write_checkpoint,
-            checkpoint_max_bytes=self.settings.checkpoint_max_bytes,
-            _errors=self.upkeep.parent_errors,
+            self._results,
+            self._log,
+            False,  # _cancelled
+            now,  # last_heartbeat: the job begins now
+            False,  # touched
+            self._checkpoint,
+            self.settings.checkpoint_max_bytes,
+            self._errors,
         )
-        return RunningJob(job, keys, task, opts, ctx, book, poison=poison, begun=bool(row.begun))
+        # handle, stop_reason, claimed_at, poison, isolated, begun
+        return RunningJob(
+            job, keys, task, opts, ctx, book, None, None, now, poison, False, bool(row.begun)
+        )
 
     def _floored(self, job: Job, opts: TaskOptions) -> TaskOptions:
         """Return `opts` with a max_heartbeat_interval_s the call sent below two heartbeats
@@ -202,9 +230,10 @@ class Attempts:
             )
         return dataclasses.replace(opts, max_heartbeat_interval_s=floor)
 
-    def suspects_wanted(self, running: int) -> int:
-        """Return how many suspects to claim beside `running` ones: one per idle child (-1: any)."""
-        return -1 if self.lane is None else max(0, self.lane.size - running)
+    def suspects_wanted(self, running: Callable[[], int]) -> int:
+        """Return how many suspects to claim beside the `running()` ones: one per idle child (-1:
+        any; `running` is not called then, as it counts every claim held)."""
+        return -1 if self.lane is None else max(0, self.lane.size - running())
 
     def start(self, rec: RunningJob) -> None:
         """Run a begun job in a task of its own, started eagerly: its first step runs now.
@@ -219,10 +248,13 @@ class Attempts:
             handle.add_done_callback(partial(_cancelled_before_start, rec))
 
     async def _run(self, rec: RunningJob) -> None:
-        with tracing.run_span(rec.job) if self.traced else tracing.OFF as span:
+        if self.traced:
+            with tracing.run_span(rec.job) as span:
+                outcome = await self._attempt(rec)
+                if outcome is not None and span is not None:
+                    tracing.record_outcome(span, outcome.kind, outcome.error)
+        else:
             outcome = await self._attempt(rec)
-            if outcome is not None and span is not None:
-                tracing.record_outcome(span, outcome.kind, outcome.error)
         if self.side.holds(rec.job):
             # Its held progress and log lines go first (its outcome would fence them); stopped
             # meanwhile, its outcome is known and is queued all the same.
@@ -238,15 +270,19 @@ class Attempts:
     async def _attempt(self, rec: RunningJob) -> Outcome | None:
         """Run one claimed job; return its outcome (None: nothing to write)."""
         outcome: Outcome | None
-        self._default_timeout(rec.job)
+        opts = self._default_timeout(rec)
         try:
             if rec.poison is not None:
                 error = error_info(rec.job, None, "PayloadTooLarge", rec.poison)
                 outcome = Outcome(rec.job, Kind.FAILED, error=error)
             elif rec.isolated and self.lane is not None:
                 outcome = await self._run_isolated(rec, self.lane)
+            elif rec.task is not None and opts is not None and not self.hooks.hooks:
+                # The hot path: the task and options found at the claim (no hook ran since to
+                # change the job's options), nothing built per job for hooks.
+                outcome = await self.runner.run_task(rec.task, opts, rec.job, rec.ctx)
             else:
-                if self.hooks.hooks:  # nothing built per job without hooks (the hot path)
+                if self.hooks.hooks:
                     await self.hooks.emit(HookEvent("before_run", rec.job, self.worker_id))
                 outcome = await self.runner.run(rec.job, rec.ctx)
         except asyncio.CancelledError:
@@ -259,14 +295,25 @@ class Attempts:
             outcome.kind = Kind.CANCELLED
         return outcome
 
-    def _default_timeout(self, job: Job) -> None:
-        """Give a job whose task and call set no timeout_s the settings' WORKER_TIMEOUT."""
-        timeout_s = self.settings.worker_timeout_for(job.queue)
-        if timeout_s is None or "timeout_s" in job.options:
-            return
-        task = self.registry.get(job.task, job.version)
-        if task is not None and task.options.timeout_s is None:
-            job.options = {**job.options, "timeout_s": timeout_s}
+    def _default_timeout(self, rec: RunningJob) -> TaskOptions | None:
+        """Give a job whose task and call set no timeout_s the settings' WORKER_TIMEOUT; return
+        the options its task runs under (None: no task of its name here)."""
+        job, task = rec.job, rec.task
+        if task is None:
+            return None
+        if task.options.timeout_s is None and "timeout_s" not in job.options:
+            try:
+                timeout_s = self._worker_timeouts[job.queue]
+            except KeyError:  # the settings are frozen: looked up once a queue
+                timeout_s = self._worker_timeouts[job.queue] = self.settings.worker_timeout_for(
+                    job.queue
+                )
+            if timeout_s is not None:
+                job.options = {**job.options, "timeout_s": timeout_s}
+                return options_for(task, job)
+        # Found at the claim: those the runner reads are options_for's (only
+        # max_heartbeat_interval_s may be floored, which the runner does not read).
+        return rec.opts
 
     async def _run_isolated(self, rec: RunningJob, lane: Lanes) -> Outcome:
         """Run a suspect alone in the child process; its lease is renewed here meanwhile."""
