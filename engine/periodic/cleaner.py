@@ -71,6 +71,11 @@ class Cleaner:
         # After an outage every worker's liveness key may have lapsed while they were all cut
         # off too: dead workers count only once the cleaner has been connected a whole window.
         self._ok_since: float | None = None
+        # This cleaner failed since it last judged leases. Leases lapse during an outage while
+        # their live workers cannot renew them (writes refused, a failover): none is judged
+        # again until the cleaner has reached Redis for a whole lease, long enough for every
+        # live worker to renew its own, or to write the outcomes it holds.
+        self._saw_outage = False
 
     async def dead_workers(self) -> list[str]:
         """Return the registered workers whose liveness key lapsed.
@@ -84,17 +89,21 @@ class Cleaner:
                 return []
         return await self.cleaning.lapsed_workers()
 
-    async def sweep(self, keys: QueueKeys, dead: Sequence[str] = ()) -> Sweep:
-        """Run every cleaning step once on one queue; `dead` workers' jobs are handed back."""
+    async def sweep(self, keys: QueueKeys, dead: Sequence[str] = (), reap: bool = True) -> Sweep:
+        """Run every cleaning step once on one queue; `dead` workers' jobs are handed back, and
+        with `reap` jobs whose lease expired."""
         s = self.settings
         ttl_ms = s.default_result_ttl_s * 1000
-        reaped = await self.scripts.reap(
-            keys,
-            events_maxlen=s.stream.emergency_maxlen,
-            max_jobs=s.cleaner.batch,
-            ttl_ms=ttl_ms,
-            dead_workers=dead,
-        )
+        released = stalled = 0
+        if reap:
+            reaped = await self.scripts.reap(
+                keys,
+                events_maxlen=s.stream.emergency_maxlen,
+                max_jobs=s.cleaner.batch,
+                ttl_ms=ttl_ms,
+                dead_workers=dead,
+            )
+            released, stalled = reaped.released, reaped.stalled
         expired = await self.scripts.expire(
             keys, events_maxlen=s.stream.emergency_maxlen, max_jobs=s.cleaner.batch, ttl_ms=ttl_ms
         )
@@ -112,7 +121,7 @@ class Cleaner:
             max_jobs=s.cleaner.batch,
         )
         gap = await self.trim_events(keys)
-        return Sweep(reaped.released, reaped.stalled, expired, trimmed, gap, dropped)
+        return Sweep(released, stalled, expired, trimmed, gap, dropped)
 
     async def trim_events(self, keys: QueueKeys) -> int:
         """Trim the event stream below what the mirror and every live group (the transition
@@ -149,15 +158,19 @@ class Cleaner:
         return gap
 
     async def tick(self) -> Sweep:
-        """Sweep every queue; forget dead workers once their leases have run out too."""
+        """Sweep every queue; forget dead workers once their leases have run out too. After
+        an outage it saw, judge leases only once it has reached Redis for a whole lease."""
         total = Sweep()
         now = time.monotonic()
         self._ok_since = self._ok_since or now
-        trusted = now - self._ok_since >= self.settings.liveness_window_s
+        steady_s = now - self._ok_since
+        trusted = steady_s >= self.settings.liveness_window_s
         dead = await self.dead_workers() if trusted else []
+        reap = not self._saw_outage or steady_s >= self.settings.lease_ms / 1000
+        self._saw_outage = not reap
         failpoints.bug("bug_in_cleaner")
         for keys in self.queues:
-            one = await self.sweep(keys, dead)
+            one = await self.sweep(keys, dead, reap)
             for name in total.__slots__:
                 setattr(total, name, getattr(total, name) + getattr(one, name))
         # Dead workers stay listed until every lease they held expired, so that cleaners of
@@ -183,7 +196,7 @@ class Cleaner:
             try:
                 await self.tick()
             except Exception:
-                self._ok_since = None
+                self._ok_since, self._saw_outage = None, True
                 raise
             return self.settings.cleaner.interval_s
 

@@ -6,6 +6,8 @@ import asyncio
 import dataclasses
 import time
 
+import pytest
+
 from engine import Client, EngineSettings, JobState, Worker
 from engine.periodic.cleaner import Cleaner
 from engine.running.runner import StopReason
@@ -203,3 +205,50 @@ async def test_a_job_cancelled_before_its_first_step_still_finishes(
     assert (await client.jobs.get(job.id)).state is JobState.CANCELLED
     await worker.redis.aclose()
     await worker.blocking.aclose()
+
+
+async def test_after_an_outage_the_cleaner_judges_leases_only_once_a_lease_has_passed(
+    client: Client, settings: EngineSettings
+) -> None:
+    # Writes refused (as when a master has lost the replica min-replicas-to-write asks for, in a
+    # failover) while a claimed job's lease lapses: its live worker could not renew it either.
+    # Once writes go through again the cleaner leaves it a whole lease, then (no worker having
+    # renewed it: this one is gone) hands it back.
+    with sync_redis(settings.redis_url) as admin:
+        if admin.info("server").get("redis_mode") == "cluster":
+            pytest.skip("min-replicas-to-write is set per node; the test Redis is one server")
+    fast = dataclasses.replace(
+        settings,
+        lease_ms=2000,
+        heartbeat_interval_s=0.3,
+        liveness_window_s=0.5,
+        cleaner_interval_s=0.05,
+    )
+    job = await client.enqueue(t.add, 1, 2)
+    keys = client.keys("default")
+    await client.scripts.claim(
+        keys, events_maxlen=1000, max_jobs=1, lease_ms=2000, worker_id="gone", result_ttl_ms=60_000
+    )
+    r = connect(fast)
+    stopping = asyncio.Event()
+    cleaner = Cleaner(fast, r, ["default"])
+    running = asyncio.create_task(cleaner.run(stopping))
+    try:
+        with sync_redis(settings.redis_url) as admin:
+            admin.config_set("min-replicas-to-write", 1)
+            try:
+                await asyncio.sleep(2.3)  # the lease lapses; every tick is refused
+                assert (await client.jobs.get(job.id)).state is JobState.STARTED
+            finally:
+                admin.config_set("min-replicas-to-write", 0)
+        back_at = time.monotonic()
+        while (await client.jobs.get(job.id)).state is JobState.STARTED:
+            assert time.monotonic() - back_at < 10, "the job was never handed back"
+            await asyncio.sleep(0.02)
+        # A lease (2 s) after writes came back; the ticks' backoff alone waits under 1 s.
+        assert time.monotonic() - back_at >= 1.8
+        assert (await client.jobs.get(job.id)).state is JobState.SUBMITTED
+    finally:
+        stopping.set()
+        await running
+        await r.aclose()
