@@ -215,8 +215,8 @@ class Mirror:
             return
         try:
             await layer.group_send("dashboard", {"type": "jobs.changed"})
-        except Exception:
-            log.warning("dashboard notify failed", exc_info=True)
+        except Exception as exc:  # dashboards poll too: a line, not a traceback
+            log.warning("dashboard notify failed error=%r", exc)
 
     async def step(self, block_ms: int = BLOCK_MS) -> int:
         """Read a batch while the previous one is written; return how many events it held.
