@@ -11,7 +11,7 @@ from .. import serializer
 from ..dev import failpoints
 from ..errors import Code, ReplicaAckTimeout
 from ..job import Job
-from ..keys import QueueKeys
+from ..keys import QueueKeys, queue_keys
 from ..running.runner import Kind, Outcome
 from ..seam.scripts import CompleteJob
 from .context import WorkerContext
@@ -40,7 +40,6 @@ class OutcomeWriter:
         self.counters = counters
         # queue -> {"completed": n, "failed": n}, since the worker started (TALLIED).
         self.tallies: dict[str, dict[str, int]] = {}
-        self._keys: dict[str, QueueKeys] = {}  # by queue name: one QueueKeys a queue, not a batch
 
     async def write(self, batch: list[Outcome]) -> tuple[list[Outcome], BaseException | None]:
         """Write every outcome of `batch`; return those not written and the first error."""
@@ -50,9 +49,7 @@ class OutcomeWriter:
         calls: list[Awaitable[None]] = []
         groups: list[list[Outcome]] = []
         for queue, outcomes in by_queue.items():
-            keys = self._keys.get(queue)
-            if keys is None:
-                keys = self._keys[queue] = QueueKeys(self.settings.prefix, queue)
+            keys = queue_keys(self.settings.prefix, queue)  # made once a queue
             done: list[Outcome] = []
             others: list[Outcome] = []
             for o in outcomes:
